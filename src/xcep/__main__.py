@@ -1,0 +1,5 @@
+import sys
+
+from xcep.cli import main
+
+sys.exit(main())

@@ -1,0 +1,226 @@
+"""The ``xcep`` command line. Output is JSON Lines (or text) on stdout; errors are
+one line each on stderr, with a traceback only under ``--debug``.
+
+Exit status: 0 when everything was read, 1 when some input was bad (reported
+and skipped, or, with ``--errors fail``, stopped at), 2 for a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import TextIO
+
+from xcep import __version__
+from xcep.errors import InputError, XcepError
+from xcep.events import FORMATS, EventBatch, EventStream, Kind, expand_inputs
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class ErrorReporter:
+    """Carries out ``--errors``: report (default), skip, fail or deadletter:PATH."""
+
+    def __init__(self, spec: str, stderr: TextIO) -> None:
+        self.mode, _, path = spec.partition(":")
+        if self.mode not in ("report", "skip", "fail", "deadletter") or (
+            (self.mode == "deadletter") != bool(path)
+        ):
+            raise argparse.ArgumentTypeError(
+                f"--errors must be report, skip, fail or deadletter:PATH, not {spec!r}"
+            )
+        self.stderr = stderr
+        self.count = 0
+        self.deadletter = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+
+    @property
+    def policy(self) -> str | Callable[[InputError], None]:
+        return "fail" if self.mode == "fail" else self
+
+    def __call__(self, error: InputError) -> None:
+        self.count += 1
+        if self.mode == "report":
+            print(f"xcep: error: {error}", file=self.stderr)
+        elif self.deadletter is not None:
+            self.deadletter.write(json.dumps(error.to_dict(), ensure_ascii=False) + "\n")
+            self.deadletter.flush()
+
+    def close(self) -> int:
+        """The exit status the errors call for."""
+        if self.deadletter is not None:
+            self.deadletter.close()
+            if self.count:
+                print(
+                    f"xcep: {self.count} malformed document(s) written to {self.deadletter.name}",
+                    file=self.stderr,
+                )
+            return EXIT_OK
+        return EXIT_INPUT if self.count and self.mode == "report" else EXIT_OK
+
+
+def _progress_bar(stream_inputs, stderr: TextIO, enabled: bool | None):
+    """A tqdm bar over the input bytes, shown only on a terminal."""
+    if enabled is None:
+        enabled = stderr.isatty()
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    sizes = [item.size for item in stream_inputs]
+    total = sum(sizes) if sizes and None not in sizes else None
+    return tqdm(total=total, unit="B", unit_scale=True, file=stderr, leave=False, delay=0.5)
+
+
+def _write_events(batch: EventBatch, fmt: str, out: TextIO) -> None:
+    lines = []
+    if fmt == "jsonl":
+        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        for event in batch:
+            lines.append(dumps(event.to_dict()))
+    else:
+        for event in batch:
+            indent = "  " * (event.depth - 1)
+            if event.kind is Kind.OPEN:
+                body = f"<{event.name}>"
+            elif event.kind is Kind.CLOSE:
+                body = f"</{event.name}>"
+            elif event.kind is Kind.ATTR:
+                body = f"@{event.name}={json.dumps(event.value, ensure_ascii=False)}"
+            else:
+                body = json.dumps(event.value, ensure_ascii=False)
+            lines.append(f"{event.doc}\t{indent}{body}")
+    if lines:
+        out.write("\n".join(lines) + "\n")
+
+
+def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
+    if fmt == "jsonl":
+        out.write(json.dumps(stats) + "\n")
+        return
+    rows = [
+        ("documents", f"{stats['documents']:,}"),
+        ("malformed documents", f"{stats['bad_documents']:,}"),
+        ("events", f"{stats['events']:,}"),
+        *((f"  {k}", f"{stats[f'{k}_events']:,}") for k in map(str, Kind)),
+        ("max event depth", f"{stats['max_depth']:,}"),
+        ("bytes", f"{stats['bytes']:,}"),
+        ("seconds", f"{stats['seconds']:.3f}"),
+        ("MB/s", f"{stats['mb_per_s']:.2f}"),
+        ("events/s", f"{stats['events_per_s']:,}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    out.write("".join(f"{name:<{width}}  {value:>12}\n" for name, value in rows))
+
+
+def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
+    reporter = ErrorReporter(args.errors, stderr)
+    inputs = expand_inputs(args.inputs or ["-"], args.input_format)
+    bar = _progress_bar(inputs, stderr, args.progress)
+    stream = EventStream(
+        inputs,
+        errors=reporter.policy,
+        progress=bar.update if bar is not None else None,
+        keep_whitespace=args.keep_whitespace,
+        max_depth=args.max_depth,
+        keep_raw=reporter.deadletter is not None,
+    )
+    fmt = args.format or ("text" if args.stats else "jsonl")
+    try:
+        for batch in stream.batches():
+            if not args.stats:
+                _write_events(batch, fmt, stdout)
+    except InputError as error:  # --errors fail
+        print(f"xcep: error: {error}", file=stderr)
+        return EXIT_INPUT
+    finally:
+        if bar is not None:
+            bar.close()
+        status = reporter.close()
+    if args.stats:
+        _write_stats(stream.stats.to_dict(), fmt, stdout)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xcep",
+        description="Complex event processing and publish/subscribe over XML and JSON streams.",
+    )
+    parser.add_argument("--version", action="version", version=f"xcep {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    events = commands.add_parser(
+        "events",
+        help="print the nested-word event stream of XML/JSON inputs",
+        description="Print the event stream (open/attr/text/close) of the inputs, or counts.",
+    )
+    events.add_argument(
+        "inputs", nargs="*", metavar="INPUT", help="files, directories, - for stdin (default)"
+    )
+    events.add_argument(
+        "--format",
+        choices=("jsonl", "text"),
+        help="jsonl (default for events) or text (default for --stats)",
+    )
+    events.add_argument("--stats", action="store_true", help="print counts and speed only")
+    events.add_argument("--input-format", choices=FORMATS, default="auto")
+    events.add_argument(
+        "--errors",
+        default="report",
+        metavar="report|skip|fail|deadletter:PATH",
+        help="what to do with a malformed document (default: report it on stderr, go on, "
+        "exit 1 at the end)",
+    )
+    events.add_argument("--keep-whitespace", action="store_true")
+    events.add_argument("--max-depth", type=int, default=10_000, metavar="N")
+    events.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    events.set_defaults(run=cmd_events)
+    return parser
+
+
+def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args, stdout, stderr)
+    except argparse.ArgumentTypeError as exc:
+        parser.exit(EXIT_USAGE, f"xcep: error: {exc}\n")
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        _silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        if isinstance(exc, XcepError | ValueError | OSError):
+            print(f"xcep: error: {exc}", file=stderr)
+            return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_INPUT
+        print(
+            f"xcep: internal error: {type(exc).__name__}: {exc} (--debug shows the traceback)",
+            file=stderr,
+        )
+        return EXIT_INPUT
+    return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

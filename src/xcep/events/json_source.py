@@ -1,0 +1,200 @@
+"""JSON and JSON Lines to nested-word events.
+
+The convention (docs/events.md has examples):
+- every JSON document becomes one root element, named ``json`` by default;
+- an object member ``"k": v`` becomes an element ``k`` holding ``v``; members
+  keep their order, and repeated keys are all kept;
+- an array that is a member's value becomes one ``k`` element per item
+  (``"k": [1, 2]`` reads like ``<k>1</k><k>2</k>``); an empty array gives none;
+- an array anywhere else (the document itself, or an item of an array) becomes
+  one ``item`` element per item, inside the element that holds the array;
+- a string becomes a text event (none for the empty string, as in XML); a
+  number keeps its JSON spelling (``1.50`` stays ``1.50``); ``true`` and
+  ``false`` become the texts ``true`` and ``false``; ``null`` gives an empty
+  element. JSON has no attributes, so no attr events are produced.
+
+Inputs: *JSON Lines* (``.jsonl``, ``.ndjson``) is read line by line and
+streams (a blank line is skipped, a bad line is one bad document); *JSON*
+(``.json``) is read whole and may hold several documents one after another.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, BinaryIO
+
+from xcep.errors import InputError
+from xcep.events.model import CLOSE, NO_NAME, OPEN, TEXT
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from xcep.events.model import EventBatch
+    from xcep.events.stream import StreamContext
+
+_ITEM = "item"
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+_NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")
+
+
+class _Object(list):
+    """A JSON object as its list of (key, value) pairs, duplicates and order kept."""
+
+
+_decoder = json.JSONDecoder(object_pairs_hook=_Object, parse_float=str, parse_int=str)
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _emit(ctx: StreamContext, doc: int, value) -> None:
+    """Append the events of one JSON value (the whole document) to the builder."""
+    builder = ctx.builder
+    symbols = builder.symbols
+    max_depth = ctx.options.max_depth
+    docs, kinds, names = builder.docs.append, builder.kinds.append, builder.names.append
+    values, depths, nodes = builder.values.append, builder.depths.append, builder.nodes.append
+    node = 0
+    todo: list = [(ctx.options.json_root, value, 1)]  # (name, value, depth) or a close marker
+    while todo:
+        item = todo.pop()
+        if type(item) is int:  # a close: the marker is the index of the opening event
+            docs(doc)
+            kinds(CLOSE)
+            names(builder.names[item])
+            values(None)
+            depths(builder.depths[item])
+            nodes(builder.nodes[item])
+            continue
+        name, value, depth = item
+        if depth > max_depth:
+            raise _TooDeep(f"nesting deeper than the limit of {max_depth} elements")
+        todo.append(len(builder.kinds))
+        docs(doc)
+        kinds(OPEN)
+        names(symbols[name])
+        values(None)
+        depths(depth)
+        nodes(node)
+        node += 1
+        kind = type(value)
+        if kind is _Object:
+            children = []
+            for key, member in value:
+                if type(member) is list:
+                    children.extend((key, element, depth + 1) for element in member)
+                else:
+                    children.append((key, member, depth + 1))
+            todo.extend(reversed(children))
+        elif kind is list:
+            todo.extend((_ITEM, element, depth + 1) for element in reversed(value))
+        else:
+            if kind is bool:
+                text = "true" if value else "false"
+            elif value is None or value == "":
+                continue
+            else:
+                text = value
+            docs(doc)
+            kinds(TEXT)
+            names(NO_NAME)
+            values(text)
+            depths(depth + 1)
+            nodes(node)
+            node += 1
+
+
+class JsonReader:
+    """Reads one JSON or JSON Lines input."""
+
+    def __init__(self, ctx: StreamContext, stream: BinaryIO, source: str, lines: bool) -> None:
+        self.ctx = ctx
+        self.stream = stream
+        self.source = source
+        self.lines = lines
+
+    def batches(self) -> Iterator[EventBatch]:
+        if self.lines:
+            yield from self._lines()
+        else:
+            yield from self._whole()
+
+    def _document(self, text: str, start: int, line: int, column: int) -> int | InputError:
+        """Decode and emit the document at ``text[start:]``; return where it ends.
+
+        ``line``/``column`` locate ``text[0]`` in the input, for error messages.
+        """
+        ctx = self.ctx
+        doc = ctx.new_document()
+        try:
+            value, end = _decoder.raw_decode(text, start)
+            if self.lines and _WHITESPACE.match(text, end).end() != len(text):
+                raise json.JSONDecodeError("extra data after the document", text, end)
+            _emit(ctx, doc, value)
+        except json.JSONDecodeError as exc:
+            lineno = line + exc.lineno - 1
+            colno = exc.colno + (column - 1 if exc.lineno == 1 else 0)
+            return InputError(exc.msg, self.source, doc, lineno, colno)
+        except (_TooDeep, RecursionError) as exc:
+            message = str(exc) if isinstance(exc, _TooDeep) else "nesting too deep to decode"
+            lineno = line + text.count("\n", 0, start)
+            return InputError(message, self.source, doc, lineno)
+        ctx.document_done()
+        return end
+
+    def _lines(self) -> Iterator[EventBatch]:
+        ctx = self.ctx
+        pending = b""
+        line = 0
+        while True:
+            chunk = ctx.read(self.stream)
+            parts = (pending + chunk).split(b"\n")
+            pending = parts.pop() if chunk else b""
+            for part in parts:
+                line += 1
+                if not part.strip():
+                    continue
+                try:
+                    text = part.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    doc = ctx.new_document()
+                    reason = f"not UTF-8: {exc.reason}"
+                    ctx.document_failed(InputError(reason, self.source, doc, line, exc.start + 1))
+                    continue
+                result = self._document(text, _WHITESPACE.match(text).end(), line, 1)
+                if isinstance(result, InputError):
+                    ctx.document_failed(result, part)
+            batch = ctx.builder.take()
+            if batch is not None:
+                yield batch
+            if not chunk:
+                return
+
+    def _whole(self) -> Iterator[EventBatch]:
+        ctx = self.ctx
+        chunks = []
+        while chunk := ctx.read(self.stream):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            doc = ctx.new_document()
+            ctx.document_failed(InputError(f"not UTF-8: {exc.reason}", self.source, doc, line))
+            return
+        pos = _WHITESPACE.match(text).end()
+        while pos < len(text):
+            result = self._document(text, pos, 1, 1)
+            if isinstance(result, InputError):  # skip to the next line that starts a document
+                match = _NEXT_DOCUMENT.search(text, pos + 1)
+                end = match.end() if match else len(text)
+                ctx.document_failed(result, text[pos:end].encode())
+            else:
+                end = result
+            pos = _WHITESPACE.match(text, end).end()
+            batch = ctx.builder.take()
+            if batch is not None:
+                yield batch

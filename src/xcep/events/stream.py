@@ -1,0 +1,324 @@
+"""Event streams over files, directories, pipes and strings.
+
+``EventStream(inputs)`` reads its inputs in order as one stream of documents
+(document indexes count across inputs) and delivers ``EventBatch``es
+(``.batches()``) or single ``Event``s (iteration).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from xcep.errors import InputError
+from xcep.events.json_source import JsonReader
+from xcep.events.model import Event, EventBatch, EventBuilder, Kind, Symbols
+from xcep.events.options import SourceOptions
+from xcep.events.xml_source import XmlReader
+
+FORMATS = ("auto", "xml", "json", "jsonl")
+_EXTENSIONS = {".xml": "xml", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+_GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"
+
+ErrorPolicy = str | Callable[[InputError], None]  # "fail", "skip" or a callback
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """What a stream has read so far."""
+
+    documents: int = 0  # well-formed documents delivered
+    bad_documents: int = 0  # malformed documents skipped
+    events: dict[str, int] = field(default_factory=lambda: {str(k): 0 for k in Kind})
+    max_depth: int = 0
+    bytes: int = 0  # bytes parsed (after decompression)
+    seconds: float = 0.0
+
+    def add_batch(self, batch: EventBatch) -> None:
+        kinds = batch.kinds
+        for kind in Kind:
+            self.events[str(kind)] += kinds.count(kind)
+        if len(batch):
+            self.max_depth = max(self.max_depth, max(batch.depths))
+
+    def to_dict(self) -> dict:
+        total = sum(self.events.values())
+        seconds = max(self.seconds, 1e-9)
+        return {
+            "documents": self.documents,
+            "bad_documents": self.bad_documents,
+            "events": total,
+            **{f"{kind}_events": count for kind, count in self.events.items()},
+            "max_depth": self.max_depth,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 4),
+            "mb_per_s": round(self.bytes / 1e6 / seconds, 2),
+            "events_per_s": round(total / seconds),
+        }
+
+
+class StreamContext:
+    """What the readers share: the builder, document numbering, errors, counters."""
+
+    def __init__(
+        self,
+        options: SourceOptions,
+        errors: ErrorPolicy,
+        stats: StreamStats,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        if not (callable(errors) or errors in ("fail", "skip")):
+            raise ValueError(f"errors must be 'fail', 'skip' or a callable, not {errors!r}")
+        self.options = options
+        self.builder = EventBuilder(batch_size=options.batch_size)
+        self.errors = errors
+        self.stats = stats
+        self.progress = progress
+        self.next_doc = 0
+        self.position: Callable[[], int] | None = None  # where the current raw file is
+        self.reported = 0  # the position last reported to ``progress``
+
+    def start_input(self, position: Callable[[], int] | None) -> None:
+        self.position = position
+        self.reported = 0
+
+    def new_document(self) -> int:
+        doc = self.next_doc
+        self.next_doc += 1
+        self.builder.begin_document()
+        return doc
+
+    def document_done(self) -> None:
+        self.builder.end_document()
+        self.stats.documents += 1
+
+    def document_failed(self, error: InputError, raw: bytes | None = None) -> None:
+        self.builder.abandon_document()
+        self.stats.bad_documents += 1
+        if raw is not None and len(raw) <= self.options.raw_limit:
+            error.raw = raw
+        if self.errors == "fail":
+            raise error
+        if callable(self.errors):
+            self.errors(error)
+
+    def read(self, stream: BinaryIO) -> bytes:
+        """One chunk of an input, counted in the statistics and the progress."""
+        read = getattr(stream, "read1", stream.read)
+        chunk = read(self.options.chunk_size)
+        self.stats.bytes += len(chunk)
+        if self.progress is not None and self.position is not None:
+            position = self.position()
+            self.progress(position - self.reported)
+            self.reported = position
+        return chunk
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One input: a path, standard input (``-``) or an open binary file."""
+
+    name: str
+    path: Path | None = None
+    file: BinaryIO | None = None
+    format: str = "auto"
+
+    @property
+    def size(self) -> int | None:
+        """Bytes on disk, for progress bars (None for pipes)."""
+        if self.path is None:
+            return None
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return None
+
+
+def expand_inputs(inputs: Iterable, format: str = "auto") -> list[Input]:
+    """Paths, ``-``, directories (their data files, recursively, by name) and files."""
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
+    result = []
+    for item in inputs:
+        if isinstance(item, Input):
+            result.append(item)
+        elif hasattr(item, "read"):
+            result.append(Input(getattr(item, "name", "<file>"), file=item, format=format))
+        elif str(item) == STDIN:
+            result.append(Input("<stdin>", format=format))
+        else:
+            path = Path(item)
+            if path.is_dir():
+                for child in sorted(path.rglob("*")):
+                    hidden = any(p.startswith(".") for p in child.relative_to(path).parts)
+                    if child.is_file() and not hidden and _format_by_name(child.name):
+                        result.append(Input(str(child), child, format=format))
+            else:
+                result.append(Input(str(path), path, format=format))
+    return result
+
+
+def _format_by_name(name: str) -> str | None:
+    name = name.lower().removesuffix(".gz")
+    return _EXTENSIONS.get(os.path.splitext(name)[1])
+
+
+class _Prefixed(io.RawIOBase):
+    """A binary stream with some bytes already read put back in front."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head = head
+        self.rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:
+        if self.head:
+            if size < 0:
+                size = len(self.head)
+            out, self.head = self.head[:size], self.head[size:]
+            return out
+        return getattr(self.rest, "read1", self.rest.read)(size)
+
+    read = read1
+
+    def readinto(self, buffer) -> int:
+        data = self.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _sniff(stream: BinaryIO) -> tuple[str, BinaryIO]:
+    """Guess the format from the first bytes: XML, JSON Lines or JSON."""
+    read = getattr(stream, "read1", stream.read)
+    head = b""
+    while len(head) < 1 << 20:
+        chunk = read(64 * 1024)
+        if not chunk:
+            break
+        head += chunk
+        if head.strip() and b"\n" in head.lstrip():
+            break
+    stream = _Prefixed(head, stream)
+    text = head.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not text.startswith((b"{", b"[")):
+        return "xml", stream
+    first_line = text.split(b"\n", 1)[0]
+    try:
+        json.loads(first_line)
+    except ValueError:
+        return "json", stream
+    return "jsonl", stream
+
+
+class EventStream:
+    """A stream of documents read from one or more inputs, as nested-word events.
+
+    >>> stream = EventStream(["orders.xml", "ticks.jsonl.gz"], errors="skip")
+    >>> for batch in stream.batches(): ...          # columnar, fast
+    >>> for event in EventStream(["orders.xml"]): ...  # one Event at a time
+
+    ``format`` is ``auto`` (by file name, then by the first bytes), ``xml``,
+    ``json`` or ``jsonl``. ``errors`` says what happens to a malformed
+    document: ``"fail"`` raises ``InputError`` (the default), ``"skip"`` drops
+    it, a callable receives each ``InputError`` and the stream goes on.
+    Keyword options are those of ``SourceOptions``.
+    """
+
+    def __init__(
+        self,
+        inputs: Iterable = (STDIN,),
+        *,
+        format: str = "auto",
+        errors: ErrorPolicy = "fail",
+        progress: Callable[[int], None] | None = None,
+        **options,
+    ) -> None:
+        self.inputs = expand_inputs(inputs, format)
+        self.options = SourceOptions(**options)
+        self.stats = StreamStats()
+        self._ctx = StreamContext(self.options, errors, self.stats, progress)
+
+    @property
+    def symbols(self) -> Symbols:
+        return self._ctx.builder.symbols
+
+    def batches(self) -> Iterator[EventBatch]:
+        ctx = self._ctx
+        started = time.perf_counter()
+        try:
+            for item in self.inputs:
+                for batch in self._read_input(item):
+                    self.stats.add_batch(batch)
+                    yield batch
+            batch = ctx.builder.take(force=True)
+            if batch is not None:
+                self.stats.add_batch(batch)
+                yield batch
+        finally:
+            self.stats.seconds += time.perf_counter() - started
+
+    def __iter__(self) -> Iterator[Event]:
+        for batch in self.batches():
+            yield from batch
+
+    def _read_input(self, item: Input) -> Iterator[EventBatch]:
+        ctx = self._ctx
+        try:
+            raw = self._open(item)
+        except OSError as exc:
+            ctx.document_failed(InputError(exc.strerror or str(exc), item.name))
+            return
+        try:
+            stream = raw
+            ctx.start_input(raw.tell if item.path is not None else None)
+            head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+            if head == _GZIP_MAGIC:
+                stream = gzip.GzipFile(fileobj=raw, mode="rb")
+            format = item.format
+            if format == "auto":
+                format = _format_by_name(item.name) or "auto"
+            if format == "auto":
+                format, stream = _sniff(stream)
+            try:
+                if format == "xml":
+                    yield from XmlReader(ctx, stream, item.name).batches()
+                else:
+                    yield from JsonReader(ctx, stream, item.name, format == "jsonl").batches()
+            except (OSError, EOFError) as exc:  # a broken gzip file, a failing disk
+                ctx.document_failed(InputError(f"cannot read: {exc}", item.name))
+        finally:
+            ctx.start_input(None)
+            if item.file is None and item.path is not None:
+                raw.close()
+
+    @staticmethod
+    def _open(item: Input) -> BinaryIO:
+        if item.file is not None:
+            file = item.file
+            return file if hasattr(file, "peek") else io.BufferedReader(_Prefixed(b"", file))
+        if item.path is None:
+            return sys.stdin.buffer
+        return open(item.path, "rb")
+
+
+def iter_events(*inputs, **options) -> Iterator[Event]:
+    """The events of the given inputs (paths, ``-`` or binary files), one by one."""
+    return iter(EventStream(inputs or (STDIN,), **options))
+
+
+def parse(data: str | bytes, format: str = "xml", **options) -> list[Event]:
+    """All events of a string or bytes (handy in tests and at the prompt)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return list(EventStream([Input("<string>", file=io.BytesIO(data), format=format)], **options))

@@ -1,0 +1,127 @@
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+from xcep.cli import main
+
+XML_STREAM = (
+    b'<?xml version="1.0"?>\n<a id="1">x</a>\n'
+    b'<?xml version="1.0"?>\n<a><b></a>\n'
+    b'<?xml version="1.0"?>\n<c/>\n'
+)
+
+
+def run(*args, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "xcep", *args], input=stdin, capture_output=True, check=False
+    )
+
+
+def test_events_as_json_lines_from_stdin():
+    result = run("events", "--format", "jsonl", stdin=b"<a id='1'>x</a>")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert rows == [
+        {"doc": 0, "kind": "open", "name": "a", "depth": 1, "node": 0},
+        {"doc": 0, "kind": "attr", "name": "id", "value": "1", "depth": 2, "node": 1},
+        {"doc": 0, "kind": "text", "value": "x", "depth": 2, "node": 2},
+        {"doc": 0, "kind": "close", "name": "a", "depth": 1, "node": 0},
+    ]
+
+
+def test_malformed_document_is_reported_in_one_line_and_the_rest_still_printed():
+    result = run("events", stdin=XML_STREAM)
+    assert result.returncode == 1
+    docs = sorted({json.loads(line)["doc"] for line in result.stdout.splitlines()})
+    assert docs == [0, 2]
+    lines = result.stderr.decode().splitlines()
+    assert lines == ["xcep: error: <stdin>, document 1, line 4, column 9: mismatched tag"]
+
+
+def test_errors_skip_is_quiet_and_fail_stops():
+    skipped = run("events", "--errors", "skip", stdin=XML_STREAM)
+    assert (skipped.returncode, skipped.stderr) == (0, b"")
+    assert b'"doc":2' in skipped.stdout
+    failed = run("events", "--errors=fail", stdin=XML_STREAM)
+    assert failed.returncode == 1
+    assert b'"doc":2' not in failed.stdout
+    assert failed.stderr.count(b"\n") == 1 and b"Traceback" not in failed.stderr
+
+
+def test_errors_deadletter_keeps_the_bad_document(tmp_path):
+    dead = tmp_path / "dead.jsonl"
+    result = run("events", f"--errors=deadletter:{dead}", stdin=XML_STREAM)
+    assert result.returncode == 0
+    rows = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert len(rows) == 1
+    assert rows[0]["doc"] == 1 and rows[0]["line"] == 4
+    assert rows[0]["document"] == '<?xml version="1.0"?>\n<a><b></a>\n'
+
+
+def test_bad_errors_option_is_a_usage_error():
+    result = run("events", "--errors", "explode")
+    assert result.returncode == 2
+    assert b"--errors must be" in result.stderr
+
+
+def test_missing_file_is_reported_and_other_inputs_still_read(tmp_path):
+    good = tmp_path / "good.xml"
+    good.write_text("<a/>")
+    result = run("events", str(tmp_path / "nope.xml"), str(good))
+    assert result.returncode == 1
+    assert b"nope.xml: No such file or directory" in result.stderr
+    assert result.stdout.count(b"\n") == 2
+
+
+def test_directory_of_mixed_inputs(tmp_path):
+    (tmp_path / "b.jsonl").write_text('{"t": 1}\n{"t": 2}\n')
+    (tmp_path / "a.xml.gz").write_bytes(gzip.compress(b"<a/>"))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.json").write_text('{"t": 3}')
+    (tmp_path / ".hidden.xml").write_text("<hidden/>")
+    (tmp_path / "notes.txt").write_text("not data")
+    result = run("events", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    roots = [(r["doc"], r["name"]) for r in rows if r["kind"] == "open" and r["depth"] == 1]
+    assert roots == [(0, "a"), (1, "json"), (2, "json"), (3, "json")]
+
+
+def test_stats(capsys, tmp_path):
+    path = tmp_path / "s.xml"
+    path.write_text("<a><b>1</b><b>2</b></a><a/>")
+    assert main(["events", "--stats", "--format", "jsonl", str(path)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents"] == 2
+    assert (stats["open_events"], stats["text_events"], stats["max_depth"]) == (4, 2, 3)
+    assert stats["bytes"] == path.stat().st_size
+    assert main(["events", "--stats", str(path)]) == 0
+    assert "documents" in capsys.readouterr().out
+
+
+def test_text_format(capsys):
+    import io
+
+    sys_stdin = sys.stdin
+    try:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(b'<a k="v">t<b/></a>'))
+        assert main(["events", "--format", "text"]) == 0
+    finally:
+        sys.stdin = sys_stdin
+    assert capsys.readouterr().out.splitlines() == [
+        "0\t<a>",
+        '0\t  @k="v"',
+        '0\t  "t"',
+        "0\t  <b>",
+        "0\t  </b>",
+        "0\t</a>",
+    ]
+
+
+@pytest.mark.parametrize("limit, code", [("3", 0), ("2", 1)])
+def test_max_depth_option(limit, code):
+    result = run("events", "--max-depth", limit, stdin=b"<a><b><c/></b></a>")
+    assert result.returncode == code

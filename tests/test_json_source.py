@@ -1,0 +1,128 @@
+import io
+import json
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trees import as_tuples, expected_events, json_elements, to_json, to_xml
+from xcep.errors import InputError
+from xcep.events import EventStream, Kind, parse
+
+
+@given(json_elements(), st.randoms(use_true_random=False))
+def test_the_same_tree_as_xml_and_as_json_gives_the_same_events(tree, rnd):
+    tree.name = "json"  # the root element of every JSON document
+    text = to_json(tree, lambda: rnd.random() < 0.5)
+    assert as_tuples(parse(text, format="json")) == as_tuples(parse(to_xml(tree)))
+    assert as_tuples(parse(text, format="json")) == expected_events(tree)
+
+
+@given(st.lists(json_elements(max_leaves=4), min_size=1, max_size=5), st.integers(1, 30))
+def test_json_lines_are_documents_in_order(trees, chunk_size):
+    rnd = random.Random(0)
+    for tree in trees:
+        tree.name = "json"
+    text = "\n".join(to_json(t, lambda: rnd.random() < 0.5) for t in trees) + "\n"
+    got = parse(text, format="jsonl", chunk_size=chunk_size)
+    assert as_tuples(got) == [e for i, t in enumerate(trees) for e in expected_events(t, i)]
+
+
+def _shape(events):
+    return [(str(e.kind), e.name, e.value, e.depth) for e in events]
+
+
+def test_scalars_keep_their_json_spelling():
+    events = parse(
+        '{"n": 1.50, "i": -7, "e": 1E3, "t": true, "f": false, "z": null, "s": ""}', format="json"
+    )
+    texts = {}
+    current = None
+    for e in events:
+        if e.kind is Kind.OPEN:
+            current = e.name
+            texts[current] = None
+        elif e.kind is Kind.TEXT:
+            texts[current] = e.value
+    assert texts == {
+        "json": None,
+        "n": "1.50",
+        "i": "-7",
+        "e": "1E3",
+        "t": "true",
+        "f": "false",
+        "z": None,
+        "s": None,
+    }
+
+
+def test_arrays_repeat_the_member_name_and_nested_arrays_use_item():
+    events = parse('{"k": [1, [2, 3], {"x": 4}], "empty": []}', format="json")
+    xml = "<json><k>1</k><k><item>2</item><item>3</item></k><k><x>4</x></k></json>"
+    assert _shape(events) == _shape(parse(xml))
+
+
+def test_top_level_array_and_scalar():
+    assert _shape(parse("[1, 2]", format="json")) == _shape(
+        parse("<json><item>1</item><item>2</item></json>")
+    )
+    assert _shape(parse('"hi"', format="json")) == _shape(parse("<json>hi</json>"))
+
+
+def test_repeated_keys_are_all_kept_in_order():
+    events = parse('{"a": 1, "b": 2, "a": 3}', format="json")
+    assert [e.value for e in events if e.kind is Kind.TEXT] == ["1", "2", "3"]
+
+
+def test_root_name_is_configurable():
+    assert parse("{}", format="json", json_root="tick")[0].name == "tick"
+
+
+def test_bad_json_line_costs_only_itself():
+    text = b'{"a": 1}\n\n{"a": \n{"a": 3}\n\xff\xfe\n[1] [2]\n{"a": 5}'
+    errors: list[InputError] = []
+    stream = EventStream([io.BytesIO(text)], format="jsonl", errors=errors.append)
+    docs = sorted({e.doc for e in stream})
+    assert docs == [0, 2, 5]
+    assert [(e.doc, e.line) for e in errors] == [(1, 3), (3, 5), (4, 6)]
+    assert errors[0].column == 7 and errors[0].raw == b'{"a": '  # just past the end
+    assert "extra data" in errors[2].message
+
+
+def test_concatenated_and_pretty_json_documents_with_a_bad_one_between():
+    text = '{\n  "a": 1\n}\n{"a": [1,\n}\n[\n  2\n]\n'
+    errors: list[InputError] = []
+    events = list(EventStream([io.BytesIO(text.encode())], format="json", errors=errors.append))
+    assert sorted({e.doc for e in events}) == [0, 2]
+    assert [(e.doc, e.line) for e in errors] == [(1, 5)]
+
+
+def test_json_depth_limits():
+    deep = "[" * 50 + "]" * 50
+    assert max(e.depth for e in parse(deep, format="json")) == 50
+    with pytest.raises(InputError, match="limit of 10"):
+        parse(deep, format="json", max_depth=10)
+    with pytest.raises(InputError, match="too deep"):
+        parse("[" * 200_000 + "]" * 200_000, format="json")
+
+
+def test_format_is_sniffed_from_the_content():
+    for text, want in [
+        ('{"a": 1}\n{"a": 2}\n', [0, 1]),  # JSON Lines
+        ('{\n "a": 1\n}\n', [0]),  # one pretty JSON document
+        ("<a/>\n<b/>", [0, 1]),  # XML
+    ]:
+        events = list(EventStream([io.BytesIO(text.encode())]))
+        assert sorted({e.doc for e in events}) == want, text
+
+
+def test_events_round_trip_through_json_dicts():
+    events = parse('{"a": "x"}', format="json")
+    assert json.loads(json.dumps([e.to_dict() for e in events]))[2] == {
+        "doc": 0,
+        "kind": "text",
+        "value": "x",
+        "depth": 3,
+        "node": 2,
+    }

@@ -1,0 +1,104 @@
+"""Hostile documents: entity bombs, external entities and DTDs, deep nesting."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from xcep.errors import InputError
+from xcep.events import Kind, parse
+
+BILLION_LAUGHS = """<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<lolz>&lol9;</lolz>
+"""
+
+MEASURE = """
+import json, resource, sys, time
+from xcep.events import parse
+from xcep.errors import InputError
+text = sys.stdin.read()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+try:
+    parse(text)
+    outcome = "parsed"
+except InputError as exc:
+    outcome = str(exc)
+seconds = time.perf_counter() - start
+grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"outcome": outcome, "seconds": seconds, "grown_kb": grown_kb}))
+"""
+
+
+def _measure(text: str) -> dict:
+    run = subprocess.run(
+        [sys.executable, "-c", MEASURE], input=text, capture_output=True, text=True, check=True
+    )
+    return json.loads(run.stdout)
+
+
+def test_billion_laughs_fails_fast_and_small():
+    result = _measure(BILLION_LAUGHS)
+    assert re.search(r"would expand to [\d,]+ characters \(limit 1,000,000\)", result["outcome"])
+    assert result["seconds"] < 1.0
+    assert result["grown_kb"] < 100 * 1024
+
+
+def test_quadratic_blowup_is_bounded_by_the_amplification_limit():
+    big = "x" * 500_000
+    text = f'<!DOCTYPE a [<!ENTITY e "{big}">]><a>{"&e;" * 20_000}</a>'  # 10 GB of text
+    result = _measure(text)
+    assert "amplification" in result["outcome"]  # ours or expat's own guard, whichever first
+    assert result["seconds"] < 5.0
+    assert result["grown_kb"] < 100 * 1024
+
+
+def test_external_entity_is_never_read(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET")
+    xml = f'<!DOCTYPE a [<!ENTITY x SYSTEM "{secret.as_uri()}">]><a>&x;</a>'
+    with pytest.raises(InputError, match="external entity") as info:
+        parse(xml)
+    assert "TOP-SECRET" not in str(info.value)
+
+
+def test_external_dtd_and_parameter_entities_are_never_read(tmp_path):
+    dtd = tmp_path / "evil.dtd"
+    dtd.write_text('<!ENTITY leak "TOP-SECRET">')
+    for xml in (
+        f'<!DOCTYPE a SYSTEM "{dtd.as_uri()}"><a>&leak;</a>',
+        f'<!DOCTYPE a [<!ENTITY % p SYSTEM "{dtd.as_uri()}"> %p;]><a>&leak;</a>',
+    ):
+        with pytest.raises(InputError, match="undefined entity '&leak;'"):
+            parse(xml)
+    # a DOCTYPE naming an external DTD is fine when nothing needs it
+    events = parse(f'<!DOCTYPE a SYSTEM "{dtd.as_uri()}"><a>ok</a>')
+    assert [e.value for e in events if e.kind is Kind.TEXT] == ["ok"]
+
+
+def test_entity_limit_is_configurable():
+    xml = '<!DOCTYPE a [<!ENTITY e "0123456789">]><a>&e;</a>'
+    assert parse(xml)[1].value == "0123456789"
+    with pytest.raises(InputError, match=r"'e' would expand to 10 characters \(limit 5\)"):
+        parse(xml, max_entity_chars=5)
+
+
+def test_amplification_limit_is_configurable():
+    text = f'<!DOCTYPE a [<!ENTITY e "{"y" * 100_000}">]><a>{"&e;" * 30}</a>'
+    assert len(parse(text)[1].value) == 3_000_000
+    with pytest.raises(InputError, match="amplification limit 2"):
+        parse(text, max_amplification=2)
