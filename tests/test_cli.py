@@ -125,3 +125,24 @@ def test_text_format(capsys):
 def test_max_depth_option(limit, code):
     result = run("events", "--max-depth", limit, stdin=b"<a><b><c/></b></a>")
     assert result.returncode == code
+
+
+def test_progress_bar_when_asked(tmp_path):
+    path = tmp_path / "p.xml"
+    path.write_text("<a>" + "<b>x</b>" * 50_000 + "</a>")
+    shown = run("events", "--stats", "--progress", str(path))
+    assert shown.returncode == 0 and b"B/s" in shown.stderr
+    assert b"B/s" not in run("events", "--stats", str(path)).stderr  # not a terminal
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    path = tmp_path / "big.xml"
+    path.write_text("<a>" + "<b>x</b>" * 200_000 + "</a>")
+    pipe = subprocess.run(
+        f"{sys.executable} -m xcep events {path} | head -1",
+        shell=True,
+        capture_output=True,
+        check=False,
+    )
+    assert pipe.stdout.count(b"\n") == 1
+    assert pipe.stderr == b""

@@ -62,16 +62,15 @@ class ErrorReporter:
 
 
 def _progress_bar(stream_inputs, stderr: TextIO, enabled: bool | None):
-    """A tqdm bar over the input bytes, shown only on a terminal."""
-    if enabled is None:
-        enabled = stderr.isatty()
-    if not enabled:
+    """A tqdm bar over the input bytes: on a terminal for runs over half a second, or forced."""
+    if enabled is False or (enabled is None and not stderr.isatty()):
         return None
     from tqdm import tqdm
 
     sizes = [item.size for item in stream_inputs]
     total = sum(sizes) if sizes and None not in sizes else None
-    return tqdm(total=total, unit="B", unit_scale=True, file=stderr, leave=False, delay=0.5)
+    delay = 0.5 if enabled is None else 0
+    return tqdm(total=total, unit="B", unit_scale=True, file=stderr, leave=False, delay=delay)
 
 
 def _write_events(batch: EventBatch, fmt: str, out: TextIO) -> None:

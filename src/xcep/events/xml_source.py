@@ -191,66 +191,76 @@ class _Handlers:
         options = ctx.options
         builder = ctx.builder
         symbols = builder.symbols
+        symbols_get = symbols.get
         docs, kinds, names = builder.docs.append, builder.kinds.append, builder.names.append
         values, depths, nodes = builder.values.append, builder.depths.append, builder.nodes.append
         keep_whitespace = options.keep_whitespace
         max_depth = options.max_depth
         text_parts: list[str] = []
         stack: list[int] = []  # node index of each open element
-        counter = [0]  # next node index
+        next_node = 0
         self.root_end: int | None = None
         self.parser = parser
         self.options = options
         self.entity_sizes: dict[str, int] = {}
         self.produced = 0
 
-        def flush_text() -> None:
-            text = "".join(text_parts)
-            text_parts.clear()
-            if keep_whitespace or not text.isspace():
-                docs(doc)
-                kinds(TEXT)
-                names(NO_NAME)
-                values(text)
-                depths(len(stack) + 1)
-                nodes(counter[0])
-                counter[0] += 1
+        # The three handlers below are the hot loop of the XML source: kept flat on purpose.
+        def text(value: str) -> None:
+            nonlocal next_node
+            docs(doc)
+            kinds(TEXT)
+            names(NO_NAME)
+            values(value)
+            depths(len(stack) + 1)
+            nodes(next_node)
+            next_node += 1
 
         def start(name: str, attributes: list[str]) -> None:
+            nonlocal next_node
             if text_parts:
-                flush_text()
+                value = "".join(text_parts)
+                text_parts.clear()
+                if keep_whitespace or not value.isspace():
+                    text(value)
             depth = len(stack) + 1
             if depth > max_depth:
                 raise _DocumentError(f"nesting deeper than the limit of {max_depth} elements")
-            node = counter[0]
+            node = next_node
             stack.append(node)
+            tag = symbols_get(name)
             docs(doc)
             kinds(OPEN)
-            names(symbols[name])
+            names(symbols[name] if tag is None else tag)
             values(None)
             depths(depth)
             nodes(node)
             node += 1
-            for i in range(0, len(attributes), 2):
-                attribute = attributes[i]
-                if attribute == "xmlns" or attribute.startswith("xmlns:"):
-                    continue
-                docs(doc)
-                kinds(ATTR)
-                names(symbols[attribute])
-                values(attributes[i + 1])
-                depths(depth + 1)
-                nodes(node)
-                node += 1
-            counter[0] = node
+            if attributes:
+                for i in range(0, len(attributes), 2):
+                    attribute = attributes[i]
+                    if attribute.startswith("xmlns") and attribute[5:6] in ("", ":"):
+                        continue
+                    docs(doc)
+                    kinds(ATTR)
+                    names(symbols[attribute])
+                    values(attributes[i + 1])
+                    depths(depth + 1)
+                    nodes(node)
+                    node += 1
+            next_node = node
 
         def end(name: str) -> None:
             if text_parts:
-                flush_text()
+                value = "".join(text_parts)
+                text_parts.clear()
+                if keep_whitespace or not value.isspace():
+                    text(value)
             depth = len(stack)
+            tag = symbols_get(name)
             docs(doc)
             kinds(CLOSE)
-            names(symbols[name])
+            names(symbols[name] if tag is None else tag)
             values(None)
             depths(depth)
             nodes(stack.pop())

@@ -1,0 +1,1 @@
+"""xcep benchmarks: `python -m bench NAME` (or `make bench`). See bench/README.md."""

@@ -1,0 +1,14 @@
+"""python -m bench NAME [--repeat N] [--quick]"""
+
+import argparse
+
+from bench import events
+
+BENCHMARKS = {"events": events.run}
+
+parser = argparse.ArgumentParser(prog="python -m bench")
+parser.add_argument("name", choices=sorted(BENCHMARKS))
+parser.add_argument("--repeat", type=int, default=5)
+parser.add_argument("--quick", action="store_true", help="small inputs, for a smoke run")
+args = parser.parse_args()
+BENCHMARKS[args.name](repeat=args.repeat, quick=args.quick)
