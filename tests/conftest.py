@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 DATA = Path(
     os.environ.get("XCEP_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
@@ -13,3 +14,8 @@ def data_dir() -> Path:
     if not (DATA / "xmark").is_dir():
         pytest.skip(f"shared data not found at {DATA} (set XCEP_DATA)")
     return DATA
+
+
+# Shared, noisy machines: no per-example deadline (speed lives in bench/, not in tests).
+settings.register_profile("xcep", deadline=None, print_blob=True)
+settings.load_profile("xcep")
