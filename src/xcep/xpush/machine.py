@@ -1,0 +1,472 @@
+"""The lazy XPush machine (the seed's Definition 3.1, Fig. 2, §4 and §5).
+
+A machine state is a pair (top-down state, bottom-up state); both are sets of
+AFA states, interned as sorted tuples (hash-consed) to small integers. The
+transition functions are tables filled on first use:
+
+| seed | here | key → value |
+|---|---|---|
+| t_push | ``push`` | (q^t, label) → q^t of the child |
+| t_value then t_pop | ``leaf`` | (q^t, label, value) → what an attribute or text child adds to its parent |
+| eval, t_pop | ``close`` | (q^t of parent, q^b, value states, label) → what the closing element adds |
+| t_add^b | ``add`` | (q^b, q^b) → q^b |
+| t_accept | ``accept`` | q^b of the document node → filter numbers |
+
+``t_add^t`` is the identity (the seed's Fig. 3 too), so it needs no table.
+Element values (string values, for comparisons on elements) are looked up
+in ``values``: (q^t, string value) → the predicate states they make true.
+
+Options (each switchable, the seed's §5): ``top_down`` pruning (on by
+default), ``order`` (drop states that a DTD says can no longer complete an
+AND, needs ``order_facts``), ``early`` notification (needs ``top_down``);
+training is done by feeding training documents (``xcep.xpush.training``).
+
+The tables and states are a cache with a memory budget: when more than
+``max_entries`` entries are held at a document boundary, everything is
+flushed and rebuilt lazily (``stats.flushes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
+from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
+from xcep.xpush.ast import Path
+from xcep.xpush.predicates import Predicate, PredicateIndex
+from xcep.xpush.workload import Workload, id_key
+
+
+@dataclass
+class MachineStats:
+    documents: int = 0
+    lookups: int = 0
+    misses: int = 0
+    flushes: int = 0
+    rebuilds: int = 0
+
+    @property
+    def hit_ratio(self) -> float:
+        return 1.0 - self.misses / self.lookups if self.lookups else 0.0
+
+
+@dataclass(frozen=True)
+class MachineOptions:
+    top_down: bool = True
+    order: bool = False
+    early: bool = False
+    max_entries: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        if self.early and not self.top_down:
+            raise ValueError("early notification needs top-down pruning (top_down=True)")
+
+
+def _label_matches(pattern: str, label: str) -> bool:
+    if pattern == label:
+        return True
+    if pattern == "*":
+        return label[0] not in "@#"
+    return pattern == "@*" and label[0] == "@"
+
+
+@dataclass
+class _Compiled:
+    """What the runtime needs of the AFA, precomputed once per workload."""
+
+    afa: AFA
+    parents: list[list[int]]
+    back: list[list[tuple[str, int]]]  # state → [(label, state with a transition into it)]
+    true_leaves: frozenset[int]
+    not_states: frozenset[int]
+    predicates: dict[int, Predicate]
+    index: PredicateIndex
+    initial: dict[int, int]  # initial state → filter number
+    early: dict[int, int] = field(default_factory=dict)  # early state → filter number
+    prec: dict[int, frozenset[int]] = field(default_factory=dict)
+    needs_element_values: bool = False
+
+
+def compile_workload(
+    afa: AFA, options: MachineOptions, order_facts=None, element_values: bool = True
+) -> _Compiled:
+    back: list[list[tuple[str, int]]] = [[] for _ in range(len(afa))]
+    for s in range(len(afa)):
+        if afa.label[s] is not None:
+            back[afa.target[s]].append((afa.label[s], s))
+    predicates = {
+        s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)
+    }
+    live = {s for s in range(len(afa)) if afa.owner[s] not in afa.removed}
+    compiled = _Compiled(
+        afa=afa,
+        parents=afa.eps_parents(),
+        back=back,
+        true_leaves=frozenset(s for s in live if afa.predicate[s] is TRUE),
+        not_states=frozenset(s for s in live if afa.kind[s] == NOT),
+        predicates={s: p for s, p in predicates.items() if s in live},
+        index=PredicateIndex({s: p for s, p in predicates.items() if s in live}),
+        initial={s: f for f, s in afa.initial.items() if f not in afa.removed},
+        needs_element_values=element_values and bool(predicates),
+    )
+    if options.early:
+        for f, s in afa.initial.items():
+            if f in afa.removed:
+                continue
+            while True:
+                if afa.label[s] is not None and afa.target[s] == s and afa.eps[s]:
+                    s = afa.eps[s][0]  # through a // loop
+                elif afa.label[s] is not None and not afa.eps[s]:
+                    s = afa.target[s]  # along a step
+                else:
+                    break
+            compiled.early[s] = f
+    if options.order and order_facts is not None:
+        for a in live:
+            if afa.kind[a] != AND:
+                continue
+            steps = [
+                c
+                for c in afa.eps[a]
+                if afa.label[c] is not None
+                and not afa.eps[c]
+                and afa.label[c] not in ("*", "@*", "#text")
+            ]
+            for c in steps:
+                before = frozenset(
+                    d for d in steps if d != c and order_facts.precedes(afa.label[d], afa.label[c])
+                )
+                if before:
+                    compiled.prec[c] = before
+    return compiled
+
+
+class XPushMachine:
+    """Many boolean XPath filters over a stream of documents, one lazy pushdown machine.
+
+    >>> m = XPushMachine({"p1": "//a[b/text()=1 and ../a[@c>2]]", "p2": "//a[@c>2 and b/text()=1]"})
+    >>> for doc, ids in m.filter(EventStream(["doc.xml"]).batches()): ...
+    """
+
+    def __init__(
+        self,
+        filters: dict | Iterable[tuple] = (),
+        options: MachineOptions | None = None,
+        order_facts=None,
+    ) -> None:
+        self.options = options or MachineOptions()
+        self.order_facts = order_facts
+        self.workload = filters if isinstance(filters, Workload) else Workload(filters)
+        self.stats = MachineStats()
+        self._pending_change = False
+        self._build()
+
+    # ----- building and flushing -----
+
+    def _build(self) -> None:
+        self.compiled = compile_workload(self.workload.afa, self.options, self.order_facts)
+        self.flush(count=False)
+
+    def flush(self, count: bool = True) -> None:
+        """Forget every machine state and table (they are rebuilt on demand)."""
+        if count:
+            self.stats.flushes += 1
+        self.sets: list[frozenset[int]] = []
+        self.ids: dict[tuple[int, ...], int] = {}
+        self.EMPTY = self._intern(())
+        self.ALL = self._intern((-1,))  # the top-down state when top-down pruning is off
+        self.push: dict = {}
+        self.leaf: dict = {}
+        self.close: dict = {}
+        self.add: dict = {}
+        self.accept: dict = {}
+        self.values: dict = {}
+        self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
+        if self.options.top_down:
+            initial = self._eps_close(self.compiled.initial)
+            self.q0t = self._intern(tuple(sorted(initial)))
+        else:
+            self.q0t = self.ALL
+
+    def entries(self) -> int:
+        tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
+        return sum(map(len, tables)) + sum(map(len, self.sets))
+
+    def add_filter(self, fid, text: str) -> None:
+        """Subscribe a filter; it takes effect at the next document boundary."""
+        self.workload.add(fid, text)
+        self._pending_change = True
+
+    def remove_filter(self, fid) -> None:
+        """Unsubscribe a filter; it takes effect at the next document boundary."""
+        self.workload.remove(fid)
+        self._pending_change = True
+
+    # ----- set operations behind the tables -----
+
+    def _intern(self, key: tuple[int, ...]) -> int:
+        ident = self.ids.get(key)
+        if ident is None:
+            ident = len(self.sets)
+            self.ids[key] = ident
+            self.sets.append(frozenset(key))
+        return ident
+
+    def _intern_set(self, states) -> int:
+        return self._intern(tuple(sorted(states)))
+
+    def _eps_close(self, states) -> set[int]:
+        eps = self.compiled.afa.eps
+        out = set(states)
+        todo = list(out)
+        while todo:
+            for t in eps[todo.pop()]:
+                if t not in out:
+                    out.add(t)
+                    todo.append(t)
+        return out
+
+    def _enabled(self, qt: int) -> frozenset[int] | None:
+        return None if qt == self.ALL else self.sets[qt]
+
+    def _extras(self, qt: int) -> tuple[frozenset[int], frozenset[int]]:
+        """The TRUE leaves and NOT states enabled at a node with top-down state ``qt``."""
+        extras = self._qt_extras.get(qt)
+        if extras is None:
+            c = self.compiled
+            enabled = self._enabled(qt)
+            if enabled is None:
+                extras = (c.true_leaves, c.not_states)
+            else:
+                extras = (c.true_leaves & enabled, c.not_states & enabled)
+            self._qt_extras[qt] = extras
+        return extras
+
+    def _eval(self, base: set[int], qt: int) -> set[int]:
+        """eval(q): the states matched at a node, given those matched through its children."""
+        c = self.compiled
+        kind, eps, predicate = c.afa.kind, c.afa.eps, c.afa.predicate
+        enabled = self._enabled(qt)
+        trues, nots = self._extras(qt)
+        seeds = base | trues | nots
+        candidates: set[int] = set()
+        todo = list(seeds)
+        while todo:
+            s = todo.pop()
+            if s in candidates:
+                continue
+            candidates.add(s)
+            for p in c.parents[s]:
+                if p not in candidates and (enabled is None or p in enabled):
+                    todo.append(p)
+        matched: set[int] = set()
+        for s in sorted(candidates, reverse=True):  # ε-successors first
+            k = kind[s]
+            if k == OR:
+                if s in base or predicate[s] is TRUE or any(t in matched for t in eps[s]):
+                    matched.add(s)
+            elif k == AND:
+                if all(t in matched for t in eps[s]):
+                    matched.add(s)
+            elif eps[s][0] not in matched:  # NOT
+                matched.add(s)
+        return matched
+
+    def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, tuple]:
+        """t_pop: the parent's states that the matched child states complete."""
+        c = self.compiled
+        enabled = self._enabled(parent_qt)
+        notes = ()
+        if c.early:
+            notes = tuple(sorted({c.early[s] for s in matched if s in c.early}))
+        up = set()
+        for s in matched:
+            if s in c.early:
+                continue
+            for pattern, p in c.back[s]:
+                if (enabled is None or p in enabled) and _label_matches(pattern, label):
+                    up.add(p)
+        return self._intern_set(up), notes
+
+    # ----- the tables, filled on first use -----
+
+    def _push(self, qt: int, label: str) -> int:
+        self.stats.misses += 1
+        return self._compute_push(qt, label)
+
+    def _compute_push(self, qt: int, label: str) -> int:
+        if qt == self.ALL:
+            result = self.ALL
+        else:
+            afa = self.compiled.afa
+            targets = {
+                afa.target[s]
+                for s in self.sets[qt]
+                if afa.label[s] is not None and _label_matches(afa.label[s], label)
+            }
+            result = self._intern_set(self._eps_close(targets))
+        self.push[(qt, label)] = result
+        return result
+
+    def _value_states(self, qt: int, value: str) -> set[int]:
+        true = self.compiled.index.true_states(value)
+        enabled = self._enabled(qt)
+        return true if enabled is None else true & enabled
+
+    def _leaf(self, qt: int, label: str, value: str) -> int:
+        """An attribute or a text child with ``value``: what it adds to its parent."""
+        self.stats.misses += 1
+        child_qt = self.push.get((qt, label))
+        if child_qt is None:
+            child_qt = self._compute_push(qt, label)
+        matched = self._eval(self._value_states(child_qt, value), child_qt)
+        result = self._pop(matched, label, qt)
+        self.leaf[(qt, label, value)] = result
+        return result
+
+    def _element_values(self, qt: int, value: str) -> int:
+        self.stats.misses += 1
+        result = self._intern_set(self._value_states(qt, value))
+        self.values[(qt, value)] = result
+        return result
+
+    def _close(self, parent_qt: int, qt: int, qb: int, vq: int, label: str) -> tuple:
+        self.stats.misses += 1
+        base = set(self.sets[qb]) | self.sets[vq]
+        result = self._pop(self._eval(base, qt), label, parent_qt)
+        self.close[(parent_qt, qb, vq, label)] = result
+        return result
+
+    def _add(self, qs: int, q: int) -> int:
+        self.stats.misses += 1
+        prec = self.compiled.prec
+        left = self.sets[qs]
+        right = self.sets[q]
+        if prec:
+            right = {s for s in right if prec.get(s, frozenset()) <= left}
+        result = self._intern_set(left | right)
+        self.add[(qs, q)] = result
+        return result
+
+    def _accept(self, qb: int, vq: int) -> tuple:
+        self.stats.misses += 1
+        matched = self._eval(set(self.sets[qb]) | self.sets[vq], self.q0t)
+        c = self.compiled
+        found = {c.initial[s] for s in matched if s in c.initial}
+        found.update(c.early[s] for s in matched if s in c.early)
+        result = tuple(sorted(found))
+        self.accept[(qb, vq)] = result
+        return result
+
+    # ----- running -----
+
+    def _document_boundary(self) -> None:
+        if self._pending_change:
+            self._pending_change = False
+            self.stats.rebuilds += 1
+            self._build()
+        elif self.entries() > self.options.max_entries:
+            self.flush()
+
+    def run(self, batches: Iterable[EventBatch]) -> Iterator[tuple[int, list]]:
+        """For each complete document: (doc index, ids of the matching filters, ascending)."""
+        names_of = self.workload.names_of
+        elem_labels: list[str] = []
+        attr_labels: list[str] = []
+        symbols = None
+        values_needed = self.compiled.needs_element_values
+        doc = -1
+        stack: list[tuple[int, int]] = []
+        texts: list[list[str]] = []
+        qt = qb = 0
+        notes: set[int] = set()
+        push, leaf, close, add, accept, values = (
+            self.push, self.leaf, self.close, self.add, self.accept, self.values
+        )
+        EMPTY = self.EMPTY
+        for batch in batches:
+            if batch.symbols is not symbols:
+                symbols = batch.symbols
+                elem_labels, attr_labels = [], []
+            names_list = symbols.names
+            if len(elem_labels) < len(names_list):
+                elem_labels.extend(names_list[len(elem_labels) :])
+                attr_labels.extend("@" + n for n in names_list[len(attr_labels) :])
+            kinds = batch.kinds
+            self.stats.lookups += (
+                kinds.count(OPEN) + 2 * (len(kinds) - kinds.count(OPEN)) + kinds.count(CLOSE) * values_needed
+            )
+            for d, kind, name, value in zip(batch.docs, kinds, batch.names, batch.values, strict=True):
+                if d != doc:  # a new document (a malformed one before it is dropped)
+                    self._document_boundary()
+                    push, leaf, close, add, accept, values = (
+                        self.push, self.leaf, self.close, self.add, self.accept, self.values
+                    )
+                    EMPTY = self.EMPTY
+                    values_needed = self.compiled.needs_element_values
+                    doc = d
+                    stack.clear()
+                    texts = [[]]
+                    qt, qb = self.q0t, EMPTY
+                    notes = set()
+                if kind == OPEN:
+                    label = elem_labels[name]
+                    stack.append((qt, qb))
+                    nqt = push.get((qt, label))
+                    qt = self._push(qt, label) if nqt is None else nqt
+                    qb = EMPTY
+                    if values_needed:
+                        texts.append([])
+                elif kind == CLOSE:
+                    label = elem_labels[name]
+                    parent_qt, parent_qb = stack.pop()
+                    vq = EMPTY
+                    if values_needed:
+                        text = "".join(texts.pop())
+                        texts[-1].append(text)
+                        vq = values.get((qt, text))
+                        if vq is None:
+                            vq = self._element_values(qt, text)
+                    entry = close.get((parent_qt, qb, vq, label))
+                    if entry is None:
+                        entry = self._close(parent_qt, qt, qb, vq, label)
+                    popped, new_notes = entry
+                    if new_notes:
+                        notes.update(new_notes)
+                    qt = parent_qt
+                    q = add.get((parent_qb, popped))
+                    qb = self._add(parent_qb, popped) if q is None else q
+                    if not stack:  # the root closed: the document is complete
+                        dvq = EMPTY
+                        if values_needed:
+                            root_text = "".join(texts[-1])
+                            dvq = values.get((qt, root_text))
+                            if dvq is None:
+                                dvq = self._element_values(qt, root_text)
+                        found = accept.get((qb, dvq))
+                        if found is None:
+                            found = self._accept(qb, dvq)
+                        if notes:
+                            found = tuple(sorted(notes.union(found)))
+                        self.stats.documents += 1
+                        yield d, sorted((names_of[f] for f in found), key=id_key)
+                        doc = -1  # the next event starts a new document
+                else:
+                    label = attr_labels[name] if kind == ATTR else "#text"
+                    if kind == TEXT and values_needed:
+                        texts[-1].append(value)
+                    entry = leaf.get((qt, label, value))
+                    if entry is None:
+                        entry = self._leaf(qt, label, value)
+                    popped, new_notes = entry
+                    if new_notes:
+                        notes.update(new_notes)
+                    q = add.get((qb, popped))
+                    qb = self._add(qb, popped) if q is None else q
+
+    def filter_paths(self) -> dict:
+        return dict(self.workload.paths)
+
+
+__all__ = ["MachineOptions", "MachineStats", "Path", "XPushMachine", "compile_workload"]

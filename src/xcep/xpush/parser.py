@@ -1,0 +1,245 @@
+"""Parse XPush filters: tokenizer and recursive descent into ``xcep.xpush.ast``.
+
+Grammar (the seed's Fig. 1, plus ``..``, ``starts-with``, ``contains``,
+``true()``, ``false()`` and parentheses)::
+
+    filter  := ('/' | '//') steps
+    steps   := step (('/' | '//') step)*
+    step    := (NAME | '*' | '@' NAME | '@*' | 'text()' | '.' | '..') ('[' expr ']')*
+    expr    := and ('or' and)*
+    and     := unary ('and' unary)*
+    unary   := 'not' '(' expr ')' | '(' expr ')' | 'true()' | 'false()'
+             | ('starts-with' | 'contains') '(' rel ',' STRING ')'
+             | rel (OP constant)?
+    rel     := ('.' | '..' | step-start) ... (a relative path)
+    OP      := '=' | '!=' | '<' | '<=' | '>' | '>='
+    constant:= NUMBER | STRING
+"""
+
+from __future__ import annotations
+
+import re
+
+from xcep.errors import XcepError
+from xcep.xpush.ast import (
+    ATTRIBUTE,
+    CHILD,
+    DESCENDANT,
+    ELEMENT,
+    PARENT,
+    SELF,
+    TEXT,
+    WILDCARD,
+    And,
+    Compare,
+    Const,
+    Exists,
+    Expr,
+    Not,
+    Or,
+    Path,
+    Step,
+)
+
+
+class FilterSyntaxError(XcepError):
+    """A filter that cannot be parsed; ``position`` is the 1-based column in the filter."""
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.text = text
+        self.position = position + 1
+
+    def __str__(self) -> str:
+        return f"column {self.position}: {self.message}"
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<number>-?(?:\d+(?:\.\d*)?|\.\d+))
+    | (?P<string>"[^"]*"|'[^']*')
+    | (?P<op>::|//|/|\[|\]|\(|\)|@|\*|\.\.|\.|,|!=|<=|>=|=|<|>)
+    | (?P<name>[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*(?::[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*)?)
+    )""",
+    re.VERBOSE,
+)
+COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+
+
+def tokenize(text: str) -> list[tuple[str, str, int]]:
+    tokens = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            start = len(text) - len(text[pos:].lstrip())
+            raise FilterSyntaxError(f"unexpected character {text[start]!r}", text, start)
+        kind = match.lastgroup
+        start = match.start(kind)
+        tokens.append((kind, match.group(kind), start))
+        pos = match.end()
+    tokens.append(("end", "", len(text)))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+
+    # token helpers
+    def peek(self, offset: int = 0) -> tuple[str, str, int]:
+        return self.tokens[min(self.i + offset, len(self.tokens) - 1)]
+
+    def next(self) -> tuple[str, str, int]:
+        token = self.tokens[self.i]
+        self.i += 1
+        return token
+
+    def at(self, value: str) -> bool:
+        kind, text, _ = self.peek()
+        return kind in ("op", "name") and text == value
+
+    def expect(self, value: str) -> None:
+        if not self.at(value):
+            self.fail(f"expected {value!r}")
+        self.next()
+
+    def fail(self, message: str, token: tuple | None = None):
+        kind, text, pos = token or self.peek()
+        found = "the end" if kind == "end" else repr(text)
+        raise FilterSyntaxError(f"{message}, found {found}", self.text, pos)
+
+    # grammar
+    def filter(self) -> Path:
+        if not (self.at("/") or self.at("//")):
+            self.fail("a filter starts with / or //")
+        path = self.steps(absolute=True)
+        if self.peek()[0] != "end":
+            self.fail("unexpected text after the filter")
+        return path
+
+    def steps(self, absolute: bool) -> Path:
+        steps = []
+        axis = CHILD
+        if absolute:
+            axis = DESCENDANT if self.next()[1] == "//" else CHILD
+        while True:
+            steps.append(self.step(axis))
+            if self.at("/") or self.at("//"):
+                axis = DESCENDANT if self.next()[1] == "//" else CHILD
+                continue
+            return Path(tuple(steps), absolute)
+
+    def step(self, axis: str) -> Step:
+        kind, text, pos = self.peek()
+        if kind == "name" and text in ("self", "parent") and self.peek(1)[1] == "::":
+            self.next()
+            self.next()
+            if not (self.at("node") and self.peek(1)[1] == "("):
+                self.fail(f"only {text}::node() is supported")
+            self.next()
+            self.expect("(")
+            self.expect(")")
+            test, name = (SELF if text == "self" else PARENT), None
+        elif self.at("."):
+            self.next()
+            test, name = SELF, None
+        elif self.at(".."):
+            self.next()
+            test, name = PARENT, None
+        elif self.at("@"):
+            self.next()
+            kind, text, _ = self.next()
+            if kind == "name" or (kind == "op" and text == "*"):
+                test, name = ATTRIBUTE, text
+            else:
+                self.fail("expected an attribute name or * after @", (kind, text, pos + 1))
+        elif self.at("*"):
+            self.next()
+            test, name = ELEMENT, WILDCARD
+        elif kind == "name" and text == "text" and self.peek(1)[1] == "(":
+            self.next()
+            self.expect("(")
+            self.expect(")")
+            test, name = TEXT, None
+        elif kind == "name" and self.peek(1)[1] != "(":
+            self.next()
+            test, name = ELEMENT, text
+        else:
+            self.fail("expected a step (a name, *, @name, @*, text(), . or ..)")
+        predicates = []
+        while self.at("["):
+            self.next()
+            predicates.append(self.expr())
+            self.expect("]")
+        return Step(axis, test, name, tuple(predicates))
+
+    def expr(self) -> Expr:
+        items = [self.conjunction()]
+        while self.at("or"):
+            self.next()
+            items.append(self.conjunction())
+        return items[0] if len(items) == 1 else Or(tuple(items))
+
+    def conjunction(self) -> Expr:
+        items = [self.unary()]
+        while self.at("and"):
+            self.next()
+            items.append(self.unary())
+        return items[0] if len(items) == 1 else And(tuple(items))
+
+    def unary(self) -> Expr:
+        kind, text, start = self.peek()
+        if kind == "name" and self.peek(1)[1] == "(":
+            self.next()
+            self.expect("(")
+            if text == "not":
+                item = self.expr()
+                self.expect(")")
+                return Not(item)
+            if text in ("true", "false"):
+                self.expect(")")
+                return Const(text == "true")
+            if text in ("starts-with", "contains"):
+                path = self.relative()
+                self.expect(",")
+                kind2, value, pos = self.next()
+                if kind2 != "string":
+                    self.fail(f"{text}() takes a string constant", (kind2, value, pos))
+                self.expect(")")
+                return Compare(path, text, value[1:-1])
+            if text == "text":
+                self.i -= 2  # text() starts a path
+            else:
+                raise FilterSyntaxError(f"unknown function {text}()", self.text, start)
+        if self.at("("):
+            self.next()
+            item = self.expr()
+            self.expect(")")
+            return item
+        path = self.relative()
+        kind, text, pos = self.peek()
+        if kind == "op" and text in COMPARISONS:
+            self.next()
+            kind, value, pos = self.next()
+            if kind == "number":
+                return Compare(path, text, float(value))
+            if kind == "string":
+                return Compare(path, text, value[1:-1])
+            self.fail("expected a number or a string constant", (kind, value, pos))
+        return Exists(path)
+
+    def relative(self) -> Path:
+        if self.at("/") or self.at("//"):
+            self.fail("paths inside predicates are relative (start with a name, @, ., .. or *)")
+        return self.steps(absolute=False)
+
+
+def parse_filter(text: str) -> Path:
+    """Parse one filter; raises ``FilterSyntaxError`` with the column of the problem."""
+    return _Parser(text).filter()

@@ -1,0 +1,239 @@
+"""Rewrite rules over filter trees, each a small pure function.
+
+The AFA only moves down the tree, so ``..`` is rewritten away first:
+
+- ``s/..`` inside a path (``s`` a child, attribute or text step) is the node
+  that has an ``s``: it becomes ``.[s]``;
+- a predicate that looks at the parent, ``x[Q(.., …)]`` reached from ``p``,
+  is a condition on ``p``: with R the parent conditions in Q,
+  ``∃x Q(x, R) = OR over truth values b of R ( R = b and ∃x Q(x, b) )``.
+  The step becomes ``p[OR_b (R=b and x[Q_b]/rest)]`` — the rest of the path
+  moves into the predicate, which is exact because a filter is a boolean.
+  Each ``..`` moves one level up, so ``../../x`` is rewritten twice. A ``..``
+  above the document node selects nothing.
+
+Parent conditions per step are limited to ``MAX_PARENT_CONDITIONS`` (the case
+split doubles per condition).
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+from xcep.errors import XcepError
+from xcep.xpush.ast import (
+    CHILD,
+    DESCENDANT,
+    PARENT,
+    SELF,
+    And,
+    Compare,
+    Const,
+    Exists,
+    Expr,
+    Not,
+    Or,
+    Path,
+    Step,
+)
+
+MAX_PARENT_CONDITIONS = 4
+
+
+class UnsupportedFilter(XcepError):
+    pass
+
+
+def simplify(expr: Expr) -> Expr:
+    """Fold constants through and/or/not; flatten nested and/or."""
+    if isinstance(expr, Not):
+        item = simplify(expr.item)
+        if isinstance(item, Const):
+            return Const(not item.value)
+        return item.item if isinstance(item, Not) else Not(item)
+    if isinstance(expr, And | Or):
+        unit = isinstance(expr, And)  # the neutral element: true for and, false for or
+        items: list[Expr] = []
+        for item in map(simplify, expr.items):
+            if isinstance(item, Const):
+                if item.value != unit:
+                    return Const(not unit)
+                continue
+            items.extend(item.items if type(item) is type(expr) else (item,))
+        items = list(dict.fromkeys(items))
+        if not items:
+            return Const(unit)
+        return items[0] if len(items) == 1 else type(expr)(tuple(items))
+    return expr
+
+
+def _parent_refs(expr: Expr) -> list[Expr]:
+    """The Exists/Compare leaves of ``expr`` whose path starts with ``..``."""
+    if isinstance(expr, And | Or):
+        return [ref for item in expr.items for ref in _parent_refs(item)]
+    if isinstance(expr, Not):
+        return _parent_refs(expr.item)
+    if isinstance(expr, Exists | Compare) and expr.path.steps[0].test == PARENT:
+        return [expr]
+    return []
+
+
+def _substitute(expr: Expr, values: dict[Expr, bool]) -> Expr:
+    if expr in values:
+        return Const(values[expr])
+    if isinstance(expr, And | Or):
+        return type(expr)(tuple(_substitute(item, values) for item in expr.items))
+    if isinstance(expr, Not):
+        return Not(_substitute(expr.item, values))
+    return expr
+
+
+def _up(ref: Expr) -> Expr:
+    """A parent condition as seen from the parent: drop the leading ``..``."""
+    first, *rest = ref.path.steps
+    steps = tuple(rest) or (Step(CHILD, SELF),)
+    if first.predicates:
+        steps = (Step(CHILD, SELF, None, first.predicates), *rest)
+    path = Path(steps)
+    return _hoist(Exists(path) if isinstance(ref, Exists) else Compare(path, ref.op, ref.value))
+
+
+def _hoist(expr: Expr) -> Expr:
+    """``.[C]/rest`` used as a condition is ``C and rest`` (exposes ``..`` inside C)."""
+    if isinstance(expr, And | Or):
+        return type(expr)(tuple(map(_hoist, expr.items)))
+    if isinstance(expr, Not):
+        return Not(_hoist(expr.item))
+    if isinstance(expr, Exists | Compare):
+        first = expr.path.steps[0]
+        if first.test == SELF and first.axis == CHILD and first.predicates:
+            rest = expr.path.steps[1:] or (Step(CHILD, SELF),)
+            inner = (
+                Exists(Path(rest)) if isinstance(expr, Exists) else Compare(Path(rest), expr.op, expr.value)
+            )
+            return And((*map(_hoist, first.predicates), inner))
+    return expr
+
+
+def _expr(expr: Expr) -> Expr:
+    if isinstance(expr, And | Or):
+        return type(expr)(tuple(map(_expr, expr.items)))
+    if isinstance(expr, Not):
+        return Not(_expr(expr.item))
+    if isinstance(expr, Exists):
+        return _hoist(Exists(rewrite_path(expr.path)))
+    if isinstance(expr, Compare):
+        return _hoist(Compare(rewrite_path(expr.path), expr.op, expr.value))
+    return expr
+
+
+def rewrite_path(path: Path) -> Path:
+    """Remove every ``..`` from a path (see the module docstring)."""
+    steps = [
+        Step(s.axis, s.test, s.name, tuple(simplify(_expr(q)) for q in s.predicates))
+        for s in path.steps
+    ]
+    steps = _remove_inner_parents(steps)
+    j = len(steps) - 1
+    while j >= 0:
+        step = steps[j]
+        refs = list(dict.fromkeys(r for q in step.predicates for r in _parent_refs(q)))
+        if not refs or step.test == PARENT:
+            j -= 1
+            continue
+        if step.test == SELF:  # `prev/.[Q]` is `prev[Q]`: Q's `..` is prev's parent
+            if j > 0 and step.axis == CHILD:
+                steps = [*steps[: j - 1], _merge(steps[j - 1], step), *steps[j + 1 :]]
+            j -= 1  # at the start: the document node's parent, or the caller's business
+            continue
+        if len(refs) > MAX_PARENT_CONDITIONS:
+            raise UnsupportedFilter(
+                f"more than {MAX_PARENT_CONDITIONS} conditions on '..' in one step"
+            )
+        branches = []
+        for values in product((True, False), repeat=len(refs)):
+            assignment = dict(zip(refs, values, strict=True))
+            conditions = [_up(r) if v else Not(_up(r)) for r, v in assignment.items()]
+            moved = Step(
+                CHILD,
+                step.test,
+                step.name,
+                tuple(_substitute(q, assignment) for q in step.predicates),
+            )
+            rest = Path((moved, *steps[j + 1 :]))
+            branches.append(And((*conditions, Exists(rest))))
+        condition = simplify(Or(tuple(branches)))
+        holder = Step(step.axis, SELF, None, (condition,))
+        if j > 0 and step.axis == CHILD:  # merge into the previous step: prev[condition]
+            prev = steps[j - 1]
+            steps = [*steps[: j - 1], _with(prev, condition)]
+            j -= 1  # the condition may still look further up
+            continue
+        steps = [*steps[:j], holder]
+        j -= 1
+    if path.absolute and steps and steps[0].axis == CHILD and steps[0].test == SELF:
+        # conditions on the document node: its parent does not exist
+        first = steps[0]
+        above = {r: False for q in first.predicates for r in _parent_refs(q)}
+        steps[0] = Step(
+            CHILD, SELF, None, tuple(simplify(_substitute(q, above)) for q in first.predicates)
+        )
+    for s in steps:
+        for q in s.predicates:
+            if _parent_refs(q) and not (s is steps[0] and not path.absolute):
+                raise UnsupportedFilter("'..' could not be rewritten here")
+    if path.absolute:
+        steps = [_drop_parent_leftovers(s) for s in steps]
+    return Path(tuple(steps), path.absolute)
+
+
+def _drop_parent_leftovers(step: Step) -> Step:
+    if step.test == PARENT:
+        raise UnsupportedFilter("'..' above the document node selects nothing")
+    return step
+
+
+def _merge(step: Step, self_step: Step) -> Step:
+    return Step(step.axis, step.test, step.name, (*step.predicates, *self_step.predicates))
+
+
+def _with(step: Step, condition: Expr) -> Step:
+    return Step(step.axis, step.test, step.name, (*step.predicates, condition))
+
+
+def _remove_inner_parents(steps: list[Step]) -> list[Step]:
+    """``s/..`` → ``.[s]`` for child, attribute and text steps ``s``."""
+    out: list[Step] = []
+    for step in steps:
+        if step.test == PARENT and out and out[-1].test != PARENT:
+            prev = out.pop()
+            if prev.axis == DESCENDANT:
+                raise UnsupportedFilter("'..' after a '//' step is not supported")
+            if prev.test == SELF:  # ./.. is ..
+                out.append(Step(prev.axis, PARENT, None, step.predicates))
+                continue
+            inner = Exists(Path((prev,)))
+            out.append(Step(CHILD, SELF, None, (inner, *step.predicates)))
+            continue
+        out.append(step)
+    return out
+
+
+def _parent_steps(node) -> bool:
+    if isinstance(node, Path):
+        return any(s.test == PARENT or any(map(_parent_steps, s.predicates)) for s in node.steps)
+    if isinstance(node, And | Or):
+        return any(map(_parent_steps, node.items))
+    if isinstance(node, Not):
+        return _parent_steps(node.item)
+    if isinstance(node, Exists | Compare):
+        return _parent_steps(node.path)
+    return False
+
+
+def normalize(path: Path) -> Path:
+    """All rules, in order: the tree the AFA compiler accepts."""
+    result = rewrite_path(path)
+    if _parent_steps(result):
+        raise UnsupportedFilter("this use of '..' is not supported")
+    return result

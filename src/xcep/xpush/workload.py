@@ -1,0 +1,132 @@
+"""A workload of filters: parsed, rewritten, compiled into one AFA; loaded from files.
+
+A filters file has one ``ID XPATH`` per line (the id, whitespace, the
+filter); ``#`` starts a comment line; blank lines are ignored. An id that is
+a decimal integer is an integer (ids sort numerically), otherwise a string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+
+from xcep.errors import XcepError
+from xcep.xpush.afa import AFA
+from xcep.xpush.ast import Path
+from xcep.xpush.parser import FilterSyntaxError, parse_filter
+from xcep.xpush.rewrite import UnsupportedFilter, normalize
+
+
+class FilterError(XcepError):
+    """A filter that cannot be used: names the filter id, the line and the column."""
+
+    def __init__(self, message: str, fid=None, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.message, self.fid, self.line, self.column = message, fid, line, column
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.fid is not None:
+            where.append(f"filter {self.fid}")
+        if self.column is not None:
+            where.append(f"column {self.column}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+def id_key(fid) -> tuple:
+    """Ascending order of ids: integers numerically, then strings."""
+    return (0, fid, "") if isinstance(fid, int) else (1, 0, str(fid))
+
+
+def parse_id(text: str):
+    return int(text) if re.fullmatch(r"-?\d+", text) else text
+
+
+def compile_filter(text: str, fid=None) -> Path:
+    """Parse and rewrite one filter, or raise ``FilterError``."""
+    try:
+        return normalize(parse_filter(text))
+    except FilterSyntaxError as exc:
+        raise FilterError(exc.message, fid, column=exc.position) from None
+    except UnsupportedFilter as exc:
+        raise FilterError(str(exc), fid) from None
+
+
+@dataclass
+class FilterLine:
+    line: int
+    fid: object
+    text: str
+
+
+def read_filters_file(path, errors: list[FilterError] | None = None) -> list[FilterLine]:
+    """The ``ID XPATH`` lines of a filters file (malformed lines go to ``errors``)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 1)
+            if len(parts) < 2:
+                error = FilterError("expected an id and a filter", parse_id(parts[0]), number)
+                if errors is None:
+                    raise error
+                errors.append(error)
+                continue
+            out.append(FilterLine(number, parse_id(parts[0]), parts[1]))
+    return out
+
+
+class Workload:
+    """Filters by id, with their compiled AFA states."""
+
+    def __init__(self, filters: dict | Iterable[tuple] = ()) -> None:
+        self.afa = AFA()
+        self.paths: dict = {}  # id → rewritten Path
+        self.texts: dict = {}  # id → filter text
+        self.numbers: dict = {}  # id → filter number in the AFA
+        self.names_of: list = []  # filter number → id
+        items = filters.items() if isinstance(filters, dict) else filters
+        for fid, text in items:
+            self.add(fid, text)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def add(self, fid, text: str, line: int | None = None) -> None:
+        if fid in self.paths:
+            raise FilterError("duplicate filter id", fid, line)
+        try:
+            path = compile_filter(text, fid)
+        except FilterError as exc:
+            exc.line = line
+            raise
+        number = len(self.names_of)
+        self.names_of.append(fid)
+        self.afa.add_filter(number, path)
+        self.paths[fid], self.texts[fid], self.numbers[fid] = path, text, number
+
+    def remove(self, fid) -> None:
+        if fid not in self.paths:
+            raise FilterError("no such filter", fid)
+        self.afa.removed.add(self.numbers.pop(fid))
+        del self.paths[fid], self.texts[fid]
+
+    @classmethod
+    def from_file(cls, path: str | FilePath, strict: bool = False) -> tuple[Workload, list]:
+        """Load a filters file: (workload, errors). With ``strict`` the first error raises."""
+        errors: list[FilterError] = []
+        workload = cls()
+        for item in read_filters_file(path, None if strict else errors):
+            try:
+                workload.add(item.fid, item.text, item.line)
+            except FilterError as exc:
+                if strict:
+                    raise
+                errors.append(exc)
+        return workload, errors

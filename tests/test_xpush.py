@@ -1,0 +1,193 @@
+"""XPush against lxml: random documents, random filters, every optimisation setting."""
+
+import io
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lxml import etree
+
+from xcep.events import EventStream
+from xcep.xpush import FilterError, MachineOptions, XPushMachine, parse_filter
+from xcep.xpush.ast import (
+    ATTRIBUTE,
+    CHILD,
+    DESCENDANT,
+    ELEMENT,
+    PARENT,
+    SELF,
+    TEXT,
+    And,
+    Compare,
+    Const,
+    Exists,
+    Not,
+    Or,
+    Path,
+    Step,
+    to_text,
+)
+
+LABELS = ["a", "b", "c"]
+ATTRS = ["x", "y"]
+VALUES = ["1", "2", "10", "x", "y", "ab", " 1 "]
+CONSTANTS = [1.0, 2.0, 10.0, -1.0, "1", "x", "ab", "a"]
+OPTIONS = [
+    MachineOptions(top_down=False),
+    MachineOptions(top_down=True),
+    MachineOptions(top_down=True, early=True),
+]
+
+
+# ---------- random documents ----------
+@st.composite
+def documents(draw, depth=0):
+    tag = draw(st.sampled_from(LABELS))
+    attrs = draw(st.dictionaries(st.sampled_from(ATTRS), st.sampled_from(VALUES), max_size=2))
+    element = etree.Element(tag, attrs)
+    if depth < 4:
+        for _ in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                element.append(draw(documents(depth=depth + 1)))
+            else:
+                text = draw(st.sampled_from(VALUES))
+                if len(element):
+                    element[-1].tail = (element[-1].tail or "") + text
+                else:
+                    element.text = (element.text or "") + text
+    return element
+
+
+# ---------- random filters ----------
+def steps_strategy(exprs, max_steps=3, relative=False):
+    tests = st.sampled_from(
+        [(ELEMENT, n) for n in [*LABELS, "*"]]
+        + [(ATTRIBUTE, n) for n in [*ATTRS, "*"]]
+        + [(TEXT, None), (SELF, None)]
+    )
+
+    @st.composite
+    def build(draw):
+        n = draw(st.integers(1, max_steps))
+        steps = []
+        for i in range(n):
+            test, name = draw(tests)
+            if relative and i == 0 and draw(st.integers(0, 4)) == 0:
+                test, name = PARENT, None
+            axis = draw(st.sampled_from([CHILD, CHILD, DESCENDANT]))
+            if test == PARENT:
+                axis = CHILD
+            preds = () if exprs is None else tuple(draw(st.lists(exprs, max_size=1 if i < n - 1 else 2)))
+            steps.append(Step(axis, test, name, preds))
+        return Path(tuple(steps), absolute=not relative)
+
+    return build()
+
+
+def expr_strategy():
+    def leaves():
+        rel = steps_strategy(None, max_steps=2, relative=True)
+        compare = st.builds(
+            Compare,
+            rel,
+            st.sampled_from(["=", "!=", "<", "<=", ">", ">="]),
+            st.sampled_from(CONSTANTS),
+        )
+        strings = st.builds(
+            Compare, rel, st.sampled_from(["starts-with", "contains"]), st.sampled_from(["a", "1", "x"])
+        )
+        return st.builds(Exists, rel) | compare | strings | st.builds(Const, st.booleans())
+
+    def extend(inner):
+        return (
+            st.builds(lambda xs: And(tuple(xs)), st.lists(inner, min_size=2, max_size=3))
+            | st.builds(lambda xs: Or(tuple(xs)), st.lists(inner, min_size=2, max_size=3))
+            | st.builds(Not, inner)
+            | st.builds(Exists, steps_strategy(inner, max_steps=2, relative=True))
+        )
+
+    return st.recursive(leaves(), extend, max_leaves=4)
+
+
+filters = steps_strategy(expr_strategy(), max_steps=3)
+
+
+def lxml_answer(trees, texts):
+    answers = []
+    for tree in trees:
+        doc = etree.ElementTree(tree)
+        answers.append(
+            sorted(i for i, text in enumerate(texts) if etree.XPath(f"boolean({text})")(doc))
+        )
+    return answers
+
+
+def run_machine(machine, trees):
+    data = b"".join(b'<?xml version="1.0"?>' + etree.tostring(t) + b"\n" for t in trees)
+    stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
+    return [ids for _, ids in machine.run(stream.batches())]
+
+
+def usable(path):
+    try:
+        from xcep.xpush.workload import compile_filter
+
+        compile_filter(to_text(path))
+        return True
+    except FilterError:
+        return False
+
+
+@settings(max_examples=150)
+@given(st.lists(filters, min_size=1, max_size=6), st.lists(documents(), min_size=1, max_size=4))
+def test_machine_agrees_with_lxml(paths, trees):
+    paths = [p for p in paths if usable(p)]
+    ours = [to_text(p) for p in paths]
+    theirs = [to_text(p, existential=True) for p in paths]
+    want = lxml_answer(trees, theirs)
+    for options in OPTIONS:
+        machine = XPushMachine(dict(enumerate(ours)), options)
+        assert run_machine(machine, trees) == want, (options, ours)
+
+
+def test_running_example_of_the_seed():
+    doc = etree.fromstring(b'<a> <b> 1 </b> <a c="3"> <b> 1 </b> </a> </a>')
+    filters = {1: "//a[b/text()=1 and ../a[@c>2]]", 2: "//a[@c>2 and b/text()=1]"}
+    machine = XPushMachine(filters, MachineOptions(top_down=False))
+    assert run_machine(machine, [doc]) == [[1, 2]]
+    assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
+
+
+def test_answers_survive_flushes_and_workload_changes():
+    rng = random.Random(7)
+    trees = [etree.fromstring(f'<a x="{rng.choice(VALUES)}"><b>{rng.choice(VALUES)}</b></a>')
+             for _ in range(30)]
+    texts = ["/a[@x=1]", "/a[b='x']", "//b[. > 1]", "/a[not(b) or @x='y']"]
+    want = lxml_answer(trees, texts)
+    machine = XPushMachine(dict(enumerate(texts)), MachineOptions(max_entries=10))
+    assert run_machine(machine, trees) == want
+    assert machine.stats.flushes > 0
+    machine.remove_filter(0)
+    machine.add_filter(9, "/a/b[starts-with(., 'a')]")
+    got = run_machine(machine, trees)
+    want2 = lxml_answer(trees, [*texts[1:], "/a/b[starts-with(., 'a')]"])
+    renumber = {0: 1, 1: 2, 2: 3, 3: 9}
+    assert got == [[renumber[i] for i in ids] for ids in want2]
+
+
+def test_malformed_document_gets_no_answer_and_costs_nothing_else():
+    data = b'<?xml version="1.0"?><a><b>1</b></a>\n<?xml version="1.0"?><a><b>\n<?xml version="1.0"?><a/>'
+    machine = XPushMachine({1: "/a", 2: "/a/b"})
+    stream = EventStream([io.BytesIO(data)], errors="skip")
+    assert list(machine.run(stream.batches())) == [(0, [1, 2]), (2, [1])]
+
+
+@pytest.mark.parametrize(
+    "text, column",
+    [("a/b", 1), ("/a[", 4), ("/a[b=]", 6), ("/a[foo(b)]", 4), ("/a[b = 'x' and]", 15)],
+)
+def test_syntax_errors_name_the_column(text, column):
+    with pytest.raises(Exception) as info:
+        parse_filter(text)
+    assert info.value.position == column
