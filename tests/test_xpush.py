@@ -78,7 +78,11 @@ def steps_strategy(exprs, max_steps=3, relative=False):
             axis = draw(st.sampled_from([CHILD, CHILD, DESCENDANT]))
             if test == PARENT:
                 axis = CHILD
-            preds = () if exprs is None else tuple(draw(st.lists(exprs, max_size=1 if i < n - 1 else 2)))
+            preds = (
+                ()
+                if exprs is None
+                else tuple(draw(st.lists(exprs, max_size=1 if i < n - 1 else 2)))
+            )
             steps.append(Step(axis, test, name, preds))
         return Path(tuple(steps), absolute=not relative)
 
@@ -95,7 +99,10 @@ def expr_strategy():
             st.sampled_from(CONSTANTS),
         )
         strings = st.builds(
-            Compare, rel, st.sampled_from(["starts-with", "contains"]), st.sampled_from(["a", "1", "x"])
+            Compare,
+            rel,
+            st.sampled_from(["starts-with", "contains"]),
+            st.sampled_from(["a", "1", "x"]),
         )
         return st.builds(Exists, rel) | compare | strings | st.builds(Const, st.booleans())
 
@@ -161,8 +168,10 @@ def test_running_example_of_the_seed():
 
 def test_answers_survive_flushes_and_workload_changes():
     rng = random.Random(7)
-    trees = [etree.fromstring(f'<a x="{rng.choice(VALUES)}"><b>{rng.choice(VALUES)}</b></a>')
-             for _ in range(30)]
+    trees = [
+        etree.fromstring(f'<a x="{rng.choice(VALUES)}"><b>{rng.choice(VALUES)}</b></a>')
+        for _ in range(30)
+    ]
     texts = ["/a[@x=1]", "/a[b='x']", "//b[. > 1]", "/a[not(b) or @x='y']"]
     want = lxml_answer(trees, texts)
     machine = XPushMachine(dict(enumerate(texts)), MachineOptions(max_entries=10))
@@ -177,7 +186,8 @@ def test_answers_survive_flushes_and_workload_changes():
 
 
 def test_malformed_document_gets_no_answer_and_costs_nothing_else():
-    data = b'<?xml version="1.0"?><a><b>1</b></a>\n<?xml version="1.0"?><a><b>\n<?xml version="1.0"?><a/>'
+    decl = b'<?xml version="1.0"?>'
+    data = decl + b"<a><b>1</b></a>\n" + decl + b"<a><b>\n" + decl + b"<a/>"
     machine = XPushMachine({1: "/a", 2: "/a/b"})
     stream = EventStream([io.BytesIO(data)], errors="skip")
     assert list(machine.run(stream.batches())) == [(0, [1, 2]), (2, [1])]
@@ -191,3 +201,114 @@ def test_syntax_errors_name_the_column(text, column):
     with pytest.raises(Exception) as info:
         parse_filter(text)
     assert info.value.position == column
+
+
+# ---------- optimisations that use a DTD: order and training ----------
+TEST_DTD = """
+<!ELEMENT a (b*, c?, a*)>
+<!ATTLIST a x CDATA #IMPLIED y CDATA #IMPLIED>
+<!ELEMENT b (#PCDATA)>
+<!ELEMENT c (b | a)*>
+"""
+
+
+@st.composite
+def valid_documents(draw, name="a", depth=0):
+    """Random documents that obey TEST_DTD (the order optimisation assumes valid input)."""
+    element = etree.Element(name)
+    if name == "b":
+        element.text = draw(st.sampled_from(VALUES))
+        return element
+    if name == "a":
+        for attr in ATTRS:
+            if draw(st.booleans()):
+                element.set(attr, draw(st.sampled_from(VALUES)))
+        kids = ["b"] * draw(st.integers(0, 2))
+        if depth < 3:
+            kids += ["c"] * draw(st.integers(0, 1)) + ["a"] * draw(st.integers(0, 2))
+    else:
+        kids = draw(st.lists(st.sampled_from(["a", "b"] if depth < 3 else ["b"]), max_size=3))
+    for kid in kids:
+        element.append(draw(valid_documents(kid, depth + 1)))
+    return element
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(filters, min_size=1, max_size=6), st.lists(valid_documents(), min_size=1, max_size=3)
+)
+def test_order_and_training_keep_answers(paths, trees):
+    from xcep.schema import parse_dtd
+
+    dtd = parse_dtd(TEST_DTD)
+    paths = [p for p in paths if usable(p)]
+    ours = [to_text(p) for p in paths]
+    want = lxml_answer(trees, [to_text(p, existential=True) for p in paths])
+    for options in [
+        MachineOptions(top_down=False, order=True),
+        MachineOptions(order=True),
+        MachineOptions(order=True, early=True),
+    ]:
+        machine = XPushMachine(dict(enumerate(ours)), options, order_facts=dtd)
+        machine.train(dtd)
+        assert run_machine(machine, trees) == want, (options, ours)
+    untrained = XPushMachine(dict(enumerate(ours)))
+    untrained.train()
+    assert run_machine(untrained, trees) == want
+
+
+def test_order_optimization_needs_fewer_states():
+    from xcep.schema import parse_dtd
+
+    dtd = parse_dtd(
+        "<!ELEMENT p (name, age, phone)><!ELEMENT name (#PCDATA)>"
+        "<!ELEMENT age (#PCDATA)><!ELEMENT phone (#PCDATA)>"
+    )
+    texts = {i: f"/p[name='n{i % 7}' and age={i % 5} and phone='t{i % 3}']" for i in range(60)}
+    rng = random.Random(3)
+    docs = [
+        etree.fromstring(
+            f"<p><name>n{rng.randrange(7)}</name><age>{rng.randrange(5)}</age>"
+            f"<phone>t{rng.randrange(3)}</phone></p>"
+        )
+        for _ in range(200)
+    ]
+    plain = XPushMachine(texts)
+    ordered = XPushMachine(texts, MachineOptions(order=True), order_facts=dtd)
+    assert run_machine(plain, docs) == run_machine(ordered, docs)
+    assert ordered.stats_dict()["average_state_size"] < plain.stats_dict()["average_state_size"]
+
+
+def test_training_warms_the_tables():
+    texts = {i: f"/a[b={i}]" for i in range(50)}
+    docs = [etree.fromstring(f"<a><b>{i}</b></a>") for i in range(50)]
+    cold = XPushMachine(texts)
+    run_machine(cold, docs)
+    warm = XPushMachine(texts)
+    assert warm.train() == 50
+    assert run_machine(warm, docs) == run_machine(XPushMachine(texts), docs)
+    assert warm.stats.hit_ratio > cold.stats.hit_ratio
+
+
+def test_early_needs_top_down():
+    with pytest.raises(ValueError, match="top-down"):
+        MachineOptions(top_down=False, early=True)
+
+
+def test_workload_errors_name_id_line_and_column(tmp_path):
+    from xcep.xpush import Workload
+
+    path = tmp_path / "filters.txt"
+    path.write_text(
+        "# subscriptions\n\n1 /a/b\n2 /a[b=]\nlonely\n1 /c\n3 //x[../y]\n4 //x[../../y]\n"
+    )
+    workload, errors = Workload.from_file(path)
+    assert list(workload.paths) == [1, 3]
+    assert [str(e) for e in errors] == [
+        "line 4, filter 2, column 6: expected a number or a string constant, found ']'",
+        "line 5, filter lonely: expected an id and a filter",
+        "line 6, filter 1: duplicate filter id",
+        "line 7, filter 4: '..' here would need the parent of a '//' step's start; not supported",
+    ]
+    with pytest.raises(FilterError):
+        Workload.from_file(path, strict=True)

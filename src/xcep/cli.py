@@ -114,7 +114,8 @@ def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
     out.write("".join(f"{name:<{width}}  {value:>12}\n" for name, value in rows))
 
 
-def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
+def _read_inputs(args, stderr: TextIO, consume: Callable, **source_options) -> int:
+    """Open the inputs as one event stream, hand its batches to ``consume``, apply --errors."""
     reporter = ErrorReporter(args.errors, stderr)
     inputs = expand_inputs(args.inputs or ["-"], args.input_format)
     bar = _progress_bar(inputs, stderr, args.progress)
@@ -122,15 +123,12 @@ def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
         inputs,
         errors=reporter.policy,
         progress=bar.update if bar is not None else None,
-        keep_whitespace=args.keep_whitespace,
         max_depth=args.max_depth,
         keep_raw=reporter.deadletter is not None,
+        **source_options,
     )
-    fmt = args.format or ("text" if args.stats else "jsonl")
     try:
-        for batch in stream.batches():
-            if not args.stats:
-                _write_events(batch, fmt, stdout)
+        consume(stream)
     except InputError as error:  # --errors fail
         print(f"xcep: error: {error}", file=stderr)
         return EXIT_INPUT
@@ -138,9 +136,71 @@ def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
         if bar is not None:
             bar.close()
         status = reporter.close()
-    if args.stats:
-        _write_stats(stream.stats.to_dict(), fmt, stdout)
     return status
+
+
+def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
+    fmt = args.format or ("text" if args.stats else "jsonl")
+
+    def consume(stream: EventStream) -> None:
+        for batch in stream.batches():
+            if not args.stats:
+                _write_events(batch, fmt, stdout)
+        if args.stats:
+            _write_stats(stream.stats.to_dict(), fmt, stdout)
+
+    return _read_inputs(args, stderr, consume, keep_whitespace=args.keep_whitespace)
+
+
+def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep.schema import read_dtd
+    from xcep.xpush import MachineOptions, Workload, XPushMachine
+
+    if args.order and not args.dtd:
+        raise ValueError("--order needs --dtd FILE (the order of elements comes from a DTD)")
+    workload, errors = Workload.from_file(args.filters, strict=args.strict)
+    for error in errors:
+        print(f"xcep: error: {args.filters}, {error}", file=stderr)
+    dtd = read_dtd(args.dtd) if args.dtd else None
+    options = MachineOptions(
+        top_down=args.top_down, order=args.order, early=args.early, max_entries=args.max_entries
+    )
+    machine = XPushMachine(workload, options, order_facts=dtd if args.order else None)
+    if args.train:
+        machine.train(dtd)
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def consume(stream: EventStream) -> None:
+        for doc, ids in machine.run(stream.batches()):
+            stdout.write(dumps({"doc": doc, "matches": ids}) + "\n")
+        if args.stats:
+            stats = machine.stats_dict()
+            stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
+            print(json.dumps(stats), file=stderr)
+
+    status = _read_inputs(args, stderr, consume, keep_whitespace=True)
+    return EXIT_INPUT if errors else status
+
+
+def _input_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "inputs", nargs="*", metavar="INPUT", help="files, directories, - for stdin (default)"
+    )
+    command.add_argument("--input-format", choices=FORMATS, default="auto")
+    command.add_argument(
+        "--errors",
+        default="report",
+        metavar="report|skip|fail|deadletter:PATH",
+        help="what to do with a malformed document (default: report it on stderr, go on, "
+        "exit 1 at the end)",
+    )
+    command.add_argument("--max-depth", type=int, default=10_000, metavar="N")
+    command.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,32 +217,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the nested-word event stream of XML/JSON inputs",
         description="Print the event stream (open/attr/text/close) of the inputs, or counts.",
     )
-    events.add_argument(
-        "inputs", nargs="*", metavar="INPUT", help="files, directories, - for stdin (default)"
-    )
+    _input_arguments(events)
     events.add_argument(
         "--format",
         choices=("jsonl", "text"),
         help="jsonl (default for events) or text (default for --stats)",
     )
     events.add_argument("--stats", action="store_true", help="print counts and speed only")
-    events.add_argument("--input-format", choices=FORMATS, default="auto")
-    events.add_argument(
-        "--errors",
-        default="report",
-        metavar="report|skip|fail|deadletter:PATH",
-        help="what to do with a malformed document (default: report it on stderr, go on, "
-        "exit 1 at the end)",
-    )
     events.add_argument("--keep-whitespace", action="store_true")
-    events.add_argument("--max-depth", type=int, default=10_000, metavar="N")
-    events.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
-    )
     events.set_defaults(run=cmd_events)
+
+    filters = commands.add_parser(
+        "filter",
+        help="which of many XPath filters match each document (XPush)",
+        description="For every document, the ids of the filters that match it: one JSON "
+        'object per document, {"doc": N, "matches": [ids]}. See docs/xpush.md.',
+    )
+    _input_arguments(filters)
+    filters.add_argument(
+        "--filters", required=True, metavar="FILE", help="one 'ID XPATH' per line, # comments"
+    )
+    filters.add_argument("--stats", action="store_true", help="machine statistics on stderr")
+    filters.add_argument("--strict", action="store_true", help="fail on the first bad filter")
+    filters.add_argument(
+        "--top-down",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="top-down pruning (default: on)",
+    )
+    filters.add_argument("--order", action="store_true", help="order optimization (needs --dtd)")
+    filters.add_argument("--early", action="store_true", help="early notification")
+    filters.add_argument("--train", action="store_true", help="warm up on training documents")
+    filters.add_argument("--dtd", metavar="FILE", help="DTD for --order and --train")
+    filters.add_argument(
+        "--max-entries",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="memory budget: table entries kept before the cache is flushed",
+    )
+    filters.set_defaults(run=cmd_filter)
     return parser
 
 

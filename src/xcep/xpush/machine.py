@@ -4,13 +4,14 @@ A machine state is a pair (top-down state, bottom-up state); both are sets of
 AFA states, interned as sorted tuples (hash-consed) to small integers. The
 transition functions are tables filled on first use:
 
-| seed | here | key → value |
-|---|---|---|
-| t_push | ``push`` | (q^t, label) → q^t of the child |
-| t_value then t_pop | ``leaf`` | (q^t, label, value) → what an attribute or text child adds to its parent |
-| eval, t_pop | ``close`` | (q^t of parent, q^b, value states, label) → what the closing element adds |
-| t_add^b | ``add`` | (q^b, q^b) → q^b |
-| t_accept | ``accept`` | q^b of the document node → filter numbers |
+- t_push → ``push``: (q^t, label) → the child's q^t;
+- t_value then t_pop → ``leaf``: (q^t, label, value) → what an attribute or
+  text child adds to its parent;
+- eval then t_pop → ``close``: (parent's q^t, q^b, value states, label) → what
+  a closing element adds to its parent (and, with early notification, the
+  filters it proves);
+- t_add^b → ``add``: (q^b, q^b) → q^b;
+- t_accept → ``accept``: the document node's q^b → filter numbers.
 
 ``t_add^t`` is the identity (the seed's Fig. 3 too), so it needs no table.
 Element values (string values, for comparisons on elements) are looked up
@@ -28,6 +29,7 @@ flushed and rebuilt lazily (``stats.flushes``).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -45,6 +47,7 @@ class MachineStats:
     misses: int = 0
     flushes: int = 0
     rebuilds: int = 0
+    training_documents: int = 0
 
     @property
     def hit_ratio(self) -> float:
@@ -95,9 +98,7 @@ def compile_workload(
     for s in range(len(afa)):
         if afa.label[s] is not None:
             back[afa.target[s]].append((afa.label[s], s))
-    predicates = {
-        s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)
-    }
+    predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
     live = {s for s in range(len(afa)) if afa.owner[s] not in afa.removed}
     compiled = _Compiled(
         afa=afa,
@@ -382,7 +383,12 @@ class XPushMachine:
         qt = qb = 0
         notes: set[int] = set()
         push, leaf, close, add, accept, values = (
-            self.push, self.leaf, self.close, self.add, self.accept, self.values
+            self.push,
+            self.leaf,
+            self.close,
+            self.add,
+            self.accept,
+            self.values,
         )
         EMPTY = self.EMPTY
         for batch in batches:
@@ -395,13 +401,22 @@ class XPushMachine:
                 attr_labels.extend("@" + n for n in names_list[len(attr_labels) :])
             kinds = batch.kinds
             self.stats.lookups += (
-                kinds.count(OPEN) + 2 * (len(kinds) - kinds.count(OPEN)) + kinds.count(CLOSE) * values_needed
+                kinds.count(OPEN)
+                + 2 * (len(kinds) - kinds.count(OPEN))
+                + kinds.count(CLOSE) * values_needed
             )
-            for d, kind, name, value in zip(batch.docs, kinds, batch.names, batch.values, strict=True):
+            for d, kind, name, value in zip(
+                batch.docs, kinds, batch.names, batch.values, strict=True
+            ):
                 if d != doc:  # a new document (a malformed one before it is dropped)
                     self._document_boundary()
                     push, leaf, close, add, accept, values = (
-                        self.push, self.leaf, self.close, self.add, self.accept, self.values
+                        self.push,
+                        self.leaf,
+                        self.close,
+                        self.add,
+                        self.accept,
+                        self.values,
                     )
                     EMPTY = self.EMPTY
                     values_needed = self.compiled.needs_element_values
@@ -465,8 +480,47 @@ class XPushMachine:
                     q = add.get((qb, popped))
                     qb = self._add(qb, popped) if q is None else q
 
-    def filter_paths(self) -> dict:
-        return dict(self.workload.paths)
+    def train(self, dtd=None) -> int:
+        """Warm the tables on training documents made from the filters (and a DTD)."""
+        from xcep.events import EventStream
+        from xcep.xpush.training import training_documents
+
+        documents = training_documents(self.workload.paths.values(), dtd)
+        data = "".join(f'<?xml version="1.0"?>{d}\n' for d in documents).encode("utf-8")
+        counted = self.stats.documents
+        for _ in self.run(EventStream([io.BytesIO(data)], keep_whitespace=True).batches()):
+            pass
+        self.stats.documents = counted
+        self.stats.training_documents += len(documents)
+        return len(documents)
+
+    def stats_dict(self) -> dict:
+        tables = {
+            "push": len(self.push),
+            "leaf": len(self.leaf),
+            "close": len(self.close),
+            "add": len(self.add),
+            "accept": len(self.accept),
+            "values": len(self.values),
+        }
+        sizes = [len(s) for s in self.sets]
+        return {
+            "filters": len(self.workload),
+            "afa_states": len(self.compiled.afa),
+            "atomic_predicates": self.compiled.index.count,
+            "states": len(self.sets),
+            "average_state_size": round(sum(sizes) / len(sizes), 2) if sizes else 0,
+            "table_entries": tables,
+            "entries": self.entries(),
+            "max_entries": self.options.max_entries,
+            "documents": self.stats.documents,
+            "training_documents": self.stats.training_documents,
+            "lookups": self.stats.lookups,
+            "misses": self.stats.misses,
+            "hit_ratio": round(self.stats.hit_ratio, 4),
+            "flushes": self.stats.flushes,
+            "rebuilds": self.stats.rebuilds,
+        }
 
 
 __all__ = ["MachineOptions", "MachineStats", "Path", "XPushMachine", "compile_workload"]

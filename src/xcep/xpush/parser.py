@@ -60,8 +60,8 @@ _TOKEN = re.compile(
       (?P<number>-?(?:\d+(?:\.\d*)?|\.\d+))
     | (?P<string>"[^"]*"|'[^']*')
     | (?P<op>::|//|/|\[|\]|\(|\)|@|\*|\.\.|\.|,|!=|<=|>=|=|<|>)
-    | (?P<name>[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*(?::[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*)?)
-    )""",
+    | (?P<name>{name}(?::{name})?)
+    )""".format(name=r"[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*"),
     re.VERBOSE,
 )
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")

@@ -109,7 +109,9 @@ def _hoist(expr: Expr) -> Expr:
         if first.test == SELF and first.axis == CHILD and first.predicates:
             rest = expr.path.steps[1:] or (Step(CHILD, SELF),)
             inner = (
-                Exists(Path(rest)) if isinstance(expr, Exists) else Compare(Path(rest), expr.op, expr.value)
+                Exists(Path(rest))
+                if isinstance(expr, Exists)
+                else Compare(Path(rest), expr.op, expr.value)
             )
             return And((*map(_hoist, first.predicates), inner))
     return expr
@@ -181,7 +183,9 @@ def rewrite_path(path: Path) -> Path:
     for s in steps:
         for q in s.predicates:
             if _parent_refs(q) and not (s is steps[0] and not path.absolute):
-                raise UnsupportedFilter("'..' could not be rewritten here")
+                raise UnsupportedFilter(
+                    "'..' here would need the parent of a '//' step's start; not supported"
+                )
     if path.absolute:
         steps = [_drop_parent_leftovers(s) for s in steps]
     return Path(tuple(steps), path.absolute)
@@ -231,9 +235,45 @@ def _parent_steps(node) -> bool:
     return False
 
 
+def _simplify_path(path: Path) -> Path | None:
+    """Simplify every predicate; ``None`` when a step's predicate is false (no match)."""
+    steps = []
+    for step in path.steps:
+        predicates = []
+        for q in step.predicates:
+            q = _simplify_deep(q)
+            if isinstance(q, Const):
+                if not q.value:
+                    return None
+                continue
+            predicates.append(q)
+        steps.append(Step(step.axis, step.test, step.name, tuple(predicates)))
+    return Path(tuple(steps), path.absolute)
+
+
+def _simplify_deep(expr: Expr) -> Expr:
+    if isinstance(expr, And | Or):
+        expr = type(expr)(tuple(map(_simplify_deep, expr.items)))
+    elif isinstance(expr, Not):
+        expr = Not(_simplify_deep(expr.item))
+    elif isinstance(expr, Exists | Compare):
+        path = _simplify_path(expr.path)
+        if path is None:
+            return Const(False)
+        steps = path.steps
+        if isinstance(expr, Exists) and len(steps) == 1 and steps[0].test == SELF:
+            if steps[0].axis == CHILD:  # `.[Q]` as a condition is Q
+                return simplify(And(steps[0].predicates)) if steps[0].predicates else Const(True)
+        expr = Exists(path) if isinstance(expr, Exists) else Compare(path, expr.op, expr.value)
+    return simplify(expr)
+
+
 def normalize(path: Path) -> Path:
     """All rules, in order: the tree the AFA compiler accepts."""
     result = rewrite_path(path)
+    simplified = _simplify_path(result)
+    # a filter that can never match keeps a predicate that says so
+    result = simplified or Path((Step(CHILD, SELF, None, (Const(False),)),), True)
     if _parent_steps(result):
         raise UnsupportedFilter("this use of '..' is not supported")
     return result

@@ -129,4 +129,5 @@ class Workload:
                 if strict:
                     raise
                 errors.append(exc)
+        errors.sort(key=lambda e: e.line or 0)
         return workload, errors

@@ -1,0 +1,194 @@
+"""DTD facts for the optimizers: content models, child order, attributes.
+
+``parse_dtd(text)`` reads ``<!ELEMENT>`` and ``<!ATTLIST>`` declarations (an
+external DTD file or an internal subset; parameter entities, conditional
+sections and comments are skipped). The facts:
+
+- ``children(e)``: the element names that may appear in ``e``, in the order the
+  content model first mentions them;
+- ``precedes(a, b)``: ``a`` must come before ``b`` whenever both are children
+  of the same element (the seed's order relation of XPush §5). Attributes
+  (``@name``) precede every element; ``#text`` is ordered with nothing;
+- ``attributes(e)``: the attribute names declared for ``e``;
+- ``can_contain(a, b)``: ``b`` may appear below ``a`` (transitively).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import product
+
+from xcep.errors import XcepError
+
+
+class DtdError(XcepError):
+    pass
+
+
+_DECLARATION = re.compile(
+    r"<!(ELEMENT|ATTLIST)\s+([^\s>]+)\s+((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>", re.S
+)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_ATTRIBUTE = re.compile(
+    r"""([^\s"']+)\s+(\([^)]*\)|NOTATION\s*\([^)]*\)|[A-Z]+)\s+(\#REQUIRED|\#IMPLIED|(?:\#FIXED\s+)?(?:"[^"]*"|'[^']*'))""",
+    re.S,
+)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A content model: ``kind`` is name, seq, choice, empty, any or mixed."""
+
+    kind: str
+    name: str | None = None
+    items: tuple[Model, ...] = ()
+    repeat: str = ""  # "", "?", "*" or "+"
+
+    def names(self) -> list[str]:
+        if self.kind == "name":
+            return [self.name]
+        return list(dict.fromkeys(n for item in self.items for n in item.names()))
+
+    def before_pairs(self) -> set[tuple[str, str]]:
+        """(u, v) such that some child sequence has a u before a v."""
+        if self.kind == "name":
+            pairs = set()
+        elif self.kind == "seq":
+            pairs = set().union(*(item.before_pairs() for item in self.items))
+            for i, left in enumerate(self.items):
+                for right in self.items[i + 1 :]:
+                    pairs |= set(product(left.names(), right.names()))
+        elif self.kind in ("choice", "mixed"):
+            pairs = set().union(*(item.before_pairs() for item in self.items))
+        else:
+            pairs = set()
+        if self.repeat in ("*", "+") or self.kind == "mixed":
+            pairs |= set(product(self.names(), repeat=2))
+        return pairs
+
+
+@dataclass
+class Dtd:
+    elements: dict[str, Model] = field(default_factory=dict)
+    attribute_names: dict[str, list[str]] = field(default_factory=dict)
+
+    def children(self, element: str) -> list[str]:
+        model = self.elements.get(element)
+        if model is None or model.kind == "any":
+            return list(self.elements) if model is not None else []
+        return model.names()
+
+    def attributes(self, element: str) -> list[str]:
+        return self.attribute_names.get(element, [])
+
+    def has_text(self, element: str) -> bool:
+        model = self.elements.get(element)
+        return model is not None and model.kind in ("mixed", "any")
+
+    @cached_property
+    def _before(self) -> set[tuple[str, str]]:
+        pairs: set[tuple[str, str]] = set()
+        for model in self.elements.values():
+            if model.kind == "any":
+                pairs |= set(product(self.elements, repeat=2))
+            else:
+                pairs |= model.before_pairs()
+        return pairs
+
+    @cached_property
+    def _siblings(self) -> set[tuple[str, str]]:
+        pairs = set()
+        for name in self.elements:
+            kids = self.children(name)
+            pairs |= set(product(kids, repeat=2))
+        return pairs
+
+    def precedes(self, a: str, b: str) -> bool:
+        """``a`` must come before ``b`` when both are children of one element."""
+        if a.startswith("@") or b.startswith("@"):
+            return a.startswith("@") and not b.startswith(("@", "#"))
+        if a.startswith("#") or b.startswith("#") or a == b:
+            return False
+        return (b, a) not in self._before and (a, b) in self._siblings
+
+    @cached_property
+    def _below(self) -> dict[str, set[str]]:
+        below = {name: set(self.children(name)) for name in self.elements}
+        changed = True
+        while changed:
+            changed = False
+            for reach in below.values():
+                extra = set().union(*(below.get(k, set()) for k in reach)) - reach
+                if extra:
+                    reach |= extra
+                    changed = True
+        return below
+
+    def can_contain(self, a: str, b: str) -> bool:
+        return b in self._below.get(a, set())
+
+
+def _parse_model(text: str, element: str) -> Model:
+    text = text.strip()
+    if text == "EMPTY":
+        return Model("empty")
+    if text == "ANY":
+        return Model("any")
+    tokens = re.findall(r"#PCDATA|[^\s()|,?*+]+|[()|,?*+]", text)
+    pos = 0
+
+    def cp() -> Model:
+        nonlocal pos
+        if pos >= len(tokens):
+            raise DtdError(f"element {element}: content model ends early")
+        token = tokens[pos]
+        pos += 1
+        if token == "(":
+            items = [cp()]
+            separator = None
+            while tokens[pos] in ("|", ","):
+                separator = tokens[pos]
+                pos += 1
+                items.append(cp())
+            if tokens[pos] != ")":
+                raise DtdError(f"element {element}: expected ) in content model")
+            pos += 1
+            kind = "choice" if separator == "|" else "seq"
+            if any(i.kind == "pcdata" for i in items):
+                kind = "mixed"
+                items = [i for i in items if i.kind != "pcdata"]
+            model = Model(kind, None, tuple(items))
+        elif token == "#PCDATA":
+            model = Model("pcdata")
+        else:
+            model = Model("name", token)
+        if pos < len(tokens) and tokens[pos] in ("?", "*", "+"):
+            model = Model(model.kind, model.name, model.items, tokens[pos])
+            pos += 1
+        return model
+
+    model = cp()
+    if model.kind == "pcdata":
+        return Model("mixed")
+    return model
+
+
+def parse_dtd(text: str) -> Dtd:
+    dtd = Dtd()
+    text = _COMMENT.sub("", text)
+    for kind, name, body in _DECLARATION.findall(text):
+        if kind == "ELEMENT":
+            dtd.elements[name] = _parse_model(body, name)
+        else:
+            names = dtd.attribute_names.setdefault(name, [])
+            names.extend(a for a, _, _ in _ATTRIBUTE.findall(body) if a not in names)
+    if not dtd.elements:
+        raise DtdError("no <!ELEMENT> declarations found")
+    return dtd
+
+
+def read_dtd(path) -> Dtd:
+    with open(path, encoding="utf-8") as f:
+        return parse_dtd(f.read())
