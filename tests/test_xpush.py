@@ -308,7 +308,7 @@ def test_workload_errors_name_id_line_and_column(tmp_path):
         "line 4, filter 2, column 6: expected a number or a string constant, found ']'",
         "line 5, filter lonely: expected an id and a filter",
         "line 6, filter 1: duplicate filter id",
-        "line 7, filter 4: '..' here would need the parent of a '//' step's start; not supported",
+        "line 8, filter 4: '..' here would need the parent of a '//' step's start; not supported",
     ]
     with pytest.raises(FilterError):
         Workload.from_file(path, strict=True)
