@@ -146,3 +146,61 @@ def test_broken_pipe_is_quiet(tmp_path):
     )
     assert pipe.stdout.count(b"\n") == 1
     assert pipe.stderr == b""
+
+
+FILTERS = (
+    "# id filter\n1 //a[b/text()=1 and ../a[@c>2]]\n2 //a[@c>2 and b/text()=1]\nbad /a[\n10 /a\n"
+)
+PUBSUB = b'<a> <b> 1 </b> <a c="3"> <b> 1 </b> </a> </a>\n<a/>\n<b/>\n<a><b></a>\n<c/>'
+
+
+def test_filter_outputs_one_line_per_good_document(tmp_path):
+    filters = tmp_path / "filters.txt"
+    filters.write_text(FILTERS)
+    result = run("filter", "--filters", str(filters), "--stats", stdin=PUBSUB)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert rows == [
+        {"doc": 0, "matches": [1, 2, 10]},
+        {"doc": 1, "matches": [10]},
+        {"doc": 2, "matches": []},
+        {"doc": 4, "matches": []},
+    ]
+    errors = result.stderr.decode().splitlines()
+    assert errors[0] == (
+        f"xcep: error: {filters}, line 4, filter bad, column 4: "
+        "expected a step (a name, *, @name, @*, text(), . or ..), found the end"
+    )
+    assert "document 3" in errors[1]
+    stats = json.loads(errors[-1])
+    assert stats["filters"] == 3 and stats["documents"] == 4 and 0 <= stats["hit_ratio"] <= 1
+    assert result.returncode == 1
+
+
+def test_filter_strict_and_option_errors(tmp_path):
+    filters = tmp_path / "filters.txt"
+    filters.write_text(FILTERS)
+    strict = run("filter", "--filters", str(filters), "--strict", stdin=b"<a/>")
+    assert strict.returncode == 1 and strict.stdout == b""
+    assert b"line 4, filter bad, column 4" in strict.stderr
+    no_dtd = run("filter", "--filters", str(filters), "--order", stdin=b"<a/>")
+    assert no_dtd.returncode == 2 and b"--order needs --dtd" in no_dtd.stderr
+
+
+def test_filter_with_every_optimisation_gives_the_same_answers(tmp_path, data_dir):
+    filters = tmp_path / "filters.txt"
+    filters.write_text(
+        "1 /site/regions//item[location='United States' and quantity > 1]\n"
+        "2 //person[profile/@income > 50000]/name\n"
+        "3 //open_auction[not(reserve)]/bidder[increase >= 10]\n"
+        "4 /site/people/person[starts-with(emailaddress, 'mailto:A')]\n"
+    )
+    xmark = str(data_dir / "xmark" / "xmark-f0.01.xml")
+    dtd = str(data_dir / "xmark" / "auction.dtd")
+    plain = run("filter", "--filters", str(filters), "--no-top-down", xmark)
+    tuned = run(
+        "filter", "--filters", str(filters), "--order", "--early", "--train", "--dtd", dtd, xmark
+    )
+    assert plain.returncode == tuned.returncode == 0, plain.stderr + tuned.stderr
+    assert (
+        json.loads(plain.stdout) == json.loads(tuned.stdout) == {"doc": 0, "matches": [1, 2, 3, 4]}
+    )

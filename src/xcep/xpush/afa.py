@@ -15,8 +15,16 @@ A node's value is its string value: an attribute's or text node's value, or
 for an element the concatenation of the text below it. Text nodes are
 children of their element (``#text``), so mixed content needs no special rule.
 
-States are numbered so that every ε-successor has a larger number than its
-state: evaluating states from the largest number down sees successors first.
+**Common subexpressions are shared.** A state's meaning ("matches node x")
+depends only on the sub-filter it stands for, so equal sub-filters of
+different filters get one state (hash-consing, children first). Every filter
+that ends in ``/emailaddress`` shares that state, every ``price > 100`` one
+leaf: the machine's state sets stay small however many filters there are.
+For early notification each filter's first branching state is kept unique
+(``unique``), so that reaching it proves that filter and no other.
+
+ε-successors are built before their state, so they have smaller numbers:
+evaluating states in increasing order decides successors first.
 """
 
 from __future__ import annotations
@@ -52,105 +60,110 @@ class AFA:
     label: list[str | None] = field(default_factory=list)  # transition label (step/loop)
     target: list[int | None] = field(default_factory=list)  # transition target
     predicate: list[Predicate | bool | None] = field(default_factory=list)
-    owner: list[int] = field(default_factory=list)  # the filter a state belongs to
     initial: dict[int, int] = field(default_factory=dict)  # filter number → initial state
-    removed: set[int] = field(default_factory=set)  # filter numbers taken out
-
-    def new(self, kind: int, owner: int) -> int:
-        self.kind.append(kind)
-        self.eps.append(())
-        self.label.append(None)
-        self.target.append(None)
-        self.predicate.append(None)
-        self.owner.append(owner)
-        return len(self.kind) - 1
+    early: dict[int, int] = field(default_factory=dict)  # filter number → first branching state
+    shared: dict[tuple, int] = field(default_factory=dict)  # structural key → state
 
     def __len__(self) -> int:
         return len(self.kind)
 
-    def add_filter(self, number: int, path: Path) -> int:
-        """Compile one (rewritten, ``..``-free) filter; returns its initial state."""
-        state = _Compiler(self, number).path(path.steps, _true_leaf)
-        self.initial[number] = state
+    def state(self, key: tuple | None, kind: int, eps=(), label=None, target=None, predicate=None):
+        """The state for ``key`` (a new one when unseen, or when ``key`` is None)."""
+        if key is not None:
+            found = self.shared.get(key)
+            if found is not None:
+                return found
+        self.kind.append(kind)
+        self.eps.append(tuple(eps))
+        self.label.append(label)
+        self.target.append(target)
+        self.predicate.append(predicate)
+        state = len(self.kind) - 1
+        if key is not None:
+            self.shared[key] = state
         return state
 
-    def eps_parents(self) -> list[list[int]]:
-        parents: list[list[int]] = [[] for _ in self.kind]
-        for s, successors in enumerate(self.eps):
-            for t in successors:
-                parents[t].append(s)
-        return parents
+    def add_filter(self, number: int, path: Path, unique_early: bool = False) -> int:
+        """Compile one (rewritten, ``..``-free) filter; returns its initial state."""
+        compiler = _Compiler(self, number if unique_early else None)
+        state = compiler.path(path.steps, _true_leaf, main=True)
+        self.initial[number] = state
+        if compiler.early is not None:
+            self.early[number] = compiler.early
+        return state
 
 
-def _true_leaf(compiler: _Compiler) -> int:
-    state = compiler.afa.new(OR, compiler.owner)
-    compiler.afa.predicate[state] = TRUE
-    return state
+def _true_leaf(compiler: _Compiler, unique: bool = False) -> int:
+    key = None if unique else ("true",)
+    return compiler.afa.state(key, OR, predicate=TRUE)
 
 
 class _Compiler:
-    def __init__(self, afa: AFA, owner: int) -> None:
+    def __init__(self, afa: AFA, owner: int | None) -> None:
         self.afa = afa
-        self.owner = owner
+        self.owner = owner  # set when the first branching state must be unique
+        self.early: int | None = None
 
-    def path(self, steps: tuple[Step, ...], final) -> int:
+    def _unique(self, main: bool) -> bool:
+        return main and self.owner is not None and self.early is None
+
+    def path(self, steps: tuple[Step, ...], final, main: bool = False) -> int:
         """A state matching node x iff ``steps`` from x reach a node matched by ``final``."""
         if not steps:
+            if self._unique(main):
+                self.early = final(self, True)
+                return self.early
             return final(self)
         step, rest = steps[0], steps[1:]
-        if step.axis == DESCENDANT:
-            afa = self.afa
-            loop = afa.new(OR, self.owner)
-            afa.label[loop], afa.target[loop] = "*", loop
-            inner = self.step(step, rest, final)
-            afa.eps[loop] = (inner,)
-            return loop
-        return self.step(step, rest, final)
+        inner = self.step(step, rest, final, main)
+        if step.axis != DESCENDANT:
+            return inner
+        loop = self.afa.state(("loop", inner), OR, eps=(inner,), label="*")
+        self.afa.target[loop] = loop
+        return loop
 
-    def step(self, step: Step, rest: tuple[Step, ...], final) -> int:
-        afa = self.afa
+    def step(self, step: Step, rest: tuple[Step, ...], final, main: bool) -> int:
         if step.test == SELF:
-            return self.conjunction(step.predicates, lambda: self.path(rest, final))
+            return self.conjunction(step.predicates, lambda: self.path(rest, final, main), main)
         if step.test not in (ELEMENT, ATTRIBUTE, TEXT):
             raise ValueError(f"cannot compile a {step.test} step (rewrite it first)")
-        state = afa.new(OR, self.owner)
-        afa.label[state] = step.label
-        afa.target[state] = self.conjunction(step.predicates, lambda: self.path(rest, final))
-        return state
+        target = self.conjunction(step.predicates, lambda: self.path(rest, final, main), main)
+        return self.afa.state(("step", step.label, target), OR, label=step.label, target=target)
 
-    def conjunction(self, predicates: tuple[Expr, ...], then) -> int:
+    def conjunction(self, predicates: tuple[Expr, ...], then, main: bool = False) -> int:
         if not predicates:
             return then()
-        state = self.afa.new(AND, self.owner)
+        unique = self._unique(main)
+        if unique:
+            self.early = -1  # claimed: the states inside are ordinary
         successors = [self.expr(q) for q in predicates]
         successors.append(then())
-        self.afa.eps[state] = tuple(successors)
-        return state
+        successors = tuple(sorted(set(successors)))
+        if unique:
+            self.early = self.afa.state(None, AND, eps=successors)
+            return self.early
+        return self.afa.state(("and", successors), AND, eps=successors)
 
     def expr(self, expr: Expr) -> int:
         afa = self.afa
         if isinstance(expr, And | Or):
-            state = afa.new(AND if isinstance(expr, And) else OR, self.owner)
-            afa.eps[state] = tuple(self.expr(item) for item in expr.items)
-            return state
+            kind = AND if isinstance(expr, And) else OR
+            items = tuple(sorted({self.expr(item) for item in expr.items}))
+            return afa.state(("and" if kind == AND else "or", items), kind, eps=items)
         if isinstance(expr, Not):
-            state = afa.new(NOT, self.owner)
-            afa.eps[state] = (self.expr(expr.item),)
-            return state
+            item = self.expr(expr.item)
+            return afa.state(("not", item), NOT, eps=(item,))
         if isinstance(expr, Const):
-            state = afa.new(OR, self.owner)  # an OR with nothing never matches
             if expr.value:
-                afa.predicate[state] = TRUE
-            return state
+                return _true_leaf(self)
+            return afa.state(("false",), OR)  # an OR with nothing never matches
         if isinstance(expr, Exists):
             return self.path(expr.path.steps, _true_leaf)
         if isinstance(expr, Compare):
             predicate = Predicate(expr.op, expr.value)
 
-            def leaf(compiler: _Compiler) -> int:
-                state = compiler.afa.new(OR, compiler.owner)
-                compiler.afa.predicate[state] = predicate
-                return state
+            def leaf(compiler: _Compiler, unique: bool = False) -> int:
+                return compiler.afa.state(("leaf", predicate), OR, predicate=predicate)
 
             return self.path(expr.path.steps, leaf)
         raise TypeError(f"not a filter expression: {expr!r}")

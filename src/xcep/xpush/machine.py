@@ -32,6 +32,8 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
+from heapq import heapify, heappop, heappush
 
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
@@ -59,7 +61,7 @@ class MachineOptions:
     top_down: bool = True
     order: bool = False
     early: bool = False
-    max_entries: int = 2_000_000
+    max_entries: int = 10_000_000
 
     def __post_init__(self) -> None:
         if self.early and not self.top_down:
@@ -79,68 +81,113 @@ class _Compiled:
     """What the runtime needs of the AFA, precomputed once per workload."""
 
     afa: AFA
-    parents: list[list[int]]
-    back: list[list[tuple[str, int]]]  # state → [(label, state with a transition into it)]
+    back: list[dict[str, tuple[int, ...]] | None]  # state → {label: states stepping into it}
+    watchers: list[tuple[int, ...]]  # ε-predecessors to decide when the state matches
     true_leaves: frozenset[int]
     not_states: frozenset[int]
-    predicates: dict[int, Predicate]
     index: PredicateIndex
-    initial: dict[int, int]  # initial state → filter number
+    initial: dict[int, tuple[int, ...]]  # initial state → filter numbers
     early: dict[int, int] = field(default_factory=dict)  # early state → filter number
-    prec: dict[int, frozenset[int]] = field(default_factory=dict)
+    prec: dict[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
     needs_element_values: bool = False
 
+    @property
+    def predicate_states(self) -> frozenset[int]:
+        return self.index.states
 
-def compile_workload(
-    afa: AFA, options: MachineOptions, order_facts=None, element_values: bool = True
-) -> _Compiled:
-    back: list[list[tuple[str, int]]] = [[] for _ in range(len(afa))]
-    for s in range(len(afa)):
+    @cached_property
+    def early_states(self) -> frozenset[int]:
+        return frozenset(self.early)
+
+
+def compile_workload(workload: Workload, options: MachineOptions, order_facts=None) -> _Compiled:
+    afa = workload.compile(unique_early=options.early)
+    n = len(afa)
+    back: list[dict | None] = [None] * n
+    for s in range(n):
         if afa.label[s] is not None:
-            back[afa.target[s]].append((afa.label[s], s))
+            by_label = back[afa.target[s]]
+            if by_label is None:
+                by_label = back[afa.target[s]] = {}
+            by_label[afa.label[s]] = (*by_label.get(afa.label[s], ()), s)
+    parents: list[list[int]] = [[] for _ in range(n)]
+    for s, successors in enumerate(afa.eps):
+        for t in successors:
+            parents[t].append(s)
     predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
-    live = {s for s in range(len(afa)) if afa.owner[s] not in afa.removed}
+    initial: dict[int, tuple[int, ...]] = {}
+    for f, s in afa.initial.items():
+        initial[s] = (*initial.get(s, ()), f)
     compiled = _Compiled(
         afa=afa,
-        parents=afa.eps_parents(),
         back=back,
-        true_leaves=frozenset(s for s in live if afa.predicate[s] is TRUE),
-        not_states=frozenset(s for s in live if afa.kind[s] == NOT),
-        predicates={s: p for s, p in predicates.items() if s in live},
-        index=PredicateIndex({s: p for s, p in predicates.items() if s in live}),
-        initial={s: f for f, s in afa.initial.items() if f not in afa.removed},
-        needs_element_values=element_values and bool(predicates),
+        watchers=_watchers(afa, parents),
+        true_leaves=frozenset(s for s in range(n) if afa.predicate[s] is TRUE),
+        not_states=frozenset(s for s in range(n) if afa.kind[s] == NOT),
+        index=PredicateIndex(predicates),
+        initial=initial,
+        early={s: f for f, s in afa.early.items()},
+        needs_element_values=bool(predicates),
     )
-    if options.early:
-        for f, s in afa.initial.items():
-            if f in afa.removed:
-                continue
-            while True:
-                if afa.label[s] is not None and afa.target[s] == s and afa.eps[s]:
-                    s = afa.eps[s][0]  # through a // loop
-                elif afa.label[s] is not None and not afa.eps[s]:
-                    s = afa.target[s]  # along a step
-                else:
-                    break
-            compiled.early[s] = f
     if options.order and order_facts is not None:
-        for a in live:
-            if afa.kind[a] != AND:
-                continue
-            steps = [
-                c
-                for c in afa.eps[a]
-                if afa.label[c] is not None
-                and not afa.eps[c]
-                and afa.label[c] not in ("*", "@*", "#text")
-            ]
-            for c in steps:
-                before = frozenset(
-                    d for d in steps if d != c and order_facts.precedes(afa.label[d], afa.label[c])
-                )
-                if before:
-                    compiled.prec[c] = before
+        compiled.prec = _order_preconditions(afa, parents, back, initial, order_facts)
     return compiled
+
+
+def _watchers(afa: AFA, parents: list[list[int]]) -> list[tuple[int, ...]]:
+    """OR and NOT predecessors always; an AND only through its least shared successor."""
+    watchers: list[list[int]] = [[] for _ in range(len(afa))]
+    for s, successors in enumerate(afa.eps):
+        if not successors:
+            continue
+        if afa.kind[s] == AND:
+            watch = min(successors, key=lambda t: (len(parents[t]), -t))
+            watchers[watch].append(s)
+        else:
+            for t in successors:
+                watchers[t].append(s)
+    return [tuple(w) for w in watchers]
+
+
+def _order_preconditions(afa: AFA, parents, back, initial, order_facts) -> dict:
+    """For the order optimization: step state → one set per AND above it.
+
+    A step state ``c`` under an AND may be dropped from a node's state while,
+    for every AND it is under, some sibling that must come before it (by the
+    DTD) has not matched there yet: that AND can no longer be satisfied. A
+    state with any other use (reached by a transition, under an OR or NOT,
+    an initial state, one AND where nothing must precede it) is never dropped.
+    """
+    prec = {}
+    for c in range(len(afa)):
+        label = afa.label[c]
+        if (
+            label is None
+            or afa.eps[c]
+            or label in ("*", "@*", "#text")
+            or back[c] is not None
+            or c in initial
+            or not parents[c]
+        ):
+            continue
+        sets = []
+        for a in parents[c]:
+            if afa.kind[a] != AND:
+                break
+            before = frozenset(
+                d
+                for d in afa.eps[a]
+                if d != c
+                and afa.label[d] is not None
+                and afa.label[d] not in ("*", "@*", "#text")
+                and order_facts.precedes(afa.label[d], label)
+            )
+            if not before:
+                break
+            sets.append(before)
+        else:
+            prec[c] = tuple(sets)
+    return prec
 
 
 class XPushMachine:
@@ -166,17 +213,23 @@ class XPushMachine:
     # ----- building and flushing -----
 
     def _build(self) -> None:
-        self.compiled = compile_workload(self.workload.afa, self.options, self.order_facts)
+        self.compiled = compile_workload(self.workload, self.options, self.order_facts)
+        names = self.workload.names_of
+        order = sorted(range(len(names)), key=lambda f: id_key(names[f]))
+        self.rank = [0] * len(names)  # filter number → position in ascending id order
+        for position, f in enumerate(order):
+            self.rank[f] = position
         self.flush(count=False)
 
     def flush(self, count: bool = True) -> None:
         """Forget every machine state and table (they are rebuilt on demand)."""
         if count:
             self.stats.flushes += 1
+        self.held = 0  # elements of interned sets and nested table entries
         self.sets: list[frozenset[int]] = []
-        self.ids: dict[tuple[int, ...], int] = {}
-        self.EMPTY = self._intern(())
-        self.ALL = self._intern((-1,))  # the top-down state when top-down pruning is off
+        self.ids: dict[frozenset[int], int] = {}
+        self.EMPTY = self._intern(frozenset())
+        self.ALL = self._intern(frozenset((-1,)))  # the top-down state without top-down pruning
         self.push: dict = {}
         self.leaf: dict = {}
         self.close: dict = {}
@@ -186,13 +239,14 @@ class XPushMachine:
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
-            self.q0t = self._intern(tuple(sorted(initial)))
+            self.q0t = self._intern(initial)
         else:
             self.q0t = self.ALL
 
     def entries(self) -> int:
+        """Table entries plus the elements of all interned sets (the memory measure)."""
         tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
-        return sum(map(len, tables)) + sum(map(len, self.sets))
+        return sum(map(len, tables)) + self.held
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
@@ -206,16 +260,16 @@ class XPushMachine:
 
     # ----- set operations behind the tables -----
 
-    def _intern(self, key: tuple[int, ...]) -> int:
+    def _intern(self, states) -> int:
+        """Hash-cons a set of AFA states to a small integer."""
+        key = states if isinstance(states, frozenset) else frozenset(states)
         ident = self.ids.get(key)
         if ident is None:
             ident = len(self.sets)
             self.ids[key] = ident
-            self.sets.append(frozenset(key))
+            self.sets.append(key)
+            self.held += len(key) + 1
         return ident
-
-    def _intern_set(self, states) -> int:
-        return self._intern(tuple(sorted(states)))
 
     def _eps_close(self, states) -> set[int]:
         eps = self.compiled.afa.eps
@@ -244,51 +298,72 @@ class XPushMachine:
             self._qt_extras[qt] = extras
         return extras
 
-    def _eval(self, base: set[int], qt: int) -> set[int]:
-        """eval(q): the states matched at a node, given those matched through its children."""
+    def _eval(self, base, qt: int) -> set[int]:
+        """eval(q): the states matched at a node, given those matched through its children.
+
+        States in ``base`` and the enabled TRUE leaves match. Combinators above
+        them are decided in increasing state order (ε-successors first), each
+        when one of its successors matches: any successor for OR, the *watched*
+        one — the successor shared by the fewest states — for AND (an AND needs
+        them all), and every enabled NOT. So a state shared by thousands of ANDs
+        does not make each of them a candidate.
+        """
         c = self.compiled
-        kind, eps, predicate = c.afa.kind, c.afa.eps, c.afa.predicate
+        kind, eps, watchers = c.afa.kind, c.afa.eps, c.watchers
         enabled = self._enabled(qt)
         trues, nots = self._extras(qt)
-        seeds = base | trues | nots
-        candidates: set[int] = set()
-        todo = list(seeds)
-        while todo:
-            s = todo.pop()
-            if s in candidates:
+        matched = set(base)
+        matched |= trues
+        heap = [w for s in matched for w in watchers[s]]
+        heap.extend(nots)
+        heapify(heap)
+        decided = set()
+        while heap:
+            s = heappop(heap)
+            if s in decided or s in matched:
                 continue
-            candidates.add(s)
-            for p in c.parents[s]:
-                if p not in candidates and (enabled is None or p in enabled):
-                    todo.append(p)
-        matched: set[int] = set()
-        for s in sorted(candidates, reverse=True):  # ε-successors first
+            decided.add(s)
+            if enabled is not None and s not in enabled:
+                continue
             k = kind[s]
-            if k == OR:
-                if s in base or predicate[s] is TRUE or any(t in matched for t in eps[s]):
-                    matched.add(s)
-            elif k == AND:
-                if all(t in matched for t in eps[s]):
-                    matched.add(s)
-            elif eps[s][0] not in matched:  # NOT
+            if k == AND:
+                ok = all(t in matched for t in eps[s])
+            elif k == OR:
+                ok = any(t in matched for t in eps[s])
+            else:  # NOT
+                ok = eps[s][0] not in matched
+            if ok:
                 matched.add(s)
+                for w in watchers[s]:
+                    heappush(heap, w)
         return matched
 
     def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, tuple]:
         """t_pop: the parent's states that the matched child states complete."""
         c = self.compiled
-        enabled = self._enabled(parent_qt)
         notes = ()
         if c.early:
-            notes = tuple(sorted({c.early[s] for s in matched if s in c.early}))
-        up = set()
+            proven = matched & c.early_states
+            if proven:
+                notes = tuple(sorted({c.early[s] for s in proven}))
+                matched = matched - proven
+        wildcard = "@*" if label[0] == "@" else ("*" if label[0] != "#" else None)
+        up: set[int] = set()
+        back = c.back
         for s in matched:
-            if s in c.early:
-                continue
-            for pattern, p in c.back[s]:
-                if (enabled is None or p in enabled) and _label_matches(pattern, label):
-                    up.add(p)
-        return self._intern_set(up), notes
+            by_label = back[s]
+            if by_label:
+                exact = by_label.get(label)
+                if exact:
+                    up.update(exact)
+                if wildcard:
+                    loose = by_label.get(wildcard)
+                    if loose:
+                        up.update(loose)
+        enabled = self._enabled(parent_qt)
+        if enabled is not None:
+            up &= enabled
+        return self._intern(up), notes
 
     # ----- the tables, filled on first use -----
 
@@ -306,7 +381,7 @@ class XPushMachine:
                 for s in self.sets[qt]
                 if afa.label[s] is not None and _label_matches(afa.label[s], label)
             }
-            result = self._intern_set(self._eps_close(targets))
+            result = self._intern(self._eps_close(targets))
         self.push[(qt, label)] = result
         return result
 
@@ -315,21 +390,42 @@ class XPushMachine:
         enabled = self._enabled(qt)
         return true if enabled is None else true & enabled
 
-    def _leaf(self, qt: int, label: str, value: str) -> int:
-        """An attribute or a text child with ``value``: what it adds to its parent."""
+    def _tests_values(self, qt: int) -> bool:
+        """Do predicate states matter at a node with top-down state ``qt``?"""
+        predicates = self.compiled.predicate_states
+        return bool(predicates) if qt == self.ALL else not predicates.isdisjoint(self.sets[qt])
+
+    def _leaf(self, qt: int, label: str, value: str) -> tuple:
+        """An attribute or a text child with ``value``: what it adds to its parent.
+
+        ``leaf[(qt, label)]`` is the answer itself when no predicate can look at
+        the value there, else a dict from values to answers.
+        """
         self.stats.misses += 1
         child_qt = self.push.get((qt, label))
         if child_qt is None:
             child_qt = self._compute_push(qt, label)
+        if not self._tests_values(child_qt):
+            result = self._pop(self._eval(set(), child_qt), label, qt)
+            self.leaf[(qt, label)] = result
+            return result
         matched = self._eval(self._value_states(child_qt, value), child_qt)
         result = self._pop(matched, label, qt)
-        self.leaf[(qt, label, value)] = result
+        self.leaf.setdefault((qt, label), {})[value] = result
+        self.held += 1
         return result
 
     def _element_values(self, qt: int, value: str) -> int:
+        """The predicate states an element's string value makes true (``values`` table)."""
         self.stats.misses += 1
-        result = self._intern_set(self._value_states(qt, value))
-        self.values[(qt, value)] = result
+        table = self.values.get(qt)
+        if table is None:
+            table = self.values[qt] = {} if self._tests_values(qt) else False
+        if table is False:
+            return self.EMPTY
+        result = self._intern(self._value_states(qt, value))
+        table[value] = result
+        self.held += 1
         return result
 
     def _close(self, parent_qt: int, qt: int, qb: int, vq: int, label: str) -> tuple:
@@ -345,8 +441,8 @@ class XPushMachine:
         left = self.sets[qs]
         right = self.sets[q]
         if prec:
-            right = {s for s in right if prec.get(s, frozenset()) <= left}
-        result = self._intern_set(left | right)
+            right = {s for s in right if s not in prec or any(p <= left for p in prec[s])}
+        result = self._intern(left | right)
         self.add[(qs, q)] = result
         return result
 
@@ -354,9 +450,9 @@ class XPushMachine:
         self.stats.misses += 1
         matched = self._eval(set(self.sets[qb]) | self.sets[vq], self.q0t)
         c = self.compiled
-        found = {c.initial[s] for s in matched if s in c.initial}
+        found = {f for s in matched if s in c.initial for f in c.initial[s]}
         found.update(c.early[s] for s in matched if s in c.early)
-        result = tuple(sorted(found))
+        result = tuple(sorted(found, key=self.rank.__getitem__))
         self.accept[(qb, vq)] = result
         return result
 
@@ -440,7 +536,8 @@ class XPushMachine:
                     if values_needed:
                         text = "".join(texts.pop())
                         texts[-1].append(text)
-                        vq = values.get((qt, text))
+                        table = values.get(qt)
+                        vq = EMPTY if table is False else (table or {}).get(text)
                         if vq is None:
                             vq = self._element_values(qt, text)
                     entry = close.get((parent_qt, qb, vq, label))
@@ -456,24 +553,28 @@ class XPushMachine:
                         dvq = EMPTY
                         if values_needed:
                             root_text = "".join(texts[-1])
-                            dvq = values.get((qt, root_text))
+                            table = values.get(qt)
+                            dvq = EMPTY if table is False else (table or {}).get(root_text)
                             if dvq is None:
                                 dvq = self._element_values(qt, root_text)
                         found = accept.get((qb, dvq))
                         if found is None:
                             found = self._accept(qb, dvq)
                         if notes:
-                            found = tuple(sorted(notes.union(found)))
+                            found = sorted(notes.union(found), key=self.rank.__getitem__)
                         self.stats.documents += 1
-                        yield d, sorted((names_of[f] for f in found), key=id_key)
+                        yield d, [names_of[f] for f in found]
                         doc = -1  # the next event starts a new document
                 else:
                     label = attr_labels[name] if kind == ATTR else "#text"
                     if kind == TEXT and values_needed:
                         texts[-1].append(value)
-                    entry = leaf.get((qt, label, value))
+                    entry = leaf.get((qt, label))
                     if entry is None:
                         entry = self._leaf(qt, label, value)
+                    elif type(entry) is dict:
+                        found_entry = entry.get(value)
+                        entry = self._leaf(qt, label, value) if found_entry is None else found_entry
                     popped, new_notes = entry
                     if new_notes:
                         notes.update(new_notes)

@@ -139,6 +139,7 @@ class PredicateIndex:
 
     def __init__(self, predicates: dict[int, Predicate]) -> None:
         self.count = len(predicates)
+        self.states = frozenset(predicates)
         self.string_eq: dict[str, list[int]] = defaultdict(list)
         self.string_ne: dict[str, list[int]] = defaultdict(list)
         self.number_eq: dict[float, list[int]] = defaultdict(list)

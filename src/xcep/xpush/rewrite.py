@@ -261,9 +261,9 @@ def _simplify_deep(expr: Expr) -> Expr:
         if path is None:
             return Const(False)
         steps = path.steps
-        if isinstance(expr, Exists) and len(steps) == 1 and steps[0].test == SELF:
-            if steps[0].axis == CHILD:  # `.[Q]` as a condition is Q
-                return simplify(And(steps[0].predicates)) if steps[0].predicates else Const(True)
+        alone = len(steps) == 1 and steps[0].test == SELF and steps[0].axis == CHILD
+        if isinstance(expr, Exists) and alone:  # `.[Q]` as a condition is Q
+            return simplify(And(steps[0].predicates)) if steps[0].predicates else Const(True)
         expr = Exists(path) if isinstance(expr, Exists) else Compare(path, expr.op, expr.value)
     return simplify(expr)
 

@@ -86,7 +86,6 @@ class Workload:
     """Filters by id, with their compiled AFA states."""
 
     def __init__(self, filters: dict | Iterable[tuple] = ()) -> None:
-        self.afa = AFA()
         self.paths: dict = {}  # id → rewritten Path
         self.texts: dict = {}  # id → filter text
         self.numbers: dict = {}  # id → filter number in the AFA
@@ -108,14 +107,19 @@ class Workload:
             raise
         number = len(self.names_of)
         self.names_of.append(fid)
-        self.afa.add_filter(number, path)
         self.paths[fid], self.texts[fid], self.numbers[fid] = path, text, number
 
     def remove(self, fid) -> None:
         if fid not in self.paths:
             raise FilterError("no such filter", fid)
-        self.afa.removed.add(self.numbers.pop(fid))
-        del self.paths[fid], self.texts[fid]
+        del self.paths[fid], self.texts[fid], self.numbers[fid]
+
+    def compile(self, unique_early: bool = False) -> AFA:
+        """One AFA for all current filters (common sub-filters shared)."""
+        afa = AFA()
+        for fid, path in self.paths.items():
+            afa.add_filter(self.numbers[fid], path, unique_early)
+        return afa
 
     @classmethod
     def from_file(cls, path: str | FilePath, strict: bool = False) -> tuple[Workload, list]:

@@ -1,0 +1,204 @@
+"""Filter workloads for XPush, like the seed's §7 (a modified YFilter generator).
+
+Filters are drawn from documents, so every predicate is true on some document:
+
+- a document is picked (uniformly, or Zipf-skewed with ``zipf > 0``: a few
+  documents get most filters, so filters share predicates);
+- the main path is a random walk down that document from its root, ``depth``
+  steps at most; each step becomes ``*`` with probability ``p_wild`` and is
+  reached by ``//`` (skipping 0–2 levels) with probability ``p_desc``;
+- ``k`` predicates (``k`` averages ``predicates``: 1.15 means 85 % one, 15 %
+  two) hang at random levels of the main path (bushy trees); each compares a
+  leaf below that level — an attribute or an element with text — with the
+  document's own value (numbers sometimes with ``<=``/``>=``).
+
+``split_documents`` cuts XMark into pub/sub messages (person, item,
+open_auction elements); ``protein_documents`` makes a flat Protein-like stream.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from lxml import etree
+
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def split_documents(path, tags=("person", "item", "open_auction")) -> list[bytes]:
+    """The elements named ``tags`` of a large document, each as a document of its own."""
+    out = []
+    for _, element in etree.iterparse(str(path), events=("end",), tag=tags):
+        out.append(etree.tostring(element, with_tail=False))
+        element.clear(keep_tail=True)
+    return out
+
+
+def as_stream(documents: list[bytes]) -> bytes:
+    """Documents one after another, each with an XML declaration (resynchronisable)."""
+    return b"".join(b'<?xml version="1.0"?>\n' + d + b"\n" for d in documents)
+
+
+def _quote(value: str) -> str:
+    return f"'{value}'" if "'" not in value else f'"{value}"'
+
+
+def _leaves(element) -> list[tuple[list[str], str]]:
+    """(relative labels, value) for attributes and text-holding elements below ``element``."""
+    out = []
+    for name, value in element.attrib.items():
+        out.append(([f"@{name}"], value))
+    for child in element:
+        if not isinstance(child.tag, str):
+            continue
+        text = (child.text or "").strip()
+        if text and len(child) == 0 and len(text) <= 40:
+            out.append(([child.tag], text))
+        for labels, value in _leaves(child):
+            out.append(([child.tag, *labels], value))
+    return out
+
+
+class FilterGenerator:
+    def __init__(self, documents: list[bytes], seed: int = 0) -> None:
+        self.trees = [etree.fromstring(d) for d in documents]
+        self.rng = random.Random(seed)
+        self.leaves: dict[int, list] = {}
+
+    def _pick_tree(self, zipf: float):
+        if zipf <= 0:
+            return self.rng.choice(self.trees)
+        # Zipf over documents: rank r chosen with weight 1 / r^zipf
+        n = len(self.trees)
+        if not hasattr(self, "_cum") or self._cum[0] != zipf:
+            weights = [1 / (r + 1) ** zipf for r in range(n)]
+            total, acc = sum(weights), []
+            running = 0.0
+            for w in weights:
+                running += w / total
+                acc.append(running)
+            self._cum = (zipf, acc)
+        x = self.rng.random()
+        acc = self._cum[1]
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if acc[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.trees[lo]
+
+    def _leaves_of(self, element):
+        key = id(element)
+        if key not in self.leaves:
+            self.leaves[key] = _leaves(element)
+        return self.leaves[key]
+
+    def predicate(self, element) -> str | None:
+        leaves = self._leaves_of(element)
+        if not leaves:
+            return None
+        labels, value = self.rng.choice(leaves)
+        path = "/".join(labels)
+        if _NUMBER.fullmatch(value) and self.rng.random() < 0.5:
+            op = self.rng.choice(["=", "<=", ">="])
+            return f"{path} {op} {value}"
+        return f"{path} = {_quote(value)}"
+
+    def filter(self, depth=4, predicates=1.15, p_wild=0.0, p_desc=0.0, zipf=0.0) -> str:
+        rng = self.rng
+        node = self._pick_tree(zipf)
+        chain = [node]
+        while len(chain) < depth:
+            kids = [c for c in chain[-1] if isinstance(c.tag, str)]
+            if not kids:
+                break
+            chain.append(rng.choice(kids))
+        k = int(predicates) + (rng.random() < predicates - int(predicates))
+        attach: dict[int, list[str]] = {}
+        levels = [i for i, element in enumerate(chain) if self._leaves_of(element)]
+        for _ in range(k if levels else 0):
+            level = rng.choice(levels)
+            attach.setdefault(level, []).append(self.predicate(chain[level]))
+        parts = []
+        skip = 0
+        for level, element in enumerate(chain):
+            if skip and level not in attach and level != len(chain) - 1:
+                skip -= 1
+                continue
+            sep = "/"
+            if level > 0 and rng.random() < p_desc and level not in attach:
+                skip = rng.randrange(0, 2)
+                sep = "//"
+            label = "*" if (rng.random() < p_wild and level not in attach) else element.tag
+            preds = attach.get(level, [])
+            condition = f"[{' and '.join(preds)}]" if preds else ""
+            parts.append(f"{sep}{label}{condition}")
+        return "".join(parts)
+
+    def workload(self, n: int, **options) -> list[str]:
+        return [self.filter(**options) for _ in range(n)]
+
+
+# ---------- a flat, Protein-like stream (the seed's data set, synthesised) ----------
+
+PROTEIN_DTD = """
+<!ELEMENT ProteinEntry (header, protein, organism, reference+, classification?, keywords?)>
+<!ATTLIST ProteinEntry id CDATA #REQUIRED>
+<!ELEMENT header (uid, accession+, created_date)>
+<!ELEMENT uid (#PCDATA)>
+<!ELEMENT accession (#PCDATA)>
+<!ELEMENT created_date (#PCDATA)>
+<!ELEMENT protein (name)>
+<!ELEMENT name (#PCDATA)>
+<!ELEMENT organism (source, common?)>
+<!ELEMENT source (#PCDATA)>
+<!ELEMENT common (#PCDATA)>
+<!ELEMENT reference (refinfo)>
+<!ELEMENT refinfo (authors, citation, year)>
+<!ATTLIST refinfo refid CDATA #REQUIRED>
+<!ELEMENT authors (author+)>
+<!ELEMENT author (#PCDATA)>
+<!ELEMENT citation (#PCDATA)>
+<!ELEMENT year (#PCDATA)>
+<!ELEMENT classification (superfamily)>
+<!ELEMENT superfamily (#PCDATA)>
+<!ELEMENT keywords (keyword+)>
+<!ELEMENT keyword (#PCDATA)>
+"""
+
+
+def protein_documents(n: int, seed: int = 1) -> list[bytes]:
+    """``n`` ProteinEntry documents (depth ≤ 5), values from Zipf-skewed vocabularies."""
+    rng = random.Random(seed)
+
+    def pick(prefix: str, size: int) -> str:
+        return f"{prefix}{min(int(rng.paretovariate(1.2)), size)}"
+
+    out = []
+    for i in range(n):
+        refs = "".join(
+            f'<reference><refinfo refid="R{rng.randrange(5000)}"><authors>'
+            + "".join(f"<author>{pick('Author', 3000)}</author>" for _ in range(rng.randint(1, 4)))
+            + f"</authors><citation>{pick('Journal', 200)}</citation>"
+            f"<year>{rng.randint(1970, 2003)}</year></refinfo></reference>"
+            for _ in range(rng.randint(1, 3))
+        )
+        keywords = "".join(
+            f"<keyword>{pick('kw', 500)}</keyword>" for _ in range(rng.randint(0, 4))
+        )
+        doc = (
+            f'<ProteinEntry id="P{i}"><header><uid>U{i}</uid>'
+            f"<accession>A{rng.randrange(100000)}</accession>"
+            f"<created_date>{rng.randint(1, 28)}-Jan-{rng.randint(1985, 2003)}</created_date>"
+            "</header>"
+            f"<protein><name>{pick('protein ', 2000)}</name></protein>"
+            f"<organism><source>{pick('Organism', 800)}</source></organism>{refs}"
+            f"<classification><superfamily>{pick('family', 300)}</superfamily></classification>"
+            + (f"<keywords>{keywords}</keywords>" if keywords else "")
+            + "</ProteinEntry>"
+        )
+        out.append(doc.encode())
+    return out
