@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     filters.add_argument(
         "--max-entries",
         type=int,
-        default=2_000_000,
+        default=10_000_000,
         metavar="N",
         help="memory budget: table entries kept before the cache is flushed",
     )
