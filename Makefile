@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/xcep events --stats $(DATA)/xmark/xmark-f0.01.xml
+	$(VENV)/bin/xcep filter --filters examples/xmark-subscriptions.txt $(DATA)/xmark/xmark-f0.01.xml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

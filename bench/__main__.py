@@ -2,9 +2,9 @@
 
 import argparse
 
-from bench import events
+from bench import events, xpush
 
-BENCHMARKS = {"events": events.run}
+BENCHMARKS = {"events": events.run, "xpush": xpush.run}
 
 parser = argparse.ArgumentParser(prog="python -m bench")
 parser.add_argument("name", choices=sorted(BENCHMARKS))

@@ -64,7 +64,6 @@ class FilterGenerator:
     def __init__(self, documents: list[bytes], seed: int = 0) -> None:
         self.trees = [etree.fromstring(d) for d in documents]
         self.rng = random.Random(seed)
-        self.leaves: dict[int, list] = {}
 
     def _pick_tree(self, zipf: float):
         if zipf <= 0:
@@ -90,17 +89,8 @@ class FilterGenerator:
                 hi = mid
         return self.trees[lo]
 
-    def _leaves_of(self, element):
-        key = id(element)
-        if key not in self.leaves:
-            self.leaves[key] = _leaves(element)
-        return self.leaves[key]
-
-    def predicate(self, element) -> str | None:
-        leaves = self._leaves_of(element)
-        if not leaves:
-            return None
-        labels, value = self.rng.choice(leaves)
+    def predicate(self, leaves) -> str:
+        labels, value = leaves.pop(self.rng.randrange(len(leaves)))
         path = "/".join(labels)
         if _NUMBER.fullmatch(value) and self.rng.random() < 0.5:
             op = self.rng.choice(["=", "<=", ">="])
@@ -118,10 +108,13 @@ class FilterGenerator:
             chain.append(rng.choice(kids))
         k = int(predicates) + (rng.random() < predicates - int(predicates))
         attach: dict[int, list[str]] = {}
-        levels = [i for i, element in enumerate(chain) if self._leaves_of(element)]
-        for _ in range(k if levels else 0):
+        leaves = {i: _leaves(element) for i, element in enumerate(chain)}
+        for _ in range(k):
+            levels = [i for i, found in leaves.items() if found]
+            if not levels:
+                break
             level = rng.choice(levels)
-            attach.setdefault(level, []).append(self.predicate(chain[level]))
+            attach.setdefault(level, []).append(self.predicate(leaves[level]))
         parts = []
         skip = 0
         for level, element in enumerate(chain):

@@ -1,0 +1,94 @@
+"""The parts of XPush against obviously correct references and peers."""
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+from lxml import etree
+
+from xcep.schema import parse_dtd, read_dtd
+from xcep.schema.dtd import Model
+from xcep.xpush.predicates import Predicate, PredicateIndex, xpath_number
+
+VALUE_TEXT = st.text(st.sampled_from("0123456789.- abx"), max_size=6)
+CONSTANTS = st.one_of(
+    st.floats(-20, 20, allow_nan=False).map(lambda x: round(x, 1)),
+    VALUE_TEXT,
+)
+OPS = st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "starts-with", "contains"])
+
+
+@given(st.lists(st.tuples(OPS, CONSTANTS), max_size=30), st.lists(VALUE_TEXT, max_size=10))
+def test_index_finds_exactly_the_true_predicates(specs, values):
+    predicates = {}
+    for i, (op, constant) in enumerate(specs):
+        if op in ("starts-with", "contains"):
+            constant = str(constant)
+        predicates[i] = Predicate(op, constant)
+    index = PredicateIndex(predicates)
+    for value in values:
+        assert index.true_states(value) == {i for i, p in predicates.items() if p.holds(value)}
+
+
+@given(VALUE_TEXT)
+def test_number_conversion_agrees_with_lxml(text):
+    theirs = etree.XPath("number($v)")(etree.Element("x"), v=text)
+    ours = xpath_number(text)
+    assert (ours == theirs) or (ours != ours and theirs != theirs)
+
+
+@given(VALUE_TEXT, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), CONSTANTS)
+def test_comparisons_agree_with_lxml(value, op, constant):
+    doc = etree.fromstring("<a/>")
+    doc.text = value
+    literal = repr(constant) if isinstance(constant, float) else f"'{constant}'"
+    if isinstance(constant, float):
+        literal = f"{constant:.1f}"
+    theirs = etree.XPath(f"boolean(/a[. {op} {literal}])")(doc.getroottree())
+    assert Predicate(op, constant).holds(value) == theirs
+
+
+def _words(model: Model, rng: random.Random) -> list[str]:
+    """A random child sequence allowed by a content model (the reference)."""
+    count = {"": 1, "?": rng.randint(0, 1), "*": rng.randint(0, 3), "+": rng.randint(1, 3)}
+    out: list[str] = []
+    for _ in range(count[model.repeat] if model.kind not in ("mixed",) else rng.randint(0, 4)):
+        if model.kind == "name":
+            out.append(model.name)
+        elif model.kind == "seq":
+            for item in model.items:
+                out.extend(_words(item, rng))
+        elif model.kind in ("choice", "mixed") and model.items:
+            out.extend(_words(rng.choice(model.items), rng))
+    return out
+
+
+def test_order_facts_hold_on_every_generated_child_sequence(data_dir):
+    dtd = read_dtd(data_dir / "xmark" / "auction.dtd")
+    rng = random.Random(5)
+    for name, model in dtd.elements.items():
+        for _ in range(200):
+            word = _words(model, rng)
+            for i, later in enumerate(word):
+                for earlier in word[:i]:
+                    assert not dtd.precedes(later, earlier), (name, word)
+
+
+def test_dtd_facts():
+    dtd = parse_dtd(
+        """<!-- a comment <!ELEMENT fake (x)> -->
+        <!ELEMENT p (name, (age | born)?, phone*, note)>
+        <!ATTLIST p id ID #REQUIRED kind (a|b) "a">
+        <!ELEMENT name (#PCDATA)> <!ELEMENT age (#PCDATA)> <!ELEMENT born (#PCDATA)>
+        <!ELEMENT phone (#PCDATA)> <!ELEMENT note (#PCDATA | b)*> <!ELEMENT b EMPTY>"""
+    )
+    assert dtd.children("p") == ["name", "age", "born", "phone", "note"]
+    assert dtd.attributes("p") == ["id", "kind"]
+    assert dtd.precedes("name", "phone") and dtd.precedes("age", "note")
+    assert not dtd.precedes("phone", "phone") and not dtd.precedes("note", "name")
+    # never siblings together: vacuously ordered both ways (dropping either is sound)
+    assert dtd.precedes("age", "born") and dtd.precedes("born", "age")
+    assert dtd.precedes("@id", "name") and not dtd.precedes("name", "@id")
+    assert dtd.can_contain("p", "b") and not dtd.can_contain("name", "b")
+    assert dtd.has_text("note") and not dtd.has_text("p")
+    assert "fake" not in dtd.elements
