@@ -158,6 +158,23 @@ def test_machine_agrees_with_lxml(paths, trees):
         assert run_machine(machine, trees) == want, (options, ours)
 
 
+def test_running_example_reproduces_the_seeds_trace():
+    # Fig. 3: after the first </b> the common subquery [b/text()=1] of P1 and P2 has
+    # matched (q3 = {3, 12}); after the second </b> also [@c > 2] (q5 = {3, 6, 10, 12});
+    # at the end both filters match. Equal subqueries of P1 and P2 are one state here.
+    filters = {1: "//a[b/text()=1 and ../a[@c>2]]", 2: "//a[@c>2 and b/text()=1]"}
+    machine = XPushMachine(filters, MachineOptions(top_down=False))
+    steps, ids = machine.trace('<a><b>1</b><a c="3"><b>1</b></a></a>')
+    after = [state for event, state in steps if event == "</b>"]
+    assert after == [["b/text() = 1"], ["@c > 2", "b/text() = 1"]]
+    assert ids == [1, 2]
+    assert steps[-1][1] == [
+        "//[a/@c > 2 and a/b/text() = 1]",  # P1 after rewriting its `..`
+        "//a[@c > 2 and b/text() = 1]",  # P2
+        "a/b/text() = 1",
+    ]
+
+
 def test_running_example_of_the_seed():
     doc = etree.fromstring(b'<a> <b> 1 </b> <a c="3"> <b> 1 </b> </a> </a>')
     filters = {1: "//a[b/text()=1 and ../a[@c>2]]", 2: "//a[@c>2 and b/text()=1]"}
@@ -312,3 +329,37 @@ def test_workload_errors_name_id_line_and_column(tmp_path):
     ]
     with pytest.raises(FilterError):
         Workload.from_file(path, strict=True)
+
+
+@settings(max_examples=25)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([1.15, 3.0]),
+    st.sampled_from([0.0, 0.3]),
+    st.sampled_from([0.0, 0.3]),
+)
+def test_generated_workloads_agree_with_lxml(data_dir, seed, predicates, p_wild, p_desc):
+    """Filters from the benchmark's generator (the seed's §7) on XMark messages."""
+    from bench.xpush_workload import FilterGenerator, as_stream, split_documents
+
+    docs = _xmark_messages(data_dir, split_documents)
+    rng = random.Random(seed)
+    sample = rng.sample(docs, 12)
+    generator = FilterGenerator(sample, seed=seed)
+    texts = generator.workload(40, predicates=predicates, p_wild=p_wild, p_desc=p_desc)
+    trees = [etree.fromstring(d) for d in sample]
+    want = lxml_answer(trees, texts)
+    data = as_stream(sample)
+    for options in OPTIONS:
+        machine = XPushMachine(dict(enumerate(texts)), options)
+        stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
+        assert [ids for _, ids in machine.run(stream.batches())] == want, options
+
+
+_MESSAGES: list = []
+
+
+def _xmark_messages(data_dir, split_documents):
+    if not _MESSAGES:
+        _MESSAGES.extend(split_documents(data_dir / "xmark" / "xmark-f0.01.xml"))
+    return _MESSAGES

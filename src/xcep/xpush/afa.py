@@ -138,10 +138,15 @@ class _Compiler:
             self.early = -1  # claimed: the states inside are ordinary
         successors = [self.expr(q) for q in predicates]
         successors.append(then())
-        successors = tuple(sorted(set(successors)))
+        # `x and true()` is x: leaves that match every node add nothing
+        successors = tuple(sorted({t for t in successors if self.afa.predicate[t] is not TRUE}))
         if unique:
             self.early = self.afa.state(None, AND, eps=successors)
             return self.early
+        if not successors:
+            return _true_leaf(self)
+        if len(successors) == 1:
+            return successors[0]
         return self.afa.state(("and", successors), AND, eps=successors)
 
     def expr(self, expr: Expr) -> int:
@@ -149,6 +154,14 @@ class _Compiler:
         if isinstance(expr, And | Or):
             kind = AND if isinstance(expr, And) else OR
             items = tuple(sorted({self.expr(item) for item in expr.items}))
+            if kind == AND:
+                items = tuple(t for t in items if afa.predicate[t] is not TRUE)
+            elif any(afa.predicate[t] is TRUE for t in items):
+                return _true_leaf(self)
+            if len(items) == 1:
+                return items[0]
+            if not items:
+                return _true_leaf(self)
             return afa.state(("and" if kind == AND else "or", items), kind, eps=items)
         if isinstance(expr, Not):
             item = self.expr(expr.item)
@@ -167,3 +180,48 @@ class _Compiler:
 
             return self.path(expr.path.steps, leaf)
         raise TypeError(f"not a filter expression: {expr!r}")
+
+
+def describe(afa: AFA, state: int, _memo: dict | None = None) -> str:
+    """A state as the sub-filter it stands for, in filter syntax (for traces and tests)."""
+    memo = {} if _memo is None else _memo
+    if state in memo:
+        return memo[state]
+    kind, eps, label, predicate = (
+        afa.kind[state],
+        afa.eps[state],
+        afa.label[state],
+        afa.predicate[state],
+    )
+    if label is not None and afa.target[state] == state:  # a // loop
+        text = "//" + describe(afa, eps[0], memo).lstrip("/")
+    elif label is not None:
+        head = {"#text": "text()"}.get(label, label)
+        target = afa.target[state]
+        rest = describe(afa, target, memo)
+        if afa.predicate[target] is TRUE:
+            text = head
+        elif isinstance(afa.predicate[target], Predicate):
+            text = f"{head} {rest}"
+        elif afa.kind[target] == AND:
+            text = head + rest
+        else:
+            text = f"{head}/{rest}".replace("/[", "[")
+    elif predicate is TRUE:
+        text = "true()"
+    elif isinstance(predicate, Predicate):
+        text = str(predicate)
+    elif kind == NOT:
+        text = f"not({describe(afa, eps[0], memo)})"
+    elif not eps:
+        text = "false()"
+    else:
+        parts = []
+        for t in eps:
+            part = describe(afa, t, memo)
+            inner = afa.kind[t] in (AND, OR) and not afa.label[t] and part.startswith("[")
+            parts.append(part[1:-1] if inner else part)
+        word = " and " if kind == AND else " or "
+        text = "[" + word.join(parts) + "]"
+    memo[state] = text
+    return text

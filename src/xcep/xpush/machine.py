@@ -581,6 +581,47 @@ class XPushMachine:
                     q = add.get((qb, popped))
                     qb = self._add(qb, popped) if q is None else q
 
+    def trace(self, document: str | bytes) -> tuple[list[tuple[str, list[str]]], list]:
+        """Run one document event by event, for explaining and testing a machine.
+
+        Returns the steps — after each event, the event and the sub-filters the
+        current node's bottom-up state says have matched below it (as filter
+        text) — and the matching filter ids. It uses the transition functions of
+        ``run`` (and fills the same tables), without the fast paths.
+        """
+        from xcep.events import parse
+        from xcep.xpush.afa import describe
+
+        afa, memo = self.compiled.afa, {}
+        qt, qb, stack, texts, steps, notes = self.q0t, self.EMPTY, [], [[]], [], set()
+        for event in parse(document, keep_whitespace=True):
+            if event.kind == OPEN:
+                stack.append((qt, qb))
+                qt, qb = self._push(qt, event.name), self.EMPTY
+                texts.append([])
+                shown = f"<{event.name}>"
+            elif event.kind == CLOSE:
+                text = "".join(texts.pop())
+                texts[-1].append(text)
+                vq = self._element_values(qt, text)
+                parent_qt, parent_qb = stack.pop()
+                popped, proven = self._close(parent_qt, qt, qb, vq, event.name)
+                notes.update(proven)
+                qt, qb = parent_qt, self._add(parent_qb, popped)
+                shown = f"</{event.name}>"
+            else:
+                label = "#text" if event.kind == TEXT else "@" + event.name
+                if event.kind == TEXT:
+                    texts[-1].append(event.value)
+                popped, proven = self._leaf(qt, label, event.value)
+                notes.update(proven)
+                qb = self._add(qb, popped)
+                shown = f"{label}={event.value!r}"
+            steps.append((shown, sorted(describe(afa, s, memo) for s in self.sets[qb])))
+        vq = self._element_values(qt, "".join(texts[-1]))
+        found = sorted(notes.union(self._accept(qb, vq)), key=self.rank.__getitem__)
+        return steps, [self.workload.names_of[f] for f in found]
+
     def train(self, dtd=None) -> int:
         """Warm the tables on training documents made from the filters (and a DTD)."""
         from xcep.events import EventStream
