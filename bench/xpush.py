@@ -189,12 +189,13 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
         }
         if quick
         else {
-            "sizes": [10_000, 50_000, 100_000],
+            "sizes": [10_000, 25_000, 50_000, 100_000, 200_000],
             "all_configs_at": 25_000,
+            "best_only_from": 200_000,
             "ten_pred_sizes": [5_000, 10_000],
             "fixed_total": 50_000,
             "per_query": [1, 2, 5, 10],
-            "sample": (200, 1000),
+            "sample": (100, 500),
         }
     )
     rows = []
@@ -215,6 +216,8 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
                     configs = ["basic", "TD-order-early-train"]
                     if size == plan["all_configs_at"] or (preds > 2 and size == sizes[-1]):
                         configs = list(CONFIGS)
+                    if size >= plan.get("best_only_from", size + 1):
+                        configs = ["TD-order-early-train"]
                     jobs.append(("filters", preds, size, configs))
             for k in plan["per_query"]:
                 jobs.append(

@@ -20,8 +20,9 @@ depends only on the sub-filter it stands for, so equal sub-filters of
 different filters get one state (hash-consing, children first). Every filter
 that ends in ``/emailaddress`` shares that state, every ``price > 100`` one
 leaf: the machine's state sets stay small however many filters there are.
-For early notification each filter's first branching state is kept unique
-(``unique``), so that reaching it proves that filter and no other.
+For early notification each filter's first branching state is kept its own
+(keyed by the whole filter), so that reaching it proves that filter — and
+the filters equal to it — and no other.
 
 ε-successors are built before their state, so they have smaller numbers:
 evaluating states in increasing order decides successors first.
@@ -85,7 +86,7 @@ class AFA:
 
     def add_filter(self, number: int, path: Path, unique_early: bool = False) -> int:
         """Compile one (rewritten, ``..``-free) filter; returns its initial state."""
-        compiler = _Compiler(self, number if unique_early else None)
+        compiler = _Compiler(self, ("early", path) if unique_early else None)
         state = compiler.path(path.steps, _true_leaf, main=True)
         self.initial[number] = state
         if compiler.early is not None:
@@ -94,14 +95,16 @@ class AFA:
 
 
 def _true_leaf(compiler: _Compiler, unique: bool = False) -> int:
-    key = None if unique else ("true",)
+    key = compiler.owner if unique else ("true",)
     return compiler.afa.state(key, OR, predicate=TRUE)
 
 
 class _Compiler:
-    def __init__(self, afa: AFA, owner: int | None) -> None:
+    def __init__(self, afa: AFA, owner: tuple | None) -> None:
         self.afa = afa
-        self.owner = owner  # set when the first branching state must be unique
+        # the key of the filter's first branching state when it must be its own
+        # (equal filters share it: they are proven together)
+        self.owner = owner
         self.early: int | None = None
 
     def _unique(self, main: bool) -> bool:
@@ -141,7 +144,7 @@ class _Compiler:
         # `x and true()` is x: leaves that match every node add nothing
         successors = tuple(sorted({t for t in successors if self.afa.predicate[t] is not TRUE}))
         if unique:
-            self.early = self.afa.state(None, AND, eps=successors)
+            self.early = self.afa.state(self.owner, AND, eps=successors)
             return self.early
         if not successors:
             return _true_leaf(self)

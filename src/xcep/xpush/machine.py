@@ -87,7 +87,7 @@ class _Compiled:
     not_states: frozenset[int]
     index: PredicateIndex
     initial: dict[int, tuple[int, ...]]  # initial state → filter numbers
-    early: dict[int, int] = field(default_factory=dict)  # early state → filter number
+    early: dict[int, tuple[int, ...]] = field(default_factory=dict)  # early state → filters
     prec: dict[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
     needs_element_values: bool = False
 
@@ -115,9 +115,7 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
         for t in successors:
             parents[t].append(s)
     predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
-    initial: dict[int, tuple[int, ...]] = {}
-    for f, s in afa.initial.items():
-        initial[s] = (*initial.get(s, ()), f)
+    initial = _by_state(afa.initial)
     compiled = _Compiled(
         afa=afa,
         back=back,
@@ -126,7 +124,7 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
         not_states=frozenset(s for s in range(n) if afa.kind[s] == NOT),
         index=PredicateIndex(predicates),
         initial=initial,
-        early={s: f for f, s in afa.early.items()},
+        early=_by_state(afa.early),
         needs_element_values=bool(predicates),
     )
     if options.order and order_facts is not None:
@@ -134,14 +132,30 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
     return compiled
 
 
+def _by_state(filters: dict[int, int]) -> dict[int, tuple[int, ...]]:
+    out: dict[int, tuple[int, ...]] = {}
+    for f, s in filters.items():
+        out[s] = (*out.get(s, ()), f)
+    return out
+
+
 def _watchers(afa: AFA, parents: list[list[int]]) -> list[tuple[int, ...]]:
-    """OR and NOT predecessors always; an AND only through its least shared successor."""
+    """OR and NOT predecessors always; an AND only through one successor, the one least
+    likely to match: one that tests values if any (structure matches most documents),
+    then the least shared."""
+    tests_values = [isinstance(p, Predicate) for p in afa.predicate]
+    for s in range(len(afa)):  # successors and targets have smaller numbers, except loops
+        target = afa.target[s]
+        if target is not None and target != s and tests_values[target]:
+            tests_values[s] = True
+        if any(tests_values[t] for t in afa.eps[s]):
+            tests_values[s] = True
     watchers: list[list[int]] = [[] for _ in range(len(afa))]
     for s, successors in enumerate(afa.eps):
         if not successors:
             continue
         if afa.kind[s] == AND:
-            watch = min(successors, key=lambda t: (len(parents[t]), -t))
+            watch = min(successors, key=lambda t: (not tests_values[t], len(parents[t]), -t))
             watchers[watch].append(s)
         else:
             for t in successors:
@@ -345,7 +359,7 @@ class XPushMachine:
         if c.early:
             proven = matched & c.early_states
             if proven:
-                notes = tuple(sorted({c.early[s] for s in proven}))
+                notes = tuple(sorted({f for s in proven for f in c.early[s]}))
                 matched = matched - proven
         wildcard = "@*" if label[0] == "@" else ("*" if label[0] != "#" else None)
         up: set[int] = set()
@@ -451,7 +465,7 @@ class XPushMachine:
         matched = self._eval(set(self.sets[qb]) | self.sets[vq], self.q0t)
         c = self.compiled
         found = {f for s in matched if s in c.initial for f in c.initial[s]}
-        found.update(c.early[s] for s in matched if s in c.early)
+        found.update(f for s in matched if s in c.early for f in c.early[s])
         result = tuple(sorted(found, key=self.rank.__getitem__))
         self.accept[(qb, vq)] = result
         return result
