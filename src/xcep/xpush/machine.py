@@ -250,6 +250,8 @@ class XPushMachine:
         self.add: dict = {}
         self.accept: dict = {}
         self.values: dict = {}
+        self.noted: dict = {}
+        self.answers: dict = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
@@ -260,7 +262,8 @@ class XPushMachine:
     def entries(self) -> int:
         """Table entries plus the elements of all interned sets (the memory measure)."""
         tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
-        return sum(map(len, tables)) + self.held
+        answers = len(self.noted) + sum(map(len, self.answers.values()))
+        return sum(map(len, tables)) + self.held + answers
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
@@ -352,14 +355,15 @@ class XPushMachine:
                     heappush(heap, w)
         return matched
 
-    def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, tuple]:
-        """t_pop: the parent's states that the matched child states complete."""
+    def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, int]:
+        """t_pop: the parent's states that the matched child states complete, and (with
+        early notification) the set of filters they prove, both interned."""
         c = self.compiled
-        notes = ()
+        notes = self.EMPTY
         if c.early:
             proven = matched & c.early_states
             if proven:
-                notes = tuple(sorted({f for s in proven for f in c.early[s]}))
+                notes = self._intern(frozenset(f for s in proven for f in c.early[s]))
                 matched = matched - proven
         wildcard = "@*" if label[0] == "@" else ("*" if label[0] != "#" else None)
         up: set[int] = set()
@@ -466,9 +470,28 @@ class XPushMachine:
         c = self.compiled
         found = {f for s in matched if s in c.initial for f in c.initial[s]}
         found.update(f for s in matched if s in c.early for f in c.early[s])
-        result = tuple(sorted(found, key=self.rank.__getitem__))
+        result = self._intern(frozenset(found))
         self.accept[(qb, vq)] = result
         return result
+
+    def _note(self, noted: int, notes: int) -> int:
+        """The filters proven so far in a document, after ``notes`` more (both interned)."""
+        result = self._intern(self.sets[noted] | self.sets[notes])
+        self.noted[(noted, notes)] = result
+        return result
+
+    def _answer(self, found: int, noted: int) -> tuple:
+        """A document's answer: the ids of its filters, in ascending id order."""
+        names_of = self.workload.names_of
+        numbers = sorted(self.sets[found] | self.sets[noted], key=self.rank.__getitem__)
+        result = tuple(names_of[f] for f in numbers)
+        self.answers[(found, noted)] = result
+        return result
+
+    def _document_values(self, qt: int, text: str) -> int:
+        table = self.values.get(qt)
+        found = self.EMPTY if table is False else (table or {}).get(text)
+        return self._element_values(qt, text) if found is None else found
 
     # ----- running -----
 
@@ -482,7 +505,6 @@ class XPushMachine:
 
     def run(self, batches: Iterable[EventBatch]) -> Iterator[tuple[int, list]]:
         """For each complete document: (doc index, ids of the matching filters, ascending)."""
-        names_of = self.workload.names_of
         elem_labels: list[str] = []
         attr_labels: list[str] = []
         symbols = None
@@ -490,8 +512,7 @@ class XPushMachine:
         doc = -1
         stack: list[tuple[int, int]] = []
         texts: list[list[str]] = []
-        qt = qb = 0
-        notes: set[int] = set()
+        qt = qb = noted = 0
         push, leaf, close, add, accept, values = (
             self.push,
             self.leaf,
@@ -533,8 +554,7 @@ class XPushMachine:
                     doc = d
                     stack.clear()
                     texts = [[]]
-                    qt, qb = self.q0t, EMPTY
-                    notes = set()
+                    qt, qb, noted = self.q0t, EMPTY, EMPTY
                 if kind == OPEN:
                     label = elem_labels[name]
                     stack.append((qt, qb))
@@ -557,27 +577,25 @@ class XPushMachine:
                     entry = close.get((parent_qt, qb, vq, label))
                     if entry is None:
                         entry = self._close(parent_qt, qt, qb, vq, label)
-                    popped, new_notes = entry
-                    if new_notes:
-                        notes.update(new_notes)
+                    popped, notes = entry
+                    if notes != EMPTY:
+                        n = self.noted.get((noted, notes))
+                        noted = self._note(noted, notes) if n is None else n
                     qt = parent_qt
                     q = add.get((parent_qb, popped))
                     qb = self._add(parent_qb, popped) if q is None else q
                     if not stack:  # the root closed: the document is complete
                         dvq = EMPTY
                         if values_needed:
-                            root_text = "".join(texts[-1])
-                            table = values.get(qt)
-                            dvq = EMPTY if table is False else (table or {}).get(root_text)
-                            if dvq is None:
-                                dvq = self._element_values(qt, root_text)
+                            dvq = self._document_values(qt, "".join(texts[-1]))
                         found = accept.get((qb, dvq))
                         if found is None:
                             found = self._accept(qb, dvq)
-                        if notes:
-                            found = sorted(notes.union(found), key=self.rank.__getitem__)
+                        answer = self.answers.get((found, noted))
+                        if answer is None:
+                            answer = self._answer(found, noted)
                         self.stats.documents += 1
-                        yield d, [names_of[f] for f in found]
+                        yield d, list(answer)
                         doc = -1  # the next event starts a new document
                 else:
                     label = attr_labels[name] if kind == ATTR else "#text"
@@ -589,9 +607,10 @@ class XPushMachine:
                     elif type(entry) is dict:
                         found_entry = entry.get(value)
                         entry = self._leaf(qt, label, value) if found_entry is None else found_entry
-                    popped, new_notes = entry
-                    if new_notes:
-                        notes.update(new_notes)
+                    popped, notes = entry
+                    if notes != EMPTY:
+                        n = self.noted.get((noted, notes))
+                        noted = self._note(noted, notes) if n is None else n
                     q = add.get((qb, popped))
                     qb = self._add(qb, popped) if q is None else q
 
@@ -607,7 +626,8 @@ class XPushMachine:
         from xcep.xpush.afa import describe
 
         afa, memo = self.compiled.afa, {}
-        qt, qb, stack, texts, steps, notes = self.q0t, self.EMPTY, [], [[]], [], set()
+        qt, qb, stack, texts, steps = self.q0t, self.EMPTY, [], [[]], []
+        noted = self.EMPTY
         for event in parse(document, keep_whitespace=True):
             if event.kind == OPEN:
                 stack.append((qt, qb))
@@ -620,7 +640,7 @@ class XPushMachine:
                 vq = self._element_values(qt, text)
                 parent_qt, parent_qb = stack.pop()
                 popped, proven = self._close(parent_qt, qt, qb, vq, event.name)
-                notes.update(proven)
+                noted = self._note(noted, proven)
                 qt, qb = parent_qt, self._add(parent_qb, popped)
                 shown = f"</{event.name}>"
             else:
@@ -628,13 +648,12 @@ class XPushMachine:
                 if event.kind == TEXT:
                     texts[-1].append(event.value)
                 popped, proven = self._leaf(qt, label, event.value)
-                notes.update(proven)
+                noted = self._note(noted, proven)
                 qb = self._add(qb, popped)
                 shown = f"{label}={event.value!r}"
             steps.append((shown, sorted(describe(afa, s, memo) for s in self.sets[qb])))
         vq = self._element_values(qt, "".join(texts[-1]))
-        found = sorted(notes.union(self._accept(qb, vq)), key=self.rank.__getitem__)
-        return steps, [self.workload.names_of[f] for f in found]
+        return steps, list(self._answer(self._accept(qb, vq), noted))
 
     def train(self, dtd=None) -> int:
         """Warm the tables on training documents made from the filters (and a DTD)."""
