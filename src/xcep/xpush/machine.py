@@ -250,7 +250,6 @@ class XPushMachine:
         self.add: dict = {}
         self.accept: dict = {}
         self.values: dict = {}
-        self.noted: dict = {}
         self.answers: dict = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         if self.options.top_down:
@@ -261,9 +260,8 @@ class XPushMachine:
 
     def entries(self) -> int:
         """Table entries plus the elements of all interned sets (the memory measure)."""
-        tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
-        answers = len(self.noted) + sum(map(len, self.answers.values()))
-        return sum(map(len, tables)) + self.held + answers
+        tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values, self.answers)
+        return sum(map(len, tables)) + self.held
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
@@ -474,18 +472,17 @@ class XPushMachine:
         self.accept[(qb, vq)] = result
         return result
 
-    def _note(self, noted: int, notes: int) -> int:
-        """The filters proven so far in a document, after ``notes`` more (both interned)."""
-        result = self._intern(self.sets[noted] | self.sets[notes])
-        self.noted[(noted, notes)] = result
-        return result
+    def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
+        """A document's answer: the ids of its filters, in ascending id order.
 
-    def _answer(self, found: int, noted: int) -> tuple:
-        """A document's answer: the ids of its filters, in ascending id order."""
+        ``found`` is the accepted set, ``proven`` the sets early notification
+        reported on the way (all interned); answers are cached by both.
+        """
         names_of = self.workload.names_of
-        numbers = sorted(self.sets[found] | self.sets[noted], key=self.rank.__getitem__)
-        result = tuple(names_of[f] for f in numbers)
-        self.answers[(found, noted)] = result
+        numbers = set(self.sets[found]).union(*(self.sets[n] for n in proven))
+        result = tuple(names_of[f] for f in sorted(numbers, key=self.rank.__getitem__))
+        self.answers[(found, proven)] = result
+        self.held += len(result) + len(proven) + 1
         return result
 
     def _document_values(self, qt: int, text: str) -> int:
@@ -512,7 +509,8 @@ class XPushMachine:
         doc = -1
         stack: list[tuple[int, int]] = []
         texts: list[list[str]] = []
-        qt = qb = noted = 0
+        qt = qb = 0
+        proven: list[int] = []  # what early notification reported in this document
         push, leaf, close, add, accept, values = (
             self.push,
             self.leaf,
@@ -554,7 +552,8 @@ class XPushMachine:
                     doc = d
                     stack.clear()
                     texts = [[]]
-                    qt, qb, noted = self.q0t, EMPTY, EMPTY
+                    qt, qb = self.q0t, EMPTY
+                    proven = []
                 if kind == OPEN:
                     label = elem_labels[name]
                     stack.append((qt, qb))
@@ -579,8 +578,7 @@ class XPushMachine:
                         entry = self._close(parent_qt, qt, qb, vq, label)
                     popped, notes = entry
                     if notes != EMPTY:
-                        n = self.noted.get((noted, notes))
-                        noted = self._note(noted, notes) if n is None else n
+                        proven.append(notes)
                     qt = parent_qt
                     q = add.get((parent_qb, popped))
                     qb = self._add(parent_qb, popped) if q is None else q
@@ -591,9 +589,10 @@ class XPushMachine:
                         found = accept.get((qb, dvq))
                         if found is None:
                             found = self._accept(qb, dvq)
-                        answer = self.answers.get((found, noted))
+                        key = (found, tuple(proven))
+                        answer = self.answers.get(key)
                         if answer is None:
-                            answer = self._answer(found, noted)
+                            answer = self._answer(*key)
                         self.stats.documents += 1
                         yield d, list(answer)
                         doc = -1  # the next event starts a new document
@@ -609,8 +608,7 @@ class XPushMachine:
                         entry = self._leaf(qt, label, value) if found_entry is None else found_entry
                     popped, notes = entry
                     if notes != EMPTY:
-                        n = self.noted.get((noted, notes))
-                        noted = self._note(noted, notes) if n is None else n
+                        proven.append(notes)
                     q = add.get((qb, popped))
                     qb = self._add(qb, popped) if q is None else q
 
@@ -626,8 +624,7 @@ class XPushMachine:
         from xcep.xpush.afa import describe
 
         afa, memo = self.compiled.afa, {}
-        qt, qb, stack, texts, steps = self.q0t, self.EMPTY, [], [[]], []
-        noted = self.EMPTY
+        qt, qb, stack, texts, steps, proven = self.q0t, self.EMPTY, [], [[]], [], []
         for event in parse(document, keep_whitespace=True):
             if event.kind == OPEN:
                 stack.append((qt, qb))
@@ -639,21 +636,21 @@ class XPushMachine:
                 texts[-1].append(text)
                 vq = self._element_values(qt, text)
                 parent_qt, parent_qb = stack.pop()
-                popped, proven = self._close(parent_qt, qt, qb, vq, event.name)
-                noted = self._note(noted, proven)
+                popped, notes = self._close(parent_qt, qt, qb, vq, event.name)
+                proven.append(notes)
                 qt, qb = parent_qt, self._add(parent_qb, popped)
                 shown = f"</{event.name}>"
             else:
                 label = "#text" if event.kind == TEXT else "@" + event.name
                 if event.kind == TEXT:
                     texts[-1].append(event.value)
-                popped, proven = self._leaf(qt, label, event.value)
-                noted = self._note(noted, proven)
+                popped, notes = self._leaf(qt, label, event.value)
+                proven.append(notes)
                 qb = self._add(qb, popped)
                 shown = f"{label}={event.value!r}"
             steps.append((shown, sorted(describe(afa, s, memo) for s in self.sets[qb])))
         vq = self._element_values(qt, "".join(texts[-1]))
-        return steps, list(self._answer(self._accept(qb, vq), noted))
+        return steps, list(self._answer(self._accept(qb, vq), tuple(proven)))
 
     def train(self, dtd=None) -> int:
         """Warm the tables on training documents made from the filters (and a DTD)."""
