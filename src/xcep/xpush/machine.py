@@ -260,8 +260,8 @@ class XPushMachine:
 
     def entries(self) -> int:
         """Table entries plus the elements of all interned sets (the memory measure)."""
-        tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values, self.answers)
-        return sum(map(len, tables)) + self.held
+        tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
+        return sum(map(len, tables)) + len(self.answers) + self.held
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
