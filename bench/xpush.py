@@ -205,6 +205,7 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
             "fixed_total": 50_000,
             "per_query": [1, 2, 5, 10],
             "sample": (100, 500),
+            "max_size": {"Protein-like": 50_000},
         }
     )
     rows = []
@@ -220,7 +221,9 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
             dtd_path.write_text(info["dtd"])
             generator = FilterGenerator(docs, seed=7)
             jobs = []
+            limit = plan.get("max_size", {}).get(dataset)
             for preds, sizes in ((1.15, plan["sizes"]), (10.45, plan["ten_pred_sizes"])):
+                sizes = [n for n in sizes if limit is None or n <= limit]
                 for size in sizes:
                     configs = ["basic", "TD-order-early-train"]
                     if size == plan["all_configs_at"] or (preds > 2 and size == sizes[-1]):
@@ -257,6 +260,7 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
                     row.update(peers)
                     digests.add(row["answers_digest"])
                     rows.append(row)
+                    write_results("xpush", rows, {"plan": plan, "complete": False})
                     print(
                         f"{dataset:18} {experiment:11} {preds:5} {size:7} {config:22} "
                         f"{row['filter_s']:7.2f}s {row['mb_per_s']:6.2f} MB/s "
@@ -267,29 +271,36 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
                     )
                 if len(digests) != 1:
                     raise AssertionError(f"configurations disagree on {dataset} {size}")
-    write_results("xpush", rows, {"plan": plan})
+    write_results("xpush", rows, {"plan": plan, "complete": True})
     plot(rows)
     return rows
 
 
 def plot(rows: list[dict]) -> None:
+    """Fig. 5a/6a (time and states by filter count), Fig. 8 (hit ratio), Fig. 9 (fixed
+    total of predicates), one row of panels per data set."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(len(datasets), 3, figsize=(15, 4.2 * len(datasets)), squeeze=False)
+    fig, axes = plt.subplots(len(datasets), 4, figsize=(20, 4.2 * len(datasets)), squeeze=False)
     for row_axes, dataset in zip(axes, datasets, strict=True):
         mine = [r for r in rows if r["dataset"] == dataset and r["experiment"] == "filters"]
         small = [r for r in mine if r["predicates_per_filter"] < 2]
+        configs = list(dict.fromkeys(r["config"] for r in small))
+
+        def lines(ax, key, rows_=small, configs=configs):
+            for config in configs:
+                points = sorted(
+                    (r["filters_count"], r[key]) for r in rows_ if r["config"] == config
+                )
+                if len(points) > 1:
+                    ax.plot(*zip(*points, strict=True), marker="o", label=config)
+
         ax = row_axes[0]
-        for config in dict.fromkeys(r["config"] for r in small):
-            points = sorted(
-                (r["filters_count"], r["filter_s"]) for r in small if r["config"] == config
-            )
-            if len(points) > 1:
-                ax.plot(*zip(*points, strict=True), marker="o", label=f"XPush {config}")
+        lines(ax, "filter_s")
         for peer, key in (
             ("lxml per filter (est.)", "lxml_estimated_s"),
             ("YFilter-style (est.)", "yfilter_estimated_s"),
@@ -300,28 +311,44 @@ def plot(rows: list[dict]) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("filters (1.15 predicates each)")
         ax.set_ylabel("filtering time, s (log)")
-        ax.set_title(f"{dataset}: filtering time (Fig. 5a)")
+        ax.set_title(f"{dataset}: filtering time, cold (Fig. 5a)")
         ax.legend(fontsize=7)
         ax = row_axes[1]
-        for config in dict.fromkeys(r["config"] for r in small):
-            points = sorted(
-                (r["filters_count"], r["states"]) for r in small if r["config"] == config
-            )
-            if len(points) > 1:
-                ax.plot(*zip(*points, strict=True), marker="o", label=config)
+        lines(ax, "states")
         ax.set_xlabel("filters")
         ax.set_ylabel("XPush states")
         ax.set_title(f"{dataset}: states (Fig. 6a)")
         ax.legend(fontsize=7)
         ax = row_axes[2]
-        best = [r for r in small if r["config"] == "TD-order-early-train"]
-        for r in best:
-            if r["hit_curve"]:
+        for r in small:
+            if r["config"] == "TD-order-early-train" and r["hit_curve"]:
                 ax.plot(*zip(*r["hit_curve"], strict=True), label=f"{r['filters_count']} filters")
         ax.set_xlabel("MB processed")
         ax.set_ylabel("hit ratio")
         ax.set_title(f"{dataset}: hit ratio (Fig. 8)")
         ax.legend(fontsize=7)
+        ax = row_axes[3]
+        fixed = sorted(
+            (r["predicates_per_filter"], r["filter_s"], r["states"])
+            for r in rows
+            if r["dataset"] == dataset and r["experiment"] == "fixed-total"
+        )
+        if fixed:
+            ks, seconds, states = zip(*fixed, strict=True)
+            ax.plot(ks, seconds, marker="o", label="filtering time, s")
+            twin = ax.twinx()
+            twin.plot(ks, states, marker="s", color="gray", label="states")
+            twin.set_ylabel("XPush states")
+            ax.set_xlabel("predicates per filter (total fixed)")
+            ax.set_ylabel("filtering time, s")
+            ax.set_title(f"{dataset}: fixed total of predicates (Fig. 9)")
+            ax.legend(fontsize=7, loc="upper left")
+            twin.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    fig.savefig(RESULTS / "xpush.png", dpi=100)
+    fig.savefig(RESULTS / "xpush.png", dpi=90)
     plt.close(fig)
+
+
+def replot() -> None:
+    """Draw bench/results/xpush.png again from bench/results/xpush.json."""
+    plot(json.loads((RESULTS / "xpush.json").read_text())["results"])

@@ -251,6 +251,8 @@ class XPushMachine:
         self.accept: dict = {}
         self.values: dict = {}
         self.answers: dict = {}
+        self.filter_sets: list[frozenset[int]] = [frozenset()]  # id 0: no filter
+        self.filter_set_ids: dict[frozenset[int], int] = {frozenset(): 0}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
@@ -357,11 +359,11 @@ class XPushMachine:
         """t_pop: the parent's states that the matched child states complete, and (with
         early notification) the set of filters they prove, both interned."""
         c = self.compiled
-        notes = self.EMPTY
+        notes = 0  # the empty set of filters
         if c.early:
             proven = matched & c.early_states
             if proven:
-                notes = self._intern(frozenset(f for s in proven for f in c.early[s]))
+                notes = self._intern_filters(frozenset(f for s in proven for f in c.early[s]))
                 matched = matched - proven
         wildcard = "@*" if label[0] == "@" else ("*" if label[0] != "#" else None)
         up: set[int] = set()
@@ -468,9 +470,19 @@ class XPushMachine:
         c = self.compiled
         found = {f for s in matched if s in c.initial for f in c.initial[s]}
         found.update(f for s in matched if s in c.early for f in c.early[s])
-        result = self._intern(frozenset(found))
+        result = self._intern_filters(frozenset(found))
         self.accept[(qb, vq)] = result
         return result
+
+    def _intern_filters(self, filters: frozenset[int]) -> int:
+        """Sets of filter numbers (answers, early notifications) have their own ids."""
+        ident = self.filter_set_ids.get(filters)
+        if ident is None:
+            ident = len(self.filter_sets)
+            self.filter_set_ids[filters] = ident
+            self.filter_sets.append(filters)
+            self.held += len(filters) + 1
+        return ident
 
     def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
         """A document's answer: the ids of its filters, in ascending id order.
@@ -479,7 +491,7 @@ class XPushMachine:
         reported on the way (all interned); answers are cached by both.
         """
         names_of = self.workload.names_of
-        numbers = set(self.sets[found]).union(*(self.sets[n] for n in proven))
+        numbers = set(self.filter_sets[found]).union(*(self.filter_sets[n] for n in proven))
         result = tuple(names_of[f] for f in sorted(numbers, key=self.rank.__getitem__))
         self.answers[(found, proven)] = result
         self.held += len(result) + len(proven) + 1
@@ -577,7 +589,7 @@ class XPushMachine:
                     if entry is None:
                         entry = self._close(parent_qt, qt, qb, vq, label)
                     popped, notes = entry
-                    if notes != EMPTY:
+                    if notes:
                         proven.append(notes)
                     qt = parent_qt
                     q = add.get((parent_qb, popped))
@@ -607,7 +619,7 @@ class XPushMachine:
                         found_entry = entry.get(value)
                         entry = self._leaf(qt, label, value) if found_entry is None else found_entry
                     popped, notes = entry
-                    if notes != EMPTY:
+                    if notes:
                         proven.append(notes)
                     q = add.get((qb, popped))
                     qb = self._add(qb, popped) if q is None else q
