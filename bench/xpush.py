@@ -352,3 +352,36 @@ def plot(rows: list[dict]) -> None:
 def replot() -> None:
     """Draw bench/results/xpush.png again from bench/results/xpush.json."""
     plot(json.loads((RESULTS / "xpush.json").read_text())["results"])
+
+
+def markdown(rows: list[dict]) -> str:
+    """The results table of bench/README.md."""
+    head = (
+        "| data | experiment | preds/filter | filters | config | cold s | cold MB/s | warm MB/s "
+        "| states | avg state | hit ratio | peak RSS MB | lxml s (est.) | × lxml "
+        "| YFilter-style s (est.) | × YFilter |"
+    )
+    lines = [head, "|" + "---|" * 16]
+    for r in rows:
+        lxml = r.get("lxml_estimated_s")
+        yfilter = r.get("yfilter_estimated_s")
+        cells = [
+            r["dataset"],
+            r["experiment"],
+            f"{r['predicates_per_filter']:g}",
+            f"{r['filters_count']:,}",
+            r["config"],
+            f"{r['filter_s']:.1f}",
+            f"{r['mb_per_s']:.2f}",
+            f"{r['warm_mb_per_s']:.2f}",
+            f"{r['states']:,}",
+            f"{r['average_state_size']:.0f}",
+            f"{r['hit_ratio']:.3f}",
+            f"{r['peak_rss_mb']:.0f}",
+            f"{lxml:,.0f}" if lxml else "",
+            f"{lxml / r['filter_s']:,.0f}" if lxml else "",
+            f"{yfilter:,.0f}" if yfilter else "",
+            f"{yfilter / r['filter_s']:,.1f}" if yfilter else "",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
