@@ -37,7 +37,6 @@ from heapq import heapify, heappop, heappush
 
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
-from xcep.xpush.ast import Path
 from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload, id_key
 
@@ -523,14 +522,8 @@ class XPushMachine:
         texts: list[list[str]] = []
         qt = qb = 0
         proven: list[int] = []  # what early notification reported in this document
-        push, leaf, close, add, accept, values = (
-            self.push,
-            self.leaf,
-            self.close,
-            self.add,
-            self.accept,
-            self.values,
-        )
+        # the tables, bound at every document start (a flush or rebuild replaces them)
+        push = leaf = close = add = accept = values = None
         EMPTY = self.EMPTY
         for batch in batches:
             if batch.symbols is not symbols:
@@ -707,4 +700,4 @@ class XPushMachine:
         }
 
 
-__all__ = ["MachineOptions", "MachineStats", "Path", "XPushMachine", "compile_workload"]
+__all__ = ["MachineOptions", "MachineStats", "XPushMachine", "compile_workload"]
