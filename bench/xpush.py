@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import multiprocessing
+import os
 import resource
 import shutil
 import tempfile
@@ -209,9 +210,15 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
         }
     )
     rows = []
+    only = os.environ.get("XCEP_BENCH_DATASETS")  # e.g. "Protein-like": rerun some data sets
+    if only and (RESULTS / "xpush.json").exists():
+        kept = json.loads((RESULTS / "xpush.json").read_text())["results"]
+        rows = [r for r in kept if r["dataset"] not in only.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         datasets = prepare(workdir, quick)
+        if only:
+            datasets = {k: v for k, v in datasets.items() if k in only.split(",")}
         for dataset, info in datasets.items():
             docs = info["docs"]
             data = as_stream(docs)
