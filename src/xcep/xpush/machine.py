@@ -463,7 +463,7 @@ class XPushMachine:
         self.add[(qs, q)] = result
         return result
 
-    def _accept(self, qb: int, vq: int) -> tuple:
+    def _accept(self, qb: int, vq: int) -> int:
         self.stats.misses += 1
         matched = self._eval(set(self.sets[qb]) | self.sets[vq], self.q0t)
         c = self.compiled
