@@ -7,6 +7,13 @@ class XcepError(Exception):
     """Base class of every error xcep reports to a user."""
 
 
+def located(message: str, *where: tuple[str, object]) -> str:
+    """``message`` prefixed by the known parts of where it happened, as one line:
+    ``located("bad", ("line", 3), ("column", None))`` is ``"line 3: bad"``."""
+    parts = [f"{name} {value}".strip() for name, value in where if value is not None]
+    return f"{', '.join(parts)}: {message}" if parts else message
+
+
 class InputError(XcepError):
     """Bad input: a malformed, insecure or unreadable document.
 
@@ -33,14 +40,14 @@ class InputError(XcepError):
         self.raw: bytes | None = None
 
     def __str__(self) -> str:
-        where = [self.source]
-        if self.doc is not None:
-            where.append(f"document {self.doc}")
-        if self.line is not None:
-            where.append(f"line {self.line}")
-            if self.column is not None:
-                where.append(f"column {self.column}")
-        return f"{', '.join(where)}: {self.message}"
+        column = self.column if self.line is not None else None
+        return located(
+            self.message,
+            ("", self.source),
+            ("document", self.doc),
+            ("line", self.line),
+            ("column", column),
+        )
 
     def to_dict(self) -> dict:
         out = {

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 
-from xcep.errors import XcepError
+from xcep.errors import XcepError, located
 from xcep.xpush.afa import AFA
 from xcep.xpush.ast import Path
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
@@ -27,14 +27,9 @@ class FilterError(XcepError):
         self.message, self.fid, self.line, self.column = message, fid, line, column
 
     def __str__(self) -> str:
-        where = []
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        if self.fid is not None:
-            where.append(f"filter {self.fid}")
-        if self.column is not None:
-            where.append(f"column {self.column}")
-        return f"{', '.join(where)}: {self.message}" if where else self.message
+        return located(
+            self.message, ("line", self.line), ("filter", self.fid), ("column", self.column)
+        )
 
 
 def id_key(fid) -> tuple:
