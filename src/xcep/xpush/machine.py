@@ -276,16 +276,20 @@ class XPushMachine:
 
     # ----- set operations behind the tables -----
 
+    def _hash_cons(self, key: frozenset[int], sets: list, ids: dict) -> int:
+        """The small integer of ``key`` in the table (``sets``, ``ids``), added if new."""
+        ident = ids.get(key)
+        if ident is None:
+            ident = len(sets)
+            ids[key] = ident
+            sets.append(key)
+            self.held += len(key) + 1
+        return ident
+
     def _intern(self, states) -> int:
         """Hash-cons a set of AFA states to a small integer."""
         key = states if isinstance(states, frozenset) else frozenset(states)
-        ident = self.ids.get(key)
-        if ident is None:
-            ident = len(self.sets)
-            self.ids[key] = ident
-            self.sets.append(key)
-            self.held += len(key) + 1
-        return ident
+        return self._hash_cons(key, self.sets, self.ids)
 
     def _eps_close(self, states) -> set[int]:
         eps = self.compiled.afa.eps
@@ -475,13 +479,7 @@ class XPushMachine:
 
     def _intern_filters(self, filters: frozenset[int]) -> int:
         """Sets of filter numbers (answers, early notifications) have their own ids."""
-        ident = self.filter_set_ids.get(filters)
-        if ident is None:
-            ident = len(self.filter_sets)
-            self.filter_set_ids[filters] = ident
-            self.filter_sets.append(filters)
-            self.held += len(filters) + 1
-        return ident
+        return self._hash_cons(filters, self.filter_sets, self.filter_set_ids)
 
     def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
         """A document's answer: the ids of its filters, in ascending id order.
