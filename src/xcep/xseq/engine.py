@@ -1,0 +1,726 @@
+"""The streaming XSeq engine: runs the VPA over the event stream in one pass.
+
+A ``Run`` is one automaton run over one context (a document, or one
+partition's virtual document). Its stack holds a ``Frame`` per open element;
+runs that wait for a node (the automaton's wait states) sit in the frame
+they wait in, so a subtree nobody waits in is skipped by a push and a pop,
+and no run is ever restarted at a later position (the effect of VPSearch).
+A thread is ``(state, binding, pending checks, conjuncts done)``.
+
+What cannot be decided at an open tag (a predicate or condition that reads a
+subtree) becomes a pending ``Check`` resolved when the subtree closes; only
+those subtrees are kept in memory (captured). Matches leave through one
+``Emitter`` queue in the documented order: by end node, then binding.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+
+from xcep.events import ATTR, OPEN, TEXT, EventBatch
+from xcep.xseq import ast as A
+from xcep.xseq.dom import ATTRIBUTE, ELEMENT, ROOT, TEXT_NODE, Node
+from xcep.xseq.evaluate import holds
+from xcep.xseq.matches import (
+    SELECTIONS,
+    Aggregator,
+    Binding,
+    make_env,
+    match_start,
+    output_row,
+)
+from xcep.xseq.semantics import Analysis, analyze
+from xcep.xseq.vpa import Vpa, compile_to_vpa
+
+PENDING = None
+
+
+class Check:
+    """A condition waiting for subtrees to close; ``state`` becomes True or False."""
+
+    __slots__ = ("count", "decide", "state")
+
+    def __init__(self, decide: Callable[[], bool], count: int) -> None:
+        self.decide = decide
+        self.count = count
+        self.state = PENDING
+
+    def node_closed(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.state = bool(self.decide())
+            self.decide = None
+
+
+def needs_subtree(expr) -> bool:
+    """Whether deciding ``expr`` on a node reads more than its tag, attributes and ancestors."""
+    for node in A.walk(expr):
+        if isinstance(node, A.RelPath):
+            for step in A.walk(node.path):
+                if isinstance(step, A.Step) and step.axis not in (
+                    A.ATTRIBUTE,
+                    *A.BACKWARD_AXES,
+                ):
+                    return True
+    return False
+
+
+def _ref_needs_subtree(ref: A.VarRef, as_value: bool) -> bool:
+    if ref.path is None:
+        return as_value
+    return any(isinstance(step, A.Step) and step.axis != A.ATTRIBUTE for step in A.walk(ref.path))
+
+
+def _subtree_refs(expr) -> list:
+    """The variable references in ``expr`` whose nodes must be complete to evaluate it."""
+    found = []
+
+    def visit(node, as_value: bool) -> None:
+        if isinstance(node, A.VarRef):
+            if _ref_needs_subtree(node, as_value):
+                found.append(node)
+        elif isinstance(node, A.Tag):
+            return
+        elif isinstance(node, A.VarTest):
+            if needs_subtree(node.cond) or _ref_needs_subtree(node.ref, False):
+                found.append(node.ref)
+        elif isinstance(node, A.Compare | A.Arith):
+            visit(node.left, True)
+            visit(node.right, True)
+        elif isinstance(node, A.And | A.Or):
+            visit(node.left, as_value)
+            visit(node.right, as_value)
+        elif isinstance(node, A.Not):
+            visit(node.arg, as_value)
+
+    visit(expr, False)
+    return found
+
+
+class Program:
+    """A compiled query: the analysis, the automaton and what the runtime needs to know."""
+
+    def __init__(self, analysis: Analysis, values_only: bool = False, path=None) -> None:
+        self.analysis = analysis
+        self.vpa: Vpa = compile_to_vpa(analysis, path)
+        self.states = self.vpa.states
+        self.index = analysis.index
+        self.kleene = analysis.kleene
+        self.per_match = list(analysis.per_match)
+        self.conjunct_refs = [_subtree_refs(c.cond) for c in self.per_match]
+        self.conjunct_vars = [[self.index[v] for v in c.variables] for c in self.per_match]
+        self.conjunct_kleene = [any(v in self.kleene for v in c.variables) for c in self.per_match]
+        self.iteration = {
+            g: (items, [r for c in items for r in _subtree_refs(c.cond)])
+            for g, items in analysis.iteration.items()
+        }
+        captured: set[str] = set()
+        for conjunct in analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]:
+            captured.update(r.var for r in _subtree_refs(conjunct.cond))
+        output_refs = []
+        if analysis.query.returns:
+            for term in analysis.query.returns:
+                output_refs += [n for n in A.walk(term.expr) if isinstance(n, A.VarRef)]
+        for ref in output_refs:
+            if _ref_needs_subtree(ref, as_value=True):
+                captured.add(ref.var)
+        self.captured_vars = captured
+        # prev() of a first iteration is the group's entry node: capture it when read deeply
+        self.captured_entries = {
+            g for g, (items, refs) in self.iteration.items() if any(r.func == "prev" for r in refs)
+        }
+        self.capture_end = analysis.mode == "nodes"
+        self.pred_subtree = {
+            s.id: [needs_subtree(p) for p in s.step.preds]
+            for s in self.states
+            if s.step is not None
+        }
+        self.start = self.vpa.start
+
+
+class Frame:
+    """The stack entry of an open element: runs waiting among its children, its node."""
+
+    __slots__ = (
+        "any",
+        "attrs",
+        "capture",
+        "dchain",
+        "desc",
+        "doc",
+        "dtchain",
+        "dtxt",
+        "ident",
+        "node",
+        "nxt",
+        "parent",
+        "tag",
+        "txt",
+        "waiting",
+    )
+
+    def __init__(self, tag, attrs, ident: int, doc: int, parent: Frame | None) -> None:
+        self.tag = tag
+        self.attrs = attrs  # [(name, value, node id)]
+        self.ident = ident
+        self.doc = doc
+        self.parent = parent
+        self.node: Node | None = None
+        self.capture = False
+        self.waiting: list | None = None  # checks waiting for this element to close
+        self.any: list = []
+        self.nxt: list = []
+        self.desc: list = []
+        self.txt: list = []
+        self.dtxt: list = []
+        if parent is None:
+            self.dchain: tuple = ()
+            self.dtchain: tuple = ()
+        else:
+            self.dchain = (*parent.dchain, parent.desc) if parent.desc else parent.dchain
+            self.dtchain = (*parent.dtchain, parent.dtxt) if parent.dtxt else parent.dtchain
+
+    def threads(self) -> Iterator:
+        yield from self.any
+        yield from self.nxt
+        yield from self.desc
+        yield from self.txt
+        yield from self.dtxt
+
+
+class Run:
+    """One automaton run over one context: a document or a partition's virtual document."""
+
+    def __init__(self, program: Program, emitter: Emitter, root: Node, key=None) -> None:
+        self.p = program
+        self.emitter = emitter
+        self.key = key
+        self.capturing = 0
+        self.last_end = None  # skip-past-last: the end of the last match selected
+        self.new_matches: list = []
+        root_frame = Frame(None, [], root.id, root.doc, None)
+        root_frame.node = root
+        self.frames = [root_frame]
+        binding = Binding.empty(program.analysis)
+        self.closure([(s, binding, (), 0) for s in program.start], root_frame, None, root)
+        self.flush_matches()
+
+    # node access
+    def node_of(self, frame: Frame) -> Node:
+        if frame.node is None:
+            parent = self.node_of(frame.parent)
+            node = Node(ELEMENT, frame.tag, frame.doc, frame.ident, parent)
+            for name, value, ident in frame.attrs:
+                attr = Node(ATTRIBUTE, name, frame.doc, ident, node)
+                attr.value = value
+                node.attrs.append(attr)
+            frame.node = node
+        return frame.node
+
+    def capture(self, node: Node, frame: Frame) -> None:
+        """Keep the subtree of the open element ``node`` (its frame is ``frame``)."""
+        if not frame.capture and not node.closed:
+            frame.capture = True
+            self.capturing += 1
+
+    def wait_for(self, decide: Callable[[], bool], nodes: list[Node]) -> Check:
+        check = Check(decide, len(nodes))
+        for node in nodes:
+            frame = self._frame_of(node)
+            if frame.waiting is None:
+                frame.waiting = []
+            frame.waiting.append(check)
+        return check
+
+    def _frame_of(self, node: Node) -> Frame:
+        for frame in reversed(self.frames):
+            if frame.node is node:
+                return frame
+        raise AssertionError("waiting for a node that is not open")
+
+    # events
+    def open(self, tag: str, attrs: list, ident: int, doc: int) -> None:
+        parent = self.frames[-1]
+        frame = Frame(tag, attrs, ident, doc, parent)
+        self.frames.append(frame)
+        if self.capturing:
+            node = self.node_of(frame)
+            node.parent.children.append(node)
+        states = self.p.states
+        found = []
+        waiting = parent.nxt
+        if waiting:
+            parent.nxt = []
+        for group in (waiting, parent.any, parent.desc, *parent.dchain):
+            for thread in group:
+                step = states[thread[0]].step
+                if step.name == "*" or step.name == tag:
+                    found.append((states[thread[0]].next[0], *thread[1:]))
+        if found:
+            self.closure(found, frame, parent, None)
+            self.flush_matches()
+
+    def text(self, value: str, ident: int) -> None:
+        frame = self.frames[-1]
+        node = None
+        if self.capturing:
+            node = Node(TEXT_NODE, None, frame.doc, ident, frame.node)
+            node.value = value
+            frame.node.children.append(node)
+        if frame.txt or frame.dtxt or frame.dtchain:
+            found = [
+                (self.p.states[t[0]].next[0], *t[1:])
+                for group in (frame.txt, frame.dtxt, *frame.dtchain)
+                for t in group
+            ]
+            if found:
+                if node is None:
+                    node = Node(TEXT_NODE, None, frame.doc, ident, self.node_of(frame))
+                    node.value = value
+                self.closure(found, None, None, node)
+                self.flush_matches()
+
+    def close(self) -> None:
+        frame = self.frames.pop()
+        if frame.node is not None:
+            frame.node.closed = True
+        if frame.capture:
+            self.capturing -= 1
+        if frame.waiting:
+            for check in frame.waiting:
+                check.node_closed()
+
+    def live_threads(self) -> Iterator:
+        for frame in self.frames:
+            yield from frame.threads()
+
+    # the ε-closure
+    def closure(self, items: list, child: Frame | None, sibling: Frame | None, node) -> None:
+        """Follow the automaton from ``items`` at the current node.
+
+        ``child`` is the frame of the current node's children (its own frame),
+        ``sibling`` the frame it sits in; ``node`` is the current node when it
+        is not the element of ``child``.
+        """
+        p = self.p
+        states = p.states
+        seen = set()
+        stack = list(items)
+        while stack:
+            item = stack.pop()
+            if item in seen:
+                continue
+            seen.add(item)
+            state_id, binding, checks, done = item
+            if checks:
+                checks = _live_checks(checks)
+                if checks is None:
+                    continue
+            state = states[state_id]
+            kind = state.kind
+            if kind == "wait":
+                frame = child if state.frame == "child" else sibling
+                if frame is not None:
+                    getattr(frame, _LISTS[state.mode]).append((state_id, binding, checks, done))
+                continue
+            here = node if node is not None else self.node_of(child)
+            if kind == "match":
+                step = state.step
+                if state.test_here and not _test(step, here):
+                    continue
+                ok = True
+                for pred, deep in zip(step.preds, p.pred_subtree[state_id], strict=True):
+                    if deep and not here.closed:
+                        self.capture(here, child)
+                        check = self.wait_for(
+                            lambda pred=pred, here=here: holds(pred, here), [here]
+                        )
+                        checks = (*checks, check)
+                    elif not holds(pred, here):
+                        ok = False
+                        break
+                if not ok:
+                    continue
+                if step.var:
+                    binding = binding.bind(p.index[step.var], here, step.var in p.kleene)
+                    if step.var in p.captured_vars and here.kind == ELEMENT:
+                        self.capture(here, child)
+                    result = self.check_bound(binding, checks, done)
+                    if result is None:
+                        continue
+                    checks, done = result
+            elif kind == "enter":
+                if state.group in p.captured_entries and here.kind == ELEMENT:
+                    self.capture(here, child)
+                binding = binding.enter(state.group, here)
+            elif kind == "iter":
+                items_refs = p.iteration.get(state.group)
+                if items_refs:
+                    checks = self.check(items_refs[0], items_refs[1], binding, checks, True)
+                    if checks is None:
+                        continue
+            elif kind == "attr":
+                for attr in here.attrs:
+                    if _test(state.step, attr):
+                        self.closure(
+                            [(n, binding, checks, done) for n in state.next], None, None, attr
+                        )
+                continue
+            elif kind == "accept":
+                remaining = [c for i, c in enumerate(p.per_match) if not done >> i & 1]
+                if remaining:
+                    refs = [
+                        r
+                        for i, refs in enumerate(p.conjunct_refs)
+                        if not done >> i & 1
+                        for r in refs
+                    ]
+                    checks = self.check(remaining, refs, binding, checks, False)
+                    if checks is None:
+                        continue
+                if p.capture_end and here.kind == ELEMENT:
+                    self.capture(here, child)
+                self.new_matches.append((here, binding, checks))
+                continue
+            for target in state.next:
+                stack.append((target, binding, checks, done))
+
+    def check_bound(self, binding: Binding, checks: tuple, done: int):
+        """Check the per-match conjuncts over plain variables that are now all bound."""
+        p = self.p
+        for i, conjunct in enumerate(p.per_match):
+            if done >> i & 1 or p.conjunct_kleene[i]:
+                continue
+            if any(binding.slots[v] is None for v in p.conjunct_vars[i]):
+                continue
+            done |= 1 << i
+            checks = self.check([conjunct], p.conjunct_refs[i], binding, checks, False)
+            if checks is None:
+                return None
+        return checks, done
+
+    def check(self, conjuncts, refs, binding: Binding, checks: tuple, iteration: bool):
+        """Decide ``conjuncts`` now, or add a pending check: the new checks, None if false."""
+        env = make_env(self.p.analysis, binding, iteration)
+        open_nodes = []
+        for ref in refs:
+            for n in env(ref):
+                if n.kind == ELEMENT and not n.closed and n not in open_nodes:
+                    open_nodes.append(n)
+
+        def decide() -> bool:
+            return all(holds(c.cond, None, env) for c in conjuncts)
+
+        if not open_nodes:
+            return checks if decide() else None
+        return (*checks, self.wait_for(decide, open_nodes))
+
+    def flush_matches(self) -> None:
+        if self.new_matches:
+            self.emitter.add(self, self.new_matches)
+            self.new_matches = []
+
+
+_LISTS = {"any": "any", "next": "nxt", "desc": "desc", "text": "txt", "dtext": "dtxt"}
+
+
+def _test(step: A.Step, node: Node) -> bool:
+    if step.axis == A.ATTRIBUTE:
+        return node.kind == ATTRIBUTE and (step.name == "*" or node.tag == step.name)
+    if step.kind == A.NODE:
+        return True
+    if step.kind == A.TEXT:
+        return node.kind == TEXT_NODE
+    return node.kind == ELEMENT and (step.name == "*" or node.tag == step.name)
+
+
+def _live_checks(checks: tuple):
+    """The still pending checks, or None when one of them failed."""
+    live = []
+    for check in checks:
+        if check.state is PENDING:
+            live.append(check)
+        elif check.state is False:
+            return None
+    return tuple(live)
+
+
+class Emitter:
+    """Orders matches (end node, then binding), merges duplicates, waits for checks and
+    subtrees, applies the selection policy, and hands out rows or feeds the aggregates."""
+
+    def __init__(self, analysis: Analysis, selection: str, values_only: bool, sink) -> None:
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
+        self.analysis = analysis
+        self.selection = selection
+        self.values_only = values_only
+        self.sink = sink  # called with each row
+        self.queue: deque = deque()
+        self.aggregator = (
+            Aggregator(analysis, values_only) if analysis.mode in ("aggregate", "grouped") else None
+        )
+        self.runs: dict = {}  # run -> its entries awaiting selection
+
+    def add(self, run: Run, matches: list) -> None:
+        merged: dict = {}
+        for end, binding, checks in matches:
+            key = (id(end), binding.match_key())
+            entry = merged.get(key)
+            if entry is None:
+                merged[key] = entry = _Entry(run, end, binding)
+            entry.alternatives.append(checks)
+        for entry in sorted(merged.values(), key=_order):
+            self.queue.append(entry)
+            if self.selection != "all":
+                entry.start = match_start(entry.binding, entry.end)
+                self.runs.setdefault(run, []).append(entry)
+
+    def pump(self, final: bool = False) -> None:
+        """Emit every entry at the head of the queue that is decided."""
+        if self.selection != "all" and self.runs:
+            self._select(final)
+        queue = self.queue
+        while queue:
+            entry = queue[0]
+            if entry.verdict is PENDING:
+                entry.verdict = entry.resolve()
+                if entry.verdict is PENDING:
+                    return
+            if entry.verdict:
+                if entry.selected is PENDING:
+                    if self.selection != "all":
+                        return
+                    entry.selected = True
+                if entry.selected and not entry.ready():
+                    return
+            queue.popleft()
+            if entry.verdict and entry.selected:
+                if self.aggregator is not None:
+                    self.aggregator.add(entry.run.key, entry.binding, entry.end)
+                else:
+                    self.sink(output_row(self.analysis, entry.binding, entry.end, self.values_only))
+
+    def abandon(self, run: Run) -> None:
+        """Forget the matches of a run over a document found malformed."""
+        self.queue = deque(e for e in self.queue if e.run is not run)
+        self.runs.pop(run, None)
+
+    def finish(self) -> None:
+        self.pump(final=True)
+        if self.aggregator is not None:
+            for row in self.aggregator.rows():
+                self.sink(row)
+
+    def _select(self, final: bool) -> None:
+        for run, entries in list(self.runs.items()):
+            floor = None
+            if not final:
+                starts = [match_start(t[1], None) for t in run.live_threads() if t[1].nodes()]
+                floor = min(starts, default=None)
+            while entries:
+                first = min(e.start for e in entries)
+                if floor is not None and first >= floor:
+                    break
+                group = [e for e in entries if e.start == first]
+                for e in group:
+                    if e.verdict is PENDING:
+                        e.verdict = e.resolve()
+                if any(e.verdict is PENDING for e in group):
+                    break
+                winners = [e for e in group if e.verdict]
+                for e in group:
+                    e.selected = False
+                best = max((e.end.key for e in winners), default=None)
+                if self.selection == "maximal":
+                    for e in winners:
+                        e.selected = e.end.key == best
+                elif winners and (run.last_end is None or first > run.last_end):
+                    min((e for e in winners if e.end.key == best), key=_order).selected = True
+                    run.last_end = best
+                entries[:] = [e for e in entries if e.start != first]
+            if not entries:
+                del self.runs[run]
+
+
+def _order(entry) -> tuple:
+    return (entry.end.key, entry.binding.sort_key())
+
+
+class _Entry:
+    __slots__ = ("alternatives", "binding", "end", "run", "selected", "start", "verdict")
+
+    def __init__(self, run: Run, end: Node, binding: Binding) -> None:
+        self.run = run
+        self.end = end
+        self.binding = binding
+        self.alternatives: list = []
+        self.verdict = PENDING
+        self.selected = PENDING
+        self.start = None
+
+    def resolve(self):
+        pending = False
+        for checks in self.alternatives:
+            states = [c.state for c in checks]
+            if all(s is True for s in states):
+                self.alternatives = []
+                return True
+            if PENDING in states and False not in states:
+                pending = True
+        return PENDING if pending else False
+
+    def ready(self) -> bool:
+        """Whether the nodes the row prints are complete."""
+        if self.end.kind == ELEMENT and not self.end.closed:
+            return False
+        return all(n.closed for n in self.binding.nodes() if n.kind == ELEMENT)
+
+
+class XSeqEngine:
+    """Runs one XSeq query over an event stream and yields its output rows.
+
+    >>> engine = XSeqEngine("//a/@id")
+    >>> from xcep.events import EventStream
+    >>> rows = list(engine.run(EventStream(...).batches()))  # doctest: +SKIP
+    """
+
+    def __init__(self, query, selection: str = "all", values_only: bool = False) -> None:
+        self.analysis = query if isinstance(query, Analysis) else analyze(query)
+        self.selection = selection
+        self.values_only = values_only
+        self.program = Program(self.analysis, values_only)
+        self.router = None
+        if self.analysis.partition is not None:
+            element_path, self.partition_attribute = self.analysis.partition
+            route = analyze(A.Query(element_path, None, None, None, self.analysis.query.text))
+            self.router = Program(route)
+
+    @property
+    def vpa(self) -> Vpa:
+        return self.program.vpa
+
+    def run(self, batches: Iterable[EventBatch]) -> Iterator[list]:
+        """The output rows, each as soon as it is known (aggregates at the end)."""
+        rows: list = []
+        emitter = Emitter(self.analysis, self.selection, self.values_only, rows.append)
+        stream = _Stream(self, emitter)
+        for batch in batches:
+            names = batch.symbols.names
+            for number, kind, name, value, level, ident in zip(
+                batch.docs,
+                batch.kinds,
+                batch.names,
+                batch.values,
+                batch.depths,
+                batch.nodes,
+                strict=True,
+            ):
+                if kind == ATTR:
+                    stream.pending_open[1].append((names[name], value, ident))
+                    continue
+                if stream.pending_open is not None:
+                    stream.open(*stream.pending_open)
+                    stream.pending_open = None
+                if number != stream.doc:
+                    stream.start_document(number)
+                if kind == OPEN:
+                    stream.pending_open = (names[name], [], ident, number)
+                elif kind == TEXT:
+                    stream.text(value, ident)
+                else:
+                    stream.close(level)
+                    emitter.pump()
+                    if rows:
+                        yield from rows
+                        rows.clear()
+        if stream.pending_open is not None:
+            stream.open(*stream.pending_open)
+        stream.start_document(None)
+        emitter.finish()
+        yield from rows
+
+
+class _Stream:
+    """Routes the events of the stream to the runs: one per document, or one per partition."""
+
+    def __init__(self, engine: XSeqEngine, emitter: Emitter) -> None:
+        self.engine = engine
+        self.emitter = emitter
+        self.partitions: dict = {}
+        self.hits: list = []
+        self.routing: list = []  # (depth, run) of the partitioned elements open now
+        self.run: Run | None = None  # the run of this document (no partition by)
+        self.router: Run | None = None  # finds the partitioned elements (partition by)
+        self.doc = None
+        self.depth = 0
+        self.complete = True
+        self.pending_open = None  # an open tag waiting for its attributes
+
+    def start_document(self, number) -> None:
+        """A new document begins (``None``: the stream ended); drop what a broken one left."""
+        if not self.complete:
+            if self.run is not None:
+                self.emitter.abandon(self.run)
+            for _, target in self.routing:
+                while len(target.frames) > 1:
+                    target.close()
+        self.routing.clear()
+        self.doc, self.depth, self.complete = number, 0, False
+        if number is None:
+            return
+        root = Node(ROOT, None, number, -1)
+        if self.engine.router is None:
+            self.run = Run(self.engine.program, self.emitter, root)
+        else:
+            self.router = Run(self.engine.router, _Collector(self.hits), root)
+
+    def open(self, tag, attrs, ident, number) -> None:
+        self.depth += 1
+        if self.run is not None:
+            self.run.open(tag, attrs, ident, number)
+            return
+        self.router.open(tag, attrs, ident, number)
+        if self.hits:
+            self.hits.clear()
+            attribute = self.engine.partition_attribute
+            key = next((v for n, v, _ in attrs if n == attribute), None)
+            if key is not None:
+                target = self.partitions.get(key)
+                if target is None:
+                    root = Node(ROOT, None, -1, -1)
+                    target = Run(self.engine.program, self.emitter, root, key)
+                    self.partitions[key] = target
+                self.routing.append((self.depth, target))
+        if self.routing:
+            self.routing[-1][1].open(tag, attrs, ident, number)
+
+    def text(self, value, ident) -> None:
+        if self.run is not None:
+            self.run.text(value, ident)
+        elif self.routing:
+            self.routing[-1][1].text(value, ident)
+
+    def close(self, level: int) -> None:
+        if self.run is not None:
+            self.run.close()
+        else:
+            self.router.close()
+            if self.routing:
+                self.routing[-1][1].close()
+                if self.routing[-1][0] == self.depth:
+                    self.routing.pop()
+        self.depth -= 1
+        if level == 1:
+            self.complete = True
+
+
+class _Collector:
+    """The emitter of the partition router: it only notes that a partitioned element opened."""
+
+    def __init__(self, hits: list) -> None:
+        self.hits = hits
+
+    def add(self, run: Run, matches: list) -> None:
+        self.hits.extend(matches)

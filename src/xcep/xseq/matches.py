@@ -1,0 +1,225 @@
+"""Matches, bindings and output rows: what the engine and the reference evaluator share.
+
+A binding holds, per variable, its node (``None`` when unbound) or, for a
+variable under a Kleene-*, the tuple of its nodes in match order; and, per
+Kleene-* group, the node the path stood on when the group was first entered
+(``prev()`` of the first iteration). A match is a binding plus the node the
+path ends at; its *start* is its earliest bound node (the end node when it
+binds none).
+"""
+
+from __future__ import annotations
+
+from xcep.xseq import ast as A
+from xcep.xseq.dom import ELEMENT, ROOT, Node
+from xcep.xseq.evaluate import holds, ref_nodes, values
+from xcep.xseq.semantics import Analysis
+from xcep.xseq.values import Aggregate, format_number
+
+
+class Binding:
+    """Variable slots and group entry nodes; immutable, hashable, ordered like the query."""
+
+    __slots__ = ("_hash", "entries", "slots")
+
+    def __init__(self, slots: tuple, entries: tuple) -> None:
+        self.slots = slots
+        self.entries = entries
+        self._hash = hash((slots, entries))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self.slots == other.slots and self.entries == other.entries
+
+    @classmethod
+    def empty(cls, analysis: Analysis) -> Binding:
+        slots = tuple(() if v in analysis.kleene else None for v in analysis.variables)
+        return cls(slots, (None,) * analysis.query.groups)
+
+    def bind(self, index: int, node: Node, kleene: bool) -> Binding:
+        slots = list(self.slots)
+        slots[index] = (*slots[index], node) if kleene else node
+        return Binding(tuple(slots), self.entries)
+
+    def enter(self, group: int, node: Node) -> Binding:
+        if self.entries[group] is not None:
+            return self
+        entries = list(self.entries)
+        entries[group] = node
+        return Binding(self.slots, tuple(entries))
+
+    def nodes(self) -> list[Node]:
+        out = []
+        for slot in self.slots:
+            if isinstance(slot, tuple):
+                out.extend(slot)
+            elif slot is not None:
+                out.append(slot)
+        return out
+
+    def sort_key(self) -> tuple:
+        return tuple(
+            tuple(n.key for n in slot) if isinstance(slot, tuple) else (slot.key if slot else ())
+            for slot in self.slots
+        )
+
+    def match_key(self) -> tuple:
+        """What makes two matches the same: the bound nodes (entries do not count)."""
+        return tuple(
+            tuple(map(id, slot)) if isinstance(slot, tuple) else id(slot) for slot in self.slots
+        )
+
+
+def make_env(analysis: Analysis, binding: Binding, iteration: bool):
+    """The variable lookup for conditions and outputs over ``binding``.
+
+    ``iteration``: inside a per-iteration condition, a bare Kleene-* variable
+    is its latest node; elsewhere it is all of its nodes.
+    """
+    index = analysis.index
+    kleene = analysis.kleene
+
+    def env(ref: A.VarRef) -> list[Node]:
+        slot = binding.slots[index[ref.var]]
+        if ref.var not in kleene:
+            return [slot] if slot is not None else []
+        if ref.func is None:
+            return list(slot[-1:]) if iteration else list(slot)
+        if ref.func == "first":
+            return list(slot[:1])
+        if ref.func == "last":
+            return list(slot[-1:])
+        if len(slot) >= 2:
+            return [slot[-2]]
+        entry = binding.entries[kleene[ref.var]]
+        return [entry] if slot and entry is not None and entry.kind != ROOT else []
+
+    return env
+
+
+def conditions_hold(analysis: Analysis, conjuncts, binding: Binding, iteration: bool) -> bool:
+    env = make_env(analysis, binding, iteration)
+    return all(holds(c.cond, None, env) for c in conjuncts)
+
+
+def match_start(binding: Binding, end: Node) -> tuple:
+    nodes = binding.nodes()
+    return min(n.key for n in nodes) if nodes else end.key
+
+
+def node_output(node: Node, values_only: bool):
+    if node.kind == ELEMENT and not values_only:
+        return node.serialize()
+    return node.string_value()
+
+
+def term_values(analysis: Analysis, expr, binding: Binding, values_only: bool) -> list:
+    """The values of one output expression for one match."""
+    env = make_env(analysis, binding, iteration=False)
+    if isinstance(expr, A.VarRef):
+        return [node_output(n, values_only) for n in ref_nodes(expr, env)]
+    return [format_number(v) if isinstance(v, float) else v for v in values(expr, None, env)]
+
+
+def _single(analysis: Analysis, expr) -> bool:
+    if isinstance(expr, A.VarRef):
+        return (expr.var not in analysis.kleene or expr.func is not None) and (
+            expr.path is None or (isinstance(expr.path, A.Step) and expr.path.axis == A.ATTRIBUTE)
+        )
+    return True
+
+
+def output_row(analysis: Analysis, binding: Binding, end: Node, values_only: bool) -> list:
+    """The JSON row of one match (``mode`` rows or nodes)."""
+    if analysis.mode == "nodes":
+        return [node_output(end, values_only)]
+    row = []
+    for term in analysis.query.returns:
+        found = term_values(analysis, term.expr, binding, values_only)
+        row.append((found[0] if found else None) if _single(analysis, term.expr) else found)
+    return row
+
+
+class Aggregator:
+    """The rows of an aggregate (or mixed) return clause: one per partition, or one in all."""
+
+    def __init__(self, analysis: Analysis, values_only: bool) -> None:
+        self.analysis = analysis
+        self.values_only = values_only
+        self.groups: dict = {}  # partition key -> [aggregates, first match's plain values]
+
+    def add(self, key, binding: Binding, end: Node) -> None:
+        terms = self.analysis.query.returns
+        group = self.groups.get(key)
+        if group is None:
+            firsts = output_row(_plain_only(self.analysis), binding, end, self.values_only)
+            group = self.groups[key] = [[Aggregate(t.aggregate) for t in terms], firsts]
+        for aggregate, term in zip(group[0], terms, strict=True):
+            if term.aggregate is not None:
+                aggregate.add(term_values(self.analysis, term.expr, binding, self.values_only))
+
+    def rows(self) -> list[list]:
+        if not self.groups and self.analysis.partition is None:
+            self.groups[None] = [[Aggregate(t.aggregate) for t in self.analysis.query.returns], []]
+        out = []
+        for aggregates, firsts in self.groups.values():
+            row = []
+            for i, (aggregate, term) in enumerate(
+                zip(aggregates, self.analysis.query.returns, strict=True)
+            ):
+                row.append(aggregate.result() if term.aggregate else firsts[i])
+            out.append(row)
+        return out
+
+
+def _plain_only(analysis: Analysis) -> Analysis:
+    """``analysis`` with its aggregate terms replaced by constants (for the grouped values)."""
+    terms = tuple(
+        t if t.aggregate is None else A.OutTerm(A.Const(None), None) for t in analysis.query.returns
+    )
+    query = A.Query(
+        analysis.query.path,
+        terms,
+        analysis.query.partition,
+        analysis.query.where,
+        analysis.query.text,
+        analysis.query.groups,
+        analysis.query.variables,
+    )
+    copy = Analysis(query, analysis.variables, analysis.kleene)
+    copy.mode = "rows"
+    return copy
+
+
+SELECTIONS = ("all", "maximal", "skip-past-last")
+
+
+def select_matches(matches: list, policy: str) -> list:
+    """Apply a match-selection policy to ``matches``: (start key, end key, order key, item).
+
+    all: every match. maximal: per start, the matches that end last.
+    skip-past-last: non-overlapping, leftmost-longest: the earliest start's
+    longest match (the first in order on a tie), then the next start after its
+    end, and so on. The result keeps the input order.
+    """
+    if policy == "all":
+        return matches
+    if policy == "maximal":
+        longest: dict = {}
+        for start, end, _, _ in matches:
+            longest[start] = max(longest.get(start, end), end)
+        return [m for m in matches if m[1] == longest[m[0]]]
+    if policy != "skip-past-last":
+        raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {policy!r}")
+    chosen, last_end = [], None
+    for start in sorted({m[0] for m in matches}):
+        if last_end is not None and start <= last_end:
+            continue
+        candidates = [m for m in matches if m[0] == start]
+        best = max(m[1] for m in candidates)
+        pick = min((m for m in candidates if m[1] == best), key=lambda m: m[2])
+        chosen.append(pick)
+        last_end = best
+    return sorted(chosen, key=lambda m: m[2])

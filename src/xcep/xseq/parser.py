@@ -1,0 +1,456 @@
+"""Parse XSeq queries: a tokenizer and a recursive-descent parser into ``xcep.xseq.ast``.
+
+The grammar is written down in docs/xseq.md. Errors are ``QuerySyntaxError``
+with the 1-based column of the offending token and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+
+from xcep.errors import XcepError
+from xcep.xseq import ast as A
+
+
+class QuerySyntaxError(XcepError):
+    """A query that cannot be parsed or compiled; ``column`` is 1-based."""
+
+    def __init__(self, message: str, text: str = "", position: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.text = text
+        self.column = position + 1
+
+    def __str__(self) -> str:
+        return f"query column {self.column}: {self.message}"
+
+
+_SYMBOLS = ("//", "/\\", "::", "!=", "<=", ">=", "..", "/", "\\", "@", "(", ")", "[", "]")
+_SYMBOLS += ("*", ",", "=", "<", ">", "+", "-", ".", "|")
+_SPACE = re.compile(r"\s+")
+_NUMBER = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_STRING = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NAME_PART = re.compile(r"[A-Za-z_][\w.]*")
+_VAR = re.compile(r"\$([A-Za-z_]\w*)")
+# a '-' inside a name belongs to the name unless what follows starts an operand
+_MINUS_OPERAND = re.compile(r"-(?:prev|first|last|tag)\s*\(")
+
+AXIS_NAMES = {
+    "self": A.SELF,
+    "child": A.CHILD,
+    "descendant": A.DESCENDANT,
+    "descendant-or-self": A.DESCENDANT_OR_SELF,
+    "descendant_or_self": A.DESCENDANT_OR_SELF,
+    "parent": A.PARENT,
+    "ancestor": A.ANCESTOR,
+    "following-sibling": A.FOLLOWING_SIBLING,
+    "following_sibling": A.FOLLOWING_SIBLING,
+    "preceding-sibling": A.PRECEDING_SIBLING,
+    "preceding_sibling": A.PRECEDING_SIBLING,
+    "attribute": A.ATTRIBUTE,
+}
+IMMEDIATE_AXES = {A.CHILD: A.FIRST_CHILD, A.FOLLOWING_SIBLING: A.NEXT_SIBLING}
+KEYWORDS = {"return", "from", "where", "partition", "union", "intersect", "and", "or", "div"}
+_CLAUSE_END = {"where", "partition", "union", "intersect", "and", "or", "div", "by"}
+
+
+class Token:
+    __slots__ = ("kind", "pos", "space_before", "value")
+
+    def __init__(self, kind: str, value, pos: int, space_before: bool) -> None:
+        self.kind = kind  # 'name', 'var', 'number', 'string', 'sym', 'end'
+        self.value = value
+        self.pos = pos
+        self.space_before = space_before
+
+    def __repr__(self) -> str:
+        return f"{self.kind}:{self.value!r}@{self.pos}"
+
+
+def tokenize(text: str) -> list[Token]:
+    tokens: list[Token] = []
+    i, n = 0, len(text)
+    while True:
+        space = _SPACE.match(text, i)
+        spaced = bool(space) or i == 0
+        if space:
+            i = space.end()
+        if i >= n:
+            tokens.append(Token("end", None, n, spaced))
+            return tokens
+        ch = text[i]
+        if match := _STRING.match(text, i):
+            tokens.append(Token("string", match.group()[1:-1], i, spaced))
+        elif (match := _NUMBER.match(text, i)) and not (ch == "." and text[i : i + 2] == ".."):
+            tokens.append(Token("number", float(match.group()), i, spaced))
+        elif match := _VAR.match(text, i):
+            tokens.append(Token("var", match.group(1), i, spaced))
+        elif match := _NAME_PART.match(text, i):
+            end = match.end()
+            while end < n and text[end] == "-" and not _MINUS_OPERAND.match(text, end):
+                more = _NAME_PART.match(text, end + 1)
+                if not more:
+                    break
+                end = more.end()
+            if text.startswith(":", end) and not text.startswith("::", end):
+                more = _NAME_PART.match(text, end + 1)  # a prefixed name a:b
+                if more:
+                    end = more.end()
+            tokens.append(Token("name", text[i:end], i, spaced))
+            i = end
+            continue
+        else:
+            for symbol in _SYMBOLS:
+                if text.startswith(symbol, i):
+                    tokens.append(Token("sym", symbol, i, spaced))
+                    break
+            else:
+                raise QuerySyntaxError(f"unexpected character {ch!r}", text, i)
+        i = match.end() if match else i + len(tokens[-1].value)
+
+
+class Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+        self.groups = 0
+
+    # token helpers
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.i]
+
+    def peek(self, ahead: int = 1) -> Token:
+        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        token = self.tokens[self.i]
+        self.i += 1
+        return token
+
+    def at(self, kind: str, value=None, token: Token | None = None) -> bool:
+        token = token or self.tok
+        return token.kind == kind and (value is None or token.value == value)
+
+    def at_sym(self, *values: str) -> bool:
+        return self.tok.kind == "sym" and self.tok.value in values
+
+    def at_word(self, *values: str) -> bool:
+        return self.tok.kind == "name" and self.tok.value in values
+
+    def expect_sym(self, value: str, what: str | None = None) -> Token:
+        if not self.at_sym(value):
+            self.fail(f"expected {what or repr(value)}")
+        return self.advance()
+
+    def fail(self, message: str, token: Token | None = None):
+        token = token or self.tok
+        found = "end of query" if token.kind == "end" else repr(str(token.value))
+        raise QuerySyntaxError(f"{message}, found {found}", self.text, token.pos)
+
+    # query
+    def query(self) -> A.Query:
+        returns = None
+        if self.at_word("return"):
+            self.advance()
+            returns = [self.out_term()]
+            while self.at_sym(","):
+                self.advance()
+                returns.append(self.out_term())
+            if not self.at_word("from"):
+                self.fail("expected ',' or 'from' after the return terms")
+            self.advance()
+            returns = tuple(returns)
+        path = self.path(first=True)
+        partition = where = None
+        while not self.at("end"):
+            if self.at_word("where") and where is None:
+                self.advance()
+                where = self.condition()
+            elif self.at_word("partition") and partition is None:
+                token = self.advance()
+                if not self.at_word("by"):
+                    self.fail("expected 'by' after 'partition'")
+                self.advance()
+                partition = self.partition_path(token)
+            else:
+                self.fail("expected a step, 'where', 'partition by' or the end of the query")
+        variables: list[str] = []
+        for node in A.walk(path):
+            if isinstance(node, A.Step) and node.var and node.var not in variables:
+                variables.append(node.var)
+        return A.Query(path, returns, partition, where, self.text, self.groups, tuple(variables))
+
+    def partition_path(self, keyword: Token):
+        start = self.tok
+        path = self.path(first=True)
+        items = path.items if isinstance(path, A.Seq) else (path,)
+        last = items[-1]
+        if not (isinstance(last, A.Step) and last.axis == A.ATTRIBUTE and last.name != "*"):
+            self.fail("'partition by' needs a path ending in @attribute", start)
+        rest = items[:-1]
+        if not rest:
+            self.fail("'partition by' needs a path to the partitioned elements before @", start)
+        return (A.Seq(rest) if len(rest) > 1 else rest[0], last.name, keyword.pos)
+
+    def out_term(self) -> A.OutTerm:
+        start = self.tok
+        aggregate = None
+        if self.at_word(*A.AGGREGATES) and self.at("sym", "(", self.peek()):
+            aggregate = self.advance().value
+            self.advance()
+            expr = self.value()
+            self.expect_sym(")", f"')' closing {aggregate}(")
+        else:
+            expr = self.value()
+        end = self.tok.pos
+        return A.OutTerm(expr, aggregate, self.text[start.pos : end].strip(), start.pos)
+
+    # paths
+    def path(self, first: bool = False):
+        items = [self.intersection(first)]
+        pos = self.tok.pos
+        while self.at_word("union") or self.at_sym("|"):
+            self.advance()
+            items.append(self.intersection(first))
+        return items[0] if len(items) == 1 else A.Union(tuple(items), pos)
+
+    def intersection(self, first: bool):
+        items = [self.sequence(first)]
+        pos = self.tok.pos
+        while self.at_word("intersect"):
+            self.advance()
+            items.append(self.sequence(first))
+        return items[0] if len(items) == 1 else A.Intersect(tuple(items), pos)
+
+    def starts_item(self) -> bool:
+        tok = self.tok
+        if tok.kind == "var":
+            return True
+        if tok.kind == "sym":
+            return tok.value in ("/", "//", "/\\", "\\", "@", "(", ".", "..", "*")
+        if tok.kind == "name":
+            if tok.value in KEYWORDS or tok.value == "by":
+                return False
+            return not self.at("sym", "(", self.peek()) or tok.value in ("text", "node")
+        return False
+
+    def sequence(self, first: bool):
+        if not self.starts_item():
+            self.fail("expected a path step")
+        items = []
+        while self.starts_item():
+            items.append(self.item(first and not items))
+        return items[0] if len(items) == 1 else A.Seq(tuple(items))
+
+    def item(self, first: bool):
+        if self.at_sym("("):
+            open_token = self.advance()
+            body = self.path(first)
+            self.expect_sym(")", "')' closing the group")
+            node = body
+            if self.at_sym("*") and not self.tok.space_before:
+                self.advance()
+                node = A.Star(body, self._new_group(), open_token.pos)
+            preds = self.predicates()
+            if preds:  # (path)[p] filters the nodes the group ends at
+                node = A.Seq((node, A.Step(A.SELF, A.NODE, "*", preds, None, open_token.pos)))
+            return node
+        step = self.step(first)
+        if self.at_sym("*") and not self.tok.space_before:
+            self.advance()
+            return A.Star(step, self._new_group(), step.pos)
+        return step
+
+    def _new_group(self) -> int:
+        self.groups += 1
+        return self.groups - 1
+
+    def step(self, first: bool) -> A.Step:
+        tok = self.tok
+        pos = tok.pos
+        axis = None
+        if self.at_sym("//"):
+            self.advance()
+            axis = A.DESCENDANT
+        elif self.at_sym("/\\"):
+            self.advance()
+            axis = A.FIRST_CHILD
+        elif self.at_sym("/"):
+            self.advance()
+            axis = A.CHILD
+        elif self.at_sym("\\"):
+            self.advance()
+            axis = A.NEXT_SIBLING
+        elif self.at_sym("."):
+            self.advance()
+            return A.Step(A.SELF, A.NODE, "*", self.predicates(), None, pos)
+        elif self.at_sym(".."):
+            self.advance()
+            return A.Step(A.PARENT, A.NODE, "*", self.predicates(), None, pos)
+        elif tok.kind == "name" and (
+            self.at("sym", "::", self.peek())
+            or (self.at("sym", "\\", self.peek()) and self.at("sym", "::", self.peek(2)))
+        ):
+            name = self.advance().value
+            if name not in AXIS_NAMES:
+                self.fail(f"unknown axis {name!r}", tok)
+            axis = AXIS_NAMES[name]
+            if self.at_sym("\\"):
+                self.advance()
+                if axis not in IMMEDIATE_AXES:
+                    self.fail("only child\\ and following_sibling\\ exist", tok)
+                axis = IMMEDIATE_AXES[axis]
+            self.advance()  # '::'
+        if self.at_sym("@"):
+            if axis not in (None, A.CHILD, A.ATTRIBUTE):
+                self.fail("'@' cannot follow this axis")
+            self.advance()
+            axis = A.ATTRIBUTE
+        if axis is None:
+            axis = A.CHILD if first else A.FOLLOWING_SIBLING
+        return self.node_test(axis, pos)
+
+    def node_test(self, axis: str, pos: int) -> A.Step:
+        tok = self.tok
+        var = None
+        if axis == A.ATTRIBUTE:
+            if tok.kind == "name" or self.at_sym("*"):
+                self.advance()
+                return A.Step(axis, A.ELEMENT, tok.value, (), None, pos)
+            self.fail("expected an attribute name or * after '@'")
+        if tok.kind == "var":
+            self.advance()
+            kind, name, var = A.ELEMENT, "*", tok.value
+        elif self.at_sym("*"):
+            self.advance()
+            kind, name = A.ELEMENT, "*"
+        elif (
+            tok.kind == "name"
+            and tok.value in ("text", "node")
+            and self.at("sym", "(", self.peek())
+        ):
+            self.advance()
+            self.advance()
+            self.expect_sym(")", f"')' after {tok.value}(")
+            kind, name = (A.TEXT if tok.value == "text" else A.NODE), "*"
+        elif tok.kind == "name" and tok.value not in KEYWORDS:
+            self.advance()
+            kind, name = A.ELEMENT, tok.value
+        else:
+            self.fail("expected a name, *, $variable or text() as node test")
+        return A.Step(axis, kind, name, self.predicates(), var, pos)
+
+    def predicates(self) -> tuple:
+        preds = []
+        while self.at_sym("["):
+            self.advance()
+            preds.append(self.condition())
+            self.expect_sym("]", "']' closing the predicate")
+        return tuple(preds)
+
+    # conditions and values
+    def condition(self):
+        left = self.conjunction()
+        while self.at_word("or"):
+            self.advance()
+            left = A.Or(left, self.conjunction())
+        return left
+
+    def conjunction(self):
+        left = self.negation()
+        while self.at_word("and"):
+            self.advance()
+            left = A.And(left, self.negation())
+        return left
+
+    def negation(self):
+        if self.at_word("not") and self.at("sym", "(", self.peek()):
+            tok = self.advance()
+            self.advance()
+            arg = self.condition()
+            self.expect_sym(")", "')' closing not(")
+            return A.Not(arg, tok.pos)
+        left = self.value()
+        if self.at_sym("=", "!=", "<", "<=", ">", ">="):
+            op = self.advance()
+            return A.Compare(op.value, left, self.value(), op.pos)
+        return left
+
+    def value(self):
+        left = self.term()
+        while self.at_sym("+", "-"):
+            op = self.advance()
+            left = A.Arith(op.value, left, self.term(), op.pos)
+        return left
+
+    def term(self):
+        left = self.operand()
+        while self.at_sym("*") or self.at_word("div"):
+            op = self.advance()
+            left = A.Arith("*" if op.value == "*" else "div", left, self.operand(), op.pos)
+        return left
+
+    def operand(self):
+        tok = self.tok
+        if tok.kind in ("number", "string"):
+            self.advance()
+            return A.Const(tok.value)
+        if self.at_sym("-") and self.at("number", None, self.peek()):
+            self.advance()
+            return A.Const(-self.advance().value)
+        if self.at_sym("("):
+            self.advance()
+            inner = self.condition()
+            self.expect_sym(")", "')'")
+            return inner
+        if tok.kind == "name" and self.at("sym", "(", self.peek()):
+            if tok.value == "tag":
+                self.advance()
+                self.advance()
+                ref = self.var_ref()
+                self.expect_sym(")", "')' closing tag(")
+                return A.Tag(ref, tok.pos)
+            if tok.value in A.SEQUENCE_FUNCTIONS:
+                return self.var_test(self.var_ref())
+            if tok.value not in ("text", "node"):
+                self.fail(f"unknown function {tok.value}()")
+        if tok.kind == "var":
+            return self.var_test(self.var_ref())
+        if self.starts_item():
+            return A.RelPath(self.path(first=True), tok.pos)
+        self.fail("expected a value: a number, a string, $variable, a path or a function")
+
+    def var_ref(self) -> A.VarRef:
+        tok = self.tok
+        func = None
+        if tok.kind == "name" and tok.value in A.SEQUENCE_FUNCTIONS:
+            func = self.advance().value
+            self.expect_sym("(", f"'(' after {func}")
+            if not self.at("var"):
+                self.fail(f"{func}() takes a $variable")
+            var = self.advance().value
+            self.expect_sym(")", f"')' closing {func}(")
+        elif tok.kind == "var":
+            var = self.advance().value
+        else:
+            self.fail("expected a $variable")
+        path = self.sequence(first=False) if self.at_sym("@", "/", "//", "/\\") else None
+        return A.VarRef(var, func, path, tok.pos)
+
+    def var_test(self, ref: A.VarRef):
+        if self.at_sym("[") and ref.path is None:
+            pos = self.tok.pos
+            preds = self.predicates()
+            cond = preds[0]
+            for more in preds[1:]:
+                cond = A.And(cond, more)
+            return A.VarTest(ref, cond, pos)
+        return ref
+
+
+def parse_query(text: str) -> A.Query:
+    """Parse an XSeq query; raises ``QuerySyntaxError`` with the column on bad input."""
+    parser = Parser(text)
+    return parser.query()

@@ -1,0 +1,198 @@
+"""Static checks and the facts both evaluators need about a parsed XSeq query.
+
+``analyze(query)`` checks variables, Kleene-* bodies, step kinds and the
+partition-by prefix rule, splits the where clause into conjuncts (per
+iteration of one Kleene-* group, or per match), and returns an ``Analysis``.
+Errors are ``QuerySyntaxError`` with the position of the construct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xcep.xseq import ast as A
+from xcep.xseq.parser import QuerySyntaxError, parse_query
+
+
+@dataclass(frozen=True)
+class Conjunct:
+    cond: object
+    group: int | None  # the Kleene-* group it is checked for at each iteration, or None
+    variables: frozenset  # the variables it refers to
+
+
+@dataclass
+class Analysis:
+    query: A.Query
+    variables: tuple  # variable names, in order of appearance
+    kleene: dict  # variable -> its innermost Kleene-* group
+    group_of_star: dict = field(default_factory=dict)
+    iteration: dict = field(default_factory=dict)  # group -> [Conjunct]
+    per_match: list = field(default_factory=list)  # [Conjunct]
+    mode: str = "nodes"  # nodes | rows | aggregate | grouped
+    path: object = None  # the path to run (the remainder under the partition root)
+    partition: tuple | None = None  # (element path, attribute name)
+
+    @property
+    def index(self) -> dict:
+        return {name: i for i, name in enumerate(self.variables)}
+
+
+def analyze(query: A.Query | str) -> Analysis:
+    if isinstance(query, str):
+        query = parse_query(query)
+    text = query.text
+
+    def error(message: str, pos: int = 0):
+        raise QuerySyntaxError(message, text, pos)
+
+    kleene: dict[str, int] = {}
+    seen: dict[str, int] = {}
+
+    def visit(node, group, last: bool, in_union: bool):
+        if isinstance(node, A.Step):
+            if node.var:
+                if node.var in seen and not in_union:
+                    error(f"${node.var} is bound twice in the from clause", node.pos)
+                seen[node.var] = node.pos
+                if group is not None:
+                    kleene[node.var] = group
+            if (node.axis == A.ATTRIBUTE or node.kind == A.TEXT) and not last:
+                error("an attribute or text() step must be the last step of a path", node.pos)
+            for pred in node.preds:
+                check_predicate(pred)
+        elif isinstance(node, A.Seq):
+            for i, item in enumerate(node.items):
+                visit(item, group, last and i == len(node.items) - 1, in_union)
+        elif isinstance(node, A.Union | A.Intersect):
+            for item in node.items:
+                visit(item, group, last, True)
+            if isinstance(node, A.Intersect) and any(
+                isinstance(n, A.Step) and n.var for n in A.walk(node)
+            ):
+                error("the operands of intersect cannot bind variables", node.pos)
+        elif isinstance(node, A.Star):
+            if nullable(node.body):
+                error("the body of a Kleene-* must move to another node", node.pos)
+            visit(node.body, node.group, False, in_union)
+
+    def check_predicate(pred):
+        for node in A.walk(pred):
+            if isinstance(node, A.VarRef | A.Tag | A.VarTest):
+                error(
+                    "variables cannot be used in step predicates; relate them in the where clause",
+                    node.pos,
+                )
+            if isinstance(node, A.Const) and isinstance(node.value, float) and pred is node:
+                error("positional predicates ([n]) are not supported", 0)
+
+    visit(query.path, None, True, False)
+    analysis = Analysis(query, query.variables, kleene)
+
+    def refs(expr) -> list[A.VarRef]:
+        found = [n for n in A.walk(expr) if isinstance(n, A.VarRef)]
+        for ref in found:
+            if ref.var not in seen:
+                error(f"${ref.var} is not bound in the from clause", ref.pos)
+            if ref.func and ref.var not in kleene:
+                error(f"{ref.func}() needs a variable under a Kleene-*; ${ref.var} is not", ref.pos)
+            if ref.path is not None:
+                visit(ref.path, None, True, False)
+        return found
+
+    for conjunct in _conjuncts(query.where) if query.where is not None else []:
+        found = refs(conjunct)
+        groups = {kleene[r.var] for r in found if r.var in kleene and r.func in (None, "prev")}
+        if len(groups) > 1:
+            names = sorted({f"${r.var}" for r in found if r.var in kleene})
+            error(
+                "a condition cannot relate iterations of different Kleene-* groups "
+                f"({', '.join(names)}); compare first() or last() instead",
+                found[0].pos,
+            )
+        group = groups.pop() if groups else None
+        item = Conjunct(conjunct, group, frozenset(r.var for r in found))
+        if group is None:
+            analysis.per_match.append(item)
+        else:
+            analysis.iteration.setdefault(group, []).append(item)
+
+    if query.returns is None:
+        analysis.mode = "nodes"
+    else:
+        for term in query.returns:
+            for ref in refs(term.expr):
+                if ref.func == "prev":
+                    error("prev() can only be used in the where clause", ref.pos)
+        aggregates = [t.aggregate is not None for t in query.returns]
+        analysis.mode = (
+            "rows" if not any(aggregates) else "aggregate" if all(aggregates) else "grouped"
+        )
+    analysis.path = query.path
+    if query.partition is not None:
+        analysis.path, analysis.partition = _split_partition(query, error)
+    return analysis
+
+
+def _conjuncts(cond) -> list:
+    if isinstance(cond, A.And):
+        return _conjuncts(cond.left) + _conjuncts(cond.right)
+    return [cond]
+
+
+def nullable(path) -> bool:
+    """Whether ``path`` can match without moving (only self steps, or a Kleene-*)."""
+    if isinstance(path, A.Step):
+        return path.axis == A.SELF
+    if isinstance(path, A.Seq | A.Intersect):
+        return all(nullable(item) for item in path.items)
+    if isinstance(path, A.Union):
+        return any(nullable(item) for item in path.items)
+    return True  # Star
+
+
+def _items(path) -> tuple:
+    return path.items if isinstance(path, A.Seq) else (path,)
+
+
+def _split_partition(query: A.Query, error):
+    """Check the prefix rule and return (the path under the partition root, partition facts).
+
+    ``partition by C/t@k`` needs the from path to start with C followed by a
+    step on the same axis as t: that step selects the partitioned elements
+    (those t with attribute k); it becomes a child step of the partition root.
+    """
+    ppath, attribute, pos = query.partition
+    psteps = _items(ppath)
+    for step in psteps:
+        if not (
+            isinstance(step, A.Step)
+            and step.axis in (A.CHILD, A.DESCENDANT)
+            and step.kind == A.ELEMENT
+            and not step.preds
+            and not step.var
+        ):
+            error("a partition by path has only / and // steps with names or *", pos)
+    fsteps = _items(query.path)
+    prefix = psteps[:-1]
+    explain = "its path (without @attribute) must be a prefix of the from path"
+    if len(fsteps) < len(psteps):
+        error(f"partition by: {explain}", pos)
+    for want, have in zip(prefix, fsteps, strict=False):
+        if not (
+            isinstance(have, A.Step)
+            and (have.axis, have.kind, have.name) == (want.axis, want.kind, want.name)
+            and not have.preds
+            and not have.var
+        ):
+            error(f"partition by: {explain}", pos)
+    head = fsteps[len(prefix)]
+    last = psteps[-1]
+    if not (isinstance(head, A.Step) and head.axis == last.axis and head.kind == A.ELEMENT):
+        error(f"partition by: {explain}; the next step must use the same axis", pos)
+    if last.name != "*" and head.name not in ("*", last.name):
+        error(f"partition by: the from path selects {head.name}, not {last.name}", pos)
+    rest = fsteps[len(psteps) :]
+    head = A.Step(A.CHILD, head.kind, head.name, head.preds, head.var, head.pos)
+    path = A.Seq((head, *rest)) if rest else head
+    return path, (A.Seq(psteps) if len(psteps) > 1 else psteps[0], attribute)
