@@ -1,5 +1,24 @@
 """XSeq: XPath with Kleene-* and sequence patterns, compiled to visibly pushdown automata.
 
-Seed: Mozafari, Zeng, Zaniolo, SIGMOD 2012. The engine reads the nested-word
-event stream of ``xcep.events``. (Being built: issues 3 and 4.)
+Seed: Mozafari, Zeng, Zaniolo, SIGMOD 2012. ``XSeqEngine(query).run(batches)``
+evaluates a query in one pass over the nested-word event stream of
+``xcep.events``; ``evaluate`` is the slow tree-walking reference. The language
+and its semantics are in docs/xseq.md.
 """
+
+from xcep.xseq.engine import XSeqEngine
+from xcep.xseq.matches import SELECTIONS
+from xcep.xseq.parser import QuerySyntaxError, parse_query
+from xcep.xseq.reference import evaluate
+from xcep.xseq.semantics import analyze
+from xcep.xseq.vpa import compile_to_vpa
+
+__all__ = [
+    "SELECTIONS",
+    "QuerySyntaxError",
+    "XSeqEngine",
+    "analyze",
+    "compile_to_vpa",
+    "evaluate",
+    "parse_query",
+]

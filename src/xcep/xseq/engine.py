@@ -198,6 +198,7 @@ class Run:
         self.key = key
         self.capturing = 0
         self.last_end = None  # skip-past-last: the end of the last match selected
+        self.suspended: list = []  # stacks of enclosing elements of the same partition
         self.new_matches: list = []
         root_frame = Frame(None, [], root.id, root.doc, None)
         root_frame.node = root
@@ -234,10 +235,20 @@ class Run:
         return check
 
     def _frame_of(self, node: Node) -> Frame:
-        for frame in reversed(self.frames):
-            if frame.node is node:
-                return frame
+        for frames in (self.frames, *(stack for stack, _ in self.suspended)):
+            for frame in reversed(frames):
+                if frame.node is node:
+                    return frame
         raise AssertionError("waiting for a node that is not open")
+
+    def suspend(self) -> None:
+        """A partitioned element opens inside another of the same partition: it is the next
+        child of the partition root, so it gets a stack of its own until it closes."""
+        self.suspended.append((self.frames, self.capturing))
+        self.frames, self.capturing = [self.frames[0]], 0
+
+    def resume(self) -> None:
+        self.frames, self.capturing = self.suspended.pop()
 
     # events
     def open(self, tag: str, attrs: list, ident: int, doc: int) -> None:
@@ -292,8 +303,9 @@ class Run:
                 check.node_closed()
 
     def live_threads(self) -> Iterator:
-        for frame in self.frames:
-            yield from frame.threads()
+        for frames in (self.frames, *(stack for stack, _ in self.suspended)):
+            for frame in frames[1:] if frames is not self.frames else frames:
+                yield from frame.threads()
 
     # the ε-closure
     def closure(self, items: list, child: Frame | None, sibling: Frame | None, node) -> None:
@@ -507,10 +519,10 @@ class Emitter:
         self.queue = deque(e for e in self.queue if e.run is not run)
         self.runs.pop(run, None)
 
-    def finish(self) -> None:
+    def finish(self, partitions: list | None = None) -> None:
         self.pump(final=True)
         if self.aggregator is not None:
-            for row in self.aggregator.rows():
+            for row in self.aggregator.rows(partitions):
                 self.sink(row)
 
     def _select(self, final: bool) -> None:
@@ -638,7 +650,7 @@ class XSeqEngine:
         if stream.pending_open is not None:
             stream.open(*stream.pending_open)
         stream.start_document(None)
-        emitter.finish()
+        emitter.finish(list(stream.partitions) if self.router is not None else None)
         yield from rows
 
 
@@ -663,9 +675,11 @@ class _Stream:
         if not self.complete:
             if self.run is not None:
                 self.emitter.abandon(self.run)
-            for _, target in self.routing:
+            for _, target in reversed(self.routing):
                 while len(target.frames) > 1:
                     target.close()
+                if target.suspended:
+                    target.resume()
         self.routing.clear()
         self.doc, self.depth, self.complete = number, 0, False
         if number is None:
@@ -692,6 +706,8 @@ class _Stream:
                     root = Node(ROOT, None, -1, -1)
                     target = Run(self.engine.program, self.emitter, root, key)
                     self.partitions[key] = target
+                if len(target.frames) > 1:
+                    target.suspend()
                 self.routing.append((self.depth, target))
         if self.routing:
             self.routing[-1][1].open(tag, attrs, ident, number)
@@ -710,7 +726,9 @@ class _Stream:
             if self.routing:
                 self.routing[-1][1].close()
                 if self.routing[-1][0] == self.depth:
-                    self.routing.pop()
+                    _, target = self.routing.pop()
+                    if target.suspended:
+                        target.resume()
         self.depth -= 1
         if level == 1:
             self.complete = True

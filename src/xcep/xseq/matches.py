@@ -160,7 +160,11 @@ class Aggregator:
             if term.aggregate is not None:
                 aggregate.add(term_values(self.analysis, term.expr, binding, self.values_only))
 
-    def rows(self) -> list[list]:
+    def rows(self, order: list | None = None) -> list[list]:
+        """One row per group; ``order`` lists the partition keys in order of appearance."""
+        if order is not None:
+            rank = {key: i for i, key in enumerate(order)}
+            self.groups = dict(sorted(self.groups.items(), key=lambda kv: rank[kv[0]]))
         if not self.groups and self.analysis.partition is None:
             self.groups[None] = [[Aggregate(t.aggregate) for t in self.analysis.query.returns], []]
         out = []
@@ -169,7 +173,9 @@ class Aggregator:
             for i, (aggregate, term) in enumerate(
                 zip(aggregates, self.analysis.query.returns, strict=True)
             ):
-                row.append(aggregate.result() if term.aggregate else firsts[i])
+                row.append(
+                    aggregate.result() if term.aggregate else (firsts[i] if firsts else None)
+                )
             out.append(row)
         return out
 

@@ -52,8 +52,6 @@ def analyze(query: A.Query | str) -> Analysis:
     def visit(node, group, last: bool, in_union: bool):
         if isinstance(node, A.Step):
             if node.var:
-                if node.var in seen and not in_union:
-                    error(f"${node.var} is bound twice in the from clause", node.pos)
                 seen[node.var] = node.pos
                 if group is not None:
                     kleene[node.var] = group
@@ -62,8 +60,13 @@ def analyze(query: A.Query | str) -> Analysis:
             for pred in node.preds:
                 check_predicate(pred)
         elif isinstance(node, A.Seq):
+            bound: set = set()
             for i, item in enumerate(node.items):
                 visit(item, group, last and i == len(node.items) - 1, in_union)
+                again = bound & bound_variables(item)
+                if again:
+                    error(f"${sorted(again)[0]} is bound twice in the from clause", _pos(item))
+                bound |= bound_variables(item)
         elif isinstance(node, A.Union | A.Intersect):
             for item in node.items:
                 visit(item, group, last, True)
@@ -132,6 +135,15 @@ def analyze(query: A.Query | str) -> Analysis:
     if query.partition is not None:
         analysis.path, analysis.partition = _split_partition(query, error)
     return analysis
+
+
+def bound_variables(path) -> set:
+    """The variables a path can bind."""
+    return {n.var for n in A.walk(path) if isinstance(n, A.Step) and n.var}
+
+
+def _pos(path) -> int:
+    return next((n.pos for n in A.walk(path) if hasattr(n, "pos")), 0)
 
 
 def _conjuncts(cond) -> list:
