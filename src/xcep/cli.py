@@ -182,6 +182,57 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_INPUT if errors else status
 
 
+def _query_text(spec: str) -> str:
+    """QUERY on the command line: the text itself, or @FILE."""
+    if spec.startswith("@"):
+        with open(spec[1:], encoding="utf-8") as handle:
+            return handle.read()
+    return spec
+
+
+def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep.xseq import QuerySyntaxError, XSeqEngine
+
+    text = _query_text(args.query)
+    try:
+        engine = XSeqEngine(text, selection=args.selection, values_only=args.values)
+    except QuerySyntaxError as error:
+        print(f"xcep: error: {error}", file=stderr)
+        return EXIT_USAGE
+    if args.dtd:
+        _warn_undeclared(engine, args.dtd, stderr)
+    if args.explain:
+        if args.explain == "dot":
+            stdout.write(engine.vpa.dot() + "\n")
+        else:
+            stdout.write(engine.explain() + "\n")
+        return EXIT_OK
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def consume(stream: EventStream) -> None:
+        for row in engine.run(stream.batches()):
+            stdout.write(dumps(row) + "\n")
+
+    return _read_inputs(args, stderr, consume)
+
+
+def _warn_undeclared(engine, dtd_path: str, stderr: TextIO) -> None:
+    """Name the elements of the query that the DTD does not declare (a likely typo)."""
+    from xcep.schema import read_dtd
+    from xcep.xseq import ast
+
+    dtd = read_dtd(dtd_path)
+    declared = set(dtd.elements)
+    for node in ast.walk(engine.analysis.query.path):
+        named = isinstance(node, ast.Step) and node.kind == ast.ELEMENT and node.name != "*"
+        if named and node.axis != ast.ATTRIBUTE and node.name not in declared:
+            print(
+                f"xcep: warning: query column {node.pos + 1}: element {node.name!r} is not "
+                f"declared in {dtd_path}",
+                file=stderr,
+            )
+
+
 def _input_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "inputs", nargs="*", metavar="INPUT", help="files, directories, - for stdin (default)"
@@ -257,6 +308,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory budget: table entries kept before the cache is flushed",
     )
     filters.set_defaults(run=cmd_filter)
+
+    xseq = commands.add_parser(
+        "xseq",
+        help="run an XSeq query (XPath with Kleene-* and sequence patterns)",
+        description="Evaluate an XSeq query in one pass: one JSON array per result row. "
+        "See docs/xseq.md.",
+    )
+    xseq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
+    _input_arguments(xseq)
+    xseq.add_argument(
+        "--selection",
+        choices=("all", "maximal", "skip-past-last"),
+        default="all",
+        help="which Kleene-* matches to report (default: all)",
+    )
+    xseq.add_argument(
+        "--values", action="store_true", help="print elements as string values, not XML"
+    )
+    xseq.add_argument(
+        "--explain",
+        nargs="?",
+        const="text",
+        choices=("text", "dot"),
+        help="print the parsed query and the automaton (or Graphviz DOT) and stop",
+    )
+    xseq.add_argument("--dtd", metavar="FILE", help="DTD of the input: warns on undeclared names")
+    xseq.set_defaults(run=cmd_xseq)
     return parser
 
 
@@ -264,7 +342,11 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
     stdout = stdout or sys.stdout
     stderr = sys.stderr
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # inputs given after options: argparse leaves them over
+        if not hasattr(args, "inputs") or any(e.startswith("-") and e != "-" for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.inputs = [*args.inputs, *extra]
     try:
         return args.run(args, stdout, stderr)
     except argparse.ArgumentTypeError as exc:

@@ -613,6 +613,24 @@ class XSeqEngine:
     def vpa(self) -> Vpa:
         return self.program.vpa
 
+    def explain(self) -> str:
+        """The parsed query (variables, conditions, partition) and the automaton, as text."""
+        analysis = self.analysis
+        lines = [f"query: {' '.join(analysis.query.text.split())}", f"mode: {analysis.mode}"]
+        for name in analysis.variables:
+            group = analysis.kleene.get(name)
+            where = f"under Kleene-* group {group}" if group is not None else "one node"
+            lines.append(f"variable ${name}: {where}")
+        for group, conjuncts in sorted(analysis.iteration.items()):
+            for conjunct in conjuncts:
+                lines.append(f"condition at every iteration of group {group}: {conjunct.cond}")
+        for conjunct in analysis.per_match:
+            lines.append(f"condition per match: {conjunct.cond}")
+        if analysis.partition is not None:
+            lines.append(f"partition by: {analysis.partition[0]} @{analysis.partition[1]}")
+        lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
+        return "\n".join(lines)
+
     def run(self, batches: Iterable[EventBatch]) -> Iterator[list]:
         """The output rows, each as soon as it is known (aggregates at the end)."""
         rows: list = []

@@ -124,21 +124,22 @@ def term_values(analysis: Analysis, expr, binding: Binding, values_only: bool) -
 
 
 def _single(analysis: Analysis, expr) -> bool:
+    """Whether an output term names one node per match (a plain variable, first(), last())."""
     if isinstance(expr, A.VarRef):
-        return (expr.var not in analysis.kleene or expr.func is not None) and (
-            expr.path is None or (isinstance(expr.path, A.Step) and expr.path.axis == A.ATTRIBUTE)
-        )
+        return expr.var not in analysis.kleene or expr.func is not None
     return True
 
 
 def output_row(analysis: Analysis, binding: Binding, end: Node, values_only: bool) -> list:
-    """The JSON row of one match (``mode`` rows or nodes)."""
+    """The JSON row of one match (``mode`` rows or nodes): a term that yields one value (or
+    none: null) is that value; a Kleene-* variable or a path yielding several is an array."""
     if analysis.mode == "nodes":
         return [node_output(end, values_only)]
     row = []
     for term in analysis.query.returns:
         found = term_values(analysis, term.expr, binding, values_only)
-        row.append((found[0] if found else None) if _single(analysis, term.expr) else found)
+        single = _single(analysis, term.expr) and len(found) <= 1
+        row.append((found[0] if found else None) if single else found)
     return row
 
 

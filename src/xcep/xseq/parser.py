@@ -136,6 +136,10 @@ class Parser:
     def at_sym(self, *values: str) -> bool:
         return self.tok.kind == "sym" and self.tok.value in values
 
+    def at_sym_ahead(self, *values: str) -> bool:
+        ahead = self.peek()
+        return ahead.kind == "sym" and ahead.value in values
+
     def at_word(self, *values: str) -> bool:
         return self.tok.kind == "name" and self.tok.value in values
 
@@ -280,6 +284,10 @@ class Parser:
         elif self.at_sym("/"):
             self.advance()
             axis = A.CHILD
+            if self.at_sym(".", "..") or (
+                self.at("name") and self.at_sym_ahead("::", "\\")
+            ):  # '/' then '.', '..' or an explicit axis: the '/' only separates the steps
+                return self.step(first=False)
         elif self.at_sym("\\"):
             self.advance()
             axis = A.NEXT_SIBLING
@@ -289,10 +297,15 @@ class Parser:
         elif self.at_sym(".."):
             self.advance()
             return A.Step(A.PARENT, A.NODE, "*", self.predicates(), None, pos)
-        elif tok.kind == "name" and (
-            self.at("sym", "::", self.peek())
-            or (self.at("sym", "\\", self.peek()) and self.at("sym", "::", self.peek(2)))
+        if (
+            axis is None
+            and self.tok.kind == "name"
+            and (
+                self.at("sym", "::", self.peek())
+                or (self.at("sym", "\\", self.peek()) and self.at("sym", "::", self.peek(2)))
+            )
         ):
+            tok = self.tok
             name = self.advance().value
             if name not in AXIS_NAMES:
                 self.fail(f"unknown axis {name!r}", tok)
