@@ -2,9 +2,9 @@
 
 import argparse
 
-from bench import events, xpush
+from bench import events, xpush, xseq
 
-BENCHMARKS = {"events": events.run, "xpush": xpush.run}
+BENCHMARKS = {"events": events.run, "xpush": xpush.run, "xseq": xseq.run}
 
 parser = argparse.ArgumentParser(prog="python -m bench")
 parser.add_argument("name", choices=sorted(BENCHMARKS))

@@ -338,3 +338,35 @@ def test_cli_runs_a_query_and_reports_errors(tmp_path) -> None:
     assert bad.stderr.startswith("xcep: error: query column 5")
     dot = subprocess.run([*command, "//a/b", "--explain", "dot"], capture_output=True, text=True)
     assert dot.stdout.startswith("digraph") and "wait" in dot.stdout
+
+
+def _stock_file(path, transactions: int):
+    with open(path, "w") as out:
+        out.write("<stocks>")
+        for i in range(transactions):
+            price = 100 + (i * 7919 % 23) - (i % 5)
+            out.write(f'<transaction company="C{i % 4}" price="{price}"><v>{i}</v></transaction>')
+        out.write("</stocks>")
+    return path
+
+
+def test_flat_streams_run_in_constant_memory(tmp_path) -> None:
+    """Memory is bounded by depth and automaton state, not by the length of the stream."""
+    import tracemalloc
+
+    query = (
+        "return last($X)@price from /stocks /$Z (\\ $X)* "
+        "where $X@price < prev($X)@price and $X/v/text() != prev($X)/v/text() "
+        "partition by /stocks/transaction@company"
+    )
+    peaks = []
+    for count in (2_000, 16_000):
+        path = _stock_file(tmp_path / f"s{count}.xml", count)
+        tracemalloc.start()
+        rows = 0
+        for _ in XSeqEngine(query).run(EventStream([path], batch_size=1024).batches()):
+            rows += 1
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert rows > count // 4  # the query does find falling runs
+    assert peaks[1] < peaks[0] * 1.6, peaks  # 8 times the input; a leak would be ~8 times

@@ -139,6 +139,9 @@ class Program:
         self.start = self.vpa.start
 
 
+_NONE = ()  # no run waits in this list yet
+
+
 class Frame:
     """The stack entry of an open element: runs waiting among its children, its node."""
 
@@ -169,11 +172,8 @@ class Frame:
         self.node: Node | None = None
         self.capture = False
         self.waiting: list | None = None  # checks waiting for this element to close
-        self.any: list = []
-        self.nxt: list = []
-        self.desc: list = []
-        self.txt: list = []
-        self.dtxt: list = []
+        # the waiting runs, by wait mode; a list once a run waits here
+        self.any = self.nxt = self.desc = self.txt = self.dtxt = _NONE
         if parent is None:
             self.dchain: tuple = ()
             self.dtchain: tuple = ()
@@ -197,6 +197,7 @@ class Run:
         self.emitter = emitter
         self.key = key
         self.capturing = 0
+        self.skip = 0  # depth inside a subtree no run waits in
         self.last_end = None  # skip-past-last: the end of the last match selected
         self.suspended: list = []  # stacks of enclosing elements of the same partition
         self.new_matches: list = []
@@ -235,7 +236,7 @@ class Run:
         return check
 
     def _frame_of(self, node: Node) -> Frame:
-        for frames in (self.frames, *(stack for stack, _ in self.suspended)):
+        for frames in (self.frames, *(stack for stack, *_ in self.suspended)):
             for frame in reversed(frames):
                 if frame.node is node:
                     return frame
@@ -244,35 +245,45 @@ class Run:
     def suspend(self) -> None:
         """A partitioned element opens inside another of the same partition: it is the next
         child of the partition root, so it gets a stack of its own until it closes."""
-        self.suspended.append((self.frames, self.capturing))
-        self.frames, self.capturing = [self.frames[0]], 0
+        self.suspended.append((self.frames, self.capturing, self.skip))
+        self.frames, self.capturing, self.skip = [self.frames[0]], 0, 0
 
     def resume(self) -> None:
-        self.frames, self.capturing = self.suspended.pop()
+        self.frames, self.capturing, self.skip = self.suspended.pop()
 
     # events
     def open(self, tag: str, attrs: list, ident: int, doc: int) -> None:
+        if self.skip:
+            self.skip += 1
+            return
         parent = self.frames[-1]
+        states = self.p.states
+        found = []
+        waiting = parent.nxt
+        if waiting:
+            parent.nxt = _NONE
+        if waiting or parent.any or parent.desc or parent.dchain:
+            for group in (waiting, parent.any, parent.desc, *parent.dchain):
+                for thread in group:
+                    step = states[thread[0]].step
+                    if step.name == "*" or step.name == tag:
+                        found.append((states[thread[0]].next[0], *thread[1:]))
+        busy = parent.desc or parent.dchain or parent.dtxt or parent.dtchain
+        if not (found or self.capturing or busy):
+            self.skip = 1  # nothing can happen below: skip the subtree
+            return
         frame = Frame(tag, attrs, ident, doc, parent)
         self.frames.append(frame)
         if self.capturing:
             node = self.node_of(frame)
             node.parent.children.append(node)
-        states = self.p.states
-        found = []
-        waiting = parent.nxt
-        if waiting:
-            parent.nxt = []
-        for group in (waiting, parent.any, parent.desc, *parent.dchain):
-            for thread in group:
-                step = states[thread[0]].step
-                if step.name == "*" or step.name == tag:
-                    found.append((states[thread[0]].next[0], *thread[1:]))
         if found:
             self.closure(found, frame, parent, None)
             self.flush_matches()
 
     def text(self, value: str, ident: int) -> None:
+        if self.skip:
+            return
         frame = self.frames[-1]
         node = None
         if self.capturing:
@@ -293,6 +304,9 @@ class Run:
                 self.flush_matches()
 
     def close(self) -> None:
+        if self.skip:
+            self.skip -= 1
+            return
         frame = self.frames.pop()
         if frame.node is not None:
             frame.node.closed = True
@@ -303,7 +317,7 @@ class Run:
                 check.node_closed()
 
     def live_threads(self) -> Iterator:
-        for frames in (self.frames, *(stack for stack, _ in self.suspended)):
+        for frames in (self.frames, *(stack for stack, *_ in self.suspended)):
             for frame in frames[1:] if frames is not self.frames else frames:
                 yield from frame.threads()
 
@@ -334,7 +348,12 @@ class Run:
             if kind == "wait":
                 frame = child if state.frame == "child" else sibling
                 if frame is not None:
-                    getattr(frame, _LISTS[state.mode]).append((state_id, binding, checks, done))
+                    name = _LISTS[state.mode]
+                    waiting = getattr(frame, name)
+                    if waiting is _NONE:
+                        waiting = []
+                        setattr(frame, name, waiting)
+                    waiting.append((state_id, binding, checks, done))
                 continue
             here = node if node is not None else self.node_of(child)
             if kind == "match":
@@ -635,7 +654,8 @@ class XSeqEngine:
         """The output rows, each as soon as it is known (aggregates at the end)."""
         rows: list = []
         emitter = Emitter(self.analysis, self.selection, self.values_only, rows.append)
-        stream = _Stream(self, emitter)
+        stream = _Stream(self, emitter) if self.router is not None else _Documents(self, emitter)
+        pending = None  # an open tag waiting for its attributes
         for batch in batches:
             names = batch.symbols.names
             for number, kind, name, value, level, ident in zip(
@@ -648,28 +668,54 @@ class XSeqEngine:
                 strict=True,
             ):
                 if kind == ATTR:
-                    stream.pending_open[1].append((names[name], value, ident))
+                    pending[1].append((names[name], value, ident))
                     continue
-                if stream.pending_open is not None:
-                    stream.open(*stream.pending_open)
-                    stream.pending_open = None
+                if pending is not None:
+                    stream.open(*pending)
+                    pending = None
                 if number != stream.doc:
                     stream.start_document(number)
                 if kind == OPEN:
-                    stream.pending_open = (names[name], [], ident, number)
+                    pending = (names[name], [], ident, number)
                 elif kind == TEXT:
                     stream.text(value, ident)
                 else:
                     stream.close(level)
-                    emitter.pump()
-                    if rows:
-                        yield from rows
-                        rows.clear()
-        if stream.pending_open is not None:
-            stream.open(*stream.pending_open)
+                    if emitter.queue:
+                        emitter.pump()
+                        if rows:
+                            yield from rows
+                            rows.clear()
+        if pending is not None:
+            stream.open(*pending)
         stream.start_document(None)
         emitter.finish(list(stream.partitions) if self.router is not None else None)
         yield from rows
+
+
+class _Documents:
+    """Hands the events of each document to a run of its own (no partition by)."""
+
+    def __init__(self, engine: XSeqEngine, emitter: Emitter) -> None:
+        self.engine = engine
+        self.emitter = emitter
+        self.run: Run | None = None
+        self.doc = None
+        self.complete = True
+
+    def start_document(self, number) -> None:
+        """A new document begins (``None``: the stream ended); drop what a broken one left."""
+        if not self.complete:
+            self.emitter.abandon(self.run)
+        self.doc, self.complete = number, False
+        if number is not None:
+            self.run = Run(self.engine.program, self.emitter, Node(ROOT, None, number, -1))
+            self.open, self.text = self.run.open, self.run.text
+
+    def close(self, level: int) -> None:
+        self.run.close()
+        if level == 1:
+            self.complete = True
 
 
 class _Stream:
@@ -681,20 +727,16 @@ class _Stream:
         self.partitions: dict = {}
         self.hits: list = []
         self.routing: list = []  # (depth, run) of the partitioned elements open now
-        self.run: Run | None = None  # the run of this document (no partition by)
         self.router: Run | None = None  # finds the partitioned elements (partition by)
         self.doc = None
         self.depth = 0
         self.complete = True
-        self.pending_open = None  # an open tag waiting for its attributes
 
     def start_document(self, number) -> None:
         """A new document begins (``None``: the stream ended); drop what a broken one left."""
         if not self.complete:
-            if self.run is not None:
-                self.emitter.abandon(self.run)
             for _, target in reversed(self.routing):
-                while len(target.frames) > 1:
+                while len(target.frames) > 1 or target.skip:
                     target.close()
                 if target.suspended:
                     target.resume()
@@ -702,17 +744,10 @@ class _Stream:
         self.doc, self.depth, self.complete = number, 0, False
         if number is None:
             return
-        root = Node(ROOT, None, number, -1)
-        if self.engine.router is None:
-            self.run = Run(self.engine.program, self.emitter, root)
-        else:
-            self.router = Run(self.engine.router, _Collector(self.hits), root)
+        self.router = Run(self.engine.router, _Collector(self.hits), Node(ROOT, None, number, -1))
 
     def open(self, tag, attrs, ident, number) -> None:
         self.depth += 1
-        if self.run is not None:
-            self.run.open(tag, attrs, ident, number)
-            return
         self.router.open(tag, attrs, ident, number)
         if self.hits:
             self.hits.clear()
@@ -724,29 +759,24 @@ class _Stream:
                     root = Node(ROOT, None, -1, -1)
                     target = Run(self.engine.program, self.emitter, root, key)
                     self.partitions[key] = target
-                if len(target.frames) > 1:
+                if len(target.frames) > 1 or target.skip:
                     target.suspend()
                 self.routing.append((self.depth, target))
         if self.routing:
             self.routing[-1][1].open(tag, attrs, ident, number)
 
     def text(self, value, ident) -> None:
-        if self.run is not None:
-            self.run.text(value, ident)
-        elif self.routing:
+        if self.routing:
             self.routing[-1][1].text(value, ident)
 
     def close(self, level: int) -> None:
-        if self.run is not None:
-            self.run.close()
-        else:
-            self.router.close()
-            if self.routing:
-                self.routing[-1][1].close()
-                if self.routing[-1][0] == self.depth:
-                    _, target = self.routing.pop()
-                    if target.suspended:
-                        target.resume()
+        self.router.close()
+        if self.routing:
+            self.routing[-1][1].close()
+            if self.routing[-1][0] == self.depth:
+                _, target = self.routing.pop()
+                if target.suspended:
+                    target.resume()
         self.depth -= 1
         if level == 1:
             self.complete = True

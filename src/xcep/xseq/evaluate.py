@@ -24,6 +24,8 @@ def select(path, node: Node) -> list[Node]:
 
 def _select(path, nodes: list[Node]) -> list[Node]:
     if isinstance(path, A.Step):
+        if path.axis == A.ATTRIBUTE and path.name != "*" and not path.preds:
+            return [a for node in nodes for a in node.attrs if a.tag == path.name]
         out = []
         for node in nodes:
             for candidate in axis_nodes(node, path.axis, path.kind):
@@ -31,7 +33,7 @@ def _select(path, nodes: list[Node]) -> list[Node]:
                     holds(pred, candidate) for pred in path.preds
                 ):
                     out.append(candidate)
-        return _ordered(out)
+        return out if len(nodes) == 1 else _ordered(out)
     if isinstance(path, A.Seq):
         for item in path.items:
             nodes = _select(item, nodes)
@@ -65,6 +67,10 @@ def values(expr, node: Node | None, env: Env = None) -> list:
     if isinstance(expr, A.RelPath):
         return [n.string_value() for n in select(expr.path, node)]
     if isinstance(expr, A.VarRef):
+        path = expr.path
+        if type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != "*":
+            found = (n.attribute(path.name) for n in env(expr))  # the common case, made short
+            return [value for value in found if value is not None]
         return [n.string_value() for n in ref_nodes(expr, env)]
     if isinstance(expr, A.Tag):
         return [n.tag for n in env(expr.ref) if n.tag is not None]

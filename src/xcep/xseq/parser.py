@@ -136,9 +136,11 @@ class Parser:
     def at_sym(self, *values: str) -> bool:
         return self.tok.kind == "sym" and self.tok.value in values
 
-    def at_sym_ahead(self, *values: str) -> bool:
-        ahead = self.peek()
-        return ahead.kind == "sym" and ahead.value in values
+    def at_axis_name(self) -> bool:
+        """Whether the name here starts an explicit axis: ``name::`` or ``name\\::``."""
+        return self.at("sym", "::", self.peek()) or (
+            self.at("sym", "\\", self.peek()) and self.at("sym", "::", self.peek(2))
+        )
 
     def at_word(self, *values: str) -> bool:
         return self.tok.kind == "name" and self.tok.value in values
@@ -284,9 +286,8 @@ class Parser:
         elif self.at_sym("/"):
             self.advance()
             axis = A.CHILD
-            if self.at_sym(".", "..") or (
-                self.at("name") and self.at_sym_ahead("::", "\\")
-            ):  # '/' then '.', '..' or an explicit axis: the '/' only separates the steps
+            if self.at_sym(".", "..") or (self.at("name") and self.at_axis_name()):
+                # '/' then '.', '..' or an explicit axis: the '/' only separates the steps
                 return self.step(first=False)
         elif self.at_sym("\\"):
             self.advance()

@@ -1,0 +1,307 @@
+"""XSeq benchmarks (seed §6.2 and §6.4), peers in the same run.
+
+1. Throughput of the §6.4 queries Q1–Q4 on XMark f0.1 and f1, next to the
+   event source alone: MB/s, events/s, engine/parse ratio, and linearity
+   (MB/s at f1 over MB/s at f0.1).
+2. Sequence queries on generated stock streams (10 KB … 50 MB): S2
+   "decreasing runs", S1 "V shape", S3 "W shape" per company. xcep runs the
+   XSeq query; Saxon (saxonche) and BaseX run the same count written in
+   XQuery 3.1, in the Figure 1 style (quantified expressions over
+   following siblings, what the seed compared with) and, for S2, with the
+   window clause and with recursive functions (what a careful XQuery user
+   writes). Every contender must return the same count; a contender that
+   passes ``TIMEOUT`` seconds on a size is not run on larger ones.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.harness import RESULTS, Case, measure, summarise, write_results
+from xcep.events import EventStream
+from xcep.xseq import XSeqEngine
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+TIMEOUT = 60.0
+MAX_BYTES = {"S3 W shape": 10_000_000}  # all matches of a W shape: too slow beyond, for now
+
+XMARK_QUERIES = {
+    "Q1 flat": "/site/people/person[@id = 'person0']/name/text()",
+    "Q2 deep": "/site/closed_auctions/closed_auction/annotation/description/parlist/listitem/"
+    "parlist/listitem/text/emph/keyword/text()",
+    "Q3 recursive": "//parlist/listitem(/parlist/listitem)*",
+    "Q4 monotonic": "return last($X)/price/text() from //closed_auctions/$Z (\\ $X)* "
+    "where tag($X) = 'closed_auction' and $X/price/text() < prev($X)/price/text()",
+}
+
+_PARTITION = " partition by /stocks/transaction@company"
+SEQUENCE_QUERIES = {
+    "S2 decreasing": "return count($Z) from /stocks /$Z (\\ $X)* "
+    "where $X@price < prev($X)@price and first($X)@price < $Z@price" + _PARTITION,
+    "S1 V shape": "return count($Z) from /stocks /$Z (\\ $X)* (\\ $Y)* "
+    "where $X@price < prev($X)@price and $Y@price > prev($Y)@price "
+    "and first($X)@price < $Z@price and last($Y)@price > $Z@price" + _PARTITION,
+    "S3 W shape": "return count($Z) from /stocks /$Z (\\ $A)* (\\ $B)* (\\ $C)* (\\ $D)* "
+    "where $A@price < prev($A)@price and $B@price > prev($B)@price "
+    "and $C@price < prev($C)@price and $D@price > prev($D)@price "
+    "and first($A)@price < $Z@price and last($B)@price > last($A)@price "
+    "and last($C)@price < last($B)@price and last($D)@price > last($C)@price" + _PARTITION,
+}
+
+_RUNS = """
+declare function local:fall($p, $i) {
+  if ($i < count($p) and $p[$i + 1] < $p[$i]) then 1 + local:fall($p, $i + 1) else 0 };
+declare function local:rise($p, $i) {
+  if ($i < count($p) and $p[$i + 1] > $p[$i]) then 1 + local:rise($p, $i + 1) else 0 };
+"""
+_PRICES = """
+let $t := /stocks/transaction
+return sum(for $c in distinct-values($t/@company)
+  let $p := for $x in $t[@company = $c] return number($x/@price)
+  return count({body}))
+"""
+XQUERY = {
+    ("S2 decreasing", "Figure 1 style"): """count(
+  for $t1 in /stocks/transaction
+  let $after := $t1/following-sibling::transaction[@company = $t1/@company]
+  for $t4 at $k in $after
+  where every $j in 1 to $k satisfies
+    number($after[$j]/@price) <
+      (if ($j = 1) then number($t1/@price) else number($after[$j - 1]/@price))
+  return 1)""",
+    ("S2 decreasing", "window clause"): """sum(
+  for $c in distinct-values(/stocks/transaction/@company)
+  let $s := /stocks/transaction[@company = $c]
+  for sliding window $w in $s start when true()
+      end $e next $n when not(number($n/@price) < number($e/@price))
+  return count($w) - 1)""",
+    ("S2 decreasing", "recursive functions"): _RUNS
+    + _PRICES.format(body="for $i in 1 to count($p), $a in 1 to local:fall($p, $i) return 1"),
+    ("S1 V shape", "recursive functions"): _RUNS
+    + _PRICES.format(
+        body="for $i in 1 to count($p), $a in 1 to local:fall($p, $i), "
+        "$b in 1 to local:rise($p, $i + $a) where $p[$i + $a + $b] > $p[$i] return 1"
+    ),
+    ("S3 W shape", "recursive functions"): _RUNS
+    + _PRICES.format(
+        body="for $i in 1 to count($p), $a in 1 to local:fall($p, $i), "
+        "$b in 1 to local:rise($p, $i + $a), $c in 1 to local:fall($p, $i + $a + $b), "
+        "$d in 1 to local:rise($p, $i + $a + $b + $c) return 1"
+    ),
+}
+
+
+def transactions(path: Path, size: int, seed: int = 7) -> Path:
+    """A Figure 3 stream: <stocks><transaction company price buyer date/>…</stocks>."""
+    rng = random.Random(seed)
+    prices = {c: 100.0 for c in ("ACME", "BETA", "CORP", "DYNA", "EPSI")}
+    parts, written, i = ["<stocks>\n"], 9, 0
+    while written < size:
+        company = rng.choice(list(prices))
+        prices[company] = round(max(1.0, prices[company] * (1 + rng.gauss(0, 0.02))), 2)
+        line = (
+            f'<transaction company="{company}" price="{prices[company]}" buyer="b{i % 97}" '
+            f'date="{i}"/>\n'
+        )
+        parts.append(line)
+        written += len(line)
+        i += 1
+    parts.append("</stocks>\n")
+    path.write_text("".join(parts))
+    return path
+
+
+def xcep_rows(query: str, path: Path) -> list:
+    return list(XSeqEngine(query).run(EventStream([path]).batches()))
+
+
+def xcep_count(query: str, path: Path) -> int:
+    return int(sum(row[0] for row in xcep_rows(query, path)))
+
+
+class Saxon:
+    def __init__(self) -> None:
+        from saxonche import PySaxonProcessor
+
+        self.processor = PySaxonProcessor(license=False)
+
+    def count(self, query: str, path: Path) -> int:
+        xquery = self.processor.new_xquery_processor()
+        xquery.set_context(xdm_item=self.processor.parse_xml(xml_file_name=str(path)))
+        xquery.set_query_content(query)
+        return int(float(xquery.run_query_to_string(encoding="UTF-8").split(">")[-1]))
+
+
+def basex_count(query: str, path: Path) -> int:
+    done = subprocess.run(
+        ["basex", "-i", str(path), query], capture_output=True, text=True, timeout=TIMEOUT * 3
+    )
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1])
+    return int(float(done.stdout.strip()))
+
+
+def throughput(workdir: Path, repeat: int, quick: bool) -> list[dict]:
+    inputs = {}
+    for scale in ("0.1",) if quick else ("0.1", "1"):
+        target = workdir / f"xmark-f{scale}.xml"
+        with gzip.open(DATA / "xmark" / f"xmark-f{scale}.xml.gz") as src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out)
+        inputs[f"XMark f{scale}"] = target
+    cases = []
+    for label, path in inputs.items():
+        size = path.stat().st_size
+        cases.append(
+            Case("event source", label, lambda p=path: _events(p), size)  # the parse floor
+        )
+        for name, query in XMARK_QUERIES.items():
+            cases.append(Case(name, label, lambda q=query, p=path: _run_count(q, p), size))
+    measure(cases, repeat)
+    rows = [summarise(c) for c in cases]
+    events = {c.input: c.count for c in cases if c.contender == "event source"}
+    for row in rows:
+        base = next(
+            r for r in rows if r["input"] == row["input"] and r["contender"] == "event source"
+        )
+        row["events_per_s"] = events[row["input"]] / row["median_s"]
+        row["of_source"] = base["median_s"] / row["median_s"]
+        row["results"] = row.pop("count") if row["contender"] != "event source" else None
+    return rows
+
+
+def _events(path: Path) -> int:
+    return sum(len(batch) for batch in EventStream([path]).batches())
+
+
+def _run_count(query: str, path: Path) -> int:
+    return sum(1 for _ in XSeqEngine(query).run(EventStream([path]).batches()))
+
+
+def sequences(workdir: Path, quick: bool) -> list[dict]:
+    sizes = [10_000, 100_000, 1_000_000] if quick else [10_000, 100_000, 1_000_000, 10_000_000]
+    sizes += [] if quick else [50_000_000]  # S3 stops at 10 MB: see MAX_BYTES
+    peers = {}
+    try:
+        saxon = Saxon()
+        peers["Saxon"] = saxon.count
+    except ImportError:
+        print("saxonche is not installed: Saxon is left out")
+    if shutil.which("basex"):
+        peers["BaseX"] = basex_count
+    else:
+        print("basex is not installed (apt-get install basex): BaseX is left out")
+    rows, gave_up = [], set()
+    for size in sizes:
+        path = transactions(workdir / f"stocks-{size}.xml", size)
+        for name, query in SEQUENCE_QUERIES.items():
+            if size > MAX_BYTES.get(name, size):
+                continue
+            start = time.perf_counter()
+            expected = xcep_count(query, path)
+            seconds = time.perf_counter() - start
+            rows.append(_row(name, "xcep XSeq", size, seconds, expected, expected))
+            for (qname, style), xquery in XQUERY.items():
+                if qname != name:
+                    continue
+                for peer, count in peers.items():
+                    contender = f"{peer} ({style})"
+                    if contender + name in gave_up:
+                        continue
+                    start = time.perf_counter()
+                    try:
+                        found = count(xquery, path)
+                    except Exception as error:
+                        print(f"{contender} {name} {size}: {error}")
+                        found = None
+                    seconds = time.perf_counter() - start
+                    rows.append(_row(name, contender, size, seconds, found, expected))
+                    if seconds > TIMEOUT or found is None:
+                        gave_up.add(contender + name)
+            print(f"{size:>11,} bytes: {name} done")
+    return rows
+
+
+def _row(query, contender, size, seconds, found, expected) -> dict:
+    return {
+        "query": query,
+        "contender": contender,
+        "bytes": size,
+        "seconds": seconds,
+        "mb_per_s": size / 1e6 / seconds,
+        "count": found,
+        "agrees": found == expected,
+    }
+
+
+def run(repeat: int = 3, quick: bool = False) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        rows = throughput(work, repeat, quick)
+        write_results("xseq-throughput", rows, {"repeat": repeat})
+        print(throughput_table(rows))
+        sequence_rows = sequences(work, quick)
+        write_results("xseq-sequences", sequence_rows)
+        print(sequence_table(sequence_rows))
+        plot_sequences(sequence_rows)
+
+
+def throughput_table(rows: list[dict]) -> str:
+    lines = [
+        "| input | contender | median s | MB/s | events/s | × event source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['input']} | {r['contender']} | {r['median_s']:.2f} | {r['mb_per_s']:.1f} | "
+            f"{r['events_per_s']:,.0f} | {r['of_source']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def sequence_table(rows: list[dict]) -> str:
+    lines = [
+        "| query | bytes | contender | s | xcep speed-up | count agrees |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ours = next(
+            x
+            for x in rows
+            if x["query"] == r["query"]
+            and x["bytes"] == r["bytes"]
+            and x["contender"] == "xcep XSeq"
+        )
+        lines.append(
+            f"| {r['query']} | {r['bytes']:,} | {r['contender']} | {r['seconds']:.3f} | "
+            f"{r['seconds'] / ours['seconds']:.1f} | {'yes' if r['agrees'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_sequences(rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    queries = list(dict.fromkeys(r["query"] for r in rows))
+    fig, axes = plt.subplots(1, len(queries), figsize=(5 * len(queries), 4), squeeze=False)
+    for ax, query in zip(axes[0], queries, strict=True):
+        for contender in dict.fromkeys(r["contender"] for r in rows if r["query"] == query):
+            mine = [r for r in rows if r["query"] == query and r["contender"] == contender]
+            ax.loglog(
+                [r["bytes"] for r in mine], [r["seconds"] for r in mine], "o-", label=contender
+            )
+        ax.set_title(query)
+        ax.set_xlabel("input bytes")
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "xseq-sequences.png", dpi=110)
+    plt.close(fig)
