@@ -26,7 +26,10 @@ test: lint
 	$(PY) -m pytest
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 	$(PY) -m bench events
+	$(PY) -m bench xpush
+	$(PY) -m bench xseq
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

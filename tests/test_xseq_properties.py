@@ -59,7 +59,7 @@ def test_plain_paths_equal_lxml(query: str, text: str) -> None:
 
 def test_the_generator_reaches_the_interesting_cases() -> None:
     """The strategies produce Kleene-*, partitions, aggregates and XPath-comparable paths."""
-    seen = {")*": 0, "partition by": 0, "sum(": 0, "xpath": 0, "prev(": 0, "$": 0}
+    seen = {")*": 0, "partition by": 0, "sum(": 0, "xpath": 0, "prev(": 0, "$": 0, "intersect": 0}
 
     @settings(max_examples=300, database=None)
     @given(query=queries())

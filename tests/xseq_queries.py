@@ -55,9 +55,9 @@ PREDICATES = (
 
 
 @st.composite
-def step(draw, variables: list, kleene: bool, first: bool) -> str:
+def step(draw, variables: list | None, kleene: bool, first: bool) -> str:
     axis = draw(st.sampled_from(AXES[:2] if first else AXES))
-    if draw(st.integers(0, 2)) == 0:
+    if variables is not None and draw(st.integers(0, 2)) == 0:
         name = f"$V{len(variables)}"
         variables.append((name, kleene))
     else:
@@ -67,7 +67,7 @@ def step(draw, variables: list, kleene: bool, first: bool) -> str:
 
 
 @st.composite
-def path(draw, variables: list, kleene: bool = False, first: bool = True, depth: int = 0):
+def path(draw, variables: list | None, kleene: bool = False, first: bool = True, depth: int = 0):
     items = []
     for i in range(draw(st.integers(1, 3))):
         here_first = first and i == 0
@@ -79,6 +79,10 @@ def path(draw, variables: list, kleene: bool = False, first: bool = True, depth:
             left = draw(path(variables, kleene, False, depth + 1))
             right = draw(path(variables, kleene, False, depth + 1))
             items.append(f"({left} | {right})")
+        elif choice == 2 and depth < 1 and not here_first:  # intersect: no variables
+            left = draw(path(None, kleene, False, depth + 1))
+            right = draw(path(None, kleene, False, depth + 1))
+            items.append(f"({left} intersect {right})")
         else:
             items.append(draw(step(variables, kleene, here_first)))
     return " ".join(items)

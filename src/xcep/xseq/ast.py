@@ -66,6 +66,7 @@ class Union:
 class Intersect:
     items: tuple
     pos: int = field(default=0, compare=False)
+    group: int = 0  # numbered with the Kleene-* groups: the engine keeps its context node
 
 
 @dataclass(frozen=True, slots=True)

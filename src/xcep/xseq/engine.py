@@ -137,31 +137,26 @@ class Program:
             if s.step is not None
         }
         self.start = self.vpa.start
+        self.join_width = {
+            n.group: len(n.items) for n in A.walk(analysis.path) if isinstance(n, A.Intersect)
+        }
 
 
 _NONE = ()  # no run waits in this list yet
 
 
 class Frame:
-    """The stack entry of an open element: runs waiting among its children, its node."""
+    """The stack entry of an open element: runs waiting among its children, its node.
 
-    __slots__ = (
-        "any",
-        "attrs",
-        "capture",
-        "dchain",
-        "desc",
-        "doc",
-        "dtchain",
-        "dtxt",
-        "ident",
-        "node",
-        "nxt",
-        "parent",
-        "tag",
-        "txt",
-        "waiting",
-    )
+    No ``__slots__``: most frames keep the class defaults below (nothing waits
+    in them), and setting fewer attributes makes the push cheaper.
+    """
+
+    node: Node | None = None
+    capture = False
+    waiting: list | None = None  # checks waiting for this element to close
+    # the waiting runs, by wait mode; a list once a run waits here
+    any = nxt = desc = txt = dtxt = _NONE
 
     def __init__(self, tag, attrs, ident: int, doc: int, parent: Frame | None) -> None:
         self.tag = tag
@@ -169,11 +164,6 @@ class Frame:
         self.ident = ident
         self.doc = doc
         self.parent = parent
-        self.node: Node | None = None
-        self.capture = False
-        self.waiting: list | None = None  # checks waiting for this element to close
-        # the waiting runs, by wait mode; a list once a run waits here
-        self.any = self.nxt = self.desc = self.txt = self.dtxt = _NONE
         if parent is None:
             self.dchain: tuple = ()
             self.dtchain: tuple = ()
@@ -197,6 +187,7 @@ class Run:
         self.emitter = emitter
         self.key = key
         self.capturing = 0
+        self.joins: dict = {}  # intersect: (group, binding, node) -> {operand: checks}
         self.skip = 0  # depth inside a subtree no run waits in
         self.last_end = None  # skip-past-last: the end of the last match selected
         self.suspended: list = []  # stacks of enclosing elements of the same partition
@@ -278,6 +269,8 @@ class Run:
             node = self.node_of(frame)
             node.parent.children.append(node)
         if found:
+            if self.joins:
+                self.joins.clear()
             self.closure(found, frame, parent, None)
             self.flush_matches()
 
@@ -300,6 +293,8 @@ class Run:
                 if node is None:
                     node = Node(TEXT_NODE, None, frame.doc, ident, self.node_of(frame))
                     node.value = value
+                if self.joins:
+                    self.joins.clear()
                 self.closure(found, None, None, node)
                 self.flush_matches()
 
@@ -391,6 +386,19 @@ class Run:
                     checks = self.check(items_refs[0], items_refs[1], binding, checks, True)
                     if checks is None:
                         continue
+            elif kind == "ienter":
+                entries = list(binding.entries)
+                entries[state.group] = here  # the context node of this intersect
+                binding = Binding(binding.slots, tuple(entries))
+            elif kind == "join":
+                key = (state.group, binding.slots, binding.entries[state.group], here)
+                reached = self.joins.setdefault(key, {})
+                if state.mode in reached:
+                    continue
+                reached[state.mode] = checks
+                if len(reached) < self.p.join_width[state.group]:
+                    continue
+                checks = tuple(c for found in reached.values() for c in found)
             elif kind == "attr":
                 for attr in here.attrs:
                     if _test(state.step, attr):

@@ -228,7 +228,9 @@ class Parser:
         while self.at_word("intersect"):
             self.advance()
             items.append(self.sequence(first))
-        return items[0] if len(items) == 1 else A.Intersect(tuple(items), pos)
+        if len(items) == 1:
+            return items[0]
+        return A.Intersect(tuple(items), pos, self._new_group())
 
     def starts_item(self) -> bool:
         tok = self.tok

@@ -126,9 +126,13 @@ def compile_to_vpa(analysis: Analysis, path=None) -> Vpa:
             again.next = body + follow
             return [enter.id]
         if isinstance(item, A.Intersect):
-            raise QuerySyntaxError(
-                "intersect is not supported by the streaming engine", text, item.pos
-            )
+            # each operand runs from the same context node; a join state passes a run on
+            # when every operand reached the same node from that context (same event)
+            enter = new("ienter", group=item.group)
+            for branch, operand in enumerate(item.items):
+                join = new("join", next=follow, group=item.group, mode=str(branch))
+                enter.next += build(operand, [join.id])
+            return [enter.id]
         raise TypeError(item)
 
     def step(item: A.Step, follow: list) -> list:
