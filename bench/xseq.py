@@ -18,12 +18,12 @@ from __future__ import annotations
 import gzip
 import random
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from bench.harness import RESULTS, Case, measure, summarise, write_results
+from bench.peers import PeerTimeout, available
 from xcep.events import EventStream
 from xcep.xseq import XSeqEngine
 
@@ -125,28 +125,6 @@ def xcep_count(query: str, path: Path) -> int:
     return int(sum(row[0] for row in xcep_rows(query, path)))
 
 
-class Saxon:
-    def __init__(self) -> None:
-        from saxonche import PySaxonProcessor
-
-        self.processor = PySaxonProcessor(license=False)
-
-    def count(self, query: str, path: Path) -> int:
-        xquery = self.processor.new_xquery_processor()
-        xquery.set_context(xdm_item=self.processor.parse_xml(xml_file_name=str(path)))
-        xquery.set_query_content(query)
-        return int(float(xquery.run_query_to_string(encoding="UTF-8").split(">")[-1]))
-
-
-def basex_count(query: str, path: Path) -> int:
-    done = subprocess.run(
-        ["basex", "-i", str(path), query], capture_output=True, text=True, timeout=TIMEOUT * 3
-    )
-    if done.returncode:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1])
-    return int(float(done.stdout.strip()))
-
-
 def throughput(workdir: Path, repeat: int, quick: bool) -> list[dict]:
     inputs = {}
     for scale in ("0.1",) if quick else ("0.1", "1"):
@@ -185,17 +163,8 @@ def _run_count(query: str, path: Path) -> int:
 
 def sequences(workdir: Path, quick: bool) -> list[dict]:
     sizes = [10_000, 100_000, 1_000_000] if quick else [10_000, 100_000, 1_000_000, 10_000_000]
-    sizes += [] if quick else [50_000_000]  # S3 stops at 10 MB: see MAX_BYTES
-    peers = {}
-    try:
-        saxon = Saxon()
-        peers["Saxon"] = saxon.count
-    except ImportError:
-        print("saxonche is not installed: Saxon is left out")
-    if shutil.which("basex"):
-        peers["BaseX"] = basex_count
-    else:
-        print("basex is not installed (apt-get install basex): BaseX is left out")
+    sizes += [] if quick else [50_000_000]
+    peers = available()
     rows, gave_up = [], set()
     for size in sizes:
         path = transactions(workdir / f"stocks-{size}.xml", size)
@@ -213,17 +182,19 @@ def sequences(workdir: Path, quick: bool) -> list[dict]:
                     contender = f"{peer} ({style})"
                     if contender + name in gave_up:
                         continue
-                    start = time.perf_counter()
                     try:
-                        found = count(xquery, path)
+                        found, seconds = count(xquery, path, TIMEOUT)
+                    except PeerTimeout:
+                        found, seconds = None, None
+                        print(f"{contender} {name} {size:,}: over {TIMEOUT:.0f} s")
                     except Exception as error:
-                        print(f"{contender} {name} {size}: {error}")
-                        found = None
-                    seconds = time.perf_counter() - start
+                        found, seconds = None, None
+                        print(f"{contender} {name} {size:,}: {error}")
                     rows.append(_row(name, contender, size, seconds, found, expected))
-                    if seconds > TIMEOUT or found is None:
+                    if seconds is None:
                         gave_up.add(contender + name)
             print(f"{size:>11,} bytes: {name} done")
+            write_results("xseq-sequences", rows, {"timeout_s": TIMEOUT})
     return rows
 
 
@@ -232,21 +203,23 @@ def _row(query, contender, size, seconds, found, expected) -> dict:
         "query": query,
         "contender": contender,
         "bytes": size,
-        "seconds": seconds,
-        "mb_per_s": size / 1e6 / seconds,
+        "seconds": seconds,  # None: over the time limit, or failed
+        "mb_per_s": size / 1e6 / seconds if seconds else None,
         "count": found,
         "agrees": found == expected,
     }
 
 
-def run(repeat: int = 3, quick: bool = False) -> None:
+def run(repeat: int = 3, quick: bool = False, parts: str = "throughput,sequences") -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rows = throughput(work, repeat, quick)
-        write_results("xseq-throughput", rows, {"repeat": repeat})
-        print(throughput_table(rows))
+        if "throughput" in parts:
+            rows = throughput(work, repeat, quick)
+            write_results("xseq-throughput", rows, {"repeat": repeat})
+            print(throughput_table(rows))
+        if "sequences" not in parts:
+            return
         sequence_rows = sequences(work, quick)
-        write_results("xseq-sequences", sequence_rows)
         print(sequence_table(sequence_rows))
         plot_sequences(sequence_rows)
 
@@ -277,9 +250,15 @@ def sequence_table(rows: list[dict]) -> str:
             and x["bytes"] == r["bytes"]
             and x["contender"] == "xcep XSeq"
         )
+        if r["seconds"] is None:
+            lines.append(
+                f"| {r['query']} | {r['bytes']:,} | {r['contender']} | > {TIMEOUT:.0f} | "
+                f"> {TIMEOUT / ours['seconds']:.0f} | – |"
+            )
+            continue
         lines.append(
             f"| {r['query']} | {r['bytes']:,} | {r['contender']} | {r['seconds']:.3f} | "
-            f"{r['seconds'] / ours['seconds']:.1f} | {'yes' if r['agrees'] else 'NO'} |"
+            f"{r['seconds'] / ours['seconds']:.2f} | {'yes' if r['agrees'] else 'NO'} |"
         )
     return "\n".join(lines)
 
@@ -294,7 +273,11 @@ def plot_sequences(rows: list[dict]) -> None:
     fig, axes = plt.subplots(1, len(queries), figsize=(5 * len(queries), 4), squeeze=False)
     for ax, query in zip(axes[0], queries, strict=True):
         for contender in dict.fromkeys(r["contender"] for r in rows if r["query"] == query):
-            mine = [r for r in rows if r["query"] == query and r["contender"] == contender]
+            mine = [
+                r
+                for r in rows
+                if r["query"] == query and r["contender"] == contender and r["seconds"]
+            ]
             ax.loglog(
                 [r["bytes"] for r in mine], [r["seconds"] for r in mine], "o-", label=contender
             )

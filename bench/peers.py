@@ -1,0 +1,97 @@
+"""XQuery peers for the benchmarks, each run in a process of its own with a time limit.
+
+``python -m bench.peers saxon QUERY_FILE XML_FILE`` prints ``count seconds``: the
+query's (numeric) result and the time Saxon took to parse the input and run the
+query, measured inside the process (interpreter start-up left out).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+class PeerTimeout(Exception):
+    pass
+
+
+def _saxon(query: str, xml: str) -> tuple[int, float]:
+    from saxonche import PySaxonProcessor
+
+    with PySaxonProcessor(license=False) as processor:
+        start = time.perf_counter()
+        xquery = processor.new_xquery_processor()
+        xquery.set_context(xdm_item=processor.parse_xml(xml_file_name=xml))
+        xquery.set_query_content(query)
+        text = xquery.run_query_to_string(encoding="UTF-8")
+        seconds = time.perf_counter() - start
+    return int(float(text.split(">")[-1])), seconds
+
+
+def saxon_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".xq", delete=False) as handle:
+        handle.write(query)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.peers", "saxon", handle.name, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise PeerTimeout from error
+    finally:
+        Path(handle.name).unlink()
+    if done.returncode:
+        raise RuntimeError((done.stderr.strip().splitlines() or ["failed"])[-1])
+    count, seconds = done.stdout.split()
+    return int(count), float(seconds)
+
+
+_STARTUP: list[float] = []
+
+
+def basex_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
+    """BaseX's count and time: wall time less the JVM start-up (``basex 1``, measured once)."""
+    if not _STARTUP:
+        start = time.perf_counter()
+        subprocess.run(["basex", "1"], capture_output=True, check=True)
+        _STARTUP.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            ["basex", "-i", str(path), query], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as error:
+        raise PeerTimeout from error
+    seconds = time.perf_counter() - start - _STARTUP[0]
+    if done.returncode:
+        raise RuntimeError((done.stderr.strip().splitlines() or ["failed"])[-1])
+    return int(float(done.stdout.strip())), max(seconds, 0.0)
+
+
+def available() -> dict:
+    peers = {}
+    try:
+        import saxonche  # noqa: F401
+
+        peers["Saxon"] = saxon_count
+    except ImportError:
+        print("saxonche is not installed (make bench installs it): Saxon is left out")
+    if shutil.which("basex"):
+        peers["BaseX"] = basex_count
+    else:
+        print("basex is not installed (apt-get install basex): BaseX is left out")
+    return peers
+
+
+if __name__ == "__main__":
+    _, engine, query_file, xml = sys.argv
+    assert engine == "saxon"
+    count, seconds = _saxon(Path(query_file).read_text(), xml)
+    print(count, re.sub(r"\s", "", f"{seconds:.6f}"))
