@@ -18,9 +18,19 @@ from xcep.xseq.parser import QuerySyntaxError
 SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
 
 
-def engine_rows(query: str, text: str, **options) -> list:
+# what the streaming engine may refuse that the reference evaluates (docs/xseq.md, limits)
+STREAM_LIMITS = ("cannot be followed by a", "must follow", "preceding_sibling", "outside the")
+
+
+def engine_rows(query: str, text: str, **options) -> list | None:
+    """The engine's rows, or None when it refuses the query for a documented stream limit."""
+    try:
+        engine = XSeqEngine(query, **options)
+    except QuerySyntaxError as error:
+        assert any(limit in str(error) for limit in STREAM_LIMITS), error
+        return None
     stream = EventStream([io.BytesIO(text.encode())], batch_size=7)
-    return list(XSeqEngine(query, **options).run(stream.batches()))
+    return list(engine.run(stream.batches()))
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -30,7 +40,8 @@ def test_engine_equals_reference(query: str, text: str, selection: str) -> None:
         expected = evaluate(query, parse(text), selection=selection)
     except QuerySyntaxError:
         return  # a generated query the language rejects (e.g. a variable bound twice)
-    assert engine_rows(query, text, selection=selection) == expected, query
+    rows = engine_rows(query, text, selection=selection)
+    assert rows is None or rows == expected, query
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
@@ -40,7 +51,8 @@ def test_engine_equals_reference_values(query: str, text: str) -> None:
         expected = evaluate(query, parse(text), values_only=True)
     except QuerySyntaxError:
         return
-    assert engine_rows(query, text, values_only=True) == expected, query
+    rows = engine_rows(query, text, values_only=True)
+    assert rows is None or rows == expected, query
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
@@ -54,12 +66,14 @@ def test_plain_paths_equal_lxml(query: str, text: str) -> None:
         tree = etree.ElementTree(doc)
         for node in tree.xpath(xpath):
             expected.append([node if isinstance(node, str) else node.xpath("string(.)")])
-    assert engine_rows(query, text, values_only=True) == expected, (query, xpath)
+    rows = engine_rows(query, text, values_only=True)
+    assert rows is None or rows == expected, (query, xpath)
 
 
 def test_the_generator_reaches_the_interesting_cases() -> None:
     """The strategies produce Kleene-*, partitions, aggregates and XPath-comparable paths."""
-    seen = {")*": 0, "partition by": 0, "sum(": 0, "xpath": 0, "prev(": 0, "$": 0, "intersect": 0}
+    seen = {")*": 0, "partition by": 0, "sum(": 0, "xpath": 0, "prev(": 0, "$": 0}
+    seen |= {"intersect": 0, "parent::": 0, "ancestor::": 0}
 
     @settings(max_examples=300, database=None)
     @given(query=queries())

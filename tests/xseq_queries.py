@@ -83,6 +83,10 @@ def path(draw, variables: list | None, kleene: bool = False, first: bool = True,
             left = draw(path(None, kleene, False, depth + 1))
             right = draw(path(None, kleene, False, depth + 1))
             items.append(f"({left} intersect {right})")
+        elif choice == 3 and items and not here_first and not items[-1].startswith("$"):
+            axis = draw(st.sampled_from(("parent::", "ancestor::", "..")))
+            test = "" if axis == ".." else draw(st.sampled_from((*TAGS, "*")))
+            items[-1] += f"/{axis}{test}"
         else:
             items.append(draw(step(variables, kleene, here_first)))
     return " ".join(items)

@@ -104,15 +104,21 @@ def walk(analysis: Analysis, path, node: Node, binding: Binding) -> list[tuple[N
         entered = binding.enter(path.group, node)
         conjuncts = analysis.iteration.get(path.group, [])
         result = frontier = [(node, entered)]
-        while frontier:
-            frontier = _unique(
-                [
-                    (n, b)
-                    for here, start in frontier
-                    for n, b in walk(analysis, path.body, here, start)
-                    if conditions_hold(analysis, conjuncts, b, iteration=True)
-                ]
-            )
+        seen = {(id(node), entered)}
+        while frontier:  # until an iteration reaches nothing new (a body may come back: /a/..)
+            frontier = [
+                (n, b)
+                for n, b in _unique(
+                    [
+                        (n, b)
+                        for here, start in frontier
+                        for n, b in walk(analysis, path.body, here, start)
+                        if conditions_hold(analysis, conjuncts, b, iteration=True)
+                    ]
+                )
+                if (id(n), b) not in seen
+            ]
+            seen.update((id(n), b) for n, b in frontier)
             result = result + frontier
         return _unique(result)
     raise TypeError(f"not a path: {path!r}")

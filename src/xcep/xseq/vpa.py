@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from xcep.xseq import ast as A
 from xcep.xseq.parser import QuerySyntaxError
+from xcep.xseq.rewrite import without_backward_steps
 from xcep.xseq.semantics import Analysis
 
 _WAITS = {
@@ -163,7 +164,8 @@ def compile_to_vpa(analysis: Analysis, path=None) -> Vpa:
         return [new("wait", next=[match.id], step=item, mode=mode, frame=frame).id]
 
     accept = new("accept")
-    return Vpa(states, build(path if path is not None else analysis.path, [accept.id]))
+    path = without_backward_steps(path if path is not None else analysis.path, text)
+    return Vpa(states, build(path, [accept.id]))
 
 
 def _rest(step: A.Step) -> tuple:
