@@ -20,7 +20,8 @@ ROOT, ELEMENT, ATTRIBUTE, TEXT_NODE = "root", "element", "attribute", "text"
 class Node:
     """An element, attribute, text or root (document) node."""
 
-    __slots__ = ("attrs", "children", "closed", "doc", "id", "kind", "parent", "tag", "value")
+    __slots__ = ("_attrs", "children", "closed", "doc", "id", "kind", "parent", "raw", "tag")
+    __slots__ += ("value",)
 
     def __init__(
         self, kind: str, tag: str | None, doc: int, ident: int, parent: Node | None = None
@@ -30,7 +31,8 @@ class Node:
         self.doc = doc
         self.id = ident
         self.parent = parent
-        self.attrs: list[Node] = []
+        self._attrs: list[Node] | None = []
+        self.raw: list | None = None  # attributes as (name, value, id), made nodes on demand
         self.children: list[Node] = []
         self.value: str | None = None
         self.closed = kind != ELEMENT  # an element is complete once its close was seen
@@ -43,8 +45,35 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.kind} {self.tag} {self.doc}:{self.id}>"
 
+    @classmethod
+    def element(cls, tag: str, doc: int, ident: int, parent: Node | None, raw: list) -> Node:
+        """An element whose attributes, ``(name, value, id)`` triples, become nodes when read."""
+        node = cls(ELEMENT, tag, doc, ident, parent)
+        node._attrs = None
+        node.raw = raw
+        return node
+
+    @property
+    def attrs(self) -> list[Node]:
+        if self._attrs is None:
+            self._attrs = []
+            for name, value, ident in self.raw:
+                attr = Node(ATTRIBUTE, name, self.doc, ident, self)
+                attr.value = value
+                self._attrs.append(attr)
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, nodes: list[Node]) -> None:
+        self._attrs = nodes
+
     def attribute(self, name: str) -> str | None:
-        for attr in self.attrs:
+        if self._attrs is None:
+            for key, value, _ in self.raw:
+                if key == name:
+                    return value
+            return None
+        for attr in self._attrs:
             if attr.tag == name:
                 return attr.value
         return None
@@ -69,11 +98,18 @@ class Node:
             return escape(self.value or "")
         if self.kind == ROOT:
             return "".join(child.serialize() for child in self.children)
-        attrs = "".join(f" {a.tag}={quoteattr(a.value or '')}" for a in self.attrs)
+        if self.value is not None:  # an element's value caches its serialization once closed
+            return self.value
+        raw = self.raw if self._attrs is None else [(a.tag, a.value, 0) for a in self._attrs]
+        attrs = "".join([f" {name}={quoteattr(value or '')}" for name, value, _ in raw])
         if not self.children:
-            return f"<{self.tag}{attrs}/>"
-        inner = "".join(child.serialize() for child in self.children)
-        return f"<{self.tag}{attrs}>{inner}</{self.tag}>"
+            xml = f"<{self.tag}{attrs}/>"
+        else:
+            inner = "".join([child.serialize() for child in self.children])
+            xml = f"<{self.tag}{attrs}>{inner}</{self.tag}>"
+        if self.closed:
+            self.value = xml
+        return xml
 
 
 class TreeBuilder:

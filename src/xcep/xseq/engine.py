@@ -101,9 +101,9 @@ def _subtree_refs(expr) -> list:
 class Program:
     """A compiled query: the analysis, the automaton and what the runtime needs to know."""
 
-    def __init__(self, analysis: Analysis, values_only: bool = False, path=None) -> None:
+    def __init__(self, analysis: Analysis, values_only: bool = False, router: bool = False) -> None:
         self.analysis = analysis
-        self.vpa: Vpa = compile_to_vpa(analysis, path)
+        self.vpa: Vpa = compile_to_vpa(analysis)
         self.states = self.vpa.states
         self.index = analysis.index
         self.kleene = analysis.kleene
@@ -130,13 +130,18 @@ class Program:
         self.captured_entries = {
             g for g, (items, refs) in self.iteration.items() if any(r.func == "prev" for r in refs)
         }
-        self.capture_end = analysis.mode == "nodes"
+        self.capture_end = analysis.mode == "nodes" and not router  # a router prints nothing
         self.pred_subtree = {
             s.id: [needs_subtree(p) for p in s.step.preds]
             for s in self.states
             if s.step is not None
         }
         self.start = self.vpa.start
+        # per wait state: (the name it waits for, None for any; the state a match goes to)
+        self.tests = [
+            (None if s.step.name == "*" else s.step.name, s.next[0]) if s.kind == "wait" else None
+            for s in self.states
+        ]
         self.join_width = {
             n.group: len(n.items) for n in A.walk(analysis.path) if isinstance(n, A.Intersect)
         }
@@ -203,12 +208,7 @@ class Run:
     def node_of(self, frame: Frame) -> Node:
         if frame.node is None:
             parent = self.node_of(frame.parent)
-            node = Node(ELEMENT, frame.tag, frame.doc, frame.ident, parent)
-            for name, value, ident in frame.attrs:
-                attr = Node(ATTRIBUTE, name, frame.doc, ident, node)
-                attr.value = value
-                node.attrs.append(attr)
-            frame.node = node
+            frame.node = Node.element(frame.tag, frame.doc, frame.ident, parent, frame.attrs)
         return frame.node
 
     def capture(self, node: Node, frame: Frame) -> None:
@@ -248,17 +248,22 @@ class Run:
             self.skip += 1
             return
         parent = self.frames[-1]
-        states = self.p.states
+        tests = self.p.tests
         found = []
         waiting = parent.nxt
         if waiting:
             parent.nxt = _NONE
-        if waiting or parent.any or parent.desc or parent.dchain:
-            for group in (waiting, parent.any, parent.desc, *parent.dchain):
+        if waiting or parent.any or parent.desc:
+            for group in (waiting, parent.any, parent.desc):
                 for thread in group:
-                    step = states[thread[0]].step
-                    if step.name == "*" or step.name == tag:
-                        found.append((states[thread[0]].next[0], *thread[1:]))
+                    test, target = tests[thread[0]]
+                    if test is None or test == tag:
+                        found.append((target, *thread[1:]))
+        for group in parent.dchain:
+            for thread in group:
+                test, target = tests[thread[0]]
+                if test is None or test == tag:
+                    found.append((target, *thread[1:]))
         busy = parent.desc or parent.dchain or parent.dtxt or parent.dtchain
         if not (found or self.capturing or busy):
             self.skip = 1  # nothing can happen below: skip the subtree
@@ -543,7 +548,9 @@ class Emitter:
 
     def abandon(self, run: Run) -> None:
         """Forget the matches of a run over a document found malformed."""
-        self.queue = deque(e for e in self.queue if e.run is not run)
+        kept = [e for e in self.queue if e.run is not run]
+        self.queue.clear()
+        self.queue.extend(kept)
         self.runs.pop(run, None)
 
     def finish(self, partitions: list | None = None) -> None:
@@ -634,7 +641,7 @@ class XSeqEngine:
         if self.analysis.partition is not None:
             element_path, self.partition_attribute = self.analysis.partition
             route = analyze(A.Query(element_path, None, None, None, self.analysis.query.text))
-            self.router = Program(route)
+            self.router = Program(route, router=True)
 
     @property
     def vpa(self) -> Vpa:
@@ -663,42 +670,64 @@ class XSeqEngine:
         rows: list = []
         emitter = Emitter(self.analysis, self.selection, self.values_only, rows.append)
         stream = _Stream(self, emitter) if self.router is not None else _Documents(self, emitter)
-        pending = None  # an open tag waiting for its attributes
+        tag = attrs = opened = None  # an open tag waiting for its attributes
+        open_ = text = close = None
+        queue = emitter.queue
         for batch in batches:
             names = batch.symbols.names
-            for number, kind, name, value, level, ident in zip(
-                batch.docs,
-                batch.kinds,
-                batch.names,
-                batch.values,
-                batch.depths,
-                batch.nodes,
-                strict=True,
-            ):
-                if kind == ATTR:
-                    pending[1].append((names[name], value, ident))
-                    continue
-                if pending is not None:
-                    stream.open(*pending)
-                    pending = None
+            for number, start, end in _documents_in(batch):
+                if tag is not None:  # the open tag's attributes ended with its document
+                    open_(tag, attrs, opened, stream.doc)
+                    tag = None
                 if number != stream.doc:
                     stream.start_document(number)
-                if kind == OPEN:
-                    pending = (names[name], [], ident, number)
-                elif kind == TEXT:
-                    stream.text(value, ident)
-                else:
-                    stream.close(level)
-                    if emitter.queue:
-                        emitter.pump()
-                        if rows:
-                            yield from rows
-                            rows.clear()
-        if pending is not None:
-            stream.open(*pending)
+                    open_, text, close = stream.open, stream.text, stream.close
+                part = slice(start, end)
+                for kind, name, value, ident in zip(
+                    batch.kinds[part],
+                    batch.names[part],
+                    batch.values[part],
+                    batch.nodes[part],
+                    strict=True,
+                ):
+                    if kind == ATTR:
+                        attrs.append((names[name], value, ident))
+                        continue
+                    if tag is not None:
+                        open_(tag, attrs, opened, number)
+                        tag = None
+                    if kind == OPEN:
+                        tag, attrs, opened = names[name], [], ident
+                    elif kind == TEXT:
+                        text(value, ident)
+                    else:
+                        close()
+                        if queue:
+                            emitter.pump()
+                            if rows:
+                                yield from rows
+                                rows.clear()
+        if tag is not None:
+            open_(tag, attrs, opened, stream.doc)
         stream.start_document(None)
         emitter.finish(list(stream.partitions) if self.router is not None else None)
         yield from rows
+
+
+def _documents_in(batch: EventBatch) -> Iterator[tuple[int, int, int]]:
+    """(document, first, end) for each run of one document's events in ``batch``."""
+    docs = batch.docs
+    if not docs:
+        return
+    if docs[0] == docs[-1]:
+        yield docs[0], 0, len(docs)
+        return
+    start = 0
+    for i in range(1, len(docs)):
+        if docs[i] != docs[start]:
+            yield docs[start], start, i
+            start = i
+    yield docs[start], start, len(docs)
 
 
 class _Documents:
@@ -709,21 +738,15 @@ class _Documents:
         self.emitter = emitter
         self.run: Run | None = None
         self.doc = None
-        self.complete = True
 
     def start_document(self, number) -> None:
         """A new document begins (``None``: the stream ended); drop what a broken one left."""
-        if not self.complete:
-            self.emitter.abandon(self.run)
-        self.doc, self.complete = number, False
+        if self.run is not None and (len(self.run.frames) > 1 or self.run.skip):
+            self.emitter.abandon(self.run)  # its root never closed: the document was malformed
+        self.doc = number
         if number is not None:
             self.run = Run(self.engine.program, self.emitter, Node(ROOT, None, number, -1))
-            self.open, self.text = self.run.open, self.run.text
-
-    def close(self, level: int) -> None:
-        self.run.close()
-        if level == 1:
-            self.complete = True
+            self.open, self.text, self.close = self.run.open, self.run.text, self.run.close
 
 
 class _Stream:
@@ -737,19 +760,18 @@ class _Stream:
         self.routing: list = []  # (depth, run) of the partitioned elements open now
         self.router: Run | None = None  # finds the partitioned elements (partition by)
         self.doc = None
-        self.depth = 0
-        self.complete = True
+        self.depth = 0  # of the open elements: not 0 at a document change if it was malformed
 
     def start_document(self, number) -> None:
         """A new document begins (``None``: the stream ended); drop what a broken one left."""
-        if not self.complete:
+        if self.depth:
             for _, target in reversed(self.routing):
                 while len(target.frames) > 1 or target.skip:
                     target.close()
                 if target.suspended:
                     target.resume()
         self.routing.clear()
-        self.doc, self.depth, self.complete = number, 0, False
+        self.doc, self.depth = number, 0
         if number is None:
             return
         self.router = Run(self.engine.router, _Collector(self.hits), Node(ROOT, None, number, -1))
@@ -777,7 +799,7 @@ class _Stream:
         if self.routing:
             self.routing[-1][1].text(value, ident)
 
-    def close(self, level: int) -> None:
+    def close(self) -> None:
         self.router.close()
         if self.routing:
             self.routing[-1][1].close()
@@ -786,8 +808,6 @@ class _Stream:
                 if target.suspended:
                     target.resume()
         self.depth -= 1
-        if level == 1:
-            self.complete = True
 
 
 class _Collector:

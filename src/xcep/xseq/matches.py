@@ -158,7 +158,10 @@ class Aggregator:
             firsts = output_row(_plain_only(self.analysis), binding, end, self.values_only)
             group = self.groups[key] = [[Aggregate(t.aggregate) for t in terms], firsts]
         for aggregate, term in zip(group[0], terms, strict=True):
-            if term.aggregate is not None:
+            if term.aggregate == "count" and isinstance(term.expr, A.VarRef):
+                env = make_env(self.analysis, binding, iteration=False)
+                aggregate.count += len(ref_nodes(term.expr, env))  # count nodes, print none
+            elif term.aggregate is not None:
                 aggregate.add(term_values(self.analysis, term.expr, binding, self.values_only))
 
     def rows(self, order: list | None = None) -> list[list]:

@@ -33,9 +33,8 @@ class Analysis:
     path: object = None  # the path to run (the remainder under the partition root)
     partition: tuple | None = None  # (element path, attribute name)
 
-    @property
-    def index(self) -> dict:
-        return {name: i for i, name in enumerate(self.variables)}
+    def __post_init__(self) -> None:
+        self.index = {name: i for i, name in enumerate(self.variables)}  # variable -> slot
 
 
 def analyze(query: A.Query | str) -> Analysis:
