@@ -163,18 +163,20 @@ class Frame:
     # the waiting runs, by wait mode; a list once a run waits here
     any = nxt = desc = txt = dtxt = _NONE
 
-    def __init__(self, tag, attrs, ident: int, doc: int, parent: Frame | None) -> None:
+    def __init__(self, tag, attrs, ident: int, doc: int, parent, dchain=(), dtchain=()) -> None:
         self.tag = tag
         self.attrs = attrs  # [(name, value, node id)]
         self.ident = ident
         self.doc = doc
         self.parent = parent
-        if parent is None:
-            self.dchain: tuple = ()
-            self.dtchain: tuple = ()
-        else:
-            self.dchain = (*parent.dchain, parent.desc) if parent.desc else parent.dchain
-            self.dtchain = (*parent.dtchain, parent.dtxt) if parent.dtxt else parent.dtchain
+        self.dchain = dchain  # the desc lists of the frames above: they see opens here too
+        self.dtchain = dtchain  # the same for descendant text
+
+    def chains(self) -> tuple[tuple, tuple]:
+        """The (dchain, dtchain) a child of this frame inherits."""
+        dchain = (*self.dchain, self.desc) if self.desc else self.dchain
+        dtchain = (*self.dtchain, self.dtxt) if self.dtxt else self.dtchain
+        return dchain, dtchain
 
     def threads(self) -> Iterator:
         yield from self.any
@@ -182,6 +184,16 @@ class Frame:
         yield from self.desc
         yield from self.txt
         yield from self.dtxt
+
+
+class Light(tuple):
+    """A stack entry for an element nothing waits in: (tag, attrs, ident, doc, dchain, dtchain).
+
+    Most elements of a document are such; a ``Light`` entry costs a tuple, and
+    becomes a ``Frame`` only when a run must wait in it or read its node.
+    """
+
+    __slots__ = ()
 
 
 class Run:
@@ -229,7 +241,7 @@ class Run:
     def _frame_of(self, node: Node) -> Frame:
         for frames in (self.frames, *(stack for stack, *_ in self.suspended)):
             for frame in reversed(frames):
-                if frame.node is node:
+                if frame.__class__ is not Light and frame.node is node:
                     return frame
         raise AssertionError("waiting for a node that is not open")
 
@@ -247,29 +259,38 @@ class Run:
         if self.skip:
             self.skip += 1
             return
-        parent = self.frames[-1]
+        frames = self.frames
+        parent = frames[-1]
         tests = self.p.tests
         found = []
-        waiting = parent.nxt
-        if waiting:
-            parent.nxt = _NONE
-        if waiting or parent.any or parent.desc:
-            for group in (waiting, parent.any, parent.desc):
-                for thread in group:
-                    test, target = tests[thread[0]]
-                    if test is None or test == tag:
-                        found.append((target, *thread[1:]))
-        for group in parent.dchain:
+        if parent.__class__ is Light:
+            dchain, dtchain = parent[4], parent[5]
+        else:
+            dchain, dtchain = parent.chains()
+            waiting = parent.nxt
+            if waiting:
+                parent.nxt = _NONE
+            if waiting or parent.any:
+                for group in (waiting, parent.any):
+                    for thread in group:
+                        test, target = tests[thread[0]]
+                        if test is None or test == tag:
+                            found.append((target, *thread[1:]))
+        for group in dchain:  # the descendant waiters of this frame and those above
             for thread in group:
                 test, target = tests[thread[0]]
                 if test is None or test == tag:
                     found.append((target, *thread[1:]))
-        busy = parent.desc or parent.dchain or parent.dtxt or parent.dtchain
-        if not (found or self.capturing or busy):
-            self.skip = 1  # nothing can happen below: skip the subtree
+        if not (found or self.capturing):
+            if dchain or dtchain:
+                frames.append(Light((tag, attrs, ident, doc, dchain, dtchain)))
+            else:
+                self.skip = 1  # nothing can happen below: skip the subtree
             return
-        frame = Frame(tag, attrs, ident, doc, parent)
-        self.frames.append(frame)
+        if parent.__class__ is Light:
+            parent = self._real(len(frames) - 1)
+        frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain)
+        frames.append(frame)
         if self.capturing:
             node = self.node_of(frame)
             node.parent.children.append(node)
@@ -279,10 +300,26 @@ class Run:
             self.closure(found, frame, parent, None)
             self.flush_matches()
 
+    def _real(self, index: int) -> Frame:
+        """The frame at ``index`` of the stack, made a ``Frame`` if it was ``Light``."""
+        entry = self.frames[index]
+        if entry.__class__ is Light:
+            tag, attrs, ident, doc, dchain, dtchain = entry
+            entry = Frame(tag, attrs, ident, doc, self._real(index - 1), dchain, dtchain)
+            self.frames[index] = entry
+        return entry
+
     def text(self, value: str, ident: int) -> None:
         if self.skip:
             return
         frame = self.frames[-1]
+        if frame.__class__ is Light:
+            if not frame[5]:
+                return
+            found = [(self.p.states[t[0]].next[0], *t[1:]) for group in frame[5] for t in group]
+            if not found:
+                return
+            frame = self._real(len(self.frames) - 1)
         node = None
         if self.capturing:
             node = Node(TEXT_NODE, None, frame.doc, ident, frame.node)
@@ -308,6 +345,8 @@ class Run:
             self.skip -= 1
             return
         frame = self.frames.pop()
+        if frame.__class__ is Light:
+            return
         if frame.node is not None:
             frame.node.closed = True
         if frame.capture:
@@ -319,7 +358,8 @@ class Run:
     def live_threads(self) -> Iterator:
         for frames in (self.frames, *(stack for stack, *_ in self.suspended)):
             for frame in frames[1:] if frames is not self.frames else frames:
-                yield from frame.threads()
+                if frame.__class__ is not Light:
+                    yield from frame.threads()
 
     # the ε-closure
     def closure(self, items: list, child: Frame | None, sibling: Frame | None, node) -> None:

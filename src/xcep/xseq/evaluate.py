@@ -89,6 +89,8 @@ def ref_nodes(ref: A.VarRef, env: Env) -> list[Node]:
 
 def holds(cond, node: Node | None, env: Env = None) -> bool:
     """The effective boolean value of a condition on ``node``."""
+    if cond.__class__ is A.Compare:  # the common case first
+        return compare(cond.op, values(cond.left, node, env), values(cond.right, node, env))
     if isinstance(cond, A.And):
         return holds(cond.left, node, env) and holds(cond.right, node, env)
     if isinstance(cond, A.Or):

@@ -36,9 +36,7 @@ def without_backward_steps(path, text: str):
     if isinstance(path, A.Intersect):
         items = tuple(without_backward_steps(p, text) for p in path.items)
         return A.Intersect(items, path.pos, path.group)
-    if isinstance(path, A.Star):
-        return A.Star(without_backward_steps(path.body, text), path.group, path.pos)
-    return path
+    return path  # a Kleene-* body has no backward steps (analyze checks it)
 
 
 def _sequence(items: tuple, text: str):

@@ -76,6 +76,13 @@ def analyze(query: A.Query | str) -> Analysis:
         elif isinstance(node, A.Star):
             if nullable(node.body):
                 error("the body of a Kleene-* must move to another node", node.pos)
+            back = next((s for s in path_steps(node.body) if s.axis in A.BACKWARD_AXES), None)
+            if back is not None:
+                error(
+                    f"a Kleene-* body cannot use the {back.axis} axis: it could come back to "
+                    "where it started and repeat without end",
+                    back.pos,
+                )
             visit(node.body, node.group, False, in_union)
 
     def check_predicate(pred):
@@ -149,6 +156,17 @@ def _conjuncts(cond) -> list:
     if isinstance(cond, A.And):
         return _conjuncts(cond.left) + _conjuncts(cond.right)
     return [cond]
+
+
+def path_steps(path):
+    """The steps of a path, not those inside its predicates."""
+    if isinstance(path, A.Step):
+        yield path
+    elif isinstance(path, A.Star):
+        yield from path_steps(path.body)
+    else:
+        for item in path.items:
+            yield from path_steps(item)
 
 
 def nullable(path) -> bool:

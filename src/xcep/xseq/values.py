@@ -25,16 +25,15 @@ _COMPARE = {
 
 def to_number(value) -> float | None:
     """``value`` as a finite float, or ``None`` when it does not read as a number."""
-    if isinstance(value, float | int):
-        number = float(value)
-    else:
-        try:
-            number = float(value.strip())
-        except (ValueError, AttributeError):
-            return None
-        if not value.strip() or value.strip().lower() in ("inf", "-inf", "nan", "infinity"):
-            return None
-    return number if math.isfinite(number) else None
+    if value.__class__ is float:
+        return value if math.isfinite(value) else None
+    try:
+        number = float(value)  # surrounding whitespace is allowed, as in XPath
+    except (ValueError, TypeError):
+        return None
+    if not math.isfinite(number) or (value.__class__ is str and "_" in value):
+        return None  # 'inf', 'nan' and Python's '1_000' are not numbers here
+    return number
 
 
 def compare_one(op: str, left, right) -> bool:
@@ -46,6 +45,8 @@ def compare_one(op: str, left, right) -> bool:
 
 def compare(op: str, left: list, right: list) -> bool:
     """The general (existential) comparison of two value lists."""
+    if len(left) == 1 and len(right) == 1:
+        return compare_one(op, left[0], right[0])
     return any(compare_one(op, a, b) for a in left for b in right)
 
 
