@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/xcep events --stats $(DATA)/xmark/xmark-f0.01.xml
 	$(VENV)/bin/xcep filter --filters examples/xmark-subscriptions.txt $(DATA)/xmark/xmark-f0.01.xml
+	$(VENV)/bin/xcep xseq @examples/xmark-falling-prices.xseq --selection maximal \
+		$(DATA)/xmark/xmark-f0.01.xml | tail -5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

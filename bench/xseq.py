@@ -288,3 +288,48 @@ def plot_sequences(rows: list[dict]) -> None:
     fig.tight_layout()
     fig.savefig(RESULTS / "xseq-sequences.png", dpi=110)
     plt.close(fig)
+
+
+def readme_tables() -> str:
+    """The markdown tables of bench/README.md, from the saved results."""
+    import json
+
+    throughput_rows = json.loads((RESULTS / "xseq-throughput.json").read_text())["results"]
+    rows = json.loads((RESULTS / "xseq-sequences.json").read_text())["results"]
+    out = [throughput_table(throughput_rows), ""]
+    sizes = sorted({r["bytes"] for r in rows})
+    for query in dict.fromkeys(r["query"] for r in rows):
+        peers = [
+            c
+            for c in dict.fromkeys(r["contender"] for r in rows if r["query"] == query)
+            if c != "xcep XSeq"
+        ]
+        out += [
+            f"**{query}** — peer seconds ÷ xcep seconds (> 1: xcep is faster; "
+            f"> N: the peer passed {TIMEOUT:.0f} s and was not run on larger inputs)",
+            "",
+            "| bytes | xcep s | xcep MB/s | " + " | ".join(peers) + " |",
+            "|---|---|---|" + "---|" * len(peers),
+        ]
+        for size in sizes:
+            mine = [r for r in rows if r["query"] == query and r["bytes"] == size]
+            ours = next((r for r in mine if r["contender"] == "xcep XSeq"), None)
+            if ours is None:
+                continue
+            cells = []
+            for peer in peers:
+                found = next((r for r in mine if r["contender"] == peer), None)
+                if found is None:
+                    cells.append("–")
+                elif found["seconds"] is None:
+                    cells.append(f"> {TIMEOUT / ours['seconds']:.0f}")
+                else:
+                    agree = "" if found["agrees"] else " (count differs!)"
+                    cells.append(f"{found['seconds'] / ours['seconds']:.2f}{agree}")
+            out.append(
+                f"| {size:,} | {ours['seconds']:.3f} | {ours['mb_per_s']:.2f} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        out.append("")
+    return "\n".join(out)
