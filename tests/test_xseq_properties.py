@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.xseq_queries import documents, queries, to_xpath
 
 from xcep.events import EventStream, parse
-from xcep.xseq import XSeqEngine, evaluate
+from xcep.xseq import XSeqEngine, evaluate, parse_query
 from xcep.xseq.parser import QuerySyntaxError
 
 SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
@@ -100,3 +100,17 @@ def test_known_paths_equal_lxml(query: str) -> None:
     ]
     assert engine_rows(query, text, values_only=True) == expected
     assert expected  # the example selects something
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(query=queries())
+def test_paths_print_back_to_the_same_path(query: str) -> None:
+    """--explain prints paths and conditions as XSeq text that parses to the same tree."""
+    from xcep.xseq.ast import to_text
+
+    parsed = parse_query(query)
+    again = parse_query(to_text(parsed.path))
+    assert again.path == parsed.path, to_text(parsed.path)
+    if parsed.where is not None:
+        where = parse_query(f"return 1 from {to_text(parsed.path)} where {to_text(parsed.where)}")
+        assert where.where == parsed.where

@@ -183,3 +183,56 @@ def walk(node):
                     yield from walk(item)
         elif hasattr(value, "__slots__"):
             yield from walk(value)
+
+
+_AXIS_TEXT = {
+    "child": "/",
+    "descendant": "//",
+    "first-child": "/\\",
+    "next-sibling": "\\",
+    "following-sibling": " ",
+    "attribute": "@",
+}
+
+
+def to_text(node) -> str:
+    """XSeq text for an AST node (paths and conditions), for --explain and messages."""
+    if isinstance(node, Step):
+        test = f"${node.var}" if node.var else {TEXT: "text()"}.get(node.kind, node.name)
+        if node.kind == NODE and not node.var:
+            test = "node()"
+        axis = _AXIS_TEXT.get(node.axis, f"/{node.axis}::")
+        preds = "".join(f"[{to_text(p)}]" for p in node.preds)
+        return f"{axis}{test}{preds}".strip()
+    if isinstance(node, Seq):
+        out = ""
+        for item in node.items:
+            text = to_text(item)
+            out += text if not out or text[:1] in "/@" else f" {text}"
+        return out
+    if isinstance(node, Union | Intersect):
+        word = " union " if isinstance(node, Union) else " intersect "
+        return "(" + word.join(to_text(item) for item in node.items) + ")"
+    if isinstance(node, Star):
+        return f"({to_text(node.body)})*"
+    if isinstance(node, Or | And):
+        word = " or " if isinstance(node, Or) else " and "
+        return f"{to_text(node.left)}{word}{to_text(node.right)}"
+    if isinstance(node, Not):
+        return f"not({to_text(node.arg)})"
+    if isinstance(node, Compare | Arith):
+        return f"{to_text(node.left)} {node.op} {to_text(node.right)}"
+    if isinstance(node, Const):
+        if isinstance(node.value, str):
+            return repr(node.value)
+        return f"{node.value:g}"
+    if isinstance(node, RelPath):
+        return to_text(node.path)
+    if isinstance(node, VarRef):
+        base = f"{node.func}(${node.var})" if node.func else f"${node.var}"
+        return base + (to_text(node.path) if node.path is not None else "")
+    if isinstance(node, Tag):
+        return f"tag({to_text(node.ref)})"
+    if isinstance(node, VarTest):
+        return f"{to_text(node.ref)}[{to_text(node.cond)}]"
+    return repr(node)

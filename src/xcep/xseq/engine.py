@@ -697,11 +697,14 @@ class XSeqEngine:
             lines.append(f"variable ${name}: {where}")
         for group, conjuncts in sorted(analysis.iteration.items()):
             for conjunct in conjuncts:
-                lines.append(f"condition at every iteration of group {group}: {conjunct.cond}")
+                text = A.to_text(conjunct.cond)
+                lines.append(f"condition at every iteration of group {group}: {text}")
         for conjunct in analysis.per_match:
-            lines.append(f"condition per match: {conjunct.cond}")
+            lines.append(f"condition per match: {A.to_text(conjunct.cond)}")
         if analysis.partition is not None:
-            lines.append(f"partition by: {analysis.partition[0]} @{analysis.partition[1]}")
+            path, attribute = analysis.partition
+            lines.append(f"partition by: {A.to_text(path)}@{attribute}")
+        lines.append(f"path run by the automaton: {A.to_text(analysis.path)}")
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
 

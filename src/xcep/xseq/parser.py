@@ -51,7 +51,7 @@ AXIS_NAMES = {
 }
 IMMEDIATE_AXES = {A.CHILD: A.FIRST_CHILD, A.FOLLOWING_SIBLING: A.NEXT_SIBLING}
 KEYWORDS = {"return", "from", "where", "partition", "union", "intersect", "and", "or", "div"}
-_CLAUSE_END = {"where", "partition", "union", "intersect", "and", "or", "div", "by"}
+FUNCTIONS = {"not", "tag", *A.SEQUENCE_FUNCTIONS, *A.AGGREGATES}  # names called with '('
 
 
 class Token:
@@ -241,7 +241,8 @@ class Parser:
         if tok.kind == "name":
             if tok.value in KEYWORDS or tok.value == "by":
                 return False
-            return not self.at("sym", "(", self.peek()) or tok.value in ("text", "node")
+            # a function call is not a step; any other name before '(' is (a juxtaposed group)
+            return tok.value not in FUNCTIONS or not self.at("sym", "(", self.peek())
         return False
 
     def sequence(self, first: bool):
