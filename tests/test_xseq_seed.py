@@ -372,3 +372,15 @@ def test_flat_streams_run_in_constant_memory(tmp_path) -> None:
         tracemalloc.stop()
         assert rows > count // 4  # the query does find falling runs
     assert peaks[1] < peaks[0] * 1.6, peaks  # 8 times the input; a leak would be ~8 times
+
+
+def test_json_streams_run_the_same_queries() -> None:
+    """A JSON array of objects is a sequence of sibling elements: XSeq patterns apply."""
+    text = '{"stocks":[{"c":"A","p":10},{"c":"A","p":8},{"c":"A","p":7},{"c":"A","p":9}]}'
+    query = (
+        "return $Z/p/text(), $X/p/text() from /json/$Z (\\ $X)* "
+        "where $X/p/text() < prev($X)/p/text() and first($X)/p/text() < $Z/p/text()"
+    )
+    stream = EventStream([io.BytesIO(text.encode())], format="json")
+    rows = list(XSeqEngine(query, selection="maximal").run(stream.batches()))
+    assert rows == [["10", ["8", "7"]], ["8", ["7"]]]
