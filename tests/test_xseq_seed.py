@@ -384,3 +384,14 @@ def test_json_streams_run_the_same_queries() -> None:
     stream = EventStream([io.BytesIO(text.encode())], format="json")
     rows = list(XSeqEngine(query, selection="maximal").run(stream.batches()))
     assert rows == [["10", ["8", "7"]], ["8", ["7"]]]
+
+
+def test_a_malformed_document_costs_only_itself(tmp_path) -> None:
+    data = tmp_path / "three.xml"
+    data.write_text('<r><a x="1"/></r>\n<r><a x="2"></r>\n<r><a x="3"/></r>\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "xcep", "xseq", "//a/@x", str(data)], capture_output=True, text=True
+    )
+    assert done.stdout.splitlines() == ['["1"]', '["3"]']
+    assert done.returncode == 1
+    assert "document 1, line 2" in done.stderr
