@@ -75,7 +75,7 @@ def test_the_generator_reaches_the_interesting_cases() -> None:
     seen = {")*": 0, "partition by": 0, "sum(": 0, "xpath": 0, "prev(": 0, "$": 0}
     seen |= {"intersect": 0, "parent::": 0, "ancestor::": 0}
 
-    @settings(max_examples=300, database=None)
+    @settings(max_examples=1000, database=None)
     @given(query=queries())
     def sample(query: str) -> None:
         for key in seen:

@@ -19,7 +19,9 @@ class Element:
 
 
 xml_text = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from("\n\t <>&'\""),
+    # XML 1.0 characters: no surrogates, no controls, and not U+FFFE or U+FFFF
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"), exclude_characters="\ufffe\uffff")
+    | st.sampled_from("\n\t <>&'\""),
     max_size=8,
 )
 

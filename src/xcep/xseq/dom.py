@@ -227,12 +227,12 @@ def axis_nodes(node: Node, axis: str, kind: str) -> list[Node]:
         return siblings_after(node)[:1]
     if axis == A.PRECEDING_SIBLING:
         return siblings_before(node)
-    if axis == A.PARENT:
-        return [node.parent] if node.parent is not None else []
+    if axis == A.PARENT:  # elements only: the document node is nobody's parent here
+        return [node.parent] if node.parent is not None and node.parent.kind == ELEMENT else []
     if axis == A.ANCESTOR:
         out = []
         up = node.parent
-        while up is not None:
+        while up is not None and up.kind == ELEMENT:
             out.append(up)
             up = up.parent
         return out[::-1]

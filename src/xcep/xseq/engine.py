@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
-from xcep.xseq.dom import ATTRIBUTE, ELEMENT, ROOT, TEXT_NODE, Node
+from xcep.xseq.dom import ELEMENT, ROOT, TEXT_NODE, Node, test_matches
 from xcep.xseq.evaluate import holds
 from xcep.xseq.matches import (
     SELECTIONS,
@@ -265,18 +265,14 @@ class Run:
         found = []
         if parent.__class__ is Light:
             dchain, dtchain = parent[4], parent[5]
+            groups = dchain  # only descendant waiters from above can match here
         else:
             dchain, dtchain = parent.chains()
             waiting = parent.nxt
             if waiting:
                 parent.nxt = _NONE
-            if waiting or parent.any:
-                for group in (waiting, parent.any):
-                    for thread in group:
-                        test, target = tests[thread[0]]
-                        if test is None or test == tag:
-                            found.append((target, *thread[1:]))
-        for group in dchain:  # the descendant waiters of this frame and those above
+            groups = (waiting, parent.any, *dchain) if waiting or parent.any else dchain
+        for group in groups:
             for thread in group:
                 test, target = tests[thread[0]]
                 if test is None or test == tag:
@@ -313,32 +309,26 @@ class Run:
         if self.skip:
             return
         frame = self.frames[-1]
-        if frame.__class__ is Light:
-            if not frame[5]:
-                return
-            found = [(self.p.states[t[0]].next[0], *t[1:]) for group in frame[5] for t in group]
-            if not found:
-                return
+        # a Light entry is never capturing (captured elements get frames); only its dtchain
+        light = frame.__class__ is Light
+        groups = frame[5] if light else (frame.txt, frame.dtxt, *frame.dtchain)
+        states = self.p.states
+        found = [(states[t[0]].next[0], *t[1:]) for group in groups for t in group]
+        if found and light:
             frame = self._real(len(self.frames) - 1)
         node = None
         if self.capturing:
             node = Node(TEXT_NODE, None, frame.doc, ident, frame.node)
             node.value = value
             frame.node.children.append(node)
-        if frame.txt or frame.dtxt or frame.dtchain:
-            found = [
-                (self.p.states[t[0]].next[0], *t[1:])
-                for group in (frame.txt, frame.dtxt, *frame.dtchain)
-                for t in group
-            ]
-            if found:
-                if node is None:
-                    node = Node(TEXT_NODE, None, frame.doc, ident, self.node_of(frame))
-                    node.value = value
-                if self.joins:
-                    self.joins.clear()
-                self.closure(found, None, None, node)
-                self.flush_matches()
+        if found:
+            if node is None:
+                node = Node(TEXT_NODE, None, frame.doc, ident, self.node_of(frame))
+                node.value = value
+            if self.joins:
+                self.joins.clear()
+            self.closure(found, None, None, node)
+            self.flush_matches()
 
     def close(self) -> None:
         if self.skip:
@@ -398,7 +388,7 @@ class Run:
             here = node if node is not None else self.node_of(child)
             if kind == "match":
                 step = state.step
-                if state.test_here and not _test(step, here):
+                if state.test_here and not test_matches(step, here):
                     continue
                 ok = True
                 for pred, deep in zip(step.preds, p.pred_subtree[state_id], strict=True):
@@ -446,7 +436,7 @@ class Run:
                 checks = tuple(c for found in reached.values() for c in found)
             elif kind == "attr":
                 for attr in here.attrs:
-                    if _test(state.step, attr):
+                    if test_matches(state.step, attr):
                         self.closure(
                             [(n, binding, checks, done) for n in state.next], None, None, attr
                         )
@@ -507,16 +497,6 @@ class Run:
 
 
 _LISTS = {"any": "any", "next": "nxt", "desc": "desc", "text": "txt", "dtext": "dtxt"}
-
-
-def _test(step: A.Step, node: Node) -> bool:
-    if step.axis == A.ATTRIBUTE:
-        return node.kind == ATTRIBUTE and (step.name == "*" or node.tag == step.name)
-    if step.kind == A.NODE:
-        return True
-    if step.kind == A.TEXT:
-        return node.kind == TEXT_NODE
-    return node.kind == ELEMENT and (step.name == "*" or node.tag == step.name)
 
 
 def _live_checks(checks: tuple):
@@ -582,7 +562,7 @@ class Emitter:
             queue.popleft()
             if entry.verdict and entry.selected:
                 if self.aggregator is not None:
-                    self.aggregator.add(entry.run.key, entry.binding, entry.end)
+                    self.aggregator.add(entry.run.key, entry.binding)
                 else:
                     self.sink(output_row(self.analysis, entry.binding, entry.end, self.values_only))
 

@@ -131,16 +131,19 @@ def _single(analysis: Analysis, expr) -> bool:
 
 
 def output_row(analysis: Analysis, binding: Binding, end: Node, values_only: bool) -> list:
-    """The JSON row of one match (``mode`` rows or nodes): a term that yields one value (or
-    none: null) is that value; a Kleene-* variable or a path yielding several is an array."""
+    """The JSON row of one match (``mode`` rows or nodes)."""
     if analysis.mode == "nodes":
         return [node_output(end, values_only)]
-    row = []
-    for term in analysis.query.returns:
-        found = term_values(analysis, term.expr, binding, values_only)
-        single = _single(analysis, term.expr) and len(found) <= 1
-        row.append((found[0] if found else None) if single else found)
-    return row
+    return [term_output(analysis, term, binding, values_only) for term in analysis.query.returns]
+
+
+def term_output(analysis: Analysis, term: A.OutTerm, binding: Binding, values_only: bool):
+    """One plain output term of a match: a term that yields one value (or none: null) is that
+    value; a Kleene-* variable, or a path yielding several values, is an array."""
+    found = term_values(analysis, term.expr, binding, values_only)
+    if _single(analysis, term.expr) and len(found) <= 1:
+        return found[0] if found else None
+    return found
 
 
 class Aggregator:
@@ -151,11 +154,14 @@ class Aggregator:
         self.values_only = values_only
         self.groups: dict = {}  # partition key -> [aggregates, first match's plain values]
 
-    def add(self, key, binding: Binding, end: Node) -> None:
+    def add(self, key, binding: Binding) -> None:
         terms = self.analysis.query.returns
         group = self.groups.get(key)
         if group is None:
-            firsts = output_row(_plain_only(self.analysis), binding, end, self.values_only)
+            firsts = [
+                None if t.aggregate else term_output(self.analysis, t, binding, self.values_only)
+                for t in terms
+            ]
             group = self.groups[key] = [[Aggregate(t.aggregate) for t in terms], firsts]
         for aggregate, term in zip(group[0], terms, strict=True):
             if term.aggregate == "count" and isinstance(term.expr, A.VarRef):
@@ -182,25 +188,6 @@ class Aggregator:
                 )
             out.append(row)
         return out
-
-
-def _plain_only(analysis: Analysis) -> Analysis:
-    """``analysis`` with its aggregate terms replaced by constants (for the grouped values)."""
-    terms = tuple(
-        t if t.aggregate is None else A.OutTerm(A.Const(None), None) for t in analysis.query.returns
-    )
-    query = A.Query(
-        analysis.query.path,
-        terms,
-        analysis.query.partition,
-        analysis.query.where,
-        analysis.query.text,
-        analysis.query.groups,
-        analysis.query.variables,
-    )
-    copy = Analysis(query, analysis.variables, analysis.kleene)
-    copy.mode = "rows"
-    return copy
 
 
 SELECTIONS = ("all", "maximal", "skip-past-last")

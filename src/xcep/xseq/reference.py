@@ -69,8 +69,8 @@ def evaluate(
         return [output_row(analysis, b, e, values_only) for _, (_, _, e, b) in found]
     aggregator = Aggregator(analysis, values_only)
     ordered = sorted(found, key=lambda f: f[1][1])  # partitions in order of first appearance
-    for _, (key, _, end, binding) in ordered:
-        aggregator.add(key, binding, end)
+    for _, (key, _, _, binding) in ordered:
+        aggregator.add(key, binding)
     return aggregator.rows()
 
 

@@ -48,7 +48,7 @@ def analyze(query: A.Query | str) -> Analysis:
     kleene: dict[str, int] = {}
     seen: dict[str, int] = {}
 
-    def visit(node, group, last: bool, in_union: bool):
+    def visit(node, group, last: bool):
         if isinstance(node, A.Step):
             if node.var:
                 seen[node.var] = node.pos
@@ -61,14 +61,14 @@ def analyze(query: A.Query | str) -> Analysis:
         elif isinstance(node, A.Seq):
             bound: set = set()
             for i, item in enumerate(node.items):
-                visit(item, group, last and i == len(node.items) - 1, in_union)
+                visit(item, group, last and i == len(node.items) - 1)
                 again = bound & bound_variables(item)
                 if again:
                     error(f"${sorted(again)[0]} is bound twice in the from clause", _pos(item))
                 bound |= bound_variables(item)
         elif isinstance(node, A.Union | A.Intersect):
             for item in node.items:
-                visit(item, group, last, True)
+                visit(item, group, last)
             if isinstance(node, A.Intersect) and any(
                 isinstance(n, A.Step) and n.var for n in A.walk(node)
             ):
@@ -83,7 +83,7 @@ def analyze(query: A.Query | str) -> Analysis:
                     "where it started and repeat without end",
                     back.pos,
                 )
-            visit(node.body, node.group, False, in_union)
+            visit(node.body, node.group, False)
 
     def check_predicate(pred):
         for node in A.walk(pred):
@@ -95,7 +95,7 @@ def analyze(query: A.Query | str) -> Analysis:
             if isinstance(node, A.Const) and isinstance(node.value, float) and pred is node:
                 error("positional predicates ([n]) are not supported", 0)
 
-    visit(query.path, None, True, False)
+    visit(query.path, None, True)
     analysis = Analysis(query, query.variables, kleene)
 
     def refs(expr) -> list[A.VarRef]:
@@ -106,7 +106,7 @@ def analyze(query: A.Query | str) -> Analysis:
             if ref.func and ref.var not in kleene:
                 error(f"{ref.func}() needs a variable under a Kleene-*; ${ref.var} is not", ref.pos)
             if ref.path is not None:
-                visit(ref.path, None, True, False)
+                visit(ref.path, None, True)
         return found
 
     for conjunct in _conjuncts(query.where) if query.where is not None else []:
