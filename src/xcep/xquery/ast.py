@@ -1,0 +1,208 @@
+"""The XQuery syntax tree: FLWOR clauses, constructors, patterns; XPath stays XPath.
+
+Everything that is not a FLWOR, a constructor or a comma sequence is an
+``XPath`` node: its text is handed to elementpath's XPath 3.1 parser.  FLWORs
+and constructors found *inside* such an expression are parsed by us and
+stand in the XPath text as placeholder variables (``$_xq1``), evaluated
+first under the same bindings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Expr:
+    """Base class of expressions."""
+
+
+@dataclass
+class XPath(Expr):
+    text: str  # XPath 3.1 text, placeholders substituted
+    pos: int  # offset of the expression in the query
+    placeholders: list[tuple[str, Expr]] = field(default_factory=list)
+    token: Any = None  # elementpath's compiled expression
+    variables: frozenset = frozenset()  # the $names it mentions (placeholders excluded)
+
+
+@dataclass
+class Sequence(Expr):
+    items: list[Expr]
+
+
+@dataclass
+class Element(Expr):
+    """A direct element constructor; content parts are strings or expressions."""
+
+    name: str
+    attributes: list[tuple[str, list]]
+    content: list
+    pos: int
+
+
+@dataclass
+class FLWOR(Expr):
+    clauses: list
+    result: Expr
+    pos: int
+
+
+# -- clauses ---------------------------------------------------------------
+
+
+@dataclass
+class For:
+    var: str
+    position: str | None
+    expr: Expr
+
+
+@dataclass
+class Let:
+    var: str
+    expr: Expr
+
+
+@dataclass
+class Where:
+    expr: Expr
+
+
+@dataclass
+class Count:
+    var: str
+
+
+@dataclass
+class GroupSpec:
+    var: str | None  # None: an anonymous key (``group by $a/user``, the seed's form)
+    expr: Expr | None  # None: group by the variable's current value
+
+
+@dataclass
+class GroupBy:
+    specs: list[GroupSpec]
+
+
+@dataclass
+class OrderSpec:
+    expr: Expr
+    descending: bool = False
+    empty_greatest: bool = False
+
+
+@dataclass
+class OrderBy:
+    specs: list[OrderSpec]
+    stable: bool = False
+
+
+@dataclass
+class WindowCondition:
+    current: str | None = None
+    position: str | None = None
+    previous: str | None = None
+    next: str | None = None
+    when: Expr | None = None
+
+    def names(self) -> list[str]:
+        return [v for v in (self.current, self.position, self.previous, self.next) if v]
+
+
+@dataclass
+class Window:
+    sliding: bool
+    var: str
+    expr: Expr
+    start: WindowCondition
+    end: WindowCondition | None
+    only_end: bool = False
+
+
+# -- the pattern clause ----------------------------------------------------
+
+
+@dataclass
+class ItemType:
+    """A SequenceType's item type: ``kind`` is item, node, element, attribute,
+    text, document-node or atomic; ``name`` the element/attribute name or the
+    atomic type's local name (``None`` or ``*``: any)."""
+
+    kind: str
+    name: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "atomic":
+            return f"xs:{self.name}"
+        return f"{self.kind}({self.name or ''})"
+
+
+@dataclass
+class PatternVar:
+    name: str
+    item_type: ItemType
+    occurrence: str  # "", "?", "*" or "+"
+    when: Expr
+    before: str | None = None
+    after: str | None = None
+    all: str | None = None
+    pprev: str | None = None
+    pcur: str | None = None
+    nested: str | None = None
+    pos: int = 0
+
+    @property
+    def min(self) -> int:
+        return 0 if self.occurrence in ("?", "*") else 1
+
+    @property
+    def max(self) -> int | None:
+        return 1 if self.occurrence in ("", "?") else None
+
+    def bound_names(self) -> list[str]:
+        names = (self.before, self.after, self.all, self.pprev, self.pcur, self.nested)
+        return [n for n in names if n]
+
+
+@dataclass
+class RVar:
+    name: str
+    pos: int = 0
+
+
+@dataclass
+class RSeq:
+    items: list
+
+
+@dataclass
+class RAlt:
+    options: list
+
+
+@dataclass
+class Pattern:
+    var: str
+    sliding: bool
+    selection: str  # "maximal", "incremental" or "allmatch"
+    expr: Expr
+    regex: Any  # RVar | RSeq | RAlt
+    variables: list[PatternVar]
+    pos: int = 0
+
+
+def regex_vars(regex) -> list[RVar]:
+    """The variable references of a pattern's regular expression, left to right."""
+    if isinstance(regex, RVar):
+        return [regex]
+    parts = regex.items if isinstance(regex, RSeq) else regex.options
+    return [v for part in parts for v in regex_vars(part)]
+
+
+def regex_text(regex) -> str:
+    if isinstance(regex, RVar):
+        return f"${regex.name}"
+    if isinstance(regex, RSeq):
+        return " ".join(regex_text(p) for p in regex.items)
+    return " or ".join(f"({regex_text(p)})" for p in regex.options)

@@ -1,0 +1,352 @@
+"""Evaluate a parsed query: a FLWOR's clauses turn a stream of tuples into tuples.
+
+A tuple is a dict from variable name to value (a lone item or a list).
+XPath parts run in elementpath with the tuple as their variables; the
+window clause follows the XQuery 3.1 specification (§3.12.4); the pattern
+clause runs the NFA of ``xcep.xquery.pattern``.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from elementpath import XPathContext
+from elementpath.exceptions import ElementPathError
+from elementpath.tree_builders import get_node_tree
+
+from xcep.xquery import ast as A
+from xcep.xquery.errors import XQueryError, position
+from xcep.xquery.pattern import NFA, compile_pattern, find_instances
+from xcep.xquery.values import (
+    as_sequence,
+    as_value,
+    ebv,
+    element_of,
+    group_key,
+    is_node,
+    matches_type,
+    order_key,
+    single_atom,
+    string_value,
+)
+
+
+class Evaluator:
+    """Evaluates expressions of one query text against one context (document or none)."""
+
+    def __init__(self, text: str, context_root=None) -> None:
+        self.text = text
+        if context_root is not None:
+            self.ctx = XPathContext(context_root)
+            self.item = self.ctx.root
+        else:  # no context item: paths from '/' or '.' select nothing
+            self.ctx = XPathContext(ET.ElementTree(ET.Element("_")))
+            self.ctx.root = self.ctx.document = None
+            self.item = None
+        self._nfas: dict[int, NFA] = {}
+
+    # -- expressions ---------------------------------------------------------
+
+    def eval(self, expr: A.Expr, env: dict) -> list:
+        if isinstance(expr, A.XPath):
+            return self.xpath(expr, env)
+        if isinstance(expr, A.FLWOR):
+            out: list = []
+            for t in self.tuples(expr.clauses, env):
+                out.extend(self.eval(expr.result, t))
+            return out
+        if isinstance(expr, A.Sequence):
+            return [item for part in expr.items for item in self.eval(part, env)]
+        if isinstance(expr, A.Element):
+            return [self.construct(expr, env)]
+        raise TypeError(expr)
+
+    def xpath(self, expr: A.XPath, env: dict) -> list:
+        if expr.placeholders:
+            env = dict(env)
+            for name, sub in expr.placeholders:
+                env[name] = as_value(self.eval(sub, env))
+        ctx = self.ctx
+        ctx.variables = env
+        ctx.item = self.item
+        ctx.position = ctx.size = 1
+        ctx.axis = None
+        try:
+            return as_sequence(expr.token.evaluate(ctx))
+        except ElementPathError as exc:
+            raise self._error(exc, expr.pos) from None
+        except (TypeError, ValueError, ArithmeticError) as exc:
+            raise self._error(exc, expr.pos) from None
+
+    def _error(self, exc: Exception, offset: int) -> XQueryError:
+        code = getattr(exc, "code", None)
+        code = code.split(":")[-1] if code else None
+        message = getattr(exc, "message", None) or str(exc)
+        message = re.sub(r"^\[err:\w+\]\s*", "", message)
+        line, column = position(self.text, offset)
+        return XQueryError(message, code, line, column)
+
+    def first_result(self, expr: A.Expr, env: dict) -> list:
+        """A FLWOR's first tuple's result; any other expression's whole value."""
+        if isinstance(expr, A.FLWOR):
+            for t in self.tuples(expr.clauses, env):
+                return self.eval(expr.result, t)
+            return []
+        return self.eval(expr, env)
+
+    def construct(self, expr: A.Element, env: dict):
+        elem = self.build(expr, env)
+        return get_node_tree(elem)
+
+    def build(self, expr: A.Element, env: dict) -> ET.Element:
+        elem = ET.Element(expr.name)
+        for name, parts in expr.attributes:
+            value = "".join(
+                part if isinstance(part, str) else " ".join(map(string_value, self.eval(part, env)))
+                for part in parts
+            )
+            elem.set(name, value)
+        for part in expr.content:
+            if isinstance(part, str):
+                _append_text(elem, part)
+            elif isinstance(part, A.Element):
+                elem.append(self.build(part, env))
+            else:
+                self._append_items(elem, self.eval(part, env))
+        return elem
+
+    def _append_items(self, elem: ET.Element, items: list) -> None:
+        atoms: list[str] = []
+        for item in items:
+            if not is_node(item):
+                atoms.append(string_value(item))
+                continue
+            if atoms:
+                _append_text(elem, " ".join(atoms))
+                atoms = []
+            kind = item.node_kind
+            if kind == "element":
+                elem.append(element_of(item))
+            elif kind == "attribute":
+                elem.set(item.name, item.string_value)
+            elif kind == "document":
+                self._append_items(elem, list(item.children))
+            elif kind == "text":
+                _append_text(elem, item.string_value)
+        if atoms:
+            _append_text(elem, " ".join(atoms))
+
+    # -- the tuple stream ------------------------------------------------------
+
+    def tuples(self, clauses: list, env: dict):
+        stream = [env]
+        for clause in clauses:
+            stream = self.clause(clause, stream)
+        return stream
+
+    def clause(self, clause, stream: list[dict]) -> list[dict]:
+        if isinstance(clause, A.For):
+            out = []
+            for t in stream:
+                for i, item in enumerate(self.eval(clause.expr, t), 1):
+                    u = {**t, clause.var: item}
+                    if clause.position:
+                        u[clause.position] = i
+                    out.append(u)
+            return out
+        if isinstance(clause, A.Let):
+            return [{**t, clause.var: as_value(self.eval(clause.expr, t))} for t in stream]
+        if isinstance(clause, A.Where):
+            return [t for t in stream if ebv(self.eval(clause.expr, t))]
+        if isinstance(clause, A.Count):
+            return [{**t, clause.var: i} for i, t in enumerate(stream, 1)]
+        if isinstance(clause, A.GroupBy):
+            return self.group_by(clause, stream)
+        if isinstance(clause, A.OrderBy):
+            return self.order_by(clause, stream)
+        if isinstance(clause, A.Window):
+            return [u for t in stream for u in self.window(clause, t)]
+        if isinstance(clause, A.Pattern):
+            return [u for t in stream for u in self.pattern(clause, t)]
+        raise TypeError(clause)
+
+    def group_by(self, clause: A.GroupBy, stream: list[dict]) -> list[dict]:
+        groups: dict[tuple, list] = {}
+        for t in stream:
+            atoms = []
+            for spec in clause.specs:
+                if spec.expr is not None:
+                    value = self.eval(spec.expr, t)
+                else:
+                    value = as_sequence(t.get(spec.var))
+                atoms.append(single_atom(value, "a grouping key"))
+            key = tuple(group_key(a) for a in atoms)
+            groups.setdefault(key, [atoms, []])[1].append(t)
+        out = []
+        keys = {spec.var for spec in clause.specs if spec.var}
+        for atoms, members in groups.values():
+            u = {}
+            for name in members[0]:
+                if name not in keys:
+                    u[name] = as_value([i for m in members for i in as_sequence(m.get(name))])
+            for spec, atom in zip(clause.specs, atoms, strict=True):
+                if spec.var:
+                    u[spec.var] = [] if atom is None else atom
+            out.append(u)
+        return out
+
+    def order_by(self, clause: A.OrderBy, stream: list[dict]) -> list[dict]:
+        keyed = [
+            ([single_atom(self.eval(s.expr, t), "an order by key") for s in clause.specs], t)
+            for t in stream
+        ]
+        flags = [(s.descending, s.empty_greatest) for s in clause.specs]
+        key = order_key(flags)
+        keyed.sort(key=lambda pair: key(pair[0]))
+        return [t for _, t in keyed]
+
+    # -- the window clause (XQuery 3.1 §3.12.4) ---------------------------------
+
+    def window(self, clause: A.Window, env: dict):
+        items = self.eval(clause.expr, env)
+        n = len(items)
+
+        def bind(cond: A.WindowCondition | None, base: dict, i: int) -> dict:
+            t = dict(base)
+            if cond is None:
+                return t
+            if cond.current:
+                t[cond.current] = items[i]
+            if cond.position:
+                t[cond.position] = i + 1
+            if cond.previous:
+                t[cond.previous] = items[i - 1] if i > 0 else []
+            if cond.next:
+                t[cond.next] = items[i + 1] if i + 1 < n else []
+            return t
+
+        def starts(i: int) -> dict | None:
+            t = bind(clause.start, env, i)
+            return t if ebv(self.eval(clause.start.when, t)) else None
+
+        def find_end(s: int, t: dict) -> tuple[int, dict | None]:
+            for e in range(s, n):
+                u = bind(clause.end, t, e)
+                if ebv(self.eval(clause.end.when, u)):
+                    return e, u
+            return n - 1, None
+
+        def emit(t: dict, s: int, e: int) -> dict:
+            t = dict(t)
+            t[clause.var] = items[s : e + 1]
+            return t
+
+        i = 0
+        t = None
+        while i < n:
+            t = t or starts(i)
+            if t is None:
+                i += 1
+                continue
+            if clause.end is None:  # tumbling, no end: up to the next start
+                e, nxt = i + 1, None
+                while e < n and (nxt := starts(e)) is None:
+                    e += 1
+                yield emit(t, i, e - 1)
+                i, t = e, nxt
+                continue
+            e, u = find_end(i, t)
+            started, t = t, None
+            if u is None:
+                if not clause.only_end:
+                    yield emit(bind(clause.end, started, n - 1), i, n - 1)
+                if not clause.sliding:
+                    return
+            else:
+                yield emit(u, i, e)
+            i = i + 1 if clause.sliding else e + 1
+
+    # -- the pattern clause ----------------------------------------------------
+
+    def pattern(self, clause: A.Pattern, env: dict):
+        nfa = self._nfas.get(id(clause))
+        if nfa is None:
+            nfa = self._nfas[id(clause)] = compile_pattern(clause)
+        items = self.eval(clause.expr, env)
+        test, keyed = self.pattern_test(clause, items, env)
+        for start, end, runs in find_instances(
+            nfa, len(items), test, clause.sliding, clause.selection, keyed
+        ):
+            t = dict(env)
+            t[clause.var] = items[start : end + 1]
+            for var, run in zip(clause.variables, runs, strict=True):
+                t[var.name] = as_value(items[run[0] : run[1] + 1]) if run else []
+            yield t
+
+    def pattern_test(self, clause: A.Pattern, items: list, env: dict):
+        """The item test of each pattern variable (memoized) and the variables whose
+        test depends on where their run started."""
+        n = len(items)
+        variables = clause.variables
+        keyed = {i for i, v in enumerate(variables) if v.before or v.all}
+        by_position = [[None] * n if i not in keyed else None for i in range(len(variables))]
+        by_start: dict = {}
+        local = dict(env)
+
+        def test(var: int, run_start: int, pos: int) -> int:
+            memo = by_position[var]
+            if memo is not None:
+                known = memo[pos]
+                if known is not None:
+                    return known
+            else:
+                known = by_start.get((var, run_start, pos))
+                if known is not None:
+                    return known
+            result = evaluate(variables[var], run_start, pos)
+            if memo is not None:
+                memo[pos] = result
+            else:
+                by_start[(var, run_start, pos)] = result
+            return result
+
+        def evaluate(v: A.PatternVar, run_start: int, pos: int) -> int:
+            if v.before:
+                local[v.before] = items[run_start - 1] if run_start > 0 else []
+            if v.nested:
+                local[v.nested] = items[pos:]
+                unit = self.first_result(v.when, local)
+                k = len(unit)
+                if k == 0 or k > n - pos:
+                    return 0
+                for j, item in enumerate(unit):
+                    other = items[pos + j]
+                    same = item is other if is_node(item) else item == other
+                    if not same or not matches_type(other, v.item_type):
+                        return 0
+                return k
+            item = items[pos]
+            if not matches_type(item, v.item_type):
+                return 0
+            if v.pcur:
+                local[v.pcur] = item
+            if v.pprev:
+                local[v.pprev] = items[pos - 1] if pos > 0 else []
+            if v.after:
+                local[v.after] = items[pos + 1] if pos + 1 < n else []
+            if v.all:
+                local[v.all] = items[run_start : pos + 1]
+            return 1 if ebv(self.eval(v.when, local)) else 0
+
+        return test, keyed
+
+
+def _append_text(elem: ET.Element, text: str) -> None:
+    if not text:
+        return
+    if len(elem):
+        last = elem[-1]
+        last.tail = (last.tail or "") + text
+    else:
+        elem.text = (elem.text or "") + text

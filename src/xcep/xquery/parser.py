@@ -1,0 +1,746 @@
+"""Parse XQuery: FLWOR clauses (window and pattern included) and direct constructors.
+
+The parser reads clauses and constructors itself and cuts every other
+expression out of the text as an XPath 3.1 span for elementpath.  A span
+ends, at bracket depth 0, at a ``,``, a closing bracket, a clause keyword in
+operator position (``where``, ``return``, ``start``, ``when``, ...), or, where
+a pattern clause needs it, at an operand that directly follows another one
+(``in $events $a $b using``).  The grammar is in docs/xquery.md.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from elementpath.exceptions import ElementPathError
+from elementpath.xpath31 import XPath31Parser
+
+from xcep.xquery import ast as A
+from xcep.xquery.errors import XQueryError, static_error
+from xcep.xquery.pattern import check_single_binding
+
+_SPACE = re.compile(r"(?:\s+|\(:)")
+_NAME = re.compile(r"[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?")
+_NCNAME = re.compile(r"[A-Za-z_][\w.\-]*")
+_VAR = re.compile(r"\$\s*([A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)")
+_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_STRING = re.compile(r"\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'")
+_SYMBOLS = (":=", "::", "//", "..", "!=", "<=", ">=", "<<", ">>", "||", "=>", "(", ")", "[", "]")
+_SYMBOLS += ("{", "}", ",", "/", "@", "<", ">", "=", "|", "!", "+", "-", "*", "?", ".", "#", ":")
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+
+# names that end an XPath span when they stand where an operator would
+CLAUSE_WORDS = {"where", "return", "start", "end", "only", "when", "using", "ascending"}
+CLAUSE_WORDS |= {"descending", "collation", "then", "else", "satisfies"}
+FLWOR_STARTS = {"for", "let", "pattern"}
+CLAUSE_ENDS = CLAUSE_WORDS | FLWOR_STARTS | {"count", "group", "order", "stable"}
+SELECTIONS = ("maximal", "incremental", "allmatch")
+PATTERN_VARS = ("before", "after", "all", "pprev", "pcur", "nested")
+KIND_TESTS = {"item", "node", "element", "attribute", "text", "document-node", "comment"}
+
+
+@dataclass
+class Token:
+    kind: str  # name, var, string, number, symbol, eof
+    value: str
+    start: int
+    end: int
+
+
+def lex(text: str, pos: int) -> Token:
+    """The token at ``pos`` (after spaces and ``(: comments :)``)."""
+    n = len(text)
+    while pos < n:
+        m = _SPACE.match(text, pos)
+        if not m:
+            break
+        pos = _skip_comment(text, pos) if m.group() == "(:" else m.end()
+    if pos >= n:
+        return Token("eof", "", n, n)
+    c = text[pos]
+    if c == "$":
+        m = _VAR.match(text, pos)
+        if not m:
+            raise static_error(text, pos, "expected a variable name after '$'")
+        return Token("var", m.group(1), pos, m.end())
+    if c in "\"'":
+        m = _STRING.match(text, pos)
+        if not m:
+            raise static_error(text, pos, "unterminated string literal")
+        return Token("string", m.group(), pos, m.end())
+    m = _NUMBER.match(text, pos)
+    if m and (c.isdigit() or (c == "." and m.end() > pos + 1)):
+        return Token("number", m.group(), pos, m.end())
+    m = _NAME.match(text, pos)
+    if m:
+        name = m.group()
+        if ":" in name and text.startswith("::", m.start() + name.index(":")):
+            name = name[: name.index(":")]  # axis::
+        return Token("name", name, pos, pos + len(name))
+    for sym in _SYMBOLS:
+        if text.startswith(sym, pos):
+            return Token("symbol", sym, pos, pos + len(sym))
+    raise static_error(text, pos, f"unexpected character {c!r}")
+
+
+def _skip_comment(text: str, pos: int) -> int:
+    depth, i = 0, pos
+    while i < len(text):
+        if text.startswith("(:", i):
+            depth, i = depth + 1, i + 2
+        elif text.startswith(":)", i):
+            depth, i = depth - 1, i + 2
+            if depth == 0:
+                return i
+        else:
+            i += 1
+    raise static_error(text, pos, "unterminated comment")
+
+
+def parse(text: str) -> A.Expr:
+    """The syntax tree of an XQuery main module body (no prolog)."""
+    return Parser(text).parse_module()
+
+
+class Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.xpath = XPath31Parser()
+        self.placeholders = 0
+
+    # -- tokens --------------------------------------------------------------
+
+    def peek(self, ahead: int = 0) -> Token:
+        tok = lex(self.text, self.pos)
+        for _ in range(ahead):
+            tok = lex(self.text, tok.end)
+        return tok
+
+    def next(self) -> Token:
+        tok = lex(self.text, self.pos)
+        self.pos = tok.end
+        return tok
+
+    def error(self, message: str, at: int | None = None, code: str = "XPST0003") -> XQueryError:
+        return static_error(self.text, self.pos if at is None else at, message, code)
+
+    def expect(self, value: str, kind: str | None = None) -> Token:
+        tok = self.next()
+        if tok.value != value or (kind and tok.kind != kind) or tok.kind in ("string", "var"):
+            raise self.error(f"expected '{value}', found {_describe(tok)}", tok.start)
+        return tok
+
+    def accept(self, value: str) -> bool:
+        tok = self.peek()
+        if tok.value == value and tok.kind in ("name", "symbol"):
+            self.pos = tok.end
+            return True
+        return False
+
+    def var(self) -> str:
+        tok = self.next()
+        if tok.kind != "var":
+            raise self.error(f"expected a variable ($name), found {_describe(tok)}", tok.start)
+        return tok.value
+
+    # -- expressions ---------------------------------------------------------
+
+    def parse_module(self) -> A.Expr:
+        expr = self.parse_expr()
+        tok = self.peek()
+        if tok.kind != "eof":
+            raise self.error(f"unexpected {_describe(tok)}", tok.start)
+        return expr
+
+    def parse_expr(self) -> A.Expr:
+        items = [self.parse_single()]
+        while self.peek().value == ",":
+            self.next()
+            items.append(self.parse_single())
+        return items[0] if len(items) == 1 else A.Sequence(items)
+
+    def parse_single(self, juxtaposed: bool = False, paren_stops: bool = False) -> A.Expr:
+        """One ExprSingle: a FLWOR, or an XPath span (with nested parts substituted)."""
+        tok = self.peek()
+        if self._flwor_start(tok):
+            return self.parse_flwor()
+        return self.parse_span(juxtaposed, paren_stops)
+
+    def _flwor_start(self, tok: Token) -> bool:
+        if tok.kind != "name" or tok.value not in FLWOR_STARTS:
+            return False
+        after = lex(self.text, tok.end)
+        if after.kind == "var":
+            return True
+        return tok.value == "for" and after.value in ("tumbling", "sliding")
+
+    def parse_span(self, juxtaposed: bool, paren_stops: bool) -> A.Expr:
+        start = self.pos
+        out: list[str] = []
+        placeholders: list[tuple[str, A.Expr]] = []
+        variables: set[str] = set()
+        depth = 0
+        operand_end = False  # the previous token ended an operand
+        pending = {"then": 0, "else": 0, "satisfies": 0}
+        first = None
+        last = start
+        while True:
+            tok = self.peek()
+            if tok.kind == "eof":
+                break
+            v = tok.value
+            if depth == 0 and self._span_ends(tok, operand_end, juxtaposed, paren_stops, pending):
+                break
+            if first is None:
+                first = tok.start
+            if not operand_end and self._flwor_start(tok):
+                out.append(self.text[last : tok.start])
+                expr = self.parse_flwor()
+                out.append(self._placeholder(placeholders, expr))
+                last, operand_end = self.pos, True
+                continue
+            if (
+                not operand_end
+                and v == "<"
+                and tok.kind == "symbol"
+                and _NCNAME.match(self.text, tok.end)
+            ):
+                out.append(self.text[last : tok.start])
+                self.pos = tok.start
+                expr = self.parse_constructor()
+                out.append(self._placeholder(placeholders, expr))
+                last, operand_end = self.pos, True
+                continue
+            self.pos = tok.end
+            if tok.kind == "string" and "&" in v:
+                out.append(self.text[last : tok.start])
+                out.append(_xpath_string(_decode(v[1:-1].replace(v[0] * 2, v[0]))))
+                last = tok.end
+            if tok.kind == "symbol" and v in _OPENERS:
+                depth += 1
+                operand_end = False
+            elif tok.kind == "symbol" and v in (")", "]", "}"):
+                depth -= 1
+                operand_end = True
+            elif tok.kind in ("var", "string", "number"):
+                if tok.kind == "var":
+                    variables.add(v)
+                operand_end = True
+            elif tok.kind == "name":
+                if operand_end:  # an operator word: and, div, eq, instance of, ...
+                    operand_end = False
+                    if depth == 0 and v in ("then", "else", "satisfies"):
+                        pending[v] -= 1
+                        if v == "then":
+                            pending["else"] += 1
+                else:
+                    after = self.peek()
+                    if depth == 0 and v == "if" and after.value == "(":
+                        pending["then"] += 1
+                    if depth == 0 and v in ("some", "every") and after.kind == "var":
+                        pending["satisfies"] += 1
+                        self.pos = after.end  # the bound variable
+                        operand_end = False
+                        continue
+                    operand_end = after.value not in ("(", "::")
+            elif v in ("*", "?", ".", ".."):
+                operand_end = v in (".", "..") or not operand_end
+            else:
+                operand_end = False
+        out.append(self.text[last : self.pos])
+        if first is None:
+            tok = self.peek()
+            raise self.error(f"expected an expression, found {_describe(tok)}", tok.start)
+        body = "".join(out).strip()
+        if len(placeholders) == 1 and body == f"${placeholders[0][0]}":
+            return placeholders[0][1]
+        return self._compile(body, first, placeholders, frozenset(variables))
+
+    def _span_ends(self, tok, operand_end, juxtaposed, paren_stops, pending) -> bool:
+        v = tok.value
+        if tok.kind == "symbol":
+            if v in (",", ")", "]", "}"):
+                return True
+            return paren_stops and operand_end and v == "("
+        if tok.kind in ("var", "string", "number"):
+            return juxtaposed and operand_end
+        if tok.kind != "name" or not operand_end:
+            return False
+        if v in ("then", "else", "satisfies"):
+            return pending[v] == 0
+        if v in CLAUSE_WORDS:
+            return True
+        after = lex(self.text, tok.end)
+        if v in ("for", "let", "count", "pattern"):
+            return after.kind == "var" or (v == "for" and after.value in ("tumbling", "sliding"))
+        if v in ("group", "order"):
+            return after.value == "by"
+        if v == "stable":
+            return after.value == "order"
+        return v == "empty" and after.value in ("greatest", "least")
+
+    def _placeholder(self, placeholders: list, expr: A.Expr) -> str:
+        self.placeholders += 1
+        name = f"_xq{self.placeholders}"
+        placeholders.append((name, expr))
+        return f"${name}"
+
+    def _compile(self, body: str, offset: int, placeholders: list, variables) -> A.XPath:
+        try:
+            token = self.xpath.parse(body)
+        except ElementPathError as exc:
+            code = getattr(exc, "code", None) or "XPST0003"
+            code = code.split(":")[-1]
+            message = getattr(exc, "message", str(exc))
+            m = re.search(r"column (\d+)", str(exc))
+            at = offset + (int(m.group(1)) - 1 if m and not placeholders else 0)
+            raise static_error(self.text, min(at, len(self.text)), message, code) from None
+        return A.XPath(body, offset, placeholders, token, variables)
+
+    # -- FLWOR ---------------------------------------------------------------
+
+    def parse_flwor(self) -> A.FLWOR:
+        start = self.pos
+        clauses: list = []
+        while True:
+            tok = self.peek()
+            v = tok.value if tok.kind == "name" else None
+            if v == "return":
+                self.next()
+                if not clauses:
+                    raise self.error("a FLWOR needs a for, let, window or pattern clause", start)
+                return A.FLWOR(clauses, self.parse_single(), start)
+            if v == "for":
+                self.next()
+                if self.peek().value in ("tumbling", "sliding"):
+                    clauses.append(self.parse_window())
+                else:
+                    clauses.extend(self.parse_for())
+            elif v == "let":
+                self.next()
+                clauses.extend(self.parse_let())
+            elif v == "pattern" and self.peek(1).kind == "var":
+                self.next()
+                clauses.append(self.parse_pattern())
+            elif v == "where" and clauses:
+                self.next()
+                clauses.append(A.Where(self.parse_single()))
+            elif v == "count" and clauses:
+                self.next()
+                clauses.append(A.Count(self.var()))
+            elif v == "group" and clauses:
+                self.next()
+                self.expect("by")
+                clauses.append(self.parse_group_by())
+            elif v in ("order", "stable") and clauses:
+                self.next()
+                if v == "stable":
+                    self.expect("order")
+                self.expect("by")
+                clauses.append(self.parse_order_by(v == "stable"))
+            else:
+                raise self.error(f"expected a FLWOR clause or 'return', found {_describe(tok)}")
+
+    def parse_for(self) -> list[A.For]:
+        out = []
+        while True:
+            var = self.var()
+            position = None
+            if self.accept("at"):
+                position = self.var()
+            self.expect("in")
+            out.append(A.For(var, position, self.parse_single()))
+            if not self.accept(","):
+                return out
+
+    def parse_let(self) -> list[A.Let]:
+        out = []
+        while True:
+            var = self.var()
+            self.expect(":=")
+            out.append(A.Let(var, self.parse_single()))
+            if not self.accept(","):
+                return out
+
+    def parse_group_by(self) -> A.GroupBy:
+        specs = []
+        while True:
+            tok = self.peek()
+            if tok.kind == "var" and self._ends_group_key(self.peek(1)):
+                var = self.var()
+                expr = self.parse_single() if self.accept(":=") else None
+                specs.append(A.GroupSpec(var, expr))
+            else:
+                specs.append(A.GroupSpec(None, self.parse_single()))
+            if not self.accept(","):
+                return A.GroupBy(specs)
+
+    @staticmethod
+    def _ends_group_key(tok: Token) -> bool:
+        """Whether ``tok`` follows a grouping variable (``group by $k, ...``)."""
+        if tok.kind == "eof" or tok.value in (":=", ",", ")", "}", "]"):
+            return True
+        return tok.kind == "name" and tok.value in CLAUSE_ENDS
+
+    def parse_order_by(self, stable: bool) -> A.OrderBy:
+        specs = []
+        while True:
+            spec = A.OrderSpec(self.parse_single())
+            if self.accept("descending"):
+                spec.descending = True
+            else:
+                self.accept("ascending")
+            if self.accept("empty"):
+                tok = self.next()
+                if tok.value not in ("greatest", "least"):
+                    raise self.error("expected 'greatest' or 'least'", tok.start)
+                spec.empty_greatest = tok.value == "greatest"
+            if self.accept("collation"):
+                tok = self.next()
+                if tok.kind != "string" or "codepoint" not in tok.value:
+                    raise static_error(
+                        self.text,
+                        tok.start,
+                        "only the codepoint collation is supported",
+                        "XQST0076",
+                    )
+            specs.append(spec)
+            if not self.accept(","):
+                return A.OrderBy(specs, stable)
+
+    def parse_window(self) -> A.Window:
+        kind = self.next().value
+        self.expect("window")
+        var = self.var()
+        self.expect("in")
+        expr = self.parse_single()
+        self.expect("start")
+        start = self.parse_window_condition()
+        end, only = None, False
+        if self.accept("only"):
+            only = True
+            self.expect("end")
+            end = self.parse_window_condition()
+        elif self.accept("end"):
+            end = self.parse_window_condition()
+        if kind == "sliding" and end is None:
+            raise self.error("a sliding window needs an end clause")
+        return A.Window(kind == "sliding", var, expr, start, end, only)
+
+    def parse_window_condition(self) -> A.WindowCondition:
+        cond = A.WindowCondition()
+        if self.peek().kind == "var":
+            cond.current = self.var()
+        if self.accept("at"):
+            cond.position = self.var()
+        if self.accept("previous"):
+            cond.previous = self.var()
+        if self.accept("next"):
+            cond.next = self.var()
+        self.expect("when")
+        cond.when = self.parse_single()
+        names = cond.names()
+        if len(set(names)) != len(names):
+            raise self.error("the variables of a window condition must differ", code="XQST0103")
+        return cond
+
+    # -- the pattern clause ---------------------------------------------------
+
+    def parse_pattern(self) -> A.Pattern:
+        start = self.pos
+        var = self.var()
+        sliding = True
+        tok = self.peek()
+        if tok.value in ("tumbling", "sliding"):
+            sliding = self.next().value == "sliding"
+        selection = "allmatch"
+        if self.peek().value in SELECTIONS:
+            selection = self.next().value
+        self.expect("in")
+        expr = self.parse_single(juxtaposed=True, paren_stops=True)
+        regex = self.parse_regex()
+        self.expect("using")
+        variables = [self.parse_pattern_var()]
+        while self.peek().kind == "var":
+            variables.append(self.parse_pattern_var())
+        pattern = A.Pattern(var, sliding, selection, expr, regex, variables, start)
+        self._check_pattern(pattern)
+        return pattern
+
+    def parse_regex(self):
+        options = [self.parse_regex_seq()]
+        while self.accept("or"):
+            options.append(self.parse_regex_seq())
+        return options[0] if len(options) == 1 else A.RAlt(options)
+
+    def parse_regex_seq(self):
+        items = []
+        while True:
+            tok = self.peek()
+            if tok.kind == "var":
+                self.next()
+                items.append(A.RVar(tok.value, tok.start))
+            elif tok.value == "(" and tok.kind == "symbol":
+                self.next()
+                items.append(self.parse_regex())
+                self.expect(")")
+            else:
+                break
+        if not items:
+            tok = self.peek()
+            raise self.error(f"expected a pattern variable or '(', found {_describe(tok)}")
+        return items[0] if len(items) == 1 else A.RSeq(items)
+
+    def parse_pattern_var(self) -> A.PatternVar:
+        tok = self.peek()
+        name = self.var()
+        self.accept("as")
+        item_type, occurrence = self.parse_sequence_type()
+        pvar = A.PatternVar(name, item_type, occurrence, None, pos=tok.start)
+        while self.peek().value in PATTERN_VARS and self.peek(1).kind == "var":
+            role = self.next().value
+            if getattr(pvar, role):
+                raise self.error(f"'{role}' given twice for ${name}")
+            setattr(pvar, role, self.var())
+            self.accept(",")
+        self.expect("when")
+        pvar.when = self.parse_single(juxtaposed=True)
+        return pvar
+
+    def parse_sequence_type(self) -> tuple[A.ItemType, str]:
+        tok = self.next()
+        if tok.kind != "name":
+            raise self.error(f"expected a sequence type, found {_describe(tok)}", tok.start)
+        if tok.value in KIND_TESTS and self.peek().value == "(":
+            self.next()
+            name = None
+            inner = self.peek()
+            if inner.value != ")":
+                inner = self.next()
+                if inner.kind not in ("name", "symbol") or inner.value in ("(", ","):
+                    raise self.error("expected a name or '*'", inner.start)
+                name = inner.value
+            self.expect(")")
+            item = A.ItemType(tok.value, None if name == "*" else name)
+        elif tok.value == "empty-sequence":
+            raise self.error("empty-sequence() cannot be a pattern variable's type", tok.start)
+        else:
+            local = tok.value.split(":")[-1]
+            if local not in ATOMIC_TYPES:
+                raise static_error(
+                    self.text, tok.start, f"unknown type {tok.value}", code="XPST0051"
+                )
+            item = A.ItemType("atomic", local)
+        occurrence = ""
+        after = self.peek()
+        if after.kind == "symbol" and after.value in ("?", "*", "+") and after.start == self.pos:
+            occurrence = self.next().value
+        return item, occurrence
+
+    def _check_pattern(self, pattern: A.Pattern) -> None:
+        declared = {}
+        for pvar in pattern.variables:
+            if pvar.name in declared:
+                raise self.error(f"${pvar.name} is declared twice", pvar.pos)
+            declared[pvar.name] = pvar
+            if pvar.nested and (set(pvar.bound_names()) - {pvar.nested, pvar.before}):
+                raise self.error(f"${pvar.name}: 'nested' combines only with 'before'", pvar.pos)
+        seen = set()
+        for ref in A.regex_vars(pattern.regex):
+            if ref.name not in declared:
+                raise static_error(
+                    self.text, ref.pos, f"${ref.name} has no 'using' clause", "XPST0008"
+                )
+            seen.add(ref.name)
+        twice = check_single_binding(pattern.regex)
+        if twice:
+            raise self.error(f"${twice} would be bound twice by one match", pattern.pos)
+        for name, pvar in declared.items():
+            if name not in seen:
+                raise self.error(f"${name} is declared but not used in the pattern", pvar.pos)
+
+    # -- direct constructors ----------------------------------------------------
+
+    def parse_constructor(self) -> A.Element:
+        text = self.text
+        start = self.pos
+        assert text[self.pos] == "<"
+        m = _NAME.match(text, self.pos + 1)
+        name = m.group()
+        self.pos = m.end()
+        attributes = []
+        while True:
+            self._skip_space()
+            if text.startswith("/>", self.pos):
+                self.pos += 2
+                return A.Element(name, attributes, [], start)
+            if text.startswith(">", self.pos):
+                self.pos += 1
+                break
+            m = _NAME.match(text, self.pos)
+            if not m:
+                raise self.error(f"expected an attribute or '>' in <{name}>")
+            self.pos = m.end()
+            self._skip_space()
+            if not text.startswith("=", self.pos):
+                raise self.error("expected '=' after the attribute name")
+            self.pos += 1
+            self._skip_space()
+            attributes.append((m.group(), self.parse_attribute_value()))
+        content = self.parse_content(name)
+        return A.Element(name, attributes, content, start)
+
+    def _skip_space(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def parse_attribute_value(self) -> list:
+        text = self.text
+        quote = text[self.pos] if self.pos < len(text) else ""
+        if quote not in ("'", '"'):
+            raise self.error("expected a quoted attribute value")
+        self.pos += 1
+        parts: list = []
+        buf: list[str] = []
+        while True:
+            if self.pos >= len(text):
+                raise self.error("unterminated attribute value")
+            c = text[self.pos]
+            if c == quote:
+                if text.startswith(quote * 2, self.pos):
+                    buf.append(quote)
+                    self.pos += 2
+                    continue
+                self.pos += 1
+                break
+            if c == "{" and not text.startswith("{{", self.pos):
+                _flush(parts, buf)
+                parts.append(self.parse_enclosed())
+            elif text.startswith(("{{", "}}"), self.pos):
+                buf.append(c)
+                self.pos += 2
+            elif c == "&":
+                buf.append(self.parse_reference())
+            elif c == "<":
+                raise self.error("'<' is not allowed in an attribute value")
+            else:
+                buf.append(" " if c in "\t\n\r" else c)
+                self.pos += 1
+        _flush(parts, buf)
+        return parts
+
+    def parse_enclosed(self) -> A.Expr:
+        self.pos += 1  # {
+        if self.peek().value == "}":
+            self.next()
+            return A.Sequence([])
+        expr = self.parse_expr()
+        self.expect("}")
+        return expr
+
+    def parse_reference(self) -> str:
+        m = re.compile(r"&(#x[0-9a-fA-F]+|#\d+|lt|gt|amp|quot|apos);").match(self.text, self.pos)
+        if not m:
+            raise self.error("bad character or entity reference", code="XPST0003")
+        self.pos = m.end()
+        return html.unescape(m.group())
+
+    def parse_content(self, name: str) -> list:
+        text = self.text
+        parts: list = []
+        buf: list[str] = []
+        literal = False  # the text chunk has a reference or CDATA: never boundary space
+        while True:
+            if self.pos >= len(text):
+                raise self.error(f"<{name}> is not closed")
+            c = text[self.pos]
+            if text.startswith("</", self.pos):
+                _flush(parts, buf, literal)
+                self.pos += 2
+                m = _NAME.match(text, self.pos)
+                if not m or m.group() != name:
+                    raise static_error(
+                        text, self.pos, f"end tag does not match <{name}>", "XQST0118"
+                    )
+                self.pos = m.end()
+                self._skip_space()
+                if not text.startswith(">", self.pos):
+                    raise self.error("expected '>'")
+                self.pos += 1
+                return parts
+            if text.startswith("<!--", self.pos):
+                end = text.find("-->", self.pos)
+                if end < 0:
+                    raise self.error("unterminated comment")
+                self.pos = end + 3
+            elif text.startswith("<![CDATA[", self.pos):
+                end = text.find("]]>", self.pos)
+                if end < 0:
+                    raise self.error("unterminated CDATA section")
+                buf.append(text[self.pos + 9 : end])
+                literal = True
+                self.pos = end + 3
+            elif c == "<":
+                _flush(parts, buf, literal)
+                literal = False
+                parts.append(self.parse_constructor())
+            elif c == "{" and not text.startswith("{{", self.pos):
+                _flush(parts, buf, literal)
+                literal = False
+                parts.append(self.parse_enclosed())
+            elif text.startswith(("{{", "}}"), self.pos):
+                buf.append(c)
+                self.pos += 2
+            elif c == "}":
+                raise self.error("'}' in element content must be written '}}'")
+            elif c == "&":
+                buf.append(self.parse_reference())
+                literal = True
+            else:
+                buf.append(c)
+                self.pos += 1
+
+
+def _flush(parts: list, buf: list[str], literal: bool = True) -> None:
+    """Move the buffered text into ``parts``; boundary whitespace is dropped."""
+    chunk = "".join(buf)
+    buf.clear()
+    if chunk and (literal or not chunk.isspace()):
+        parts.append(chunk)
+
+
+def _decode(body: str) -> str:
+    return re.sub(
+        r"&(#x[0-9a-fA-F]+|#\d+|lt|gt|amp|quot|apos);", lambda m: html.unescape(m[0]), body
+    )
+
+
+def _xpath_string(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def _describe(tok: Token) -> str:
+    return "the end of the query" if tok.kind == "eof" else f"'{tok.value}'"
+
+
+# xs: types a pattern variable may select (``xs:integer+``)
+ATOMIC_TYPES = {
+    "anyAtomicType",
+    "untypedAtomic",
+    "string",
+    "boolean",
+    "decimal",
+    "integer",
+    "double",
+    "float",
+    "numeric",
+    "date",
+    "dateTime",
+    "time",
+    "duration",
+    "dayTimeDuration",
+    "yearMonthDuration",
+}

@@ -1,0 +1,306 @@
+"""The pattern clause: a regular expression over pattern variables, compiled to an NFA.
+
+``compile_pattern`` builds a Glushkov automaton: one NFA state per variable
+*occurrence* in the regular expression, with ``first``/``follow``/``last``
+sets; a variable's quantifier (its SequenceType's occurrence indicator)
+becomes a self-loop (``+``, ``*``) and nullability (``?``, ``*``).
+
+``instances_at`` runs the NFA from one start position as a Pike VM: threads
+are kept in preference order (a variable prefers to take one more item, an
+alternative prefers its left branch, like MATCH_RECOGNIZE and regex
+engines), and for ``maximal`` and ``incremental`` two threads in the same
+state with the same future keep only the preferred one, so the work per item
+is bounded by the number of states.  ``allmatch`` keeps every thread.
+
+``select_instances`` applies the restart policy (``tumbling`` / ``sliding``)
+over start positions, the same for the NFA and for the brute-force
+``reference_instances`` the tests compare it with.
+
+An *instance* is ``(start, end, runs)``: positions in the input (0-based,
+inclusive) and ``runs``, per variable in declaration order, ``(first, last)``
+of its items or ``None`` for the empty sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xcep.xquery import ast as A
+
+# test(variable index, run start, position) -> does the item at ``position`` join the run?
+# for a ``nested`` variable: the length of the unit that starts at ``position`` (0: none)
+Test = Callable[[int, int, int], int]
+
+
+@dataclass
+class NFA:
+    variables: list[A.PatternVar]  # declaration order
+    occurrences: list[int]  # state -> variable index
+    first: list[int]
+    follow: list[list[int]]
+    last: frozenset
+    nullable: bool
+
+    def describe(self) -> str:
+        names = [self.variables[v].name for v in self.occurrences]
+        lines = [f"first: {', '.join(f'{s}:${names[s]}' for s in self.first)}"]
+        for state, succ in enumerate(self.follow):
+            var = self.variables[self.occurrences[state]]
+            loop = " (self-loop)" if var.max is None else ""
+            nxt = ", ".join(f"{s}:${names[s]}" for s in succ) or "-"
+            accept = " accepting" if state in self.last else ""
+            lines.append(f"{state}:${names[state]}{var.occurrence}{loop} -> {nxt}{accept}")
+        return "\n".join(lines)
+
+
+def compile_pattern(pattern: A.Pattern) -> NFA:
+    index = {v.name: i for i, v in enumerate(pattern.variables)}
+    occurrences: list[int] = []
+    follow: list[list[int]] = []
+
+    def build(node) -> tuple[bool, list[int], list[int]]:
+        """(nullable, first, last) of ``node``; fills ``follow``."""
+        if isinstance(node, A.RVar):
+            state = len(occurrences)
+            var = pattern.variables[index[node.name]]
+            occurrences.append(index[node.name])
+            follow.append([])
+            return var.min == 0, [state], [state]
+        if isinstance(node, A.RAlt):
+            parts = [build(option) for option in node.options]
+            return (
+                any(p[0] for p in parts),
+                [s for p in parts for s in p[1]],
+                [s for p in parts for s in p[2]],
+            )
+        nullable, first, last = True, [], []
+        for part in node.items:
+            p_nullable, p_first, p_last = build(part)
+            for state in last:
+                follow[state].extend(s for s in p_first if s not in follow[state])
+            if nullable:
+                first.extend(p_first)
+            last = ([*last, *p_last]) if p_nullable else p_last
+            nullable = nullable and p_nullable
+        return nullable, first, last
+
+    nullable, first, last = build(pattern.regex)
+    return NFA(pattern.variables, occurrences, first, follow, frozenset(last), nullable)
+
+
+def check_single_binding(regex) -> str | None:
+    """The name of a variable that one path through ``regex`` would bind twice, if any."""
+
+    if isinstance(regex, A.RVar):
+        return None
+    parts = regex.items if isinstance(regex, A.RSeq) else regex.options
+    for part in parts:
+        twice = check_single_binding(part)
+        if twice:
+            return twice
+    if isinstance(regex, A.RSeq):
+        seen: set[str] = set()
+        for part in parts:
+            names = {v.name for v in A.regex_vars(part)}
+            if names & seen:
+                return sorted(names & seen)[0]
+            seen |= names
+    return None
+
+
+class _Thread:
+    __slots__ = ("remaining", "run_start", "runs", "state")
+
+    def __init__(self, state: int, run_start: int, runs: tuple, remaining: int = 0) -> None:
+        self.state = state
+        self.run_start = run_start
+        self.runs = runs  # completed runs: (variable, first, last)
+        self.remaining = remaining  # items left in the current nested unit
+
+
+def instances_at(
+    nfa: NFA, start: int, length: int, test: Test, selection: str, keyed_by_start: set[int]
+) -> list[tuple]:
+    """The instances that start at ``start``, in output order (shorter first).
+
+    ``keyed_by_start``: variables whose test depends on where their run
+    started (they use ``before``, ``all`` or ``nested``): two threads in such
+    a variable differ if their runs started at different positions.
+    """
+    variables = nfa.variables
+    occ = nfa.occurrences
+    nested = [v.nested is not None for v in variables]
+    dedupe = selection != "allmatch"
+    found: list[tuple] = []
+    threads: list[_Thread] = []
+    for state in nfa.first:
+        _enter(threads, state, start, (), test, occ, nested)
+    position = start
+    while threads:
+        if dedupe:
+            threads = _dedupe(threads, occ, keyed_by_start)
+        done = [t for t in threads if t.remaining == 0 and t.state in nfa.last]
+        if done:
+            ends = [(start, position, _runs(t, position, len(variables), occ)) for t in done]
+            if selection == "allmatch":
+                seen = set()
+                for inst in ends:
+                    if inst[2] not in seen:
+                        seen.add(inst[2])
+                        found.append(inst)
+            elif selection == "incremental":
+                found.append(ends[0])
+            else:
+                found[:] = [ends[0]]
+        position += 1
+        if position >= length:
+            break
+        successors: list[_Thread] = []
+        for t in threads:
+            var = occ[t.state]
+            if t.remaining:
+                successors.append(_Thread(t.state, t.run_start, t.runs, t.remaining - 1))
+                continue
+            if variables[var].max is None:  # the run takes one more item (or unit)
+                if nested[var]:
+                    unit = test(var, t.run_start, position)
+                    if unit:
+                        successors.append(_Thread(t.state, t.run_start, t.runs, unit - 1))
+                elif test(var, t.run_start, position):
+                    successors.append(_Thread(t.state, t.run_start, t.runs))
+            closed = (*t.runs, (var, t.run_start, position - 1))
+            for state in nfa.follow[t.state]:
+                _enter(successors, state, position, closed, test, occ, nested)
+        threads = successors
+    return found
+
+
+def _enter(threads, state, position, runs, test, occ, nested) -> None:
+    var = occ[state]
+    if nested[var]:
+        unit = test(var, position, position)
+        if unit:
+            threads.append(_Thread(state, position, runs, unit - 1))
+    elif test(var, position, position):
+        threads.append(_Thread(state, position, runs))
+
+
+def _dedupe(threads: list[_Thread], occ: list[int], keyed_by_start: set[int]) -> list[_Thread]:
+    seen = set()
+    out = []
+    for t in threads:
+        key = (t.state, t.remaining, t.run_start if occ[t.state] in keyed_by_start else None)
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
+
+
+def _runs(thread: _Thread, position: int, count: int, occ: list[int]) -> tuple:
+    runs: list = [None] * count
+    for var, first, last in (*thread.runs, (occ[thread.state], thread.run_start, position)):
+        runs[var] = (first, last)
+    return tuple(runs)
+
+
+def select_instances(
+    length: int, at: Callable[[int], list[tuple]], sliding: bool, selection: str
+) -> list[tuple]:
+    """Apply the restart policy: ``at(start)`` gives the instances from one start.
+
+    Tumbling: the next search starts after the last item of the instances
+    found (the longest one).  Sliding: every position is a start; an instance
+    contained in one emitted from an earlier start is suppressed, except under
+    ``allmatch``, which reports every variant.
+    """
+    out: list[tuple] = []
+    start = 0
+    reach = -1  # the furthest end emitted from an earlier start
+    while start < length:
+        found = at(start)
+        if not sliding:
+            out.extend(found)
+            start = max((inst[1] for inst in found), default=start) + 1
+            continue
+        emitted = found if selection == "allmatch" else [i for i in found if i[1] > reach]
+        out.extend(emitted)
+        reach = max([reach, *(inst[1] for inst in emitted)])
+        start += 1
+    return out
+
+
+def find_instances(
+    nfa: NFA, length: int, test: Test, sliding: bool, selection: str, keyed_by_start: set[int]
+) -> list[tuple]:
+    """Every pattern instance over a sequence of ``length`` items, in output order."""
+
+    def at(start: int) -> list[tuple]:
+        return instances_at(nfa, start, length, test, selection, keyed_by_start)
+
+    return select_instances(length, at, sliding, selection)
+
+
+# -- the brute-force reference ------------------------------------------------
+
+
+def reference_instances(
+    pattern: A.Pattern, length: int, test: Test, sliding: bool, selection: str
+) -> list[tuple]:
+    """The same answer by backtracking: every way to cut the input from a start into the
+    pattern's variables, in preference order (slow; for tests)."""
+    variables = pattern.variables
+    index = {v.name: i for i, v in enumerate(variables)}
+
+    def runs_of(var: int, start: int):
+        """Ends (exclusive) of the runs of ``var`` from ``start``, longest first."""
+        v = variables[var]
+        ends = []
+        pos = start
+        while pos < length and (v.max is None or len(ends) < v.max):
+            step = test(var, start, pos)
+            if not step:
+                break
+            pos += step if v.nested is not None else 1
+            ends.append(pos)
+        yield from reversed(ends)
+        if v.min == 0:
+            yield start
+
+    def gen(node, start: int):
+        """(end, assignment) for every way ``node`` matches from ``start``, preferred first."""
+        if isinstance(node, A.RVar):
+            var = index[node.name]
+            for end in runs_of(var, start):
+                yield end, {var: (start, end - 1) if end > start else None}
+        elif isinstance(node, A.RAlt):
+            for option in node.options:
+                yield from gen(option, start)
+        else:
+            yield from gen_seq(node.items, start)
+
+    def gen_seq(items: list, start: int):
+        if not items:
+            yield start, {}
+            return
+        for cut, left in gen(items[0], start):
+            for end, right in gen_seq(items[1:], cut):
+                yield end, {**left, **right}
+
+    def at(start: int) -> list[tuple]:
+        per_end: dict[int, list] = {}
+        for end, assignment in gen(pattern.regex, start):
+            if end == start:
+                continue  # the empty match is not an instance
+            run = tuple(assignment.get(i) for i in range(len(variables)))
+            group = per_end.setdefault(end, [])
+            if run not in group:
+                group.append(run)
+        ends = sorted(per_end)
+        if selection == "allmatch":
+            return [(start, e - 1, r) for e in ends for r in per_end[e]]
+        if selection == "incremental":
+            return [(start, e - 1, per_end[e][0]) for e in ends]
+        return [(start, ends[-1] - 1, per_end[ends[-1]][0])] if ends else []
+
+    return select_instances(length, at, sliding, selection)

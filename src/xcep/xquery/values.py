@@ -1,0 +1,224 @@
+"""XDM values as elementpath represents them: nodes, atomic values, sequences (lists).
+
+Effective boolean value, atomization, string values, the keys of ``group
+by`` and ``order by``, sequence-type tests and serialization.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import xml.etree.ElementTree as ET
+from decimal import Decimal
+from xml.sax.saxutils import escape, quoteattr
+
+from elementpath import datatypes as D
+from elementpath.xpath_nodes import XPathNode
+
+from xcep.xquery.errors import XQueryError
+
+
+def as_sequence(value) -> list:
+    if isinstance(value, list):
+        return value
+    return [] if value is None else [value]
+
+
+def as_value(items: list):
+    """How a sequence is bound to a variable for elementpath: a lone item stands alone."""
+    return items[0] if len(items) == 1 else items
+
+
+def is_node(item) -> bool:
+    return isinstance(item, XPathNode)
+
+
+def ebv(items: list) -> bool:
+    """The effective boolean value (XPath 3.1 §2.4.3)."""
+    if not items:
+        return False
+    first = items[0]
+    if is_node(first):
+        return True
+    if len(items) > 1:
+        raise XQueryError("effective boolean value of several atomic values", "FORG0006")
+    if isinstance(first, bool):
+        return first
+    if isinstance(first, (str, D.UntypedAtomic, D.AnyURI)):
+        return len(str(first)) > 0
+    if isinstance(first, (int, float, Decimal)):
+        return not (first == 0 or first != first)
+    raise XQueryError(f"no effective boolean value for {type(first).__name__}", "FORG0006")
+
+
+def atomize(items: list) -> list:
+    out = []
+    for item in items:
+        if is_node(item):
+            value = item.typed_value
+            out.extend(value if isinstance(value, list) else [value])
+        else:
+            out.append(item)
+    return out
+
+
+def string_value(item) -> str:
+    """``fn:string`` of one item."""
+    if is_node(item):
+        return item.string_value
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if isinstance(item, float):
+        return _double(item)
+    if isinstance(item, Decimal):
+        if item == item.to_integral_value():
+            return str(item.quantize(Decimal(1)))
+        return format(item.normalize(), "f")
+    return str(item)
+
+
+def _double(v: float) -> str:
+    if v != v:
+        return "NaN"
+    if math.isinf(v):
+        return "INF" if v > 0 else "-INF"
+    if v == 0:
+        return "-0" if math.copysign(1, v) < 0 else "0"
+    d = Decimal(repr(v))
+    if 1e-6 <= abs(v) < 1e6:
+        text = format(d, "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    sign, digits, exp = d.normalize().as_tuple()
+    mantissa = "".join(map(str, digits))
+    exponent = exp + len(digits) - 1
+    return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{exponent}"
+
+
+# -- group by and order by keys --------------------------------------------
+
+
+def single_atom(items: list, what: str):
+    atoms = atomize(items)
+    if len(atoms) > 1:
+        raise XQueryError(f"{what} must be a single atomic value, got {len(atoms)}", "XPTY0004")
+    return atoms[0] if atoms else None
+
+
+def group_key(atom) -> tuple:
+    """Equal keys in the sense of ``group by`` (deep-equal on one atomic value)."""
+    if atom is None:
+        return ("empty",)
+    if isinstance(atom, bool):
+        return ("boolean", atom)
+    if isinstance(atom, (str, D.UntypedAtomic, D.AnyURI)):
+        return ("string", str(atom))
+    if isinstance(atom, (int, float, Decimal)):
+        return ("nan",) if atom != atom else ("number", atom)
+    return (type(atom).__name__, str(atom))
+
+
+def order_compare(a, b, empty_greatest: bool) -> int:
+    """-1, 0 or 1 for two ``order by`` keys (atomic values or ``None`` for empty)."""
+    rank_a, rank_b = _rank(a, empty_greatest), _rank(b, empty_greatest)
+    if rank_a != rank_b or rank_a != 1:
+        return (rank_a > rank_b) - (rank_a < rank_b)
+    a = str(a) if isinstance(a, D.UntypedAtomic) else a
+    b = str(b) if isinstance(b, D.UntypedAtomic) else b
+    numbers = (int, float, Decimal)
+    if isinstance(a, numbers) != isinstance(b, numbers) or isinstance(a, str) != isinstance(b, str):
+        raise XQueryError("order by keys of different types cannot be compared", "XPTY0004")
+    try:
+        return (a > b) - (a < b)
+    except TypeError:
+        raise XQueryError("order by keys cannot be compared", "XPTY0004") from None
+
+
+def _rank(atom, empty_greatest: bool) -> int:
+    """Empty and NaN sort before (or, with ``empty greatest``, after) everything else."""
+    if atom is None:
+        return 3 if empty_greatest else 0
+    if isinstance(atom, float) and atom != atom:
+        return 2 if empty_greatest else 0.5
+    return 1
+
+
+def order_key(spec_flags: list[tuple[bool, bool]]):
+    """A sort key function over lists of ``order by`` keys, one flag pair per spec."""
+
+    def compare(left: list, right: list) -> int:
+        for (descending, empty_greatest), a, b in zip(spec_flags, left, right, strict=True):
+            c = order_compare(a, b, empty_greatest)
+            if c:
+                return -c if descending else c
+        return 0
+
+    return functools.cmp_to_key(compare)
+
+
+# -- sequence types ---------------------------------------------------------
+
+_ATOMIC_CLASSES = {
+    "anyAtomicType": object,
+    "untypedAtomic": D.UntypedAtomic,
+    "string": str,
+    "boolean": bool,
+    "decimal": (int, Decimal),
+    "integer": int,
+    "double": float,
+    "float": float,
+    "numeric": (int, float, Decimal),
+    "date": D.Date10,
+    "dateTime": D.DateTime10,
+    "time": D.Time,
+    "duration": D.Duration,
+    "dayTimeDuration": D.DayTimeDuration,
+    "yearMonthDuration": D.YearMonthDuration,
+}
+
+
+def matches_type(item, item_type) -> bool:
+    """Does one item match a pattern variable's item type (``element(a)``, ``xs:integer``)?"""
+    kind = item_type.kind
+    if kind == "item":
+        return True
+    if kind == "atomic":
+        if is_node(item):
+            return False
+        if isinstance(item, bool) and item_type.name not in ("boolean", "anyAtomicType"):
+            return False
+        return isinstance(item, _ATOMIC_CLASSES[item_type.name])
+    if not is_node(item):
+        return False
+    if kind == "node":
+        return True
+    node_kind = "document" if kind == "document-node" else kind
+    if item.node_kind != node_kind:
+        return False
+    return item_type.name is None or item.name == item_type.name
+
+
+# -- constructed elements and serialization ------------------------------------
+
+
+def element_of(node) -> ET.Element:
+    """A copy of an element node's tree, without its tail."""
+    elem = copy.deepcopy(node.elem)
+    elem.tail = None
+    return elem
+
+
+def serialize(item) -> str:
+    """One result item as a line of text: nodes as XML, atomic values as their string."""
+    if not is_node(item):
+        return string_value(item)
+    kind = item.node_kind
+    if kind == "element":
+        return ET.tostring(element_of(item), encoding="unicode")
+    if kind == "document":
+        return "".join(serialize(child) for child in item.children)
+    if kind == "attribute":
+        return f"{item.name}={quoteattr(item.string_value)}"
+    if kind == "text":
+        return escape(item.string_value)
+    return item.string_value
