@@ -216,6 +216,33 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     return _read_inputs(args, stderr, consume)
 
 
+def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep import xquery
+    from xcep.xquery.documents import documents_from_batches
+
+    try:
+        query = xquery.compile(_query_text(args.query))
+    except xquery.XQueryError as error:
+        print(f"xcep: error: {error}", file=stderr)
+        return EXIT_USAGE
+    if args.explain:
+        stdout.write(query.explain() + "\n")
+        return EXIT_OK
+
+    def write(source) -> None:
+        for line in query.run(source):
+            stdout.write(line + "\n")
+
+    if args.no_input:
+        write(None)
+        return EXIT_OK
+
+    def consume(stream: EventStream) -> None:
+        write(list(documents_from_batches(stream.batches())))
+
+    return _read_inputs(args, stderr, consume)
+
+
 def _warn_undeclared(engine, dtd_path: str, stderr: TextIO) -> None:
     """Name the elements of the query that the DTD does not declare (a likely typo)."""
     from xcep.schema import read_dtd
@@ -335,6 +362,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xseq.add_argument("--dtd", metavar="FILE", help="DTD of the input: warns on undeclared names")
     xseq.set_defaults(run=cmd_xseq)
+
+    xq = commands.add_parser(
+        "xquery",
+        help="run an XQuery FLWOR with window and pattern clauses",
+        description="Evaluate an XQuery (FLWOR, window clause, pattern clause; XPath 3.1 by "
+        "elementpath) over the input documents: one serialized item per line. One document is "
+        "the context item and $input; several are $input, in stream order. See docs/xquery.md.",
+    )
+    xq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
+    _input_arguments(xq)
+    xq.add_argument(
+        "-n", "--no-input", action="store_true", help="read no input: no context item, no $input"
+    )
+    xq.add_argument(
+        "--explain", action="store_true", help="print the parsed clauses and pattern NFAs and stop"
+    )
+    xq.set_defaults(run=cmd_xquery)
     return parser
 
 

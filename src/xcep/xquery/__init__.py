@@ -54,6 +54,12 @@ class XQuery:
         env.update(variables or {})
         return evaluator.eval(self.tree, env)
 
+    def explain(self) -> str:
+        """The parsed query: clauses, the XPath handed to elementpath, each pattern's NFA."""
+        from xcep.xquery.explain import explain
+
+        return explain(self.tree)
+
     def run(self, source=None, variables: dict | None = None) -> Iterator[str]:
         """The result sequence serialized, one item per line."""
         for item in self.evaluate(source, variables):
@@ -70,6 +76,8 @@ def _documents(source) -> list[ET.ElementTree]:
         return []
     if isinstance(source, ET.ElementTree):
         return [source]
+    if isinstance(source, list) and all(isinstance(d, ET.ElementTree) for d in source):
+        return source
     if isinstance(source, (str, bytes)):
         data = source.encode() if isinstance(source, str) else source
         source = EventStream([Input("<string>", file=io.BytesIO(data), format="auto")])

@@ -52,16 +52,27 @@ class FLWOR(Expr):
 
 
 @dataclass
+class SequenceType:
+    item: ItemType | None  # None: empty-sequence()
+    occurrence: str = ""
+
+    def __str__(self) -> str:
+        return "empty-sequence()" if self.item is None else f"{self.item}{self.occurrence}"
+
+
+@dataclass
 class For:
     var: str
     position: str | None
     expr: Expr
+    type: SequenceType | None = None
 
 
 @dataclass
 class Let:
     var: str
     expr: Expr
+    type: SequenceType | None = None
 
 
 @dataclass
@@ -118,6 +129,7 @@ class Window:
     start: WindowCondition
     end: WindowCondition | None
     only_end: bool = False
+    type: SequenceType | None = None
 
 
 # -- the pattern clause ----------------------------------------------------

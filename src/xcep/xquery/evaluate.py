@@ -21,6 +21,7 @@ from xcep.xquery.pattern import NFA, compile_pattern, find_instances
 from xcep.xquery.values import (
     as_sequence,
     as_value,
+    check_type,
     ebv,
     element_of,
     group_key,
@@ -150,13 +151,19 @@ class Evaluator:
             out = []
             for t in stream:
                 for i, item in enumerate(self.eval(clause.expr, t), 1):
+                    check_type([item], clause.type, f"${clause.var}")
                     u = {**t, clause.var: item}
                     if clause.position:
                         u[clause.position] = i
                     out.append(u)
             return out
         if isinstance(clause, A.Let):
-            return [{**t, clause.var: as_value(self.eval(clause.expr, t))} for t in stream]
+            out = []
+            for t in stream:
+                value = self.eval(clause.expr, t)
+                check_type(value, clause.type, f"${clause.var}")
+                out.append({**t, clause.var: as_value(value)})
+            return out
         if isinstance(clause, A.Where):
             return [t for t in stream if ebv(self.eval(clause.expr, t))]
         if isinstance(clause, A.Count):
@@ -240,6 +247,7 @@ class Evaluator:
         def emit(t: dict, s: int, e: int) -> dict:
             t = dict(t)
             t[clause.var] = items[s : e + 1]
+            check_type(t[clause.var], clause.type, f"window ${clause.var}")
             return t
 
         i = 0

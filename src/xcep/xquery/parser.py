@@ -37,6 +37,7 @@ CLAUSE_WORDS |= {"descending", "collation", "then", "else", "satisfies"}
 FLWOR_STARTS = {"for", "let", "pattern"}
 CLAUSE_ENDS = CLAUSE_WORDS | FLWOR_STARTS | {"count", "group", "order", "stable"}
 SELECTIONS = ("maximal", "incremental", "allmatch")
+TYPE_OPERATORS = {"instance": "of", "treat": "as", "cast": "as", "castable": "as"}
 PATTERN_VARS = ("before", "after", "all", "pprev", "pcur", "nested")
 KIND_TESTS = {"item", "node", "element", "attribute", "text", "document-node", "comment"}
 
@@ -232,6 +233,11 @@ class Parser:
             elif tok.kind == "name":
                 if operand_end:  # an operator word: and, div, eq, instance of, ...
                     operand_end = False
+                    after = self.peek()
+                    if v in TYPE_OPERATORS and after.value == TYPE_OPERATORS[v]:
+                        self.pos = self._skip_type(after.end)  # instance of xs:integer+
+                        operand_end = True
+                        continue
                     if depth == 0 and v in ("then", "else", "satisfies"):
                         pending[v] -= 1
                         if v == "then":
@@ -258,6 +264,26 @@ class Parser:
         if len(placeholders) == 1 and body == f"${placeholders[0][0]}":
             return placeholders[0][1]
         return self._compile(body, first, placeholders, frozenset(variables))
+
+    def _skip_type(self, pos: int) -> int:
+        """The end of the sequence type at ``pos`` (``xs:integer?``, ``element(a)*``)."""
+        tok = lex(self.text, pos)
+        end = tok.end
+        after = lex(self.text, end)
+        if after.value == "(":
+            depth, end = 0, after.start
+            while True:
+                t = lex(self.text, end)
+                if t.kind == "eof":
+                    raise self.error("unterminated sequence type", after.start)
+                depth += {"(": 1, ")": -1}.get(t.value, 0) if t.kind == "symbol" else 0
+                end = t.end
+                if depth == 0:
+                    break
+        occurrence = lex(self.text, end)
+        if occurrence.kind == "symbol" and occurrence.value in "?*+" and occurrence.start == end:
+            end = occurrence.end
+        return end
 
     def _span_ends(self, tok, operand_end, juxtaposed, paren_stops, pending) -> bool:
         v = tok.value
@@ -348,11 +374,12 @@ class Parser:
         out = []
         while True:
             var = self.var()
+            declared = self.declared_type()
             position = None
             if self.accept("at"):
                 position = self.var()
             self.expect("in")
-            out.append(A.For(var, position, self.parse_single()))
+            out.append(A.For(var, position, self.parse_single(), declared))
             if not self.accept(","):
                 return out
 
@@ -360,8 +387,9 @@ class Parser:
         out = []
         while True:
             var = self.var()
+            declared = self.declared_type()
             self.expect(":=")
-            out.append(A.Let(var, self.parse_single()))
+            out.append(A.Let(var, self.parse_single(), declared))
             if not self.accept(","):
                 return out
 
@@ -415,6 +443,7 @@ class Parser:
         kind = self.next().value
         self.expect("window")
         var = self.var()
+        declared = self.declared_type()
         self.expect("in")
         expr = self.parse_single()
         self.expect("start")
@@ -428,7 +457,23 @@ class Parser:
             end = self.parse_window_condition()
         if kind == "sliding" and end is None:
             raise self.error("a sliding window needs an end clause")
-        return A.Window(kind == "sliding", var, expr, start, end, only)
+        names = [var, *start.names(), *(end.names() if end else [])]
+        if len(set(names)) != len(names):
+            raise self.error("the variables of a window clause must differ", code="XQST0103")
+        return A.Window(kind == "sliding", var, expr, start, end, only, declared)
+
+    def declared_type(self) -> A.SequenceType | None:
+        """``as SequenceType`` after a for, let or window variable."""
+        if not self.accept("as"):
+            return None
+        tok = self.peek()
+        if tok.value == "empty-sequence" and self.peek(1).value == "(":
+            self.next()
+            self.next()
+            self.expect(")")
+            return A.SequenceType(None)
+        item, occurrence = self.parse_sequence_type()
+        return A.SequenceType(item, occurrence)
 
     def parse_window_condition(self) -> A.WindowCondition:
         cond = A.WindowCondition()
@@ -442,9 +487,6 @@ class Parser:
             cond.next = self.var()
         self.expect("when")
         cond.when = self.parse_single()
-        names = cond.names()
-        if len(set(names)) != len(names):
-            raise self.error("the variables of a window condition must differ", code="XQST0103")
         return cond
 
     # -- the pattern clause ---------------------------------------------------

@@ -198,6 +198,24 @@ def matches_type(item, item_type) -> bool:
     return item_type.name is None or item.name == item_type.name
 
 
+def check_type(items: list, declared, what: str) -> None:
+    """Raise XPTY0004 unless ``items`` match the declared ``SequenceType``."""
+    if declared is None:
+        return
+    count_ok = {
+        "": len(items) == 1,
+        "?": len(items) <= 1,
+        "*": True,
+        "+": len(items) >= 1,
+    }[declared.occurrence]
+    if declared.item is None:
+        count_ok = not items
+    elif count_ok:
+        count_ok = all(matches_type(i, declared.item) for i in items)
+    if not count_ok:
+        raise XQueryError(f"{what} does not match its declared type {declared}", "XPTY0004")
+
+
 # -- constructed elements and serialization ------------------------------------
 
 
@@ -213,8 +231,8 @@ def serialize(item) -> str:
     if not is_node(item):
         return string_value(item)
     kind = item.node_kind
-    if kind == "element":
-        return ET.tostring(element_of(item), encoding="unicode")
+    if kind == "element":  # ET writes <a />; '>' is escaped in text and attributes
+        return ET.tostring(element_of(item), encoding="unicode").replace(" />", "/>")
     if kind == "document":
         return "".join(serialize(child) for child in item.children)
     if kind == "attribute":

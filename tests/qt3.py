@@ -1,0 +1,266 @@
+"""A small driver for the W3C QT3 test suite (the subset in ../shared/data/qt3).
+
+``run_set(qt3_dir, "WindowClause")`` runs one test set with xcep's XQuery
+and returns one ``Outcome`` per test case: ``pass``, ``fail`` or ``skip``
+(with the reason: a feature outside xcep's subset, a schema-aware
+environment, a prolog).  ``python -m tests.qt3 DIR SET...`` prints the rates.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from xcep import xquery
+from xcep.xquery.values import is_node, serialize, string_value
+
+NS = {"q": "http://www.w3.org/2010/09/qt-fots-catalog"}
+OUTSIDE = {  # dependencies xcep's subset does not have
+    "schemaImport",
+    "schemaValidation",
+    "namespace-axis",
+    "staticTyping",
+    "typedData",
+    "non_unicode_codepoint_collation",
+    "collection-stability",
+    "directory-as-collection-uri",
+}
+PROLOG = re.compile(r"(^|;)\s*(declare|import|module)\s", re.M)
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # pass, fail, skip
+    detail: str = ""
+
+
+def run_set(qt3: Path, name: str) -> list[Outcome]:
+    path = qt3 / "prod" / f"{name}.xml"
+    test_set = ET.parse(path).getroot()
+    environments = _environments(ET.parse(qt3 / "catalog.xml").getroot(), qt3)
+    environments.update(_environments(test_set, path.parent))
+    out = []
+    for case in test_set.findall("q:test-case", NS):
+        out.append(_run_case(case, environments, path.parent))
+    return out
+
+
+def _environments(root: ET.Element, base: Path) -> dict:
+    return {env.get("name"): (env, base) for env in root.findall("q:environment", NS)}
+
+
+def _skip_reason(case: ET.Element, environments: dict) -> str | None:
+    for dep in case.findall("q:dependency", NS):
+        value, kind = dep.get("value", ""), dep.get("type")
+        if dep.get("satisfied") == "false":
+            continue
+        if kind == "spec" and not any(v.startswith("XQ") and _spec_ok(v) for v in value.split()):
+            return f"spec {value}"
+        if kind == "feature" and value in OUTSIDE:
+            return f"feature {value}"
+        if kind in ("xml-version", "xsd-version") and value not in ("1.0", "1.0:4-"):
+            return f"{kind} {value}"
+    env = case.find("q:environment", NS)
+    if env is not None and env.get("ref") and env.get("ref") not in environments:
+        return f"environment {env.get('ref')}"
+    element = environments.get(env.get("ref"), (env, None))[0] if env is not None else None
+    if element is not None:
+        if element.find("q:schema", NS) is not None:
+            return "schema-aware environment"
+        if element.find("q:collection", NS) is not None or element.find("q:resource", NS):
+            return "collections/resources"
+        if element.find("q:namespace", NS) is not None:
+            return "static namespaces"
+    test = case.find("q:test", NS)
+    if PROLOG.search(_strip_version(test.text or "")):
+        return "prolog (declare/import): outside the subset"
+    return None
+
+
+def _spec_ok(value: str) -> bool:
+    """XQ10+, XQ30+, XQ31+ and XQ30/XQ31 apply to an XQuery 3.1 processor; XQ10 alone does not."""
+    return value.endswith("+") or value in ("XQ30", "XQ31")
+
+
+def _strip_version(text: str) -> str:
+    return re.sub(r"^\s*xquery\s+version\s+\"[^\"]*\"(\s+encoding\s+\"[^\"]*\")?\s*;", "", text)
+
+
+def _run_case(case: ET.Element, environments: dict, base: Path) -> Outcome:
+    name = case.get("name")
+    reason = _skip_reason(case, environments)
+    if reason:
+        return Outcome(name, "skip", reason)
+    test = case.find("q:test", NS)
+    text = test.text or ""
+    if test.get("file"):
+        text = (base / test.get("file")).read_text(encoding="utf-8")
+    text = _strip_version(text)
+    try:
+        context, variables = _load_environment(case, environments)
+    except (ET.ParseError, OSError) as exc:
+        return Outcome(name, "skip", f"document: {exc}")
+    result_spec = case.find("q:result", NS)[0]
+    try:
+        query = xquery.compile(text)
+        items = query.evaluate(context, variables)
+        # serializing is part of evaluating: it raises the serialization errors
+        [serialize(i) for i in items]
+    except Exception as exc:
+        ok = _expects_error(result_spec)
+        return Outcome(name, "pass" if ok else "fail", f"{type(exc).__name__}: {exc}")
+    try:
+        ok = _check(result_spec, items)
+    except Exception as exc:
+        return Outcome(name, "fail", f"checking: {type(exc).__name__}: {exc}")
+    detail = "" if ok else f"got {_serialize_sequence(items)[:300]!r}"
+    return Outcome(name, "pass" if ok else "fail", detail)
+
+
+def _load_environment(case: ET.Element, environments: dict):
+    env = case.find("q:environment", NS)
+    if env is None:
+        return None, {}
+    element, base = environments[env.get("ref")] if env.get("ref") else (env, None)
+    base = base or Path(".")
+    context = None
+    variables = {}
+    for source in element.findall("q:source", NS):
+        tree = ET.parse(base / source.get("file"))
+        role = source.get("role")
+        if role == ".":
+            context = tree
+        elif role and role.startswith("$"):
+            variables[role[1:]] = xquery.compile(".").evaluate(tree)[0]
+    for param in element.findall("q:param", NS):
+        if param.get("select"):
+            value = xquery.compile(param.get("select")).evaluate(None)
+            variables[param.get("name")] = value[0] if len(value) == 1 else value
+    return context, variables
+
+
+def _expects_error(spec: ET.Element) -> bool:
+    tag = spec.tag.split("}")[1]
+    if tag == "error":
+        return True
+    if tag == "any-of":
+        return any(_expects_error(s) for s in spec)
+    return False
+
+
+def _serialize_sequence(items: list) -> str:
+    out = []
+    previous_atomic = False
+    for item in items:
+        atomic = not is_node(item)
+        if atomic and previous_atomic:
+            out.append(" ")
+        out.append(serialize(item))
+        previous_atomic = atomic
+    return "".join(out)
+
+
+def _canonical_xml(fragment: str) -> str:
+    return ET.canonicalize(f"<qt3-wrap>{fragment}</qt3-wrap>")
+
+
+def _evaluate(text: str, result: list | None = None) -> list:
+    return xquery.compile(text).evaluate(None, {"result": result} if result is not None else None)
+
+
+def _same_items(left: list, right: list) -> bool:
+    if len(left) != len(right):
+        return False
+    for a, b in zip(left, right, strict=True):
+        if is_node(a) != is_node(b):
+            return False
+        if is_node(a):
+            if _canonical_xml(serialize(a)) != _canonical_xml(serialize(b)):
+                return False
+        elif not _equal_atoms(a, b):
+            return False
+    return True
+
+
+def _equal_atoms(a, b) -> bool:
+    numbers = (int, float, Decimal)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool):
+        if a != a and b != b:
+            return True
+        return float(a) == float(b)
+    return (
+        type(a) is type(b)
+        and string_value(a) == string_value(b)
+        or (isinstance(a, str) and isinstance(b, str) and a == b)
+    )
+
+
+def _check(spec: ET.Element, items: list) -> bool:
+    tag = spec.tag.split("}")[1]
+    text = spec.text or ""
+    if tag == "any-of":
+        return any(_check(s, items) for s in spec)
+    if tag == "all-of":
+        return all(_check(s, items) for s in spec)
+    if tag == "error":
+        return False
+    if tag == "assert-empty":
+        return items == []
+    if tag == "assert-true":
+        return items == [True]
+    if tag == "assert-false":
+        return items == [False]
+    if tag == "assert-count":
+        return len(items) == int(text)
+    if tag == "assert-xml":
+        if spec.get("file"):
+            return False
+        try:
+            return _canonical_xml(_serialize_sequence(items)) == _canonical_xml(text)
+        except ET.ParseError:
+            return False
+    if tag == "assert-string-value":
+        value = " ".join(string_value(i) for i in items)
+        if spec.get("normalize-space") == "true":
+            value, text = " ".join(value.split()), " ".join(text.split())
+        return value == text
+    if tag == "assert-deep-eq":
+        return _same_items(items, _evaluate(text))
+    if tag == "assert-eq":
+        expected = _evaluate(text)
+        return len(items) == 1 and len(expected) == 1 and _equal_atoms(items[0], expected[0])
+    if tag == "assert-permutation":
+        expected = _evaluate(text)
+        return sorted(map(serialize, items)) == sorted(map(serialize, expected))
+    if tag == "assert":
+        value = _evaluate(text, items)
+        return value == [True]
+    if tag == "assert-type":
+        return _evaluate(f"$result instance of {text}", items) == [True]
+    raise NotImplementedError(tag)
+
+
+def summary(outcomes: list[Outcome]) -> dict:
+    counts = {"pass": 0, "fail": 0, "skip": 0}
+    for o in outcomes:
+        counts[o.status] += 1
+    run = counts["pass"] + counts["fail"]
+    counts["rate"] = round(counts["pass"] / run, 3) if run else None
+    return counts
+
+
+if __name__ == "__main__":
+    qt3_dir = Path(sys.argv[1])
+    verbose = "-v" in sys.argv
+    for set_name in [a for a in sys.argv[2:] if a != "-v"]:
+        outcomes = run_set(qt3_dir, set_name)
+        print(set_name, summary(outcomes))
+        if verbose:
+            for o in outcomes:
+                if o.status != "pass":
+                    print(f"  {o.status} {o.name}: {o.detail[:200]}")
