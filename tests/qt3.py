@@ -193,10 +193,8 @@ def _equal_atoms(a, b) -> bool:
         if a != a and b != b:
             return True
         return float(a) == float(b)
-    return (
-        type(a) is type(b)
-        and string_value(a) == string_value(b)
-        or (isinstance(a, str) and isinstance(b, str) and a == b)
+    return (type(a) is type(b) and string_value(a) == string_value(b)) or (
+        isinstance(a, str) and isinstance(b, str) and a == b
     )
 
 

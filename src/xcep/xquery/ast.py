@@ -215,6 +215,8 @@ def regex_vars(regex) -> list[RVar]:
 def regex_text(regex) -> str:
     if isinstance(regex, RVar):
         return f"${regex.name}"
-    if isinstance(regex, RSeq):
-        return " ".join(regex_text(p) for p in regex.items)
+    if isinstance(regex, RSeq):  # 'or' binds loosest: an alternative inside is parenthesized
+        return " ".join(
+            f"({regex_text(p)})" if isinstance(p, RAlt) else regex_text(p) for p in regex.items
+        )
     return " or ".join(f"({regex_text(p)})" for p in regex.options)

@@ -252,6 +252,9 @@ class Parser:
                         operand_end = False
                         continue
                     operand_end = after.value not in ("(", "::")
+                    if paren_stops and depth == 0 and after.value == "(" and after.start > tok.end:
+                        operand_end = True  # 'in /s/e ($a $b)': the pattern starts at '('
+
             elif v in ("*", "?", ".", ".."):
                 operand_end = v in (".", "..") or not operand_end
             else:
@@ -261,8 +264,9 @@ class Parser:
             tok = self.peek()
             raise self.error(f"expected an expression, found {_describe(tok)}", tok.start)
         body = "".join(out).strip()
-        if len(placeholders) == 1 and body == f"${placeholders[0][0]}":
-            return placeholders[0][1]
+        if len(placeholders) == 1 and re.fullmatch(rf"\(*\s*\${placeholders[0][0]}\s*\)*", body):
+            if body.count("(") == body.count(")"):
+                return placeholders[0][1]  # a FLWOR or constructor, maybe in parentheses
         return self._compile(body, first, placeholders, frozenset(variables))
 
     def _skip_type(self, pos: int) -> int:

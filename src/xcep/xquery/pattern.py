@@ -1,9 +1,10 @@
 """The pattern clause: a regular expression over pattern variables, compiled to an NFA.
 
-``compile_pattern`` builds a Glushkov automaton: one NFA state per variable
-*occurrence* in the regular expression, with ``first``/``follow``/``last``
-sets; a variable's quantifier (its SequenceType's occurrence indicator)
-becomes a self-loop (``+``, ``*``) and nullability (``?``, ``*``).
+``compile_pattern`` builds a position automaton: one NFA state per variable
+*occurrence* in the regular expression, with ordered ``first``/``follow``
+lists and the accepting states; a variable's quantifier (its SequenceType's
+occurrence indicator) becomes a self-loop (``+``, ``*``) and an optional
+step (``?``, ``*``).
 
 ``instances_at`` runs the NFA from one start position as a Pike VM: threads
 are kept in preference order (a variable prefers to take one more item, an
@@ -54,39 +55,40 @@ class NFA:
         return "\n".join(lines)
 
 
+ACCEPT = -1  # in a follow list: the pattern may end here
+
+
 def compile_pattern(pattern: A.Pattern) -> NFA:
+    """One state per variable occurrence; ``first`` and ``follow`` are *ordered* the way
+    a backtracking matcher would try them, so the Pike VM keeps its preference order."""
     index = {v.name: i for i, v in enumerate(pattern.variables)}
     occurrences: list[int] = []
     follow: list[list[int]] = []
 
-    def build(node) -> tuple[bool, list[int], list[int]]:
-        """(nullable, first, last) of ``node``; fills ``follow``."""
+    def build(node, cont: list[int]) -> list[int]:
+        """The states entered first when ``node`` starts, in preference order, when
+        ``cont`` is what may follow ``node``; fills ``follow`` for the states inside."""
         if isinstance(node, A.RVar):
             state = len(occurrences)
             var = pattern.variables[index[node.name]]
             occurrences.append(index[node.name])
-            follow.append([])
-            return var.min == 0, [state], [state]
+            follow.append(cont)
+            return _unique([state, *cont]) if var.min == 0 else [state]
         if isinstance(node, A.RAlt):
-            parts = [build(option) for option in node.options]
-            return (
-                any(p[0] for p in parts),
-                [s for p in parts for s in p[1]],
-                [s for p in parts for s in p[2]],
-            )
-        nullable, first, last = True, [], []
-        for part in node.items:
-            p_nullable, p_first, p_last = build(part)
-            for state in last:
-                follow[state].extend(s for s in p_first if s not in follow[state])
-            if nullable:
-                first.extend(p_first)
-            last = ([*last, *p_last]) if p_nullable else p_last
-            nullable = nullable and p_nullable
-        return nullable, first, last
+            return _unique([s for option in node.options for s in build(option, cont)])
+        for part in reversed(node.items):
+            cont = build(part, cont)
+        return cont
 
-    nullable, first, last = build(pattern.regex)
-    return NFA(pattern.variables, occurrences, first, follow, frozenset(last), nullable)
+    first = build(pattern.regex, [ACCEPT])
+    last = frozenset(s for s, nxt in enumerate(follow) if ACCEPT in nxt)
+    follow = [[s for s in nxt if s != ACCEPT] for nxt in follow]
+    states = [s for s in first if s != ACCEPT]
+    return NFA(pattern.variables, occurrences, states, follow, last, ACCEPT in first)
+
+
+def _unique(states: list[int]) -> list[int]:
+    return list(dict.fromkeys(states))
 
 
 def check_single_binding(regex) -> str | None:
