@@ -264,9 +264,11 @@ class Parser:
             tok = self.peek()
             raise self.error(f"expected an expression, found {_describe(tok)}", tok.start)
         body = "".join(out).strip()
-        if len(placeholders) == 1 and re.fullmatch(rf"\(*\s*\${placeholders[0][0]}\s*\)*", body):
-            if body.count("(") == body.count(")"):
-                return placeholders[0][1]  # a FLWOR or constructor, maybe in parentheses
+        alone = len(placeholders) == 1 and re.fullmatch(
+            rf"\(*\s*\${placeholders[0][0]}\s*\)*", body
+        )
+        if alone and body.count("(") == body.count(")"):
+            return placeholders[0][1]  # a FLWOR or constructor, maybe in parentheses
         return self._compile(body, first, placeholders, frozenset(variables))
 
     def _skip_type(self, pos: int) -> int:
