@@ -2,9 +2,9 @@
 
 import argparse
 
-from bench import events, xpush, xseq
+from bench import events, xpush, xquery, xseq
 
-BENCHMARKS = {"events": events.run, "xpush": xpush.run, "xseq": xseq.run}
+BENCHMARKS = {"events": events.run, "xpush": xpush.run, "xseq": xseq.run, "xquery": xquery.run}
 
 parser = argparse.ArgumentParser(prog="python -m bench")
 parser.add_argument("name", choices=sorted(BENCHMARKS))

@@ -67,12 +67,18 @@ class RecordingEvaluator(Evaluator):
         self.when = when
         self.rows = []
 
-    def eval(self, expr, env):
-        result = super().eval(expr, env)
-        if expr is self.when:
+    def condition(self, expr):
+        run = super().condition(expr)
+        if expr is not self.when:
+            return run
+
+        def recorded(env):
+            result = run(env)
             row = tuple(_plain(env[name]) for name in ("a", "b", "c", "u", "d"))
             self.rows.append((*row, result == [True]))
-        return result
+            return result
+
+        return recorded
 
 
 def _plain(value):

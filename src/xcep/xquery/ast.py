@@ -24,6 +24,7 @@ class XPath(Expr):
     placeholders: list[tuple[str, Expr]] = field(default_factory=list)
     token: Any = None  # elementpath's compiled expression
     variables: frozenset = frozenset()  # the $names it mentions (placeholders excluded)
+    fast: Any = None  # the fast-path closure (False: none), made on first use
 
 
 @dataclass

@@ -17,6 +17,7 @@ from elementpath.tree_builders import get_node_tree
 
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
+from xcep.xquery.fastpath import Fallback, compile_fast
 from xcep.xquery.pattern import NFA, compile_pattern, find_instances
 from xcep.xquery.values import (
     as_sequence,
@@ -68,6 +69,14 @@ class Evaluator:
             env = dict(env)
             for name, sub in expr.placeholders:
                 env[name] = as_value(self.eval(sub, env))
+        fast = expr.fast
+        if fast is None:
+            fast = expr.fast = compile_fast(expr.token) or False
+        if fast:
+            try:
+                return fast(env)
+            except Fallback:
+                pass
         ctx = self.ctx
         ctx.variables = env
         ctx.item = self.item
@@ -87,6 +96,23 @@ class Evaluator:
         message = re.sub(r"^\[err:\w+\]\s*", "", message)
         line, column = position(self.text, offset)
         return XQueryError(message, code, line, column)
+
+    def condition(self, expr: A.Expr):
+        """A function env -> sequence for ``expr``: its fast path when it has one."""
+        if isinstance(expr, A.XPath) and not expr.placeholders:
+            if expr.fast is None:
+                expr.fast = compile_fast(expr.token) or False
+            fast = expr.fast
+            if fast:
+
+                def run(env):
+                    try:
+                        return fast(env)
+                    except Fallback:
+                        return self.xpath(expr, env)
+
+                return run
+        return lambda env: self.eval(expr, env)
 
     def first_result(self, expr: A.Expr, env: dict) -> list:
         """A FLWOR's first tuple's result; any other expression's whole value."""
@@ -312,14 +338,17 @@ class Evaluator:
                 known = by_start.get((var, run_start, pos))
                 if known is not None:
                     return known
-            result = evaluate(variables[var], run_start, pos)
+            result = evaluate(var, run_start, pos)
             if memo is not None:
                 memo[pos] = result
             else:
                 by_start[(var, run_start, pos)] = result
             return result
 
-        def evaluate(v: A.PatternVar, run_start: int, pos: int) -> int:
+        whens = [self.condition(v.when) for v in variables]
+
+        def evaluate(var: int, run_start: int, pos: int) -> int:
+            v = variables[var]
             if v.before:
                 local[v.before] = items[run_start - 1] if run_start > 0 else []
             if v.nested:
@@ -345,7 +374,7 @@ class Evaluator:
                 local[v.after] = items[pos + 1] if pos + 1 < n else []
             if v.all:
                 local[v.all] = items[run_start : pos + 1]
-            return 1 if ebv(self.eval(v.when, local)) else 0
+            return 1 if ebv(whens[var](local)) else 0
 
         return test, keyed
 

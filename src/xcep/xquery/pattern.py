@@ -43,6 +43,10 @@ class NFA:
     last: frozenset
     nullable: bool
 
+    def __post_init__(self) -> None:
+        self.nested = [v.nested is not None for v in self.variables]  # by variable
+        self.extends = [self.variables[v].max is None for v in self.occurrences]  # by state
+
     def describe(self) -> str:
         names = [self.variables[v].name for v in self.occurrences]
         lines = [f"first: {', '.join(f'{s}:${names[s]}' for s in self.first)}"]
@@ -111,40 +115,53 @@ def check_single_binding(regex) -> str | None:
     return None
 
 
-class _Thread:
-    __slots__ = ("remaining", "run_start", "runs", "state")
-
-    def __init__(self, state: int, run_start: int, runs: tuple, remaining: int = 0) -> None:
-        self.state = state
-        self.run_start = run_start
-        self.runs = runs  # completed runs: (variable, first, last)
-        self.remaining = remaining  # items left in the current nested unit
-
-
 def instances_at(
-    nfa: NFA, start: int, length: int, test: Test, selection: str, keyed_by_start: set[int]
+    nfa: NFA,
+    start: int,
+    length: int,
+    test: Test,
+    selection: str,
+    keyed_by_start: set[int],
+    covered: dict | None = None,
 ) -> list[tuple]:
     """The instances that start at ``start``, in output order (shorter first).
 
+    A thread is ``(state, run start, completed runs, items left in a nested unit)``.
     ``keyed_by_start``: variables whose test depends on where their run
     started (they use ``before``, ``all`` or ``nested``): two threads in such
     a variable differ if their runs started at different positions.
+
+    ``covered`` (sliding maximal/incremental without such variables): the
+    states that runs from earlier starts had at each position.  If every
+    state this start enters is among them, each instance of this start is
+    contained in one of an earlier start (same states, same futures), so it
+    would be suppressed: the start is skipped.
     """
-    variables = nfa.variables
     occ = nfa.occurrences
-    nested = [v.nested is not None for v in variables]
-    dedupe = selection != "allmatch"
-    found: list[tuple] = []
-    threads: list[_Thread] = []
+    nested = nfa.nested
+    threads: list[tuple] = []
     for state in nfa.first:
         _enter(threads, state, start, (), test, occ, nested)
+    if not threads:
+        return []
+    if covered is not None and {t[0] for t in threads} <= covered.get(start, set()):
+        return []
+    extends = nfa.extends
+    follow = nfa.follow
+    last = nfa.last
+    dedupe = selection != "allmatch"
+    keyed = [occ[s] in keyed_by_start for s in range(len(occ))]
+    found: list[tuple] = []
     position = start
+    count = len(nfa.variables)
     while threads:
-        if dedupe:
-            threads = _dedupe(threads, occ, keyed_by_start)
-        done = [t for t in threads if t.remaining == 0 and t.state in nfa.last]
+        if dedupe and len(threads) > 1:
+            threads = _dedupe(threads, keyed)
+        if covered is not None:
+            covered.setdefault(position, set()).update(t[0] for t in threads)
+        done = [t for t in threads if not t[3] and t[0] in last]
         if done:
-            ends = [(start, position, _runs(t, position, len(variables), occ)) for t in done]
+            ends = [(start, position, _runs(t, position, count, occ)) for t in done]
             if selection == "allmatch":
                 seen = set()
                 for inst in ends:
@@ -158,50 +175,47 @@ def instances_at(
         position += 1
         if position >= length:
             break
-        successors: list[_Thread] = []
-        for t in threads:
-            var = occ[t.state]
-            if t.remaining:
-                successors.append(_Thread(t.state, t.run_start, t.runs, t.remaining - 1))
+        successors: list[tuple] = []
+        for state, run_start, runs, remaining in threads:
+            if remaining:
+                successors.append((state, run_start, runs, remaining - 1))
                 continue
-            if variables[var].max is None:  # the run takes one more item (or unit)
-                if nested[var]:
-                    unit = test(var, t.run_start, position)
-                    if unit:
-                        successors.append(_Thread(t.state, t.run_start, t.runs, unit - 1))
-                elif test(var, t.run_start, position):
-                    successors.append(_Thread(t.state, t.run_start, t.runs))
-            closed = (*t.runs, (var, t.run_start, position - 1))
-            for state in nfa.follow[t.state]:
-                _enter(successors, state, position, closed, test, occ, nested)
+            var = occ[state]
+            if extends[state]:  # the run takes one more item (or unit)
+                unit = test(var, run_start, position)
+                if unit:
+                    successors.append((state, run_start, runs, unit - 1 if nested[var] else 0))
+            if follow[state]:
+                closed = (*runs, (var, run_start, position - 1))
+                for nxt in follow[state]:
+                    _enter(successors, nxt, position, closed, test, occ, nested)
         threads = successors
     return found
 
 
 def _enter(threads, state, position, runs, test, occ, nested) -> None:
     var = occ[state]
-    if nested[var]:
-        unit = test(var, position, position)
-        if unit:
-            threads.append(_Thread(state, position, runs, unit - 1))
-    elif test(var, position, position):
-        threads.append(_Thread(state, position, runs))
+    unit = test(var, position, position)
+    if unit:
+        threads.append((state, position, runs, unit - 1 if nested[var] else 0))
 
 
-def _dedupe(threads: list[_Thread], occ: list[int], keyed_by_start: set[int]) -> list[_Thread]:
+def _dedupe(threads: list[tuple], keyed: list[bool]) -> list[tuple]:
     seen = set()
     out = []
     for t in threads:
-        key = (t.state, t.remaining, t.run_start if occ[t.state] in keyed_by_start else None)
+        state = t[0]
+        key = (state, t[3], t[1] if keyed[state] else None)
         if key not in seen:
             seen.add(key)
             out.append(t)
     return out
 
 
-def _runs(thread: _Thread, position: int, count: int, occ: list[int]) -> tuple:
+def _runs(thread: tuple, position: int, count: int, occ: list[int]) -> tuple:
     runs: list = [None] * count
-    for var, first, last in (*thread.runs, (occ[thread.state], thread.run_start, position)):
+    state, run_start, completed, _ = thread
+    for var, first, last in (*completed, (occ[state], run_start, position)):
         runs[var] = (first, last)
     return tuple(runs)
 
@@ -237,8 +251,13 @@ def find_instances(
 ) -> list[tuple]:
     """Every pattern instance over a sequence of ``length`` items, in output order."""
 
+    skip = sliding and selection != "allmatch" and not keyed_by_start and not any(nfa.nested)
+    covered: dict | None = {} if skip else None
+
     def at(start: int) -> list[tuple]:
-        return instances_at(nfa, start, length, test, selection, keyed_by_start)
+        if covered is not None:
+            covered.pop(start - 1, None)
+        return instances_at(nfa, start, length, test, selection, keyed_by_start, covered)
 
     return select_instances(length, at, sliding, selection)
 
