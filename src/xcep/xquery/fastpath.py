@@ -62,6 +62,8 @@ def _compile(tok) -> Closure:
     if symbol in ("(string)", "(integer)", "(float)", "(decimal)"):
         value = [tok.value]
         return lambda env: value
+    if symbol == "(" and len(tok) == 1:  # (expr)
+        return _compile(tok[0])
     if symbol == ":" and tok[0].value == "fn":
         return _compile(tok[1])
     if symbol == "/" and len(tok) == 2:
@@ -267,10 +269,10 @@ def _mixed(a, b) -> bool:
 def _value_comparison(op, left: Closure, right: Closure) -> Closure:
     def compare(env):
         a, b = left(env), right(env)
+        if len(a) > 1 or len(b) > 1:
+            raise Fallback  # a type error
         if not a or not b:
             return []
-        if len(a) > 1 or len(b) > 1:
-            raise Fallback
         return [_compare_atoms(op, a[0], b[0])]
 
     return compare
@@ -303,10 +305,8 @@ def _general_comparison(op, left: Closure, right: Closure) -> Closure:
 def _arithmetic(op, left: Closure, right: Closure) -> Closure:
     def compute(env):
         a, b = left(env), right(env)
-        if not a or not b:
-            return []
-        if len(a) > 1 or len(b) > 1:
-            raise Fallback
+        if len(a) != 1 or len(b) != 1:
+            raise Fallback  # empty, or a type error: elementpath knows which
         x, y = (_number(v) for v in (a[0], b[0]))
         if type(x) is not type(y):
             raise Fallback  # int with float: promotion rules are elementpath's

@@ -327,8 +327,12 @@ class Parser:
             code = getattr(exc, "code", None) or "XPST0003"
             code = code.split(":")[-1]
             message = getattr(exc, "message", str(exc))
-            m = re.search(r"column (\d+)", str(exc))
-            at = offset + (int(m.group(1)) - 1 if m and not placeholders else 0)
+            at = offset
+            m = re.search(r"line (\d+), column (\d+)", str(exc))
+            if m and not placeholders:  # the position inside the XPath part, in the query
+                lines = body.split("\n")
+                line = min(int(m.group(1)), len(lines))
+                at += sum(len(x) + 1 for x in lines[: line - 1]) + int(m.group(2)) - 1
             raise static_error(self.text, min(at, len(self.text)), message, code) from None
         return A.XPath(body, offset, placeholders, token, variables)
 

@@ -66,17 +66,18 @@ def compile_pattern(pattern: A.Pattern) -> NFA:
     """One state per variable occurrence; ``first`` and ``follow`` are *ordered* the way
     a backtracking matcher would try them, so the Pike VM keeps its preference order."""
     index = {v.name: i for i, v in enumerate(pattern.variables)}
-    occurrences: list[int] = []
-    follow: list[list[int]] = []
+    refs = A.regex_vars(pattern.regex)  # states are numbered left to right
+    state_of = {id(ref): state for state, ref in enumerate(refs)}
+    occurrences = [index[ref.name] for ref in refs]
+    follow: list[list[int]] = [[] for _ in refs]
 
     def build(node, cont: list[int]) -> list[int]:
         """The states entered first when ``node`` starts, in preference order, when
         ``cont`` is what may follow ``node``; fills ``follow`` for the states inside."""
         if isinstance(node, A.RVar):
-            state = len(occurrences)
-            var = pattern.variables[index[node.name]]
-            occurrences.append(index[node.name])
-            follow.append(cont)
+            state = state_of[id(node)]
+            follow[state] = cont
+            var = pattern.variables[occurrences[state]]
             return _unique([state, *cont]) if var.min == 0 else [state]
         if isinstance(node, A.RAlt):
             return _unique([s for option in node.options for s in build(option, cont)])
