@@ -95,7 +95,7 @@ def test_qt3_window_clause(data_dir):
         ("LetClause", 0.9),
         ("WhereClause", 0.85),
         ("OrderByClause", 0.95),
-        ("GroupByClause", 0.7),
+        ("GroupByClause", 0.8),
         ("CountClause", 0.9),
         ("DirElemConstructor", 0.75),
     ],

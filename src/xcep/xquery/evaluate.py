@@ -205,14 +205,18 @@ class Evaluator:
         raise TypeError(clause)
 
     def group_by(self, clause: A.GroupBy, stream: list[dict]) -> list[dict]:
+        """XQuery 3.1 §3.12.7: ``$k := E`` specs are let bindings made first, in order;
+        then tuples with equal keys merge and the other variables concatenate.  An
+        anonymous key (the seed's ``group by $a/user``) binds no variable."""
         groups: dict[tuple, list] = {}
         for t in stream:
+            t = dict(t)
+            for spec in clause.specs:
+                if spec.var and spec.expr is not None:
+                    t[spec.var] = as_value(self.eval(spec.expr, t))
             atoms = []
             for spec in clause.specs:
-                if spec.expr is not None:
-                    value = self.eval(spec.expr, t)
-                else:
-                    value = as_sequence(t.get(spec.var))
+                value = as_sequence(t.get(spec.var)) if spec.var else self.eval(spec.expr, t)
                 atoms.append(single_atom(value, "a grouping key"))
             key = tuple(group_key(a) for a in atoms)
             groups.setdefault(key, [atoms, []])[1].append(t)

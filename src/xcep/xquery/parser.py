@@ -413,13 +413,23 @@ class Parser:
                 specs.append(A.GroupSpec(var, expr))
             else:
                 specs.append(A.GroupSpec(None, self.parse_single()))
+            self.collation()
             if not self.accept(","):
                 return A.GroupBy(specs)
+
+    def collation(self) -> None:
+        """An optional ``collation "URI"``: only the Unicode codepoint collation."""
+        if self.accept("collation"):
+            tok = self.next()
+            if tok.kind != "string" or "codepoint" not in tok.value:
+                raise static_error(
+                    self.text, tok.start, "only the codepoint collation is supported", "XQST0076"
+                )
 
     @staticmethod
     def _ends_group_key(tok: Token) -> bool:
         """Whether ``tok`` follows a grouping variable (``group by $k, ...``)."""
-        if tok.kind == "eof" or tok.value in (":=", ",", ")", "}", "]"):
+        if tok.kind == "eof" or tok.value in (":=", ",", ")", "}", "]", "collation"):
             return True
         return tok.kind == "name" and tok.value in CLAUSE_ENDS
 
