@@ -19,6 +19,7 @@ demo: $(STAMP)
 	$(VENV)/bin/xcep filter --filters examples/xmark-subscriptions.txt $(DATA)/xmark/xmark-f0.01.xml
 	$(VENV)/bin/xcep xseq @examples/xmark-falling-prices.xseq --selection maximal \
 		$(DATA)/xmark/xmark-f0.01.xml | tail -5
+	$(VENV)/bin/xcep xquery @examples/search-no-buy.xq examples/shop-events.xml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
@@ -32,6 +33,7 @@ bench: $(STAMP)
 	$(PY) -m bench events
 	$(PY) -m bench xpush
 	$(PY) -m bench xseq
+	$(PY) -m bench xquery
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

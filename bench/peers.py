@@ -7,8 +7,10 @@ query, measured inside the process (interpreter start-up left out).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,21 @@ def saxon_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
 _STARTUP: list[float] = []
 
 
+def _run_killable(command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``command``; on timeout kill its whole process group (basex is a shell script
+    whose JVM would otherwise outlive the kill and hold the pipes open)."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise PeerTimeout from error
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
 def basex_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
     """BaseX's count and time: wall time less the JVM start-up (``basex 1``, measured once)."""
     if not _STARTUP:
@@ -63,12 +80,7 @@ def basex_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
         subprocess.run(["basex", "1"], capture_output=True, check=True)
         _STARTUP.append(time.perf_counter() - start)
     start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            ["basex", "-i", str(path), query], capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as error:
-        raise PeerTimeout from error
+    done = _run_killable(["basex", "-i", str(path), query], timeout)
     seconds = time.perf_counter() - start - _STARTUP[0]
     if done.returncode:
         raise RuntimeError((done.stderr.strip().splitlines() or ["failed"])[-1])

@@ -27,10 +27,10 @@ from xcep.xquery.values import (
     element_of,
     group_key,
     is_node,
-    matches_type,
     order_key,
     single_atom,
     string_value,
+    type_test,
 )
 
 
@@ -327,35 +327,38 @@ class Evaluator:
         test depends on where their run started."""
         n = len(items)
         variables = clause.variables
-        keyed = {i for i, v in enumerate(variables) if v.before or v.all}
-        by_position = [[None] * n if i not in keyed else None for i in range(len(variables))]
+        keyed = {i for i, v in enumerate(variables) if v.before or v.all or v.nested}
+        checks = [self._pattern_check(v, items, env) for v in variables]
+        by_position = [None if i in keyed else [None] * n for i in range(len(variables))]
         by_start: dict = {}
-        local = dict(env)
 
         def test(var: int, run_start: int, pos: int) -> int:
             memo = by_position[var]
             if memo is not None:
                 known = memo[pos]
-                if known is not None:
-                    return known
-            else:
-                known = by_start.get((var, run_start, pos))
-                if known is not None:
-                    return known
-            result = evaluate(var, run_start, pos)
-            if memo is not None:
-                memo[pos] = result
-            else:
-                by_start[(var, run_start, pos)] = result
-            return result
+                if known is None:
+                    known = memo[pos] = checks[var](run_start, pos)
+                return known
+            key = (var, run_start, pos)
+            known = by_start.get(key)
+            if known is None:
+                known = by_start[key] = checks[var](run_start, pos)
+            return known
 
-        whens = [self.condition(v.when) for v in variables]
+        return test, {i for i, v in enumerate(variables) if v.before or v.all}
 
-        def evaluate(var: int, run_start: int, pos: int) -> int:
-            v = variables[var]
-            if v.before:
-                local[v.before] = items[run_start - 1] if run_start > 0 else []
-            if v.nested:
+    def _pattern_check(self, v: A.PatternVar, items: list, env: dict):
+        """``check(run_start, pos)``: 1 if item ``pos`` joins a run of ``v`` that started
+        at ``run_start`` (for ``nested``: the length of the unit at ``pos``, or 0)."""
+        n = len(items)
+        local = dict(env)
+        type_ok = type_test(v.item_type)
+        when = self.condition(v.when)
+        if v.nested:
+
+            def nested_unit(run_start: int, pos: int) -> int:
+                if v.before:
+                    local[v.before] = items[run_start - 1] if run_start > 0 else []
                 local[v.nested] = items[pos:]
                 unit = self.first_result(v.when, local)
                 k = len(unit)
@@ -364,11 +367,31 @@ class Evaluator:
                 for j, item in enumerate(unit):
                     other = items[pos + j]
                     same = item is other if is_node(item) else item == other
-                    if not same or not matches_type(other, v.item_type):
+                    if not same or not type_ok(other):
                         return 0
                 return k
+
+            return nested_unit
+        roles = (v.pcur, v.pprev, v.after, v.before, v.all)
+        if not any(roles[1:]):  # the common case: the condition looks at the item only
+            pcur = v.pcur
+
+            def check_item(run_start: int, pos: int) -> int:
+                item = items[pos]
+                if not type_ok(item):
+                    return 0
+                if pcur:
+                    local[pcur] = item
+                result = when(local)
+                if len(result) == 1 and result[0] is True:
+                    return 1
+                return 1 if ebv(result) else 0
+
+            return check_item
+
+        def check(run_start: int, pos: int) -> int:
             item = items[pos]
-            if not matches_type(item, v.item_type):
+            if not type_ok(item):
                 return 0
             if v.pcur:
                 local[v.pcur] = item
@@ -376,11 +399,13 @@ class Evaluator:
                 local[v.pprev] = items[pos - 1] if pos > 0 else []
             if v.after:
                 local[v.after] = items[pos + 1] if pos + 1 < n else []
+            if v.before:
+                local[v.before] = items[run_start - 1] if run_start > 0 else []
             if v.all:
                 local[v.all] = items[run_start : pos + 1]
-            return 1 if ebv(whens[var](local)) else 0
+            return 1 if ebv(when(local)) else 0
 
-        return test, keyed
+        return check
 
 
 def _append_text(elem: ET.Element, text: str) -> None:

@@ -255,9 +255,13 @@ def find_instances(
     skip = sliding and selection != "allmatch" and not keyed_by_start and not any(nfa.nested)
     covered: dict | None = {} if skip else None
 
+    first = [(state, nfa.occurrences[state]) for state in nfa.first]
+
     def at(start: int) -> list[tuple]:
         if covered is not None:
             covered.pop(start - 1, None)
+        if not any(test(var, start, start) for _, var in first):
+            return []  # nothing can start here (the usual case; tests are memoized)
         return instances_at(nfa, start, length, test, selection, keyed_by_start, covered)
 
     return select_instances(length, at, sliding, selection)

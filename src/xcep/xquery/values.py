@@ -198,6 +198,22 @@ def matches_type(item, item_type) -> bool:
     return item_type.name is None or item.name == item_type.name
 
 
+def type_test(item_type):
+    """A one-argument predicate for ``matches_type(item, item_type)``, quick for the
+    usual ``item()`` and ``element(name)``."""
+    if item_type.kind == "item":
+        return lambda item: True
+    if item_type.kind == "element":
+        name = item_type.name
+
+        def element(item) -> bool:
+            kind = getattr(item, "node_kind", None)
+            return kind == "element" and (name is None or item.name == name)
+
+        return element
+    return lambda item: matches_type(item, item_type)
+
+
 def check_type(items: list, declared, what: str) -> None:
     """Raise XPTY0004 unless ``items`` match the declared ``SequenceType``."""
     if declared is None:

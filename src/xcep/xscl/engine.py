@@ -1,0 +1,333 @@
+"""MMQJP: many XSCL queries over streams of documents, joined per template in DuckDB.
+
+``XsclEngine`` registers queries (``add``/``remove``, also while a stream
+runs) and processes documents in micro-batches (``run``):
+
+1. Stage 1 (``witness.py``) turns each document into witness rows, inserted
+   into ``r_doc(docid, node, strval)``, ``r_bin(docid, var1, var2, node1,
+   node2)`` and ``r_docts(docid, ts)``. A document's rows are its ``W``
+   relations while it is being joined and become join state afterwards
+   (Algorithm 2): one set of tables, the batch selected by document id.
+2. Stage 2: every template's conjunctive query (``templates.py``) joins the
+   batch's documents with every earlier document in its queries' windows
+   (Algorithm 3's time test is part of the SQL), one SQL statement per
+   template and batch, whatever the number of queries.
+3. Results become output documents (``SELECT *``: a new root holding the two
+   blocks' subtrees) in stream order; ``PUBLISH name`` feeds them back as
+   documents of stream ``name``.
+4. State older than the largest window is evicted after each batch.
+
+A query sees the documents that arrive after it was added (both of a pair),
+so that what it finds never depends on which other queries were registered.
+
+Results are the same for any batch size: a batch's documents are joined with
+all earlier ones, earlier documents of the same batch included.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import duckdb
+
+from xcep.events import EventStream, Input
+from xcep.xscl import ast as A
+from xcep.xscl.documents import Document, documents_from_batches
+from xcep.xscl.parser import XsclSyntaxError, parse_query
+from xcep.xscl.templates import Template, VarTree, minor, template_of, template_sql
+from xcep.xscl.witness import Pattern, WitnessEvaluator, canonical_block, compile_block
+
+SCHEMA = """
+CREATE TABLE r_doc (docid BIGINT, node INTEGER, strval VARCHAR);
+CREATE TABLE r_bin (docid BIGINT, var1 VARCHAR, var2 VARCHAR, node1 INTEGER, node2 INTEGER);
+CREATE TABLE r_docts (docid BIGINT, ts DOUBLE);
+"""
+
+
+@dataclass
+class Result:
+    query: str
+    docs: list[int]  # document indexes, in the order of the query's blocks
+    nodes: list[int]  # the output nodes, one per SELECT term (or per block)
+    output: str  # the result document, serialized
+    stream_docs: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"query": self.query, "docs": self.docs, "output": self.output}
+
+
+@dataclass
+class _Registered:
+    query: A.Query
+    order: int
+    blocks: list[tuple[Pattern, dict[str, str]]]  # per block: its pattern and local -> global
+    rows: list[tuple[Template, int]] = field(default_factory=list)
+
+
+@dataclass
+class _Row:
+    """A directed query: a row of its template's ``r_t`` relation."""
+
+    registered: _Registered
+    swapped: bool  # the query's right block is on the earlier document
+    outputs: list[tuple[int, int]]  # per output term: (side 0 = earlier / 1, template node)
+
+
+class XsclEngine:
+    """Many XSCL queries, one shared Stage 1, one SQL statement per template."""
+
+    def __init__(self, batch_size: int = 1) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.batch_size = batch_size
+        self.db = duckdb.connect()
+        self.db.execute(SCHEMA)
+        self.witness = WitnessEvaluator()
+        self.names: dict[str, str] = {}  # marked canonical block -> global variable
+        self.patterns: dict[tuple, list] = {}  # pattern key -> [pattern, users]
+        self.templates: dict[tuple, Template] = {}
+        self.sql: dict[int, str] = {}
+        self.queries: dict[str, _Registered] = {}
+        self.rows: dict[int, _Row] = {}
+        self.next_rid = 0
+        self.next_docid = 0
+        self.docs: dict[int, tuple[Document, float, str]] = {}
+        self.published: set[str] = set()
+
+    # -- queries ---------------------------------------------------------------
+
+    def add(self, query_id: str, text: str) -> A.Query:
+        if query_id in self.queries:
+            raise XsclSyntaxError(f"query id {query_id} is already registered", query_id)
+        query = parse_query(text, query_id)
+        for n, block in enumerate(query.blocks(), 1):
+            if block.output.var is None:
+                block.output.var = f"_out{n}"
+        registered = _Registered(query, len(self.queries), [])
+        for block in query.blocks():
+            registered.blocks.append(self._register_block(block))
+        if query.right is not None:
+            directions = [False] if query.op == A.FOLLOWED_BY else [False, True]
+            for swapped in directions:
+                self._add_row(registered, swapped)
+        self.queries[query_id] = registered
+        if query.publish:
+            self.published.add(query.publish)
+        return query
+
+    def remove(self, query_id: str) -> None:
+        registered = self.queries.pop(query_id)
+        for template, rid in registered.rows:
+            self.db.execute(f"DELETE FROM r_t_{template.index} WHERE rid = ?", [rid])
+            del self.rows[rid]
+        for pattern, _ in registered.blocks:
+            key = next(k for k, e in self.patterns.items() if e[0] is pattern)
+            self.patterns[key][1] -= 1
+            if self.patterns[key][1] == 0:
+                self.witness.remove(pattern)
+                del self.patterns[key]
+
+    def _register_block(self, block: A.Block) -> tuple[Pattern, dict[str, str]]:
+        local: dict[str, str] = {}
+        for step in A.walk_steps(block.steps):
+            if step.var:
+                key = canonical_block(block, mark=step)
+                name = self.names.setdefault(key, f"v{len(self.names)}")
+                while name in local.values():  # the same place twice in one block
+                    key += "'"
+                    name = self.names.setdefault(key, f"v{len(self.names)}")
+                local[step.var] = name
+        pattern_key = (canonical_block(block), tuple(sorted(local.values())))
+        entry = self.patterns.get(pattern_key)
+        if entry is None:
+            entry = self.patterns[pattern_key] = [compile_block(block, local), 0]
+            self.witness.add(entry[0])
+        entry[1] += 1
+        return entry[0], local
+
+    def _add_row(self, registered: _Registered, swapped: bool) -> None:
+        query = registered.query
+        (lp, lnames), (rp, rnames) = registered.blocks
+        joins = [(lnames[e.left.var], rnames[e.right.var]) for e in query.predicates]
+        outputs = self._outputs(query, lnames, rnames)
+        if swapped:
+            (lp, lnames), (rp, rnames) = (rp, rnames), (lp, lnames)
+            joins = [(b, a) for a, b in joins]
+            outputs = [(1 - side, var) for side, var in outputs]
+        kept = [{v for v, _ in joins}, {v for _, v in joins}]
+        for side, var in outputs:
+            kept[side].add(var)
+        left = minor(_var_tree(lp), kept[0])
+        right = minor(_var_tree(rp), kept[1])
+        code, variables, edges, value_joins = template_of(left, right, joins)
+        template = self.templates.get(code)
+        if template is None:
+            template = Template(
+                code, code[0], len(variables), edges, value_joins, len(self.templates)
+            )
+            self.templates[code] = template
+            cols = ", ".join(f"v{i} VARCHAR" for i in range(template.size))
+            self.db.execute(
+                f"CREATE TABLE r_t_{template.index} "
+                f"(rid INTEGER, followed BOOLEAN, wl DOUBLE, since BIGINT, {cols})"
+            )
+            self.sql[template.index] = template_sql(template, f"r_t_{template.index}")
+        position = {(0, v): i for i, v in enumerate(variables[: template.left_size])}
+        position.update(
+            {(1, v): template.left_size + i for i, v in enumerate(variables[template.left_size :])}
+        )
+        rid = self.next_rid
+        self.next_rid += 1
+        followed = query.op == A.FOLLOWED_BY
+        params = [rid, followed, query.window, self.next_docid, *variables]
+        marks = ", ".join("?" * len(params))
+        self.db.execute(f"INSERT INTO r_t_{template.index} VALUES ({marks})", params)
+        self.rows[rid] = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
+        registered.rows.append((template, rid))
+
+    @staticmethod
+    def _outputs(query: A.Query, lnames: dict, rnames: dict) -> list[tuple[int, str]]:
+        if query.select is None:
+            return [(0, lnames[query.left.output.var]), (1, rnames[query.right.output.var])]
+        return [(0, lnames[v]) if v in lnames else (1, rnames[v]) for v in query.select]
+
+    # -- documents ---------------------------------------------------------------
+
+    def run(self, documents: Iterable[tuple[str, Document, float]]) -> Iterator[Result]:
+        """Results for a stream of ``(stream name, document, timestamp)``, as soon as known."""
+        batch: list[tuple[str, Document, float]] = []
+        for item in documents:
+            batch.append(item)
+            if len(batch) >= self.batch_size:
+                yield from self._process(batch)
+                batch = []
+        if batch:
+            yield from self._process(batch)
+
+    def _process(self, batch: list[tuple[str, Document, float]]) -> Iterator[Result]:
+        while batch:
+            results = self._batch(batch)
+            yield from results
+            batch = self._published(results)
+
+    def _batch(self, batch: list[tuple[str, Document, float]]) -> list[Result]:
+        lo = self.next_docid
+        doc_rows, bin_rows, ts_rows, results = [], [], [], []
+        for stream, doc, ts in batch:
+            docid = self.next_docid
+            self.next_docid += 1
+            self.docs[docid] = (doc, ts, stream)
+            binw, docw = self.witness.evaluate(doc, stream)
+            doc_rows += [(docid, node, value) for node, value in docw.items()]
+            bin_rows += [(docid, *row) for row in binw]
+            ts_rows.append((docid, ts))
+            results += self._filters(docid, stream, binw)
+        hi = self.next_docid - 1
+        if doc_rows:
+            self.db.executemany("INSERT INTO r_doc VALUES (?, ?, ?)", doc_rows)
+            self.db.executemany("INSERT INTO r_bin VALUES (?, ?, ?, ?, ?)", bin_rows)
+        self.db.executemany("INSERT INTO r_docts VALUES (?, ?)", ts_rows)
+        for template in self.templates.values():
+            rows = self.db.execute(self.sql[template.index], {"lo": lo, "hi": hi}).fetchall()
+            results += self._results(rows)
+        self._evict()
+        seen = set()
+        out = []
+        for result in sorted(results, key=self._order):
+            key = (result.query, tuple(result.docs), tuple(result.nodes))
+            if key not in seen:
+                seen.add(key)
+                out.append(result)
+        return out
+
+    def _order(self, result: Result) -> tuple:
+        later = max(result.docs)
+        return (later, self.queries[result.query].order, min(result.docs), result.nodes)
+
+    def _filters(self, docid: int, stream: str, binw: set) -> list[Result]:
+        """Queries of one block: every output node of a match."""
+        out = []
+        for registered in self.queries.values():
+            query = registered.query
+            if query.right is not None or query.left.stream != stream:
+                continue
+            names = registered.blocks[0][1]
+            terms = query.select or [query.left.output.var]
+            if len(terms) != 1:
+                continue  # a one-block query selects one node per result
+            var = names[terms[0]]
+            for node in sorted(n1 for v1, v2, n1, _ in binw if v1 == var and v2 == var):
+                out.append(self._result(query, [docid], [(0, node)]))
+        return out
+
+    def _results(self, rows: list[tuple]) -> list[Result]:
+        out = []
+        for rid, ldoc, rdoc, *nodes in rows:
+            row = self.rows.get(rid)
+            if row is None:
+                continue
+            docs = [ldoc, rdoc]
+            picked = [(docs[side], nodes[i]) for side, i in row.outputs]
+            if row.swapped:
+                docs.reverse()
+            out.append(self._result(row.registered.query, docs, picked))
+        return out
+
+    def _result(self, query: A.Query, docs: list[int], picked: list[tuple[int, int]]) -> Result:
+        parts = [self.docs[d][0].nodes[n].serialize() for d, n in picked]
+        output = parts[0] if query.right is None else f"<result>{''.join(parts)}</result>"
+        return Result(query.id, docs, [n for _, n in picked], output)
+
+    def _published(self, results: list[Result]) -> list[tuple[str, Document, float]]:
+        out = []
+        for result in results:
+            query = self.queries[result.query].query
+            if query.publish:
+                ts = max(self.docs[d][1] for d in result.docs)
+                out.append((query.publish, parse_document(result.output), ts))
+        return out
+
+    def _evict(self) -> None:
+        """Drop state no window can reach (timestamps are taken as non-decreasing)."""
+        widest = max((r.registered.query.window for r in self.rows.values()), default=0.0)
+        if math.isinf(widest) or not self.docs:
+            return
+        cut = max(ts for _, ts, _ in self.docs.values()) - widest
+        old = [d for d, (_, ts, _) in self.docs.items() if ts < cut]
+        if not old:
+            return
+        for table in ("r_doc", "r_bin"):
+            self.db.execute(
+                f"DELETE FROM {table} WHERE docid IN (SELECT docid FROM r_docts WHERE ts < ?)",
+                [cut],
+            )
+        self.db.execute("DELETE FROM r_docts WHERE ts < ?", [cut])
+        for d in old:
+            del self.docs[d]
+
+    def state_size(self) -> dict:
+        """Rows of join state (for memory reports)."""
+        return {
+            table: self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("r_doc", "r_bin", "r_docts")
+        }
+
+
+def _var_tree(pattern: Pattern) -> VarTree:
+    parent = {}
+    for var, path in pattern.paths.items():
+        up = None
+        for pnode in reversed(path[:-1]):
+            if pnode.var:
+                up = pnode.var
+                break
+        parent[var] = up
+    return VarTree(parent)
+
+
+def parse_document(xml: str) -> Document:
+    stream = EventStream([Input("<published>", file=io.BytesIO(xml.encode()), format="xml")])
+    return next(documents_from_batches(stream.batches()))

@@ -1,0 +1,268 @@
+"""XSCL / MMQJP: the seed's running example (Table 4) and MMQJP against Sequential."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xcep.xscl.engine import XsclEngine, parse_document
+from xcep.xscl.parser import XsclSyntaxError, parse_query
+from xcep.xscl.sequential import SequentialEngine
+
+# Figures 1 and 2: node ids in pre-order (book 0, authors 1, author 2, author 3, title 4, ...)
+D1 = (
+    "<book><authors><author>Danny Ayers</author><author>Andrew Watt</author></authors>"
+    "<title>Beginning RSS and Atom Programming</title>"
+    "<category>Scripting &amp; Programming</category><category>Web Site Development</category>"
+    "</book>"
+)
+D2 = (
+    "<blog><link>http://example.org/rss</link><author>Danny Ayers</author>"
+    "<title>Beginning RSS and Atom Programming</title><category>Book Announcement</category>"
+    "<category>Scripting &amp; Programming</category></blog>"
+)
+TABLE2 = {
+    "Q1": "S//book->x1[//author->x2][//title->x3] FOLLOWED BY{x2=x5 AND x3=x6, 10} "
+    "S//blog->x4[//author->x5][//title->x6]",
+    "Q2": "S//book->x1[//author->x2][//category->x7] FOLLOWED BY{x2=x5 AND x7=x8, 10} "
+    "S//blog->x4[//author->x5][//category->x8]",
+    "Q3": "S//blog->x4[//author->x5][//title->x6] FOLLOWED BY{x5=x5' AND x6=x6', 10} "
+    "S//blog->x4'[//author->x5'][//title->x6']",
+}
+
+
+def running_example(batch_size: int = 1) -> tuple[XsclEngine, list]:
+    engine = XsclEngine(batch_size=batch_size)
+    for qid, text in TABLE2.items():
+        engine.add(qid, text)
+    docs = [("S", parse_document(D1), 1.0), ("S", parse_document(D2), 2.0)]
+    return engine, list(engine.run(docs))
+
+
+def test_one_template_for_the_three_queries():
+    engine, _ = running_example()
+    assert len(engine.templates) == 1  # Figure 5: Q1, Q2 and Q3 share the template
+
+
+def test_witness_relations_are_table_4_b_to_e():
+    engine, _ = running_example()
+    r_doc = engine.db.execute("SELECT docid, node, strval FROM r_doc WHERE node > 0").fetchall()
+    assert sorted(r_doc) == [
+        (0, 2, "Danny Ayers"),
+        (0, 3, "Andrew Watt"),
+        (0, 4, "Beginning RSS and Atom Programming"),
+        (0, 5, "Scripting & Programming"),
+        (0, 6, "Web Site Development"),
+        (1, 2, "Danny Ayers"),
+        (1, 3, "Beginning RSS and Atom Programming"),
+        (1, 4, "Book Announcement"),
+        (1, 5, "Scripting & Programming"),
+    ]
+    pairs = engine.db.execute(
+        "SELECT DISTINCT docid, node1, node2 FROM r_bin WHERE var1 <> var2"
+    ).fetchall()
+    assert sorted(pairs) == [
+        (0, 0, 2), (0, 0, 3), (0, 0, 4), (0, 0, 5), (0, 0, 6),
+        (1, 0, 2), (1, 0, 3), (1, 0, 4), (1, 0, 5),
+    ]  # fmt: skip
+
+
+def test_r_out_is_table_4_f():
+    """Rows of the template's conjunctive query after d2, named back to each query's
+    variables: Q1 (x1..x6) = (0, 2, 4, 0, 2, 3), Q2 (x1, x2, x7, x4, x5, x8) =
+    (0, 2, 5, 0, 2, 5); nothing for Q3."""
+    engine = XsclEngine()
+    for qid, text in TABLE2.items():
+        engine.add(qid, text)
+    list(engine.run([("S", parse_document(D1), 1.0)]))
+    (template,) = engine.templates.values()
+    list(engine.run([("S", parse_document(D2), 2.0)]))
+    rows = engine.db.execute(engine.sql[template.index], {"lo": 1, "hi": 1}).fetchall()
+    named = {}
+    for rid, ldoc, _rdoc, *nodes in rows:
+        row = engine.rows[rid]
+        query = row.registered.query
+        variables = engine.db.execute(
+            f"SELECT * FROM r_t_{template.index} WHERE rid = ?", [rid]
+        ).fetchone()[4:]
+        local = {}
+        for _, names in row.registered.blocks:
+            for var, global_name in names.items():
+                local.setdefault(global_name, []).append(var)
+        named[query.id] = (
+            ldoc,
+            {v: node for g, node in zip(variables, nodes, strict=True) for v in local[g]},
+        )
+    assert named == {
+        "Q1": (0, {"x1": 0, "x2": 2, "x3": 4, "x4": 0, "x5": 2, "x6": 3}),
+        "Q2": (0, {"x1": 0, "x2": 2, "x7": 5, "x4": 0, "x5": 2, "x8": 5}),
+    }
+
+
+def test_the_two_outputs():
+    _, results = running_example()
+    assert [(r.query, r.docs) for r in results] == [("Q1", [0, 1]), ("Q2", [0, 1])]
+    book, blog = (parse_document(d).root.serialize() for d in (D1, D2))
+    expected = f"<result>{book}{blog}</result>"
+    assert results[0].output == results[1].output == expected
+
+
+def test_windows_and_followed_by_order():
+    engine = XsclEngine()
+    engine.add("fb", "S/a->x[/k->y] FOLLOWED BY{y=z, 5} S/b->w[/k->z]")
+    engine.add("join", "S/a->x[/k->y] JOIN{y=z, 5} S/b->w[/k->z]")
+    docs = [
+        ("S", parse_document("<b><k>1</k></b>"), 0.0),  # a b-event before the a-event
+        ("S", parse_document("<a><k>1</k></a>"), 3.0),
+        ("S", parse_document("<b><k>1</k></b>"), 3.0),  # same timestamp: not FOLLOWED BY
+        ("S", parse_document("<b><k>1</k></b>"), 8.0),  # 5 after: inside the window
+        ("S", parse_document("<b><k>1</k></b>"), 8.5),  # outside
+    ]
+    got = [(r.query, r.docs) for r in engine.run(docs)]
+    assert got == [
+        ("join", [1, 0]),
+        ("join", [1, 2]),
+        ("fb", [1, 3]),
+        ("join", [1, 3]),
+    ]
+
+
+def test_published_streams_feed_other_queries():
+    engine = XsclEngine()
+    engine.add("pairs", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/b->w[/k->z] PUBLISH P")
+    engine.add("then", "P/result->r[/a/k->u] FOLLOWED BY{u=v, inf} S/c->c[/k->v]")
+    docs = [
+        ("S", parse_document("<a><k>1</k></a>"), 1.0),
+        ("S", parse_document("<b><k>1</k></b>"), 2.0),
+        ("S", parse_document("<c><k>1</k></c>"), 3.0),
+    ]
+    got = [(r.query, r.docs) for r in engine.run(docs)]
+    assert got == [("pairs", [0, 1]), ("then", [2, 3])]  # doc 2 is the published result
+
+
+def test_queries_come_and_go_while_the_stream_runs():
+    engine = XsclEngine()
+    engine.add("q", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/b->w[/k->z]")
+    a, b = parse_document("<a><k>1</k></a>"), parse_document("<b><k>1</k></b>")
+    assert [r.query for r in engine.run([("S", a, 1.0), ("S", b, 2.0)])] == ["q"]
+    engine.remove("q")
+    assert list(engine.run([("S", b, 3.0)])) == []
+    engine.add("q2", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/b->w[/k->z]")
+    assert list(engine.run([("S", b, 4.0)])) == []  # its a-event came before it was added
+    assert [r.docs for r in engine.run([("S", a, 5.0), ("S", b, 6.0)])] == [[4, 5]]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("S//a->x FOLLOWED BY{x=y, 1} S//b->z", "unknown variable y"),
+        ("S//a->x FOLLOWED BY{x=x, 1} S//b->z", "compares one block with itself"),
+        ("S//a->x JOIN{x=z, 1} S//b->z JOIN{x=z, 1} S//c", "chain queries with PUBLISH"),
+        ("S//a->x FOLLOWED BY{x=z} S//b->z", "expected ','"),
+        ("S a", "expected '/' or '//'"),
+        ("S//a->x[//b->x]", "bound twice"),
+    ],
+)
+def test_errors_name_the_query_and_column(text, fragment):
+    with pytest.raises(XsclSyntaxError) as info:
+        parse_query(text, "Q7")
+    assert str(info.value).startswith("query Q7, column ")
+    assert fragment in str(info.value)
+
+
+# -- MMQJP against Sequential on the seed's §6.1 workloads ---------------------------
+
+VALUES = ["a", "b", "c"]
+
+
+def zipf_k(rng: random.Random, top: int, skew: float) -> int:
+    weights = [1 / (k**skew) for k in range(1, top + 1)]
+    return rng.choices(range(1, top + 1), weights)[0]
+
+
+def two_level(rng: random.Random, n_leaves: int = 5) -> tuple[str, callable]:
+    def query(qid: int) -> str:
+        k = zipf_k(rng, n_leaves, 0.8)
+        left = rng.sample(range(n_leaves), k)
+        right = rng.sample(range(n_leaves), k)
+        lpath = "".join(f"[/f{j}->a{i}]" for i, j in enumerate(left))
+        rpath = "".join(f"[/f{j}->b{i}]" for i, j in enumerate(right))
+        joins = " AND ".join(f"a{i}=b{i}" for i in range(k))
+        op = rng.choice(["FOLLOWED BY", "JOIN"])
+        window = rng.choice(["1", "2", "inf"])
+        axis = rng.choice(["/", "//"])
+        return f"S{axis}item->a{lpath} {op}{{{joins}, {window}}} S/item->b{rpath}"
+
+    def document() -> str:
+        leaves = "".join(
+            f"<f{j}>{rng.choice(VALUES)}</f{j}>" for j in range(n_leaves) if rng.random() < 0.9
+        )
+        return f"<item>{leaves}</item>"
+
+    return query, document
+
+
+def three_level(rng: random.Random) -> tuple[str, callable]:
+    def block(prefix: str, leaves: list[tuple[int, int]]) -> str:
+        by_mid: dict[int, list[int]] = {}
+        for m, leaf in leaves:
+            by_mid.setdefault(m, []).append(leaf)
+        parts = []
+        for m, ls in by_mid.items():
+            inner = "".join(f"[/l{leaf}->{prefix}{m}_{leaf}]" for leaf in ls)
+            parts.append(f"[/m{m}->{prefix}m{m}{inner}]")
+        return f"/r->{prefix}r" + "".join(parts)
+
+    def query(qid: int) -> str:
+        k = zipf_k(rng, 4, 0.8)
+        all_leaves = [(m, leaf) for m in range(3) for leaf in range(3)]
+        left = rng.sample(all_leaves, k)
+        right = rng.sample(all_leaves, k)
+        joins = " AND ".join(
+            f"p{lm}_{ll}=q{rm}_{rl}" for (lm, ll), (rm, rl) in zip(left, right, strict=True)
+        )
+        window = rng.choice(["1", "3", "inf"])
+        return f"S{block('p', left)} FOLLOWED BY{{{joins}, {window}}} S{block('q', right)}"
+
+    def document() -> str:
+        mids = "".join(
+            f"<m{m}>"
+            + "".join(f"<l{leaf}>{rng.choice(VALUES)}</l{leaf}>" for leaf in range(3))
+            + f"</m{m}>"
+            for m in range(3)
+            if rng.random() < 0.9
+        )
+        return f"<r>{mids}</r>"
+
+    return query, document
+
+
+@settings(max_examples=40)
+@given(
+    seed=st.integers(0, 10**6),
+    schema=st.sampled_from([two_level, three_level]),
+    n_queries=st.integers(1, 12),
+    n_docs=st.integers(1, 7),
+    batch_size=st.integers(1, 4),
+)
+def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size):
+    rng = random.Random(seed)
+    make_query, make_document = schema(rng)
+    queries = [(f"q{i}", make_query(i)) for i in range(n_queries)]
+    stream = [make_document() for _ in range(n_docs)]
+    times = sorted(rng.choice([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]) for _ in stream)
+
+    def docs():
+        return [("S", parse_document(xml), t) for xml, t in zip(stream, times, strict=True)]
+
+    mmqjp = XsclEngine(batch_size=batch_size)
+    sequential = SequentialEngine()
+    for qid, text in queries:
+        mmqjp.add(qid, text)
+        sequential.add(qid, text)
+    fast = [(r.query, r.docs, r.nodes, r.output) for r in mmqjp.run(docs())]
+    slow = [(r.query, r.docs, r.nodes, r.output) for r in sequential.run(docs())]
+    assert fast == slow
