@@ -266,3 +266,50 @@ def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size):
     fast = [(r.query, r.docs, r.nodes, r.output) for r in mmqjp.run(docs())]
     slow = [(r.query, r.docs, r.nodes, r.output) for r in sequential.run(docs())]
     assert fast == slow
+
+
+def test_cli_on_the_example_stream():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "xscl"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "xcep", "xscl", "--queries", str(examples / "queries.txt"),
+            "--timestamp", "@date", str(examples / "stream.xml"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["query"], r["docs"]) for r in rows] == [
+        ("Q1", [0, 1]),
+        ("Q2", [0, 1]),
+        ("Q1", [0, 2]),
+        ("Q3", [1, 2]),
+    ]
+    assert rows[0]["output"].startswith("<result><book ")
+
+
+def test_cli_reports_a_bad_query_and_runs_the_others(tmp_path):
+    import subprocess
+    import sys
+
+    queries = tmp_path / "q.txt"
+    queries.write_text("good\tS/a->x FOLLOWED BY{x=y, inf} S/b->y\nbad\tS/a->x JOIN{x=, 1} S/b\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "xcep", "xscl", "--queries", str(queries)],
+        input="<a>1</a><b>1</b>",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"xcep: error: {queries}, line 2, query bad, column 15: expected a variable, found ','"
+    ]
+    assert '"query":"good"' in done.stdout

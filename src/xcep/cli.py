@@ -243,6 +243,73 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     return _read_inputs(args, stderr, consume)
 
 
+def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
+    import copy
+
+    from xcep.xscl import (
+        TimestampError,
+        XsclEngine,
+        XsclSyntaxError,
+        read_queries,
+        timestamp_reader,
+    )
+    from xcep.xscl.documents import documents_from_batches
+
+    queries, errors = read_queries(args.queries)
+    engine = XsclEngine(batch_size=args.batch)
+    for qid, text, line in queries:
+        try:
+            engine.add(qid, text)
+        except XsclSyntaxError as error:
+            errors.append(f"line {line}, {error}")
+    for error in errors:
+        print(f"xcep: error: {args.queries}, {error}", file=stderr)
+    if errors and args.strict:
+        return EXIT_USAGE
+    timestamp = timestamp_reader(args.timestamp)
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    seen = [0]  # documents read so far, over all inputs
+    bad = [0]
+
+    def documents(stream_name: str, stream: EventStream):
+        for doc in documents_from_batches(stream.batches()):
+            position = seen[0]
+            seen[0] += 1
+            try:
+                ts = timestamp(doc, position)
+            except TimestampError as error:
+                print(f"xcep: error: {stream_name} document {position}: {error}", file=stderr)
+                bad[0] += 1
+                continue
+            yield stream_name, doc, ts
+
+    status = EXIT_OK
+    for name, path in _stream_inputs(args.inputs or ["-"], args.stream):
+        one = copy.copy(args)
+        one.inputs = [path]
+
+        def consume(stream: EventStream, name=name) -> None:
+            for result in engine.run(documents(name, stream)):
+                stdout.write(dumps(result.to_dict()) + "\n")
+
+        status = max(status, _read_inputs(one, stderr, consume))
+    if errors or bad[0]:
+        status = max(status, EXIT_INPUT)
+    return status
+
+
+def _stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:
+    """``NAME=PATH`` puts an input on stream NAME; a bare path is on the default stream."""
+    out = []
+    for item in inputs:
+        name, sep, path = item.partition("=")
+        if sep and name.isidentifier():
+            out.append((name, path))
+        else:
+            out.append((default, item))
+    return out
+
+
 def _warn_undeclared(engine, dtd_path: str, stderr: TextIO) -> None:
     """Name the elements of the query that the DTD does not declare (a likely typo)."""
     from xcep.schema import read_dtd
@@ -379,6 +446,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="print the parsed clauses and pattern NFAs and stop"
     )
     xq.set_defaults(run=cmd_xquery)
+
+    xscl = commands.add_parser(
+        "xscl",
+        help="run many XSCL join queries (MMQJP) over document streams",
+        description="Evaluate XSCL inter-document join queries: one JSON object per result, "
+        '{"query": id, "docs": [document indexes], "output": "<result>...</result>"}. '
+        "An INPUT written NAME=PATH is stream NAME; others are --stream. See docs/xscl.md.",
+    )
+    xscl.add_argument(
+        "--queries", required=True, metavar="FILE", help="one ID<TAB>XSCL query per line"
+    )
+    _input_arguments(xscl)
+    xscl.add_argument(
+        "--timestamp",
+        metavar="XPATH",
+        help="where each document's time is (@ts, /item/date, //time): a number or an ISO "
+        "date; default: arrival order",
+    )
+    xscl.add_argument("--stream", default="S", help="the stream of inputs without NAME= (S)")
+    xscl.add_argument(
+        "--batch", type=int, default=1, metavar="N", help="documents joined per SQL run (1)"
+    )
+    xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
+    xscl.set_defaults(run=cmd_xscl)
     return parser
 
 

@@ -1,4 +1,27 @@
 """XSCL / MMQJP: inter-document join queries with time windows, shared by query templates.
 
-Seed: Hong, Koch, Demers, Gehrke, Riedewald, White, SIGMOD 2007. (Being built: issue 6.)
+Seed: Hong, Koch, Demers, Gehrke, Riedewald, White, *Massively multi-query
+join processing in publish/subscribe systems*, SIGMOD 2007.
+
+>>> from xcep.xscl import XsclEngine, parse_document
+>>> engine = XsclEngine()
+>>> engine.add("Q1", "S//book->x1[//title->x3] FOLLOWED BY{x3=x6, 1h} S//blog->x4[//title->x6]")
+>>> results = engine.run([("S", parse_document(book), 0.0), ("S", parse_document(blog), 60.0)])
 """
+
+from xcep.xscl.engine import Result, XsclEngine, parse_document
+from xcep.xscl.parser import XsclSyntaxError, parse_query
+from xcep.xscl.queries import TimestampError, read_queries, timestamp_reader
+from xcep.xscl.sequential import SequentialEngine
+
+__all__ = [
+    "Result",
+    "SequentialEngine",
+    "TimestampError",
+    "XsclEngine",
+    "XsclSyntaxError",
+    "parse_document",
+    "parse_query",
+    "read_queries",
+    "timestamp_reader",
+]
