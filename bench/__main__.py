@@ -2,9 +2,15 @@
 
 import argparse
 
-from bench import events, xpush, xquery, xseq
+from bench import events, xpush, xquery, xscl, xseq
 
-BENCHMARKS = {"events": events.run, "xpush": xpush.run, "xseq": xseq.run, "xquery": xquery.run}
+BENCHMARKS = {
+    "events": events.run,
+    "xpush": xpush.run,
+    "xseq": xseq.run,
+    "xquery": xquery.run,
+    "xscl": xscl.run,
+}
 
 parser = argparse.ArgumentParser(prog="python -m bench")
 parser.add_argument("name", choices=sorted(BENCHMARKS))

@@ -85,6 +85,9 @@ class XsclEngine:
         self.batch_size = batch_size
         self.db = duckdb.connect()
         self.db.execute(SCHEMA)
+        # the template queries are written in a good join order (templates.py); DuckDB's
+        # join-order search over 20+ relations costs more than running them
+        self.db.execute("SET disabled_optimizers = 'join_order'")
         self.witness = WitnessEvaluator()
         self.names: dict[str, str] = {}  # marked canonical block -> global variable
         self.patterns: dict[tuple, list] = {}  # pattern key -> [pattern, users]
@@ -96,6 +99,8 @@ class XsclEngine:
         self.next_docid = 0
         self.docs: dict[int, tuple[Document, float, str]] = {}
         self.published: set[str] = set()
+        self._shapes: dict[tuple, tuple] = {}  # (patterns, kept, joins) -> template_of(...)
+        self._pending: dict[int, list[list]] = {}  # template -> r_t rows not yet inserted
 
     # -- queries ---------------------------------------------------------------
 
@@ -120,6 +125,7 @@ class XsclEngine:
 
     def remove(self, query_id: str) -> None:
         registered = self.queries.pop(query_id)
+        self._flush_queries()
         for template, rid in registered.rows:
             self.db.execute(f"DELETE FROM r_t_{template.index} WHERE rid = ?", [rid])
             del self.rows[rid]
@@ -160,9 +166,13 @@ class XsclEngine:
         kept = [{v for v, _ in joins}, {v for _, v in joins}]
         for side, var in outputs:
             kept[side].add(var)
-        left = minor(_var_tree(lp), kept[0])
-        right = minor(_var_tree(rp), kept[1])
-        code, variables, edges, value_joins = template_of(left, right, joins)
+        shape = (id(lp), id(rp), frozenset(kept[0]), frozenset(kept[1]), tuple(joins))
+        found = self._shapes.get(shape)
+        if found is None:  # queries of the same shape have the same template and mapping
+            left = minor(_var_tree(lp), kept[0])
+            right = minor(_var_tree(rp), kept[1])
+            found = self._shapes[shape] = template_of(left, right, joins)
+        code, variables, edges, value_joins = found
         template = self.templates.get(code)
         if template is None:
             template = Template(
@@ -182,9 +192,8 @@ class XsclEngine:
         rid = self.next_rid
         self.next_rid += 1
         followed = query.op == A.FOLLOWED_BY
-        params = [rid, followed, query.window, self.next_docid, *variables]
-        marks = ", ".join("?" * len(params))
-        self.db.execute(f"INSERT INTO r_t_{template.index} VALUES ({marks})", params)
+        params = (rid, followed, query.window, self.next_docid, *variables)
+        self._pending.setdefault(template.index, []).append(params)
         self.rows[rid] = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         registered.rows.append((template, rid))
 
@@ -213,7 +222,14 @@ class XsclEngine:
             yield from results
             batch = self._published(results)
 
+    def _flush_queries(self) -> None:
+        """Insert the template rows of the queries added since the last batch, in bulk."""
+        for index, rows in self._pending.items():
+            self._insert(f"r_t_{index}", rows)
+        self._pending.clear()
+
     def _batch(self, batch: list[tuple[str, Document, float]]) -> list[Result]:
+        self._flush_queries()
         lo = self.next_docid
         doc_rows, bin_rows, ts_rows, results = [], [], [], []
         for stream, doc, ts in batch:
@@ -226,12 +242,11 @@ class XsclEngine:
             ts_rows.append((docid, ts))
             results += self._filters(docid, stream, binw)
         hi = self.next_docid - 1
-        if doc_rows:
-            self.db.executemany("INSERT INTO r_doc VALUES (?, ?, ?)", doc_rows)
-            self.db.executemany("INSERT INTO r_bin VALUES (?, ?, ?, ?, ?)", bin_rows)
-        self.db.executemany("INSERT INTO r_docts VALUES (?, ?)", ts_rows)
+        self._insert("r_doc", doc_rows)
+        self._insert("r_bin", bin_rows)
+        self._insert("r_docts", ts_rows)
         for template in self.templates.values():
-            rows = self.db.execute(self.sql[template.index], {"lo": lo, "hi": hi}).fetchall()
+            rows = self.db.execute(self.sql[template.index].format(lo=lo, hi=hi)).fetchall()
             results += self._results(rows)
         self._evict()
         seen = set()
@@ -242,6 +257,16 @@ class XsclEngine:
                 seen.add(key)
                 out.append(result)
         return out
+
+    def _insert(self, table: str, rows: list[tuple], chunk: int = 2000) -> None:
+        """Bulk insert: one multi-row INSERT per chunk (executemany is a statement per row)."""
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            marks = "(" + ", ".join("?" * len(part[0])) + ")"
+            self.db.execute(
+                f"INSERT INTO {table} VALUES {', '.join([marks] * len(part))}",
+                [value for row in part for value in row],
+            )
 
     def _order(self, result: Result) -> tuple:
         later = max(result.docs)

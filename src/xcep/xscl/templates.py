@@ -14,7 +14,8 @@ its nodes, the meta-variables ``var1 ... varN`` (here ``v0 ...``).
 
 ``template_sql`` writes the template's conjunctive query (Fig. 7, §4.4) once,
 as SQL over ``r_doc``, ``r_bin``, ``r_docts`` and the template's ``r_t_K``;
-the same text runs in DuckDB and in Spark SQL.
+the same text runs in DuckDB and in Spark SQL (``{lo}`` and ``{hi}`` are
+filled in with ``str.format``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-MAX_PERMUTED_JOINS = 6  # beyond, templates are not canonicalized (still correct, less shared)
+EXACT_JOINS = 4  # up to here every order of the value joins is tried (exact canonical form)
 
 
 @dataclass
@@ -95,11 +96,10 @@ def template_of(
     left: Minor, right: Minor, joins: list[tuple[str, str]]
 ) -> tuple[tuple, list[str], list[tuple[int, int]], list[tuple[int, int]]]:
     """(code, variables in meta-variable order, structural edges, value joins)."""
-    orders = (
-        itertools.permutations(range(len(joins)))
-        if len(joins) <= MAX_PERMUTED_JOINS
-        else [tuple(range(len(joins)))]
-    )
+    if len(joins) <= EXACT_JOINS:
+        orders = itertools.permutations(range(len(joins)))
+    else:
+        orders = [_refined_order(left, right, joins)]
     best = None
     for order in orders:
         labels: dict[tuple[int, str], list[int]] = {}
@@ -125,6 +125,38 @@ def template_of(
     return (len(nodes_l), code), variables, sorted(edges), sorted(value_joins)
 
 
+def _refined_order(left: Minor, right: Minor, joins: list[tuple[str, str]]) -> tuple[int, ...]:
+    """An order of the value joins from colour refinement (isomorphism-invariant).
+
+    Nodes start coloured by their subtree shape and are refined by their join
+    partners' colours; joins are sorted by their ends' colours. Ties left are
+    between joins refinement cannot tell apart — in trees joined pairwise these
+    are symmetric, so the code does not depend on the order among them; were it
+    not so, two isomorphic queries would only get two templates (correct, less
+    shared).
+    """
+    colour: dict[tuple[int, str], object] = {}
+    for side, tree in ((0, left), (1, right)):
+        _shape_colours(tree, tree.root, side, colour)
+    partners: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for lv, rv in joins:
+        partners.setdefault((0, lv), []).append((1, rv))
+        partners.setdefault((1, rv), []).append((0, lv))
+    for _ in range(3):
+        colour = {
+            node: (c, tuple(sorted(repr(colour[p]) for p in partners.get(node, ()))))
+            for node, c in colour.items()
+        }
+    keys = [repr((colour[(0, lv)], colour[(1, rv)])) for lv, rv in joins]
+    return tuple(sorted(range(len(joins)), key=keys.__getitem__))
+
+
+def _shape_colours(tree: Minor, var: str, side: int, colour: dict) -> str:
+    inner = sorted(_shape_colours(tree, c, side, colour) for c in tree.children(var))
+    colour[(side, var)] = "(" + "".join(inner) + ")"
+    return colour[(side, var)]
+
+
 def _encode(tree: Minor, var: str, side: int, labels: dict) -> tuple[tuple, list]:
     """A canonical code of the subtree at ``var`` and its nodes in code order."""
     kids = sorted(
@@ -136,48 +168,68 @@ def _encode(tree: Minor, var: str, side: int, labels: dict) -> tuple[tuple, list
 
 
 def template_sql(template: Template, table: str) -> str:
-    """The conjunctive query of a template, for the documents with ids in [lo, hi] as the
-    right side, joined with every earlier document within the window."""
+    """The conjunctive query of a template, for the documents with ids in [{lo}, {hi}]
+    (``str.format`` fields) as the right side, joined with every earlier document within
+    the window.
+
+    The joins are written in the order that keeps intermediate results small —
+    the batch's bindings first, the template relation as soon as it can narrow
+    them, then across the value joins to earlier documents — and run in that
+    order (the engine turns the join-order optimizer off: with 20 and more
+    relations its search costs more than the query).
+    """
     n = template.size
-    left = range(template.left_size)
-    select = ", ".join(f"n{i}" for i in range(n))
-    parts = [f"{table} t", "r_docts lt", "r_docts rt"]
-    where = ["rt.docid BETWEEN $lo AND $hi", "lt.docid < rt.docid", "lt.docid >= t.since"]
-    where.append(
-        "((t.followed AND rt.ts > lt.ts AND rt.ts - lt.ts <= t.wl) OR "
-        "(NOT t.followed AND abs(rt.ts - lt.ts) <= t.wl))"
-    )
-    node_col: dict[int, str] = {}
+    left = set(range(template.left_size))
     edges = list(template.edges)
     covered = {i for edge in edges for i in edge}
     edges += [(i, i) for i in range(n) if i not in covered]  # a lone node: its own binding
-    for k, (a, b) in enumerate(edges):
+    right_edges = sorted(e for e in edges if e[0] not in left)
+    left_edges = sorted(e for e in edges if e[0] in left)
+    node_col: dict[int, str] = {}
+    joins = ["r_docts rt"]
+
+    def edge_join(k: int, a: int, b: int, doc: str, vars_known: bool) -> str:
         alias = f"b{k}"
-        doc = "lt" if a in left else "rt"
-        parts.append(f"r_bin {alias}")
-        where += [
-            f"{alias}.docid = {doc}.docid",
-            f"{alias}.var1 = t.v{a}",
-            f"{alias}.var2 = t.v{b}",
-        ]
+        on = [f"{alias}.docid = {doc}.docid"]
+        if vars_known:
+            on += [f"{alias}.var1 = t.v{a}", f"{alias}.var2 = t.v{b}"]
         for i, col in ((a, "node1"), (b, "node2")):
             if i in node_col:
-                where.append(f"{alias}.{col} = {node_col[i]}")
+                on.append(f"{alias}.{col} = {node_col[i]}")
             else:
                 node_col[i] = f"{alias}.{col}"
-    for k, (a, b) in enumerate(template.joins):
-        parts += [f"r_doc dl{k}", f"r_doc dr{k}"]
-        where += [
-            f"dl{k}.docid = lt.docid",
-            f"dl{k}.node = {node_col[a]}",
-            f"dr{k}.docid = rt.docid",
-            f"dr{k}.node = {node_col[b]}",
-            f"dl{k}.strval = dr{k}.strval",
-        ]
+        return f"JOIN r_bin {alias} ON {' AND '.join(on)}"
+
+    k = 0
+    for a, b in right_edges:
+        joins.append(edge_join(k, a, b, "rt", vars_known=k > 0))
+        if k == 0:
+            joins.append(f"JOIN {table} t ON t.v{a} = b0.var1 AND t.v{b} = b0.var2")
+        k += 1
+    for j, (_, b) in enumerate(template.joins):
+        joins.append(f"JOIN r_doc dr{j} ON dr{j}.docid = rt.docid AND dr{j}.node = {node_col[b]}")
+    first_a = template.joins[0][0]
+    joins.append("JOIN r_doc dl0 ON dl0.strval = dr0.strval")
+    joins.append(
+        "JOIN r_docts lt ON lt.docid = dl0.docid AND lt.docid < rt.docid AND lt.docid >= t.since"
+        " AND ((t.followed AND rt.ts > lt.ts AND rt.ts - lt.ts <= t.wl)"
+        " OR (NOT t.followed AND abs(rt.ts - lt.ts) <= t.wl))"
+    )
+    pending_first = first_a
+    for a, b in left_edges:
+        joins.append(edge_join(k, a, b, "lt", vars_known=True))
+        k += 1
+    where = ["rt.docid BETWEEN {lo} AND {hi}", f"dl0.node = {node_col[pending_first]}"]
+    for j, (a, _) in enumerate(template.joins[1:], 1):
+        joins.append(
+            f"JOIN r_doc dl{j} ON dl{j}.docid = lt.docid AND dl{j}.node = {node_col[a]}"
+            f" AND dl{j}.strval = dr{j}.strval"
+        )
     columns = ", ".join(f"{node_col[i]} AS n{i}" for i in range(n))
+    order = ", ".join(f"n{i}" for i in range(n))
     return (
         f"SELECT DISTINCT t.rid, lt.docid AS ldoc, rt.docid AS rdoc, {columns}\n"
-        f"FROM {', '.join(parts)}\n"
+        f"FROM {chr(10).join(joins)}\n"
         f"WHERE {' AND '.join(where)}\n"
-        f"ORDER BY rdoc, t.rid, ldoc, {select}"
+        f"ORDER BY rdoc, t.rid, ldoc, {order}"
     )

@@ -1,0 +1,218 @@
+"""MMQJP against Sequential (seed 002, §6): Figures 8 and 11 (queries), 16 (an RSS stream).
+
+``python -m bench xscl``:
+
+- **technical**: the seed's §6.1 set-up. Two documents of the two-level schema
+  (a root and N = 6 leaves) or the three-level one (root, 4 middles, 16
+  leaves); leaf i of d1 has the same string value as leaf i of d2, all others
+  differ. Each query binds k (Zipf 0.8 over 1..N, or 1..K = 4) random leaves
+  on each side and joins them pairwise. The time to process d2 (d1 is already
+  in the join state), for 10 ... 100,000 queries, MMQJP and Sequential.
+- **rss**: a stream of generated feed items (item_url, channel_url, title,
+  timestamp, description, from a vocabulary with repeated titles), queries
+  joining items on random field subsets; items per second.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import time
+
+from bench.harness import write_results
+from xcep.xscl import SequentialEngine, XsclEngine, parse_document
+
+QUERY_COUNTS = [10, 100, 1_000, 10_000, 100_000]
+QUICK_COUNTS = [10, 100, 1_000]
+SEQUENTIAL_LIMIT = 10_000  # Sequential is linear in the number of queries: measured up to here
+
+
+def zipf(rng: random.Random, top: int, skew: float) -> int:
+    weights = [1 / (k**skew) for k in range(1, top + 1)]
+    return rng.choices(range(1, top + 1), weights)[0]
+
+
+def two_level_documents(n: int = 6) -> tuple[str, str]:
+    d1 = "<item>" + "".join(f"<f{i}>value {i}</f{i}>" for i in range(n)) + "</item>"
+    return d1, d1.replace("<item>", "<item>", 1)
+
+
+def two_level_query(rng: random.Random, n: int = 6, skew: float = 0.8) -> str:
+    k = zipf(rng, n, skew)
+    left = rng.sample(range(n), k)
+    right = rng.sample(range(n), k)
+    lpath = "".join(f"[/f{j}->a{i}]" for i, j in enumerate(left))
+    rpath = "".join(f"[/f{j}->b{i}]" for i, j in enumerate(right))
+    joins = " AND ".join(f"a{i}=b{i}" for i in range(k))
+    return f"S/item->a{lpath} FOLLOWED BY{{{joins}, inf}} S/item->b{rpath}"
+
+
+def three_level_documents() -> tuple[str, str]:
+    mids = "".join(
+        f"<m{m}>" + "".join(f"<l{x}>value {m}.{x}</l{x}>" for x in range(4)) + f"</m{m}>"
+        for m in range(4)
+    )
+    doc = f"<r>{mids}</r>"
+    return doc, doc
+
+
+def three_level_query(rng: random.Random, top_k: int = 4, skew: float = 0.8) -> str:
+    leaves = [(m, x) for m in range(4) for x in range(4)]
+    k = zipf(rng, top_k, skew)
+
+    def block(prefix: str, picked: list[tuple[int, int]]) -> str:
+        by_mid: dict[int, list[int]] = {}
+        for m, x in picked:
+            by_mid.setdefault(m, []).append(x)
+        parts = "".join(
+            f"[/m{m}->{prefix}m{m}" + "".join(f"[/l{x}->{prefix}{m}_{x}]" for x in xs) + "]"
+            for m, xs in by_mid.items()
+        )
+        return f"/r->{prefix}r{parts}"
+
+    left, right = rng.sample(leaves, k), rng.sample(leaves, k)
+    joins = " AND ".join(f"p{a}_{b}=q{c}_{d}" for (a, b), (c, d) in zip(left, right, strict=True))
+    return f"S{block('p', left)} FOLLOWED BY{{{joins}, inf}} S{block('q', right)}"
+
+
+def _time_second_document(engine, d1: str, d2: str) -> tuple[float, int]:
+    docs = [("S", parse_document(d1), 1.0)]
+    list(engine.run(docs))
+    second = [("S", parse_document(d2), 2.0)]
+    start = time.perf_counter()
+    found = sum(1 for _ in engine.run(second))
+    return time.perf_counter() - start, found
+
+
+def technical(quick: bool) -> list[dict]:
+    rows = []
+    for schema, make_docs, make_query in (
+        ("two-level", two_level_documents, two_level_query),
+        ("three-level", three_level_documents, three_level_query),
+    ):
+        d1, d2 = make_docs()
+        for count in QUICK_COUNTS if quick else QUERY_COUNTS:
+            rng = random.Random(count)
+            queries = [(f"q{i}", make_query(rng)) for i in range(count)]
+            for name, engine_class in (("MMQJP", XsclEngine), ("Sequential", SequentialEngine)):
+                if name == "Sequential" and count > SEQUENTIAL_LIMIT:
+                    continue
+                engine = engine_class()
+                start = time.perf_counter()
+                for qid, text in queries:
+                    engine.add(qid, text)
+                added = time.perf_counter() - start
+                seconds, found = _time_second_document(engine, d1, d2)
+                templates = len(engine.templates) if name == "MMQJP" else None
+                rows.append(
+                    {
+                        "schema": schema,
+                        "queries": count,
+                        "engine": name,
+                        "seconds": seconds,
+                        "results": found,
+                        "add_seconds": added,
+                        "templates": templates,
+                    }
+                )
+                print(
+                    f"{schema:<11} {count:>7} queries {name:<10} {seconds:8.3f}s "
+                    f"results={found} templates={templates} (add {added:.1f}s)"
+                )
+    return rows
+
+
+# -- an RSS-like stream ----------------------------------------------------------
+
+WORDS = [
+    "market",
+    "rates",
+    "bank",
+    "energy",
+    "climate",
+    "vote",
+    "court",
+    "health",
+    "school",
+    "rail",
+    "storm",
+    "league",
+    "film",
+    "music",
+    "space",
+    "chip",
+    "data",
+    "cloud",
+    "city",
+    "budget",
+    "trade",
+    "fund",
+    "police",
+    "water",
+    "fire",
+    "drug",
+    "food",
+]
+FIELDS = ["item_url", "channel_url", "title", "timestamp", "description"]
+
+
+def rss_items(count: int, seed: int = 5) -> list[str]:
+    rng = random.Random(seed)
+    channels = [f"http://news{c}.example.org/rss" for c in range(400)]
+    titles = [" ".join(rng.sample(WORDS, 3)).title() for _ in range(max(count // 20, 50))]
+    out = []
+    for i in range(count):
+        title = rng.choice(titles)  # titles repeat: cross-postings, follow-ups
+        channel = rng.choice(channels)
+        description = " ".join(rng.choices(WORDS, k=8))
+        out.append(
+            f"<item><item_url>{channel}/{i}</item_url><channel_url>{channel}</channel_url>"
+            f"<title>{title}</title><timestamp>{i}</timestamp>"
+            f"<description>{description}</description></item>"
+        )
+    return out
+
+
+def rss_query(rng: random.Random) -> str:
+    k = zipf(rng, 3, 0.8)
+    fields = rng.sample(["channel_url", "title", "description"], k)
+    lpath = "".join(f"[/{f}->a{i}]" for i, f in enumerate(fields))
+    rpath = "".join(f"[/{f}->b{i}]" for i, f in enumerate(fields))
+    joins = " AND ".join(f"a{i}=b{i}" for i in range(k))
+    window = rng.choice(["100", "1000", "10000"])
+    return f"S/item->a{lpath} FOLLOWED BY{{{joins}, {window}}} S/item->b{rpath}"
+
+
+def rss(quick: bool) -> list[dict]:
+    items = rss_items(2_000 if quick else 200_000)
+    rows = []
+    for count in [100, 1_000] if quick else [100, 10_000, 100_000]:
+        rng = random.Random(count)
+        engine = XsclEngine(batch_size=500)
+        for i in range(count):
+            engine.add(f"q{i}", rss_query(rng))
+        docs = (("S", parse_document(x), float(i)) for i, x in enumerate(items))
+        start = time.perf_counter()
+        found = sum(1 for _ in engine.run(docs))
+        seconds = time.perf_counter() - start
+        memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rows.append(
+            {
+                "queries": count,
+                "items": len(items),
+                "seconds": seconds,
+                "items_per_s": len(items) / seconds,
+                "results": found,
+                "templates": len(engine.templates),
+                "state_rows": sum(engine.state_size().values()),
+                "max_rss_mb": memory,
+            }
+        )
+        print(rows[-1])
+    return rows
+
+
+def run(repeat: int = 1, quick: bool = False) -> None:
+    rows = technical(quick)
+    stream = rss(quick)
+    write_results("xscl", rows, {"rss": stream})
