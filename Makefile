@@ -20,6 +20,8 @@ demo: $(STAMP)
 	$(VENV)/bin/xcep xseq @examples/xmark-falling-prices.xseq --selection maximal \
 		$(DATA)/xmark/xmark-f0.01.xml | tail -5
 	$(VENV)/bin/xcep xquery @examples/search-no-buy.xq examples/shop-events.xml
+	$(VENV)/bin/xcep xscl --queries examples/xscl/queries.txt --timestamp @date \
+		examples/xscl/stream.xml | cut -c1-120
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
@@ -34,6 +36,7 @@ bench: $(STAMP)
 	$(PY) -m bench xpush
 	$(PY) -m bench xseq
 	$(PY) -m bench xquery
+	$(PY) -m bench xscl
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

@@ -25,6 +25,7 @@ from xcep.xscl import SequentialEngine, XsclEngine, parse_document
 QUERY_COUNTS = [10, 100, 1_000, 10_000, 100_000]
 QUICK_COUNTS = [10, 100, 1_000]
 SEQUENTIAL_LIMIT = 10_000  # Sequential is linear in the number of queries: measured up to here
+RSS_ITEMS = 20_000  # the issue asks for 200,000: not reached this session (see bench/README.md)
 
 
 def zipf(rng: random.Random, top: int, skew: float) -> int:
@@ -184,7 +185,7 @@ def rss_query(rng: random.Random) -> str:
 
 
 def rss(quick: bool) -> list[dict]:
-    items = rss_items(2_000 if quick else 200_000)
+    items = rss_items(2_000 if quick else RSS_ITEMS)
     rows = []
     for count in [100, 1_000] if quick else [100, 10_000, 100_000]:
         rng = random.Random(count)
