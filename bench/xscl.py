@@ -24,7 +24,7 @@ from xcep.xscl import SequentialEngine, XsclEngine, parse_document
 
 QUERY_COUNTS = [10, 100, 1_000, 10_000, 100_000]
 QUICK_COUNTS = [10, 100, 1_000]
-SEQUENTIAL_LIMIT = 10_000  # Sequential is linear in the number of queries: measured up to here
+SEQUENTIAL_LIMIT = 100_000  # Sequential is linear in the number of queries
 RSS_ITEMS = 20_000  # the issue asks for 200,000: not reached this session (see bench/README.md)
 
 

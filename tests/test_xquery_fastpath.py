@@ -41,14 +41,18 @@ OPERANDS = [
     "'2'",
 ]
 GENERAL = ["=", "!=", "<", "<=", ">", ">="]
-COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge", "=", "!=", "<", "<=", ">", ">="]
+VALUE = ["eq", "ne", "lt", "le", "gt", "ge"]
 
 
 def expressions():
     operand = st.sampled_from(OPERANDS)
+    atomic = st.sampled_from([o for o in OPERANDS if not o.startswith(("$n", "$m", "$e"))])
     leaf = st.one_of(
         operand,
-        st.builds(lambda a, op, b: f"{a} {op} {b}", operand, st.sampled_from(COMPARISONS), operand),
+        st.builds(lambda a, op, b: f"{a} {op} {b}", operand, st.sampled_from(VALUE), operand),
+        # general comparisons of two nodes: elementpath casts both to xs:double, against
+        # XPath 3.1 §3.7.2 (see the Saxon test below); one side here is atomic
+        st.builds(lambda a, op, b: f"{a} {op} {b}", operand, st.sampled_from(GENERAL), atomic),
         st.builds(lambda f, a: f"{f}({a})", st.sampled_from(["empty", "exists", "count"]), operand),
         st.builds(lambda a: f"string({a})", operand),
         st.builds(lambda a: f"name({a})", st.sampled_from(["$n", "$n/@a", "$e", "$m"])),
@@ -133,8 +137,6 @@ def test_fast_path_agrees_with_elementpath(text, case):
     try:
         theirs = as_sequence(token.evaluate(context))
     except (ElementPathError, TypeError, ValueError, ArithmeticError) as exc:
-        if "FORG0001" in str(exc) and any(op in text.split() for op in GENERAL):
-            return  # elementpath casts untyped to double against untyped: see below
         pytest.fail(f"{text}: fast path gave {ours!r}, elementpath raised {exc}")
     assert same(ours, theirs), (text, ours, theirs)
 
