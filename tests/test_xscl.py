@@ -80,7 +80,8 @@ def test_r_out_is_table_4_f():
     list(engine.run([("S", parse_document(D1), 1.0)]))
     (template,) = engine.templates.values()
     list(engine.run([("S", parse_document(D2), 2.0)]))
-    rows = engine.db.execute(engine.sql[template.index].format(lo=1, hi=1)).fetchall()
+    sql = engine.sql[template.index].format(lo=1, hi=1, left="IN (0)")
+    rows = engine.db.execute(sql).fetchall()
     named = {}
     for rid, ldoc, _rdoc, *nodes in rows:
         row = engine.rows[rid]

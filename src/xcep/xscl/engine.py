@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import duckdb
+import numpy as np
 
 from xcep.events import EventStream, Input
 from xcep.xscl import ast as A
@@ -42,7 +43,8 @@ from xcep.xscl.witness import Pattern, WitnessEvaluator, canonical_block, compil
 
 SCHEMA = """
 CREATE TABLE r_doc (docid BIGINT, node INTEGER, strval VARCHAR);
-CREATE TABLE r_bin (docid BIGINT, var1 VARCHAR, var2 VARCHAR, node1 INTEGER, node2 INTEGER);
+CREATE TABLE r_bin (docid BIGINT, var1 VARCHAR, var2 VARCHAR, node1 INTEGER, node2 INTEGER,
+                    strval VARCHAR);  -- strval: node2's string value (R_L, R_R of §5)
 CREATE TABLE r_docts (docid BIGINT, ts DOUBLE);
 """
 
@@ -101,6 +103,7 @@ class XsclEngine:
         self.published: set[str] = set()
         self._shapes: dict[tuple, tuple] = {}  # (patterns, kept, joins) -> template_of(...)
         self._pending: dict[int, list[list]] = {}  # template -> r_t rows not yet inserted
+        self._types: dict[str, list[tuple[str, str]]] = {}
 
     # -- queries ---------------------------------------------------------------
 
@@ -238,16 +241,18 @@ class XsclEngine:
             self.docs[docid] = (doc, ts, stream)
             binw, docw = self.witness.evaluate(doc, stream)
             doc_rows += [(docid, node, value) for node, value in docw.items()]
-            bin_rows += [(docid, *row) for row in binw]
+            bin_rows += [(docid, *row, docw[row[3]]) for row in binw]
             ts_rows.append((docid, ts))
             results += self._filters(docid, stream, binw)
         hi = self.next_docid - 1
         self._insert("r_doc", doc_rows)
         self._insert("r_bin", bin_rows)
         self._insert("r_docts", ts_rows)
-        for template in self.templates.values():
-            rows = self.db.execute(self.sql[template.index].format(lo=lo, hi=hi)).fetchall()
-            results += self._results(rows)
+        left = self._candidates(lo, hi)
+        if left is not None:
+            for template in self.templates.values():
+                sql = self.sql[template.index].format(lo=lo, hi=hi, left=left)
+                results += self._results(self.db.execute(sql).fetchall())
         self._evict()
         seen = set()
         out = []
@@ -258,15 +263,43 @@ class XsclEngine:
                 out.append(result)
         return out
 
-    def _insert(self, table: str, rows: list[tuple], chunk: int = 2000) -> None:
-        """Bulk insert: one multi-row INSERT per chunk (executemany is a statement per row)."""
-        for start in range(0, len(rows), chunk):
-            part = rows[start : start + chunk]
-            marks = "(" + ", ".join("?" * len(part[0])) + ")"
-            self.db.execute(
-                f"INSERT INTO {table} VALUES {', '.join([marks] * len(part))}",
-                [value for row in part for value in row],
-            )
+    def _candidates(self, lo: int, hi: int, listed: int = 2000) -> str | None:
+        """A ``docid`` condition for the earlier documents that share a string value with
+        the batch (a semi-join, so each template scans only those), or ``None``: none."""
+        docs = self.db.execute(
+            "SELECT DISTINCT d.docid FROM r_doc w JOIN r_doc d ON d.strval = w.strval "
+            f"WHERE w.docid BETWEEN {lo} AND {hi} AND d.docid < w.docid ORDER BY 1"
+        ).fetchall()
+        if not docs:
+            return None
+        if len(docs) > listed:
+            return f"<= {hi}"
+        return f"IN ({', '.join(str(d) for (d,) in docs)})"
+
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        """Bulk insert through NumPy columns (DuckDB scans them without a copy per row)."""
+        if not rows:
+            return
+        types = self._column_types(table)
+        columns = {  # noqa: F841 - read by DuckDB's replacement scan below
+            name: np.array([row[i] for row in rows], dtype=object if kind == "VARCHAR" else None)
+            for i, (name, kind) in enumerate(types)
+        }
+        names = ", ".join(name for name, _ in types)
+        self.db.execute(f"INSERT INTO {table} SELECT {names} FROM columns")
+
+    def _column_types(self, table: str) -> list[tuple[str, str]]:
+        found = self._types.get(table)
+        if found is None:
+            found = self._types[table] = [
+                (name, kind)
+                for name, kind in self.db.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = ? ORDER BY ordinal_position",
+                    [table],
+                ).fetchall()
+            ]
+        return found
 
     def _order(self, result: Result) -> tuple:
         later = max(result.docs)

@@ -168,68 +168,81 @@ def _encode(tree: Minor, var: str, side: int, labels: dict) -> tuple[tuple, list
 
 
 def template_sql(template: Template, table: str) -> str:
-    """The conjunctive query of a template, for the documents with ids in [{lo}, {hi}]
-    (``str.format`` fields) as the right side, joined with every earlier document within
-    the window.
+    """The conjunctive query of a template, for the documents with ids in [{lo}, {hi}] as
+    the right side, joined with the earlier documents ``{left}`` (a condition on
+    ``docid``: those that share a string value with the batch) within the window;
+    ``{lo}``, ``{hi}`` and ``{left}`` are ``str.format`` fields.
 
-    The joins are written in the order that keeps intermediate results small —
-    the batch's bindings first, the template relation as soon as it can narrow
-    them, then across the value joins to earlier documents — and run in that
-    order (the engine turns the join-order optimizer off: with 20 and more
-    relations its search costs more than the query).
+    ``r_bin`` carries the string value of ``node2`` (the seed's R_L and R_R of §5,
+    kept with the state), so a value join is a join of two ``r_bin`` rows and
+    the query has one relation per structural edge. The joins are written in
+    the order that keeps the hash tables small — each new relation is the build
+    side of its join, filtered to the batch or to the candidate documents —
+    starting from the template relation, which is only probed; they run in
+    that order (the engine turns DuckDB's join-order search off: with many
+    relations it costs more than the query).
     """
     n = template.size
     left = set(range(template.left_size))
     edges = list(template.edges)
-    covered = {i for edge in edges for i in edge}
-    edges += [(i, i) for i in range(n) if i not in covered]  # a lone node: its own binding
+    ends = {node for pair in template.joins for node in pair}
+    lower = {b for _, b in edges}
+    edges += [(i, i) for i in range(n) if i not in lower and (i in ends or not edges_of(edges, i))]
     right_edges = sorted(e for e in edges if e[0] not in left)
     left_edges = sorted(e for e in edges if e[0] in left)
+    first_left = template.joins[0][0]
+    left_edges.sort(key=lambda e: e[1] != first_left)  # the edge reached by the first join
     node_col: dict[int, str] = {}
-    joins = ["r_docts rt"]
+    string_of: dict[int, str] = {}  # node -> the r_bin alias whose node2 it is
+    batch = "BETWEEN {lo} AND {hi}"
+    joins = [f"{table} t"]
 
-    def edge_join(k: int, a: int, b: int, doc: str, vars_known: bool) -> str:
+    def edge_join(k: int, a: int, b: int, docs: str, extra: list[str]) -> str:
         alias = f"b{k}"
-        on = [f"{alias}.docid = {doc}.docid"]
-        if vars_known:
-            on += [f"{alias}.var1 = t.v{a}", f"{alias}.var2 = t.v{b}"]
+        on = [f"{alias}.var1 = t.v{a}", f"{alias}.var2 = t.v{b}", f"{alias}.docid {docs}"]
+        on += extra
         for i, col in ((a, "node1"), (b, "node2")):
             if i in node_col:
                 on.append(f"{alias}.{col} = {node_col[i]}")
             else:
                 node_col[i] = f"{alias}.{col}"
+        string_of.setdefault(b, alias)
         return f"JOIN r_bin {alias} ON {' AND '.join(on)}"
 
     k = 0
     for a, b in right_edges:
-        joins.append(edge_join(k, a, b, "rt", vars_known=k > 0))
+        joins.append(edge_join(k, a, b, batch, [f"b{k}.docid = rt.docid"] if k else []))
         if k == 0:
-            joins.append(f"JOIN {table} t ON t.v{a} = b0.var1 AND t.v{b} = b0.var2")
+            joins.append(f"JOIN r_docts rt ON rt.docid = b0.docid AND rt.docid {batch}")
         k += 1
-    for j, (_, b) in enumerate(template.joins):
-        joins.append(f"JOIN r_doc dr{j} ON dr{j}.docid = rt.docid AND dr{j}.node = {node_col[b]}")
-    first_a = template.joins[0][0]
-    joins.append("JOIN r_doc dl0 ON dl0.strval = dr0.strval")
-    joins.append(
-        "JOIN r_docts lt ON lt.docid = dl0.docid AND lt.docid < rt.docid AND lt.docid >= t.since"
-        " AND ((t.followed AND rt.ts > lt.ts AND rt.ts - lt.ts <= t.wl)"
-        " OR (NOT t.followed AND abs(rt.ts - lt.ts) <= t.wl))"
-    )
-    pending_first = first_a
-    for a, b in left_edges:
-        joins.append(edge_join(k, a, b, "lt", vars_known=True))
+    partner = {a: b for a, b in template.joins}
+    for idx, (a, b) in enumerate(left_edges):
+        extra = [f"b{k}.docid = lt.docid"] if idx else []
+        if b in partner and b not in string_of:
+            extra.append(f"b{k}.strval = {string_of[partner[b]]}.strval")
+        joins.append(edge_join(k, a, b, "{left}", extra))
+        if idx == 0:
+            joins.append(
+                f"JOIN r_docts lt ON lt.docid = b{k}.docid AND lt.docid < rt.docid"
+                " AND lt.docid >= t.since AND lt.docid {left}"
+                " AND ((t.followed AND rt.ts > lt.ts AND rt.ts - lt.ts <= t.wl)"
+                " OR (NOT t.followed AND abs(rt.ts - lt.ts) <= t.wl))"
+            )
         k += 1
-    where = ["rt.docid BETWEEN {lo} AND {hi}", f"dl0.node = {node_col[pending_first]}"]
-    for j, (a, _) in enumerate(template.joins[1:], 1):
-        joins.append(
-            f"JOIN r_doc dl{j} ON dl{j}.docid = lt.docid AND dl{j}.node = {node_col[a]}"
-            f" AND dl{j}.strval = dr{j}.strval"
-        )
+    where = [
+        f"{string_of[a]}.strval = {string_of[b]}.strval"
+        for a, b in template.joins
+        if f"{string_of[a]}.strval = {string_of[b]}.strval" not in " ".join(joins)
+    ]
     columns = ", ".join(f"{node_col[i]} AS n{i}" for i in range(n))
     order = ", ".join(f"n{i}" for i in range(n))
     return (
         f"SELECT DISTINCT t.rid, lt.docid AS ldoc, rt.docid AS rdoc, {columns}\n"
         f"FROM {chr(10).join(joins)}\n"
-        f"WHERE {' AND '.join(where)}\n"
-        f"ORDER BY rdoc, t.rid, ldoc, {order}"
+        + (f"WHERE {' AND '.join(where)}\n" if where else "")
+        + f"ORDER BY rdoc, t.rid, ldoc, {order}"
     )
+
+
+def edges_of(edges: list[tuple[int, int]], node: int) -> list[tuple[int, int]]:
+    return [e for e in edges if node in e]
