@@ -38,7 +38,14 @@ from xcep.events import EventStream, Input
 from xcep.xscl import ast as A
 from xcep.xscl.documents import Document, documents_from_batches
 from xcep.xscl.parser import XsclSyntaxError, parse_query
-from xcep.xscl.templates import Template, VarTree, minor, template_of, template_sql
+from xcep.xscl.templates import (
+    Template,
+    VarTree,
+    first_right_edge,
+    minor,
+    template_of,
+    template_sql,
+)
 from xcep.xscl.witness import Pattern, WitnessEvaluator, canonical_block, compile_block
 
 SCHEMA = """
@@ -104,6 +111,9 @@ class XsclEngine:
         self._shapes: dict[tuple, tuple] = {}  # (patterns, kept, joins) -> template_of(...)
         self._pending: dict[int, list[list]] = {}  # template -> r_t rows not yet inserted
         self._types: dict[str, list[tuple[str, str]]] = {}
+        # per template: the variable pairs its queries start from in the batch (a row
+        # count each), to skip a template the batch's bindings cannot start
+        self._starts: dict[int, dict[tuple[str, str], int]] = {}
 
     # -- queries ---------------------------------------------------------------
 
@@ -130,6 +140,14 @@ class XsclEngine:
         registered = self.queries.pop(query_id)
         self._flush_queries()
         for template, rid in registered.rows:
+            a, b = first_right_edge(template)
+            pair = self.db.execute(
+                f"SELECT v{a}, v{b} FROM r_t_{template.index} WHERE rid = ?", [rid]
+            ).fetchone()
+            starts = self._starts[template.index]
+            starts[pair] -= 1
+            if not starts[pair]:
+                del starts[pair]
             self.db.execute(f"DELETE FROM r_t_{template.index} WHERE rid = ?", [rid])
             del self.rows[rid]
         for pattern, _ in registered.blocks:
@@ -195,6 +213,9 @@ class XsclEngine:
         rid = self.next_rid
         self.next_rid += 1
         followed = query.op == A.FOLLOWED_BY
+        a, b = first_right_edge(template)
+        starts = self._starts.setdefault(template.index, {})
+        starts[(variables[a], variables[b])] = starts.get((variables[a], variables[b]), 0) + 1
         params = (rid, followed, query.window, self.next_docid, *variables)
         self._pending.setdefault(template.index, []).append(params)
         self.rows[rid] = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
@@ -250,7 +271,10 @@ class XsclEngine:
         self._insert("r_docts", ts_rows)
         left = self._candidates(lo, hi)
         if left is not None:
+            pairs = {(row[1], row[2]) for row in bin_rows}
             for template in self.templates.values():
+                if pairs.isdisjoint(self._starts.get(template.index, ())):
+                    continue  # no query of this template can start from this batch
                 sql = self.sql[template.index].format(lo=lo, hi=hi, left=left)
                 results += self._results(self.db.execute(sql).fetchall())
         self._evict()

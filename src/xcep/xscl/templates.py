@@ -184,10 +184,7 @@ def template_sql(template: Template, table: str) -> str:
     """
     n = template.size
     left = set(range(template.left_size))
-    edges = list(template.edges)
-    ends = {node for pair in template.joins for node in pair}
-    lower = {b for _, b in edges}
-    edges += [(i, i) for i in range(n) if i not in lower and (i in ends or not edges_of(edges, i))]
+    edges = query_edges(template)
     right_edges = sorted(e for e in edges if e[0] not in left)
     left_edges = sorted(e for e in edges if e[0] in left)
     first_left = template.joins[0][0]
@@ -244,5 +241,19 @@ def template_sql(template: Template, table: str) -> str:
     )
 
 
-def edges_of(edges: list[tuple[int, int]], node: int) -> list[tuple[int, int]]:
-    return [e for e in edges if node in e]
+def query_edges(template: Template) -> list[tuple[int, int]]:
+    """The ``r_bin`` lookups of a template's query: its structural edges, plus a node's
+    own binding ``(i, i)`` where a join end (or a lone node) is no edge's lower end."""
+    edges = list(template.edges)
+    ends = {node for pair in template.joins for node in pair}
+    lower = {b for _, b in edges}
+    touched = {i for edge in edges for i in edge}
+    edges += [
+        (i, i) for i in range(template.size) if i not in lower and (i in ends or i not in touched)
+    ]
+    return edges
+
+
+def first_right_edge(template: Template) -> tuple[int, int]:
+    """The first lookup of the template's query: the batch's bindings it starts from."""
+    return min(e for e in query_edges(template) if e[0] >= template.left_size)
