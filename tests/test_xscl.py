@@ -248,8 +248,9 @@ def three_level(rng: random.Random) -> tuple[str, callable]:
     n_queries=st.integers(1, 12),
     n_docs=st.integers(1, 7),
     batch_size=st.integers(1, 4),
+    materialized=st.booleans(),
 )
-def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size):
+def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, materialized):
     rng = random.Random(seed)
     make_query, make_document = schema(rng)
     queries = [(f"q{i}", make_query(i)) for i in range(n_queries)]
@@ -259,7 +260,7 @@ def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size):
     def docs():
         return [("S", parse_document(xml), t) for xml, t in zip(stream, times, strict=True)]
 
-    mmqjp = XsclEngine(batch_size=batch_size)
+    mmqjp = XsclEngine(batch_size=batch_size, materialized=materialized)
     sequential = SequentialEngine()
     for qid, text in queries:
         mmqjp.add(qid, text)

@@ -88,10 +88,13 @@ class _Row:
 class XsclEngine:
     """Many XSCL queries, one shared Stage 1, one SQL statement per template."""
 
-    def __init__(self, batch_size: int = 1) -> None:
+    def __init__(self, batch_size: int = 1, materialized: bool = True) -> None:
+        """``materialized``: join on the string values kept in ``r_bin`` (R_L/R_R of §5);
+        ``False`` reads them from ``r_doc`` in every query (Algorithm 1, for comparison)."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.batch_size = batch_size
+        self.materialized = materialized
         self.db = duckdb.connect()
         self.db.execute(SCHEMA)
         # the template queries are written in a good join order (templates.py); DuckDB's
@@ -205,7 +208,9 @@ class XsclEngine:
                 f"CREATE TABLE r_t_{template.index} "
                 f"(rid INTEGER, followed BOOLEAN, wl DOUBLE, since BIGINT, {cols})"
             )
-            self.sql[template.index] = template_sql(template, f"r_t_{template.index}")
+            self.sql[template.index] = template_sql(
+                template, f"r_t_{template.index}", self.materialized
+            )
         position = {(0, v): i for i, v in enumerate(variables[: template.left_size])}
         position.update(
             {(1, v): template.left_size + i for i, v in enumerate(variables[template.left_size :])}

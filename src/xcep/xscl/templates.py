@@ -167,7 +167,7 @@ def _encode(tree: Minor, var: str, side: int, labels: dict) -> tuple[tuple, list
     return code, nodes
 
 
-def template_sql(template: Template, table: str) -> str:
+def template_sql(template: Template, table: str, materialized: bool = True) -> str:
     """The conjunctive query of a template, for the documents with ids in [{lo}, {hi}] as
     the right side, joined with the earlier documents ``{left}`` (a condition on
     ``docid``: those that share a string value with the batch) within the window;
@@ -175,7 +175,9 @@ def template_sql(template: Template, table: str) -> str:
 
     ``r_bin`` carries the string value of ``node2`` (the seed's R_L and R_R of §5,
     kept with the state), so a value join is a join of two ``r_bin`` rows and
-    the query has one relation per structural edge. The joins are written in
+    the query has one relation per structural edge. With ``materialized=False``
+    the string values come from ``r_doc`` instead, a copy per join end: the
+    conjunctive query of Fig. 7 as it stands (Algorithm 1, no view). The joins are written in
     the order that keeps the hash tables small — each new relation is the build
     side of its join, filtered to the batch or to the candidate documents —
     starting from the template relation, which is only probed; they run in
@@ -203,7 +205,8 @@ def template_sql(template: Template, table: str) -> str:
                 on.append(f"{alias}.{col} = {node_col[i]}")
             else:
                 node_col[i] = f"{alias}.{col}"
-        string_of.setdefault(b, alias)
+        if materialized:
+            string_of.setdefault(b, alias)
         return f"JOIN r_bin {alias} ON {' AND '.join(on)}"
 
     k = 0
@@ -213,11 +216,33 @@ def template_sql(template: Template, table: str) -> str:
             joins.append(f"JOIN r_docts rt ON rt.docid = b0.docid AND rt.docid {batch}")
         k += 1
     partner = {a: b for a, b in template.joins}
+    if not materialized:  # string values from r_doc: one copy per join end
+        for b in dict.fromkeys(b for _, b in template.joins):
+            joins.append(
+                f"JOIN r_doc dr{b} ON dr{b}.docid = rt.docid AND dr{b}.node = {node_col[b]}"
+                f" AND dr{b}.docid {batch}"
+            )
+            string_of[b] = f"dr{b}"
+        joins.append(
+            f"JOIN r_doc dl{first_left} ON dl{first_left}.strval = "
+            f"{string_of[partner[first_left]]}.strval AND dl{first_left}.docid {{left}}"
+        )
+        string_of[first_left] = f"dl{first_left}"
     for idx, (a, b) in enumerate(left_edges):
         extra = [f"b{k}.docid = lt.docid"] if idx else []
-        if b in partner and b not in string_of:
+        if not materialized and idx == 0:
+            extra += [f"b{k}.docid = dl{first_left}.docid", f"b{k}.node2 = dl{first_left}.node"]
+        elif b in partner and b not in string_of:
             extra.append(f"b{k}.strval = {string_of[partner[b]]}.strval")
         joins.append(edge_join(k, a, b, "{left}", extra))
+        if not materialized:
+            for end in (a, b):
+                if end in partner and end not in string_of:
+                    joins.append(
+                        f"JOIN r_doc dl{end} ON dl{end}.docid = b{k}.docid"
+                        f" AND dl{end}.node = {node_col[end]} AND dl{end}.docid {{left}}"
+                    )
+                    string_of[end] = f"dl{end}"
         if idx == 0:
             joins.append(
                 f"JOIN r_docts lt ON lt.docid = b{k}.docid AND lt.docid < rt.docid"
