@@ -35,24 +35,23 @@ def _saxon(query: str, xml: str) -> tuple[int, float]:
     return int(float(text.split(">")[-1])), seconds
 
 
-def saxon_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
+def count_in_child(module_args: list[str], query: str, path: Path, timeout: float):
+    """Run ``python -m MODULE_ARGS QUERY_FILE XML`` (a child process, killed at the
+    timeout): it prints ``count seconds``, timed inside the child."""
     with tempfile.NamedTemporaryFile("w", suffix=".xq", delete=False) as handle:
         handle.write(query)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.peers", "saxon", handle.name, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise PeerTimeout from error
+        done = _run_killable([sys.executable, "-m", *module_args, handle.name, str(path)], timeout)
     finally:
         Path(handle.name).unlink()
     if done.returncode:
         raise RuntimeError((done.stderr.strip().splitlines() or ["failed"])[-1])
     count, seconds = done.stdout.split()
     return int(count), float(seconds)
+
+
+def saxon_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
+    return count_in_child(["bench.peers", "saxon"], query, path, timeout)
 
 
 _STARTUP: list[float] = []

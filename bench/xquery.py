@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.harness import RESULTS, write_results
-from bench.peers import PeerTimeout, available
+from bench.peers import PeerTimeout, available, count_in_child
 
 SIZES = [50, 100, 500, 1_000, 5_000, 10_000, 100_000, 1_000_000]
 QUICK_SIZES = [50, 500, 5_000]
@@ -81,23 +80,7 @@ def write_sequence(workdir: Path, n: int) -> Path:
 
 def xcep_count(query: str, path: Path, timeout: float) -> tuple[int, float]:
     """xcep in a child process (so that a timeout can stop it): count, seconds in-process."""
-    with tempfile.NamedTemporaryFile("w", suffix=".xq", delete=False) as handle:
-        handle.write(query)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.xquery", handle.name, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise PeerTimeout from error
-    finally:
-        Path(handle.name).unlink()
-    if done.returncode:
-        raise RuntimeError((done.stderr.strip().splitlines() or ["failed"])[-1])
-    count, seconds = done.stdout.split()
-    return int(count), float(seconds)
+    return count_in_child(["bench.xquery"], query, path, timeout)
 
 
 def _count_here(query_file: str, xml: str) -> None:

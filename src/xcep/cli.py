@@ -348,6 +348,12 @@ def _input_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _query_arguments(command: argparse.ArgumentParser) -> None:
+    """QUERY (text or @FILE) followed by the input arguments."""
+    command.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
+    _input_arguments(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xcep",
@@ -409,8 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate an XSeq query in one pass: one JSON array per result row. "
         "See docs/xseq.md.",
     )
-    xseq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
-    _input_arguments(xseq)
+    _query_arguments(xseq)
     xseq.add_argument(
         "--selection",
         choices=("all", "maximal", "skip-past-last"),
@@ -437,8 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         "elementpath) over the input documents: one serialized item per line. One document is "
         "the context item and $input; several are $input, in stream order. See docs/xquery.md.",
     )
-    xq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
-    _input_arguments(xq)
+    _query_arguments(xq)
     xq.add_argument(
         "-n", "--no-input", action="store_true", help="read no input: no context item, no $input"
     )

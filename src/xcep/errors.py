@@ -60,3 +60,20 @@ class InputError(XcepError):
         if self.raw is not None:
             out["document"] = self.raw.decode("utf-8", errors="replace")
         return out
+
+
+class QueryError(XcepError):
+    """A query that cannot be parsed or compiled: ``query [ID, ]column N: message``.
+
+    ``column`` is 1-based; ``query_id`` names the query when it came from a file of many.
+    """
+
+    def __init__(self, message: str, position: int = 0, query_id: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.column = position + 1
+        self.query_id = query_id
+
+    def __str__(self) -> str:
+        where = f"query {self.query_id}, column" if self.query_id else "query column"
+        return f"{where} {self.column}: {self.message}"

@@ -23,7 +23,6 @@ class XPath(Expr):
     pos: int  # offset of the expression in the query
     placeholders: list[tuple[str, Expr]] = field(default_factory=list)
     token: Any = None  # elementpath's compiled expression
-    variables: frozenset = frozenset()  # the $names it mentions (placeholders excluded)
     fast: Any = None  # the fast-path closure (False: none), made on first use
 
 

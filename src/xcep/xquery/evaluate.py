@@ -69,14 +69,15 @@ class Evaluator:
             env = dict(env)
             for name, sub in expr.placeholders:
                 env[name] = as_value(self.eval(sub, env))
-        fast = expr.fast
-        if fast is None:
-            fast = expr.fast = compile_fast(expr.token) or False
+        fast = _fast(expr)
         if fast:
             try:
                 return fast(env)
             except Fallback:
                 pass
+        return self._elementpath(expr, env)
+
+    def _elementpath(self, expr: A.XPath, env: dict) -> list:
         ctx = self.ctx
         ctx.variables = env
         ctx.item = self.item
@@ -100,16 +101,14 @@ class Evaluator:
     def condition(self, expr: A.Expr):
         """A function env -> sequence for ``expr``: its fast path when it has one."""
         if isinstance(expr, A.XPath) and not expr.placeholders:
-            if expr.fast is None:
-                expr.fast = compile_fast(expr.token) or False
-            fast = expr.fast
+            fast = _fast(expr)
             if fast:
 
                 def run(env):
                     try:
                         return fast(env)
                     except Fallback:
-                        return self.xpath(expr, env)
+                        return self._elementpath(expr, env)
 
                 return run
         return lambda env: self.eval(expr, env)
@@ -406,6 +405,13 @@ class Evaluator:
             return 1 if ebv(when(local)) else 0
 
         return check
+
+
+def _fast(expr: A.XPath):
+    """The expression's fast-path closure (compiled on first use), or ``False``."""
+    if expr.fast is None:
+        expr.fast = compile_fast(expr.token) or False
+    return expr.fast
 
 
 def _append_text(elem: ET.Element, text: str) -> None:

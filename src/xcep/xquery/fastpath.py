@@ -20,7 +20,7 @@ from decimal import Decimal
 from elementpath import datatypes as D
 from elementpath.xpath_nodes import XPathNode
 
-from xcep.xquery.values import ebv
+from xcep.xquery.values import as_sequence, ebv
 
 
 class Fallback(Exception):
@@ -58,7 +58,7 @@ def _compile(tok) -> Closure:
     symbol = tok.symbol
     if symbol == "$":
         name = tok[0].value
-        return lambda env: _sequence(_lookup(env, name))
+        return lambda env: as_sequence(_lookup(env, name))
     if symbol in ("(string)", "(integer)", "(float)", "(decimal)"):
         value = [tok.value]
         return lambda env: value
@@ -126,14 +126,6 @@ def _lookup(env: dict, name: str):
         return env[name]
     except KeyError:
         raise Fallback from None  # elementpath reports the unknown variable
-
-
-def _sequence(value) -> list:
-    if isinstance(value, list):
-        return value
-    if value is None:
-        return []
-    return [value]
 
 
 def _step(left: Closure, step) -> Closure:

@@ -182,7 +182,6 @@ class Parser:
         start = self.pos
         out: list[str] = []
         placeholders: list[tuple[str, A.Expr]] = []
-        variables: set[str] = set()
         depth = 0
         operand_end = False  # the previous token ended an operand
         pending = {"then": 0, "else": 0, "satisfies": 0}
@@ -227,8 +226,6 @@ class Parser:
                 depth -= 1
                 operand_end = True
             elif tok.kind in ("var", "string", "number"):
-                if tok.kind == "var":
-                    variables.add(v)
                 operand_end = True
             elif tok.kind == "name":
                 if operand_end:  # an operator word: and, div, eq, instance of, ...
@@ -269,7 +266,7 @@ class Parser:
         )
         if alone and body.count("(") == body.count(")"):
             return placeholders[0][1]  # a FLWOR or constructor, maybe in parentheses
-        return self._compile(body, first, placeholders, frozenset(variables))
+        return self._compile(body, first, placeholders)
 
     def _skip_type(self, pos: int) -> int:
         """The end of the sequence type at ``pos`` (``xs:integer?``, ``element(a)*``)."""
@@ -320,7 +317,7 @@ class Parser:
         placeholders.append((name, expr))
         return f"${name}"
 
-    def _compile(self, body: str, offset: int, placeholders: list, variables) -> A.XPath:
+    def _compile(self, body: str, offset: int, placeholders: list) -> A.XPath:
         try:
             token = self.xpath.parse(body)
         except ElementPathError as exc:
@@ -334,7 +331,7 @@ class Parser:
                 line = min(int(m.group(1)), len(lines))
                 at += sum(len(x) + 1 for x in lines[: line - 1]) + int(m.group(2)) - 1
             raise static_error(self.text, min(at, len(self.text)), message, code) from None
-        return A.XPath(body, offset, placeholders, token, variables)
+        return A.XPath(body, offset, placeholders, token)
 
     # -- FLWOR ---------------------------------------------------------------
 

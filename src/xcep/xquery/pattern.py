@@ -41,7 +41,6 @@ class NFA:
     first: list[int]
     follow: list[list[int]]
     last: frozenset
-    nullable: bool
 
     def __post_init__(self) -> None:
         self.nested = [v.nested is not None for v in self.variables]  # by variable
@@ -89,7 +88,7 @@ def compile_pattern(pattern: A.Pattern) -> NFA:
     last = frozenset(s for s, nxt in enumerate(follow) if ACCEPT in nxt)
     follow = [[s for s in nxt if s != ACCEPT] for nxt in follow]
     states = [s for s in first if s != ACCEPT]
-    return NFA(pattern.variables, occurrences, states, follow, last, ACCEPT in first)
+    return NFA(pattern.variables, occurrences, states, follow, last)
 
 
 def _unique(states: list[int]) -> list[int]:

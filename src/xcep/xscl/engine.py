@@ -62,7 +62,6 @@ class Result:
     docs: list[int]  # document indexes, in the order of the query's blocks
     nodes: list[int]  # the output nodes, one per SELECT term (or per block)
     output: str  # the result document, serialized
-    stream_docs: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"query": self.query, "docs": self.docs, "output": self.output}
@@ -111,6 +110,8 @@ class XsclEngine:
         self.next_docid = 0
         self.docs: dict[int, tuple[Document, float, str]] = {}
         self.published: set[str] = set()
+        self.filters: dict[str, _Registered] = {}  # the one-block queries
+        self._widest: float | None = None  # the widest window (None: to recompute)
         self._shapes: dict[tuple, tuple] = {}  # (patterns, kept, joins) -> template_of(...)
         self._pending: dict[int, list[list]] = {}  # template -> r_t rows not yet inserted
         self._types: dict[str, list[tuple[str, str]]] = {}
@@ -135,12 +136,17 @@ class XsclEngine:
             for swapped in directions:
                 self._add_row(registered, swapped)
         self.queries[query_id] = registered
+        if query.right is None:
+            self.filters[query_id] = registered
+        self._widest = None
         if query.publish:
             self.published.add(query.publish)
         return query
 
     def remove(self, query_id: str) -> None:
         registered = self.queries.pop(query_id)
+        self.filters.pop(query_id, None)
+        self._widest = None
         self._flush_queries()
         for template, rid in registered.rows:
             a, b = first_right_edge(template)
@@ -335,18 +341,20 @@ class XsclEngine:
         return (later, self.queries[result.query].order, min(result.docs), result.nodes)
 
     def _filters(self, docid: int, stream: str, binw: set) -> list[Result]:
-        """Queries of one block: every output node of a match."""
+        """Queries of one block: every node bound to the selected variable."""
+        if not self.filters:
+            return []
+        bound: dict[str, list[int]] = {}
+        for v1, v2, n1, _ in binw:
+            if v1 == v2:
+                bound.setdefault(v1, []).append(n1)
         out = []
-        for registered in self.queries.values():
+        for registered in self.filters.values():
             query = registered.query
-            if query.right is not None or query.left.stream != stream:
+            if query.left.stream != stream:
                 continue
-            names = registered.blocks[0][1]
-            terms = query.select or [query.left.output.var]
-            if len(terms) != 1:
-                continue  # a one-block query selects one node per result
-            var = names[terms[0]]
-            for node in sorted(n1 for v1, v2, n1, _ in binw if v1 == var and v2 == var):
+            var = registered.blocks[0][1][(query.select or [query.left.output.var])[0]]
+            for node in sorted(bound.get(var, ())):
                 out.append(self._result(query, [docid], [(0, node)]))
         return out
 
@@ -379,7 +387,9 @@ class XsclEngine:
 
     def _evict(self) -> None:
         """Drop state no window can reach (timestamps are taken as non-decreasing)."""
-        widest = max((r.registered.query.window for r in self.rows.values()), default=0.0)
+        if self._widest is None:
+            self._widest = max((r.registered.query.window for r in self.rows.values()), default=0.0)
+        widest = self._widest
         if math.isinf(widest) or not self.docs:
             return
         cut = max(ts for _, ts, _ in self.docs.values()) - widest

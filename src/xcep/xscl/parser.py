@@ -15,22 +15,15 @@ from __future__ import annotations
 
 import re
 
-from xcep.errors import XcepError
+from xcep.errors import QueryError
 from xcep.xscl import ast as A
 
 
-class XsclSyntaxError(XcepError):
+class XsclSyntaxError(QueryError):
     """A query that cannot be parsed; names the query id and the column."""
 
     def __init__(self, message: str, query_id: str = "", position: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.query_id = query_id
-        self.column = position + 1
-
-    def __str__(self) -> str:
-        where = f"query {self.query_id}, " if self.query_id else ""
-        return f"{where}column {self.column}: {self.message}"
+        super().__init__(message, position, query_id)
 
 
 _TOKEN = re.compile(
@@ -242,6 +235,8 @@ def normal_form(query: A.Query) -> A.Query:
             )
         if sides[0] is query.right:  # left operand from the left block
             equality.left, equality.right = equality.right, equality.left
+    if query.right is None and query.select and len(query.select) > 1:
+        raise XsclSyntaxError("a query of one block selects one variable", query.id, 0)
     for var in query.select or []:
         if var not in owners:
             raise XsclSyntaxError(f"SELECT of unknown variable {var}", query.id, 0)

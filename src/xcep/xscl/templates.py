@@ -32,9 +32,6 @@ class VarTree:
 
     parent: dict[str, str | None]
 
-    def children(self, var: str) -> list[str]:
-        return [v for v, p in self.parent.items() if p == var]
-
     def ancestors(self, var: str) -> list[str]:
         out = []
         up = self.parent[var]

@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import re
 
-from xcep.errors import XcepError
+from xcep.errors import QueryError
 from xcep.xseq import ast as A
 
 
-class QuerySyntaxError(XcepError):
+class QuerySyntaxError(QueryError):
     """A query that cannot be parsed or compiled; ``column`` is 1-based."""
 
     def __init__(self, message: str, text: str = "", position: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, position)
         self.text = text
-        self.column = position + 1
-
-    def __str__(self) -> str:
-        return f"query column {self.column}: {self.message}"
 
 
 _SYMBOLS = ("//", "/\\", "::", "!=", "<=", ">=", "..", "/", "\\", "@", "(", ")", "[", "]")
