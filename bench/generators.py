@@ -11,7 +11,7 @@ SYMBOLS = ["IBM", "MSFT", "ORCL", "AAPL", "GOOG", "AMZN", "SAP", "INTC", "CSCO",
 def stock_stream(path: Path, megabytes: float = 50, seed: int = 1) -> Path:
     """A flat stream of stock transactions, one endless-looking root:
 
-    <stocks><transaction id="1" time="..."><symbol>IBM</symbol><price>101.25</price>
+    <stocks><transaction id="1" company="IBM" time="..."><symbol>IBM</symbol><price>101.25</price>
     <volume>300</volume></transaction>...</stocks>
     """
     rng = random.Random(seed)
@@ -25,7 +25,7 @@ def stock_stream(path: Path, megabytes: float = 50, seed: int = 1) -> Path:
             symbol = rng.choice(SYMBOLS)
             prices[symbol] = max(1.0, prices[symbol] * (1 + rng.gauss(0, 0.01)))
             record = (
-                f'<transaction id="{i}" time="{1_700_000_000 + i}">'
+                f'<transaction id="{i}" company="{symbol}" time="{1_700_000_000 + i}">'
                 f"<symbol>{symbol}</symbol><price>{prices[symbol]:.2f}</price>"
                 f"<volume>{rng.randrange(1, 100) * 100}</volume></transaction>\n"
             )

@@ -99,6 +99,34 @@ class EventBatch:
     def __len__(self) -> int:
         return len(self.kinds)
 
+    def document_runs(self) -> Iterator[tuple[int, int, int]]:
+        """(document, first, end) for each run of one document's events in the batch."""
+        docs = self.docs
+        if not docs:
+            return
+        if docs[0] == docs[-1]:
+            yield docs[0], 0, len(docs)
+            return
+        start = 0
+        for i in range(1, len(docs)):
+            if docs[i] != docs[start]:
+                yield docs[start], start, i
+                start = i
+        yield docs[start], start, len(docs)
+
+    def slice(self, start: int, end: int) -> EventBatch:
+        """The events ``start:end`` as a batch of their own (same symbols)."""
+        part = slice(start, end)
+        return EventBatch(
+            self.symbols,
+            self.docs[part],
+            self.kinds[part],
+            self.names[part],
+            self.values[part],
+            self.depths[part],
+            self.nodes[part],
+        )
+
     def __iter__(self) -> Iterator[Event]:
         name_of = self.symbols.names
         kinds = tuple(Kind)

@@ -688,8 +688,14 @@ class XSeqEngine:
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
 
-    def run(self, batches: Iterable[EventBatch]) -> Iterator[list]:
-        """The output rows, each as soon as it is known (aggregates at the end)."""
+    def run(self, batches: Iterable[EventBatch], final: bool = True) -> Iterator[list]:
+        """The output rows, each as soon as it is known (aggregates at the end).
+
+        ``final=False``: the input is only a prefix of the stream; give the rows known
+        after it and stop, without the rows that only the end of the stream decides
+        (aggregates, matches a longer one might still replace). A later run over a longer
+        prefix gives these rows again, first, in the same order.
+        """
         rows: list = []
         emitter = Emitter(self.analysis, self.selection, self.values_only, rows.append)
         stream = _Stream(self, emitter) if self.router is not None else _Documents(self, emitter)
@@ -698,7 +704,7 @@ class XSeqEngine:
         queue = emitter.queue
         for batch in batches:
             names = batch.symbols.names
-            for number, start, end in _documents_in(batch):
+            for number, start, end in batch.document_runs():
                 if tag is not None:  # the open tag's attributes ended with its document
                     open_(tag, attrs, opened, stream.doc)
                     tag = None
@@ -732,25 +738,11 @@ class XSeqEngine:
                                 rows.clear()
         if tag is not None:
             open_(tag, attrs, opened, stream.doc)
+        if not final:
+            return
         stream.start_document(None)
         emitter.finish(list(stream.partitions) if self.router is not None else None)
         yield from rows
-
-
-def _documents_in(batch: EventBatch) -> Iterator[tuple[int, int, int]]:
-    """(document, first, end) for each run of one document's events in ``batch``."""
-    docs = batch.docs
-    if not docs:
-        return
-    if docs[0] == docs[-1]:
-        yield docs[0], 0, len(docs)
-        return
-    start = 0
-    for i in range(1, len(docs)):
-        if docs[i] != docs[start]:
-            yield docs[start], start, i
-            start = i
-    yield docs[start], start, len(docs)
 
 
 class _Documents:

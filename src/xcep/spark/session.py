@@ -1,0 +1,42 @@
+"""The Spark session xcep's jobs run in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def session(
+    master: str | None = None, app_name: str = "xcep", conf: dict | None = None
+) -> SparkSession:
+    """A Spark session (an existing one is reused): ``local[*]`` unless ``master`` says
+    otherwise, the web UI off, Python workers on this interpreter (where xcep is
+    installed), the RocksDB state store for streaming state. ``conf``: more Spark
+    settings, ``{"spark.sql.shuffle.partitions": 4}``."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ImportError("xcep's Spark pipelines need PySpark: pip install 'xcep[spark]'") from exc
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(os.cpu_count() or 2),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        "spark.sql.session.timeZone": "UTC",
+    }
+    settings.update({key: str(value) for key, value in (conf or {}).items()})
+    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

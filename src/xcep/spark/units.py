@@ -1,0 +1,90 @@
+"""Units: what the Spark sources hand to the engines, and how a worker reads one.
+
+A *unit* is a row ``(path, record, content, error)``: a whole file
+(``record`` null; it may hold several documents: concatenated XML, JSON
+Lines), or one record cut out of a large document (``record`` = its position).
+Every document gets an id: the file's path for a file of one document,
+``path#N`` for the N-th (0-based) document of a file of several, and
+``path#N`` for the record at position N. Plain Python, no Spark needed.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xcep.errors import InputError
+from xcep.events import EventStream, Input
+from xcep.events.stream import _format_by_name
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from xcep.events import EventBatch
+
+UNIT_SCHEMA = "path string, record long, content binary, error string"
+
+
+def is_data_file(path: str) -> bool:
+    """Whether a directory listing's file is read (XML/JSON by name, gz included, not hidden)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return not name.startswith((".", "_")) and _format_by_name(name) is not None
+
+
+def document_id(path: str, record: int | None, doc: int, documents: int) -> str:
+    if record is not None:
+        return f"{path}#{record}"
+    return path if documents == 1 and doc == 0 else f"{path}#{doc}"
+
+
+@dataclass
+class UnitDocuments:
+    """The documents of one unit: the event batches of each good one, the bad ones' errors."""
+
+    path: str
+    record: int | None
+    batches: dict[int, list[EventBatch]] = field(default_factory=dict)
+    errors: list[InputError] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.batches) + len(self.errors)
+
+    def doc_id(self, doc: int) -> str:
+        return document_id(self.path, self.record, doc, self.count)
+
+    def good(self) -> Iterator[tuple[str, list[EventBatch]]]:
+        """(document id, its batches) for each well-formed document, in order."""
+        for doc, batches in self.batches.items():
+            yield self.doc_id(doc), batches
+
+    def bad(self) -> Iterator[tuple[str, str]]:
+        """(document id, one-line error) for each malformed document."""
+        for error in self.errors:
+            yield (self.path if error.doc is None else self.doc_id(error.doc)), str(error)
+
+
+def read_unit(path: str, record: int | None, content: bytes, **options) -> UnitDocuments:
+    """Parse a unit's content into documents, per document: events or an error."""
+    unit = UnitDocuments(path, record)
+    name = path if record is None else f"{path}#{record}"
+    stream = EventStream(
+        [Input(name, file=io.BytesIO(content), format="xml" if record is not None else "auto")],
+        errors=unit.errors.append,
+        **options,
+    )
+    for batch in stream.batches():
+        for doc, start, end in batch.document_runs():
+            part = batch if end - start == len(batch) else batch.slice(start, end)
+            unit.batches.setdefault(doc, []).append(part)
+    bad = {error.doc for error in unit.errors}
+    for doc in bad:
+        unit.batches.pop(doc, None)
+    return unit
+
+
+def unit_rows(batch) -> Iterator[tuple]:
+    """(path, record, content, error) of each unit in an Arrow record batch."""
+    columns = [batch.column(name).to_pylist() for name in ("path", "record", "content", "error")]
+    return zip(*columns, strict=True)

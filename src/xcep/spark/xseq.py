@@ -1,0 +1,238 @@
+"""XSeq on Spark.
+
+- A query with ``partition by P@k``: the stream is cut into its partitioned
+  elements (records at the record path, by default P itself when P is an
+  absolute path of names), each keyed by its attribute ``k``; then
+  ``groupBy(key).applyInArrow`` runs each partition in position order (file
+  path, record position) through the engine, as one document: the records
+  inside the record path's ancestors. Records without the attribute belong to
+  no partition, as in-process.
+- A query without ``partition by`` runs per document (``mapInArrow``), unless
+  it has only aggregates in its return clause: then all documents make one
+  stream, in position order, as in-process.
+
+Output rows: ``doc_id`` (null for partitioned and aggregate queries), ``key``
+(the partition key, or null), ``row`` (the JSON text of the output row, as
+``xcep xseq`` prints it), ``error`` (a malformed document or record).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from xcep.spark.records import parse_record_path
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+OUTPUT_SCHEMA = "doc_id string, key string, row string, error string"
+KEYED_SCHEMA = "key string, path string, record long, content binary, error string"
+_ENGINES: dict = {}  # per Python worker process
+
+
+def xseq_units(
+    units: DataFrame, query: str, selection: str = "all", record_path: str | None = None
+) -> DataFrame:
+    """The output rows of ``query`` over the units (see the module's docstring)."""
+    from pyspark.sql import functions as F
+
+    from xcep.xseq import XSeqEngine
+
+    engine = XSeqEngine(query, selection)  # compile errors surface here, on the driver
+    analysis = engine.analysis
+    spec = (query, selection)
+    if analysis.partition is not None:
+        record_path = record_path or partition_record_path(analysis)
+        attribute = engine.partition_attribute
+        keyed = units.mapInArrow(_keyed_records(record_path, attribute), KEYED_SCHEMA)
+        errors = keyed.where(F.col("error").isNotNull()).select(
+            F.col("path").alias("doc_id"),
+            F.lit(None).cast("string").alias("key"),
+            F.lit(None).cast("string").alias("row"),
+            "error",
+        )
+        good = keyed.where(F.col("error").isNull() & F.col("key").isNotNull())
+        rows = good.groupBy("key").applyInArrow(_run_partition(spec, record_path), OUTPUT_SCHEMA)
+        return rows.unionByName(errors)
+    if analysis.mode == "aggregate":
+        one = units.withColumn("key", F.lit(None).cast("string"))
+        return one.groupBy("key").applyInArrow(_run_all(spec), OUTPUT_SCHEMA)
+    return units.mapInArrow(_run_documents(spec), OUTPUT_SCHEMA)
+
+
+def partition_record_path(analysis) -> str:
+    """The record path a ``partition by`` path gives: the path itself, when it is absolute
+    and made of names only (``/stocks/transaction``)."""
+    from xcep.xseq import ast as A
+
+    text = A.to_text(analysis.partition[0])
+    try:
+        parse_record_path(text)
+    except ValueError:
+        raise ValueError(
+            f"partition by {text}@{analysis.partition[1]}: on Spark the partitioned elements "
+            "are records at an absolute path of names; give the record path "
+            "(--record-path /a/b) that selects them"
+        ) from None
+    return text
+
+
+def _engine(spec: tuple):
+    engine = _ENGINES.get(spec)
+    if engine is None:
+        from xcep.xseq import XSeqEngine
+
+        engine = _ENGINES[spec] = XSeqEngine(*spec)
+    return engine
+
+
+def _output(rows: list[tuple]) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), pa.string()) for c in columns], names=["doc_id", "key", "row", "error"]
+    )
+
+
+def _table(rows: list[tuple]) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_batches([_output(rows)])
+
+
+def _dumps(row) -> str:
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _run_documents(spec: tuple):
+    """Per document: the engine over its events alone."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from xcep.spark.units import read_unit, unit_rows
+
+        engine = _engine(spec)
+        for batch in batches:
+            out = []
+            for path, record, content, error in unit_rows(batch):
+                if error is not None:
+                    out.append((path, None, None, error))
+                    continue
+                unit = read_unit(path, record, content)
+                for doc_id, doc_batches in unit.good():
+                    out.extend((doc_id, None, _dumps(row), None) for row in engine.run(doc_batches))
+                out.extend((doc_id, None, None, message) for doc_id, message in unit.bad())
+            yield _output(out)
+
+    return run
+
+
+def _run_all(spec: tuple):
+    """All units as one stream, in position order (aggregate-only queries)."""
+
+    def run(table: pa.Table) -> pa.Table:
+        from xcep.events import EventStream
+        from xcep.spark.units import unit_rows
+
+        engine = _engine(spec)
+        units = sorted(unit_rows(table), key=lambda u: (u[0], -1 if u[1] is None else u[1]))
+        errors: list = []
+        inputs = [
+            _input(path, record, content) for path, record, content, error in units if error is None
+        ]
+        stream = EventStream(inputs, errors=errors.append)
+        out = [(None, None, _dumps(row), None) for row in engine.run(stream.batches())]
+        out += [(path, None, None, error) for path, _, _, error in units if error is not None]
+        out += [(None, None, None, str(error)) for error in errors]
+        return _table(out)
+
+    return run
+
+
+def _input(path: str, record, content: bytes):
+    import io
+
+    from xcep.events import Input
+
+    name = path if record is None else f"{path}#{record}"
+    return Input(name, file=io.BytesIO(content), format="xml" if record is not None else "auto")
+
+
+def _keyed_records(record_path: str, attribute: str):
+    """Units → records at the record path, each with its partition key."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from xcep.errors import InputError
+        from xcep.spark.records import root_attribute, split_records
+        from xcep.spark.sources import gunzip
+        from xcep.spark.units import unit_rows
+
+        for batch in batches:
+            out: list[tuple] = []
+            for path, record, content, error in unit_rows(batch):
+                if error is not None:
+                    out.append((None, path, record, None, error))
+                    continue
+                if record is not None:  # the source cut the records already
+                    pieces = [(record, content)]
+                else:
+                    pieces = []
+                    try:
+                        for piece in split_records(gunzip(content), record_path, path):
+                            pieces.append((piece.position, piece.content))
+                    except InputError as exc:
+                        out.append((None, path, None, None, str(exc)))
+                for position, data in pieces:
+                    out.append((root_attribute(data, attribute), path, position, data, None))
+            columns = list(zip(*out, strict=True)) if out else [[], [], [], [], []]
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(list(columns[0]), pa.string()),
+                    pa.array(list(columns[1]), pa.string()),
+                    pa.array(list(columns[2]), pa.int64()),
+                    pa.array(list(columns[3]), pa.binary()),
+                    pa.array(list(columns[4]), pa.string()),
+                ],
+                names=["key", "path", "record", "content", "error"],
+            )
+
+    return run
+
+
+def _run_partition(spec: tuple, record_path: str):
+    """One partition: its records in position order, inside the record path's ancestors."""
+    ancestors = parse_record_path(record_path)[:-1]
+    head = "".join(f"<{name}>" for name in ancestors).encode()
+    tail = "".join(f"</{name}>" for name in reversed(ancestors)).encode()
+
+    def run(table: pa.Table) -> pa.Table:
+        import io
+
+        from xcep.events import EventStream, Input
+
+        engine = _engine(spec)
+        key = table.column("key")[0].as_py()
+        order = sorted(
+            zip(
+                table.column("path").to_pylist(),
+                table.column("record").to_pylist(),
+                range(table.num_rows),
+                strict=True,
+            )
+        )
+        contents = table.column("content")
+        data = head + b"".join(contents[i].as_py() for _, _, i in order) + tail
+        errors: list = []
+        source = Input(f"partition {key}", file=io.BytesIO(data))
+        stream = EventStream([source], errors=errors.append)
+        out = [(None, key, _dumps(row), None) for row in engine.run(stream.batches())]
+        out += [(None, key, None, str(error)) for error in errors]
+        return _table(out)
+
+    return run
