@@ -19,3 +19,13 @@ def data_dir() -> Path:
 # Shared, noisy machines: no per-example deadline (speed lives in bench/, not in tests).
 settings.register_profile("xcep", deadline=None, print_blob=True)
 settings.load_profile("xcep")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] Spark session for every Spark test (UI off, few shuffle partitions)."""
+    from xcep.spark.session import session
+
+    spark = session("local[2]", "xcep-tests", conf={"spark.sql.shuffle.partitions": 2})
+    yield spark
+    spark.stop()

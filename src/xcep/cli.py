@@ -474,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     xscl.set_defaults(run=cmd_xscl)
+
+    from xcep.spark.cli import add_commands
+
+    add_commands(commands)
     return parser
 
 

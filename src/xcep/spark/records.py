@@ -77,15 +77,19 @@ def split_records(data: bytes, record_path: str, source: str = "<file>") -> Iter
     parser.SetParamEntityParsing(0)  # never read an external DTD
     position = 0
     chunk = 1 << 20
-    try:
-        for offset in range(0, max(len(raw), 1), chunk):
+    for offset in range(0, max(len(raw), 1), chunk):
+        try:
             parser.Parse(raw[offset : offset + chunk], offset + chunk >= len(raw))
-            for begin, end in found:
-                yield Record(position, raw[begin:end])
-                position += 1
-            found.clear()
-    except ExpatError as exc:
-        raise InputError(ErrorString(exc.code), source, 0, exc.lineno, exc.offset + 1) from None
+        except ExpatError as exc:
+            error = InputError(ErrorString(exc.code), source, 0, exc.lineno, exc.offset + 1)
+        else:
+            error = None
+        for begin, end in found:
+            yield Record(position, raw[begin:end])
+            position += 1
+        found.clear()
+        if error is not None:
+            raise error
 
 
 def _tag_end(data: bytes, index: int) -> int:

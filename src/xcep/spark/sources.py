@@ -32,19 +32,22 @@ def read_units(
     max_files_per_trigger: int | None = None,
 ) -> DataFrame:
     """The units of the inputs: DataFrame ``path, record, content, error``."""
+    from pyspark.sql import functions as F
+
     if record_path is not None:
         parse_record_path(record_path)  # a bad path fails here, on the driver
     paths = [paths] if isinstance(paths, str) else list(paths)
     if stream:
         if len(paths) != 1:
             raise ValueError("a streaming source is one directory")
-        reader = spark.readStream.format("binaryFile")
+        schema = "path string, modificationTime timestamp, length long, content binary"
+        reader = spark.readStream.format("binaryFile").schema(schema)
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
         files = reader.load(paths[0])
     else:
         files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths)
-    files = files.select("path", "content")
+    files = files.select("path", "content", F.col("modificationTime").alias("time"))
     return files.mapInArrow(_units_of_files(record_path), UNIT_SCHEMA)
 
 
@@ -55,27 +58,29 @@ def _units_of_files(record_path: str | None):
         from xcep.errors import InputError
 
         for batch in batches:
-            out: dict[str, list] = {"path": [], "record": [], "content": [], "error": []}
+            out: dict[str, list] = {name: [] for name in _arrow_schema().names}
 
-            def add(path, record, content, error=None, out=out) -> None:
+            def add(path, record, content, time, error=None, out=out) -> None:
                 out["path"].append(path)
                 out["record"].append(record)
                 out["content"].append(content)
                 out["error"].append(error)
+                out["time"].append(time)
 
-            for path, content in zip(
-                batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
+            for path, content, time in zip(
+                *(batch.column(name).to_pylist() for name in ("path", "content", "time")),
+                strict=True,
             ):
                 if not is_data_file(path):
                     continue
                 if record_path is None:
-                    add(path, None, content)
+                    add(path, None, content, time)
                     continue
                 try:
                     for record in split_records(gunzip(content), record_path, path):
-                        add(path, record.position, record.content)
+                        add(path, record.position, record.content, time)
                 except InputError as error:  # the records before the error are kept
-                    add(path, None, None, str(error))
+                    add(path, None, None, time, str(error))
             yield pa.RecordBatch.from_pydict(out, schema=_arrow_schema())
 
     return units
@@ -93,4 +98,5 @@ def _arrow_schema():
     import pyarrow as pa
 
     columns = [("path", pa.string()), ("record", pa.int64())]
-    return pa.schema([*columns, ("content", pa.binary()), ("error", pa.string())])
+    columns += [("content", pa.binary()), ("error", pa.string())]
+    return pa.schema([*columns, ("time", pa.timestamp("us", tz="UTC"))])

@@ -1,8 +1,9 @@
 """Units: what the Spark sources hand to the engines, and how a worker reads one.
 
-A *unit* is a row ``(path, record, content, error)``: a whole file
+A *unit* is a row ``(path, record, content, error, time)``: a whole file
 (``record`` null; it may hold several documents: concatenated XML, JSON
-Lines), or one record cut out of a large document (``record`` = its position).
+Lines), or one record cut out of a large document (``record`` = its position);
+``time`` is the file's modification time (the event time of streaming jobs).
 Every document gets an id: the file's path for a file of one document,
 ``path#N`` for the N-th (0-based) document of a file of several, and
 ``path#N`` for the record at position N. Plain Python, no Spark needed.
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
     from xcep.events import EventBatch
 
-UNIT_SCHEMA = "path string, record long, content binary, error string"
+UNIT_SCHEMA = "path string, record long, content binary, error string, time timestamp"
 
 
 def is_data_file(path: str) -> bool:

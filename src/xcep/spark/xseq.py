@@ -29,15 +29,40 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-OUTPUT_SCHEMA = "doc_id string, key string, row string, error string"
-KEYED_SCHEMA = "key string, path string, record long, content binary, error string"
+OUTPUT_SCHEMA = "doc_id string, key string, row string, error string"  # row: JSON text
+RESULT_SCHEMA = "doc_id string, key string, row variant, error string"  # what users get
+KEYED_SCHEMA = "key string, path string, record long, content binary, error string, time timestamp"
 _ENGINES: dict = {}  # per Python worker process
 
 
 def xseq_units(
-    units: DataFrame, query: str, selection: str = "all", record_path: str | None = None
+    units: DataFrame,
+    query: str,
+    selection: str = "all",
+    record_path: str | None = None,
+    idle_timeout_ms: int = 60_000,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
-    """The output rows of ``query`` over the units (see the module's docstring)."""
+    """The output rows of ``query`` over the units (see the module's docstring), ``row``
+    as a VARIANT (JSON Lines output nests it; ``to_json(row)`` is its text). On a
+    streaming DataFrame, partitions keep their engine state across micro-batches (see
+    ``xcep.spark.streaming``); event time is the input files' modification time, and a
+    partition ends once the watermark (the latest file's time less ``watermark_delay_ms``)
+    is ``idle_timeout_ms`` past its last record."""
+    from pyspark.sql import functions as F
+
+    rows = _text_rows(units, query, selection, record_path, idle_timeout_ms, watermark_delay_ms)
+    return rows.withColumn("row", F.parse_json("row"))
+
+
+def _text_rows(
+    units: DataFrame,
+    query: str,
+    selection: str,
+    record_path: str | None,
+    idle_timeout_ms: int,
+    watermark_delay_ms: int,
+) -> DataFrame:
     from pyspark.sql import functions as F
 
     from xcep.xseq import XSeqEngine
@@ -56,9 +81,26 @@ def xseq_units(
             "error",
         )
         good = keyed.where(F.col("error").isNull() & F.col("key").isNotNull())
-        rows = good.groupBy("key").applyInArrow(_run_partition(spec, record_path), OUTPUT_SCHEMA)
+        if units.isStreaming:
+            from xcep.spark.streaming import XSeqPartition
+
+            processor = XSeqPartition(query, selection, record_path, idle_timeout_ms)
+            rows = (
+                good.withWatermark("time", f"{watermark_delay_ms} milliseconds")
+                .groupBy("key")
+                .transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")
+            )
+        else:
+            rows = good.groupBy("key").applyInArrow(
+                _run_partition(spec, record_path), OUTPUT_SCHEMA
+            )
         return rows.unionByName(errors)
     if analysis.mode == "aggregate":
+        if units.isStreaming:
+            raise ValueError(
+                "a query with only aggregates and no partition by has one answer, at the end "
+                "of the stream: run it in batch, or partition it"
+            )
         one = units.withColumn("key", F.lit(None).cast("string"))
         return one.groupBy("key").applyInArrow(_run_all(spec), OUTPUT_SCHEMA)
     return units.mapInArrow(_run_documents(spec), OUTPUT_SCHEMA)
@@ -175,9 +217,11 @@ def _keyed_records(record_path: str, attribute: str):
 
         for batch in batches:
             out: list[tuple] = []
-            for path, record, content, error in unit_rows(batch):
+            for (path, record, content, error), time in zip(
+                unit_rows(batch), batch.column("time").to_pylist(), strict=True
+            ):
                 if error is not None:
-                    out.append((None, path, record, None, error))
+                    out.append((None, path, record, None, error, time))
                     continue
                 if record is not None:  # the source cut the records already
                     pieces = [(record, content)]
@@ -187,19 +231,15 @@ def _keyed_records(record_path: str, attribute: str):
                         for piece in split_records(gunzip(content), record_path, path):
                             pieces.append((piece.position, piece.content))
                     except InputError as exc:
-                        out.append((None, path, None, None, str(exc)))
+                        out.append((None, path, None, None, str(exc), time))
                 for position, data in pieces:
-                    out.append((root_attribute(data, attribute), path, position, data, None))
-            columns = list(zip(*out, strict=True)) if out else [[], [], [], [], []]
+                    out.append((root_attribute(data, attribute), path, position, data, None, time))
+            columns = list(zip(*out, strict=True)) if out else [[]] * 6
+            types = [pa.string(), pa.string(), pa.int64(), pa.binary(), pa.string()]
+            types.append(batch.schema.field("time").type)
             yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(list(columns[0]), pa.string()),
-                    pa.array(list(columns[1]), pa.string()),
-                    pa.array(list(columns[2]), pa.int64()),
-                    pa.array(list(columns[3]), pa.binary()),
-                    pa.array(list(columns[4]), pa.string()),
-                ],
-                names=["key", "path", "record", "content", "error"],
+                [pa.array(list(c), t) for c, t in zip(columns, types, strict=True)],
+                names=["key", "path", "record", "content", "error", "time"],
             )
 
     return run

@@ -1,0 +1,178 @@
+"""``xcep spark filter|xseq|xquery|xscl``: the engines as Spark jobs, batch or streaming."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import TextIO
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+
+def add_commands(commands) -> None:
+    spark = commands.add_parser(
+        "spark",
+        help="run an engine as a Spark job (batch or streaming)",
+        description="Run xcep's engines on Apache Spark: documents become rows, each Python "
+        "worker builds the engine once. See docs/spark.md.",
+    )
+    jobs = spark.add_subparsers(dest="job", metavar="JOB", required=True)
+
+    filters = jobs.add_parser(
+        "filter",
+        help="XPush filtering: per document, the ids of the matching filters",
+        description='Rows {"doc_id": ..., "matches": [ids]} (or "error" for a malformed document).',
+    )
+    filters.add_argument("--filters", required=True, metavar="FILE", help="one 'ID XPATH' a line")
+    filters.add_argument("--strict", action="store_true", help="fail on the first bad filter")
+    filters.add_argument(
+        "--train",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="warm each worker's machine on training documents (default: on)",
+    )
+    _job_arguments(filters)
+    filters.set_defaults(run=cmd_spark_filter)
+
+    xseq = jobs.add_parser(
+        "xseq",
+        help="an XSeq query; partition by runs per key in parallel",
+        description='Rows {"key": partition, "row": "[...]"} or {"doc_id": ..., "row": ...} '
+        "(see docs/spark.md).",
+    )
+    xseq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
+    xseq.add_argument("--selection", choices=("all", "maximal", "skip-past-last"), default="all")
+    xseq.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="streaming: a partition ends this long (event time) after its last record",
+    )
+    _job_arguments(xseq)
+    xseq.set_defaults(run=cmd_spark_xseq)
+
+
+def _job_arguments(job: argparse.ArgumentParser) -> None:
+    job.add_argument(
+        "--input", action="append", required=True, metavar="PATH", help="file or directory"
+    )
+    job.add_argument("--output", metavar="PATH", help="output directory (default: console)")
+    job.add_argument(
+        "--format",
+        choices=("json", "parquet", "console"),
+        help="json (JSON Lines files, the default with --output), parquet, or console",
+    )
+    job.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    job.add_argument(
+        "--record-path",
+        metavar="PATH",
+        help="cut each file (one large XML document) into records at this path, "
+        "e.g. /stocks/transaction",
+    )
+    job.add_argument("--stream", action="store_true", help="Structured Streaming over --input")
+    job.add_argument("--checkpoint", metavar="DIR", help="streaming: the checkpoint directory")
+    job.add_argument(
+        "--trigger",
+        default="available-now",
+        metavar="available-now|INTERVAL",
+        help="streaming: process what is there and stop (default), or e.g. '10 seconds'",
+    )
+    job.add_argument(
+        "--max-files-per-trigger", type=int, metavar="N", help="streaming: files per micro-batch"
+    )
+    job.add_argument("--master", metavar="URL", help="Spark master (default: local[*])")
+    job.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
+    job.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+
+
+def _session(args):
+    from xcep.spark.session import session
+
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key] = value
+    return session(args.master, conf=conf)
+
+
+def _units(spark, args):
+    from xcep.spark.sources import read_units
+
+    if args.stream and len(args.input) != 1:
+        raise ValueError("--stream reads one --input directory")
+    return read_units(
+        spark,
+        args.input,
+        record_path=args.record_path,
+        stream=args.stream,
+        max_files_per_trigger=args.max_files_per_trigger,
+    )
+
+
+def _write(spark, args, df, stdout: TextIO, stderr: TextIO, started: float) -> int:
+    from xcep.spark.progress import spark_progress
+    from xcep.spark.sinks import write
+
+    fmt = args.format or ("json" if args.output else "console")
+    with spark_progress(spark, stderr, args.progress if not args.stream else False):
+        printed = write(
+            df,
+            args.output,
+            fmt,
+            checkpoint=args.checkpoint,
+            trigger=args.trigger,
+            overwrite=args.overwrite,
+            out=stdout,
+        )
+    where = f"{printed} rows to the console" if fmt == "console" else f"{fmt} in {args.output}"
+    print(f"xcep spark: {where} in {time.perf_counter() - started:.1f} s", file=stderr)
+    return EXIT_OK
+
+
+def cmd_spark_filter(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep.spark.filter import filter_units
+    from xcep.xpush import Workload
+
+    started = time.perf_counter()
+    workload, errors = Workload.from_file(args.filters, strict=args.strict)
+    for error in errors:
+        print(f"xcep: error: {args.filters}, {error}", file=stderr)
+    spark = _session(args)
+    df = filter_units(_units(spark, args), dict(workload.texts), train=args.train)
+    status = _write(spark, args, df, stdout, stderr, started)
+    return EXIT_INPUT if errors else status
+
+
+def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep.cli import _query_text
+    from xcep.spark.xseq import xseq_units
+    from xcep.xseq import QuerySyntaxError
+
+    started = time.perf_counter()
+    text = _query_text(args.query)
+    try:
+        from xcep.xseq import analyze
+
+        analyze(text)
+    except QuerySyntaxError as error:
+        print(f"xcep: error: {error}", file=stderr)
+        return EXIT_USAGE
+    spark = _session(args)
+    df = xseq_units(
+        _units(spark, args),
+        text,
+        args.selection,
+        record_path=args.record_path,
+        idle_timeout_ms=int(args.idle_timeout * 1000),
+    )
+    return _write(spark, args, df, stdout, stderr, started)

@@ -1,0 +1,199 @@
+"""The engines on Spark give what they give in-process (or what lxml gives), as multisets."""
+
+import gzip
+import json
+import os
+import random
+from collections import Counter
+
+import pytest
+from lxml import etree
+
+from xcep.events import EventStream
+from xcep.spark.filter import filter_units
+from xcep.spark.sinks import read_output, write
+from xcep.spark.sources import read_units
+from xcep.spark.xseq import RESULT_SCHEMA, xseq_units
+from xcep.xseq import XSeqEngine
+
+
+def _uri(path) -> str:
+    return f"file:{os.path.realpath(path)}"
+
+
+def _lxml_matches(document: bytes, filters: dict) -> list:
+    tree = etree.ElementTree(etree.fromstring(document))
+    return sorted(fid for fid, text in filters.items() if etree.XPath(f"boolean({text})")(tree))
+
+
+@pytest.fixture(scope="module")
+def xmark_messages(data_dir):
+    from bench.xpush_workload import split_documents
+
+    return split_documents(data_dir / "xmark" / "xmark-f0.01.xml")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_filtering_on_spark_agrees_with_lxml(spark, tmp_path, xmark_messages, seed):
+    from bench.xpush_workload import FilterGenerator, as_stream
+
+    rng = random.Random(seed)
+    docs = rng.sample(xmark_messages, 10)
+    filters = dict(enumerate(FilterGenerator(docs, seed=seed).workload(30, predicates=1)))
+    (tmp_path / "many.xml").write_bytes(as_stream(docs[:4]))  # four documents in one file
+    for i, doc in enumerate(docs[4:8]):
+        (tmp_path / f"one-{i}.xml").write_bytes(doc)
+    (tmp_path / "z.xml.gz").write_bytes(gzip.compress(docs[8]))
+    (tmp_path / "bad.xml").write_bytes(b"<person><name>x</person>")
+    (tmp_path / "notes.txt").write_bytes(docs[9])  # not a data file: not read
+    want = {
+        _uri(tmp_path / "many.xml") + f"#{i}": _lxml_matches(d, filters)
+        for i, d in enumerate(docs[:4])
+    }
+    want |= {
+        _uri(tmp_path / f"one-{i}.xml"): _lxml_matches(d, filters) for i, d in enumerate(docs[4:8])
+    }
+    want[_uri(tmp_path / "z.xml.gz")] = _lxml_matches(docs[8], filters)
+
+    rows = filter_units(read_units(spark, str(tmp_path)), filters).collect()
+    got = {r.doc_id: r.matches for r in rows if r.error is None}
+    assert got == want
+    [bad] = [r for r in rows if r.error is not None]
+    assert bad.doc_id == _uri(tmp_path / "bad.xml") and "mismatched tag" in bad.error
+
+
+def test_filtering_records_of_one_large_document(spark, data_dir):
+    path = data_dir / "xmark" / "xmark-f0.01.xml"
+    filters = {
+        1: "/person[address/country = 'United States']",
+        2: "/person[profile/@income > 50000]",
+        3: "/person[emailaddress and not(homepage)]",
+        4: "//interest",
+    }
+    people = etree.parse(str(path)).xpath("/site/people/person")
+    want = {
+        f"{_uri(path)}#{i}": _lxml_matches(etree.tostring(p), filters) for i, p in enumerate(people)
+    }
+    units = read_units(spark, str(path), record_path="/site/people/person")
+    got = {r.doc_id: r.matches for r in filter_units(units, filters, train=False).collect()}
+    assert got == want
+    assert any(got.values()) and not all(got.values())  # the filters tell people apart
+
+
+def _stock_files(directory, files: int, per_file: int, seed: int) -> list:
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for f in range(files):
+        path = os.path.join(directory, f"{f:03}.xml")
+        with open(path, "w") as out:
+            out.write("<stocks>")
+            for _ in range(per_file):
+                company = rng.choice("ABCD")
+                price = rng.randrange(20)
+                out.write(
+                    f'<transaction company="{company}" price="{price}"><v>{price}</v></transaction>'
+                )
+                if rng.random() < 0.1:
+                    out.write('<transaction price="1"/>')  # no company: in no partition
+            out.write("</stocks>")
+        os.utime(path, (1_000_000 + f, 1_000_000 + f))  # arrival order = name order
+        paths.append(path)
+    return paths
+
+
+def _in_process(query: str, selection: str, paths: list, per_document: bool = False) -> Counter:
+    engine = XSeqEngine(query, selection)
+    runs = [[p] for p in paths] if per_document else [paths]
+    rows = [row for run in runs for row in engine.run(EventStream(run).batches())]
+    return Counter(json.dumps(r, sort_keys=True) for r in rows)
+
+
+def _spark_rows(rows) -> Counter:
+    texts = (r.row if isinstance(r.row, str) else r.row.toJson() for r in rows if r.row)
+    return Counter(json.dumps(json.loads(t), sort_keys=True) for t in texts)
+
+
+FALLING = (
+    "return $Z@price, $Y@price from /stocks /$Z (\\ $Y)* where $Y@price < prev($Y)@price "
+    "partition by /stocks/transaction@company"
+)
+XSEQ_CASES = [
+    (FALLING, "all"),
+    (FALLING, "maximal"),
+    (
+        "return $X@company, count($X), max($X@price) from /stocks/$X "
+        "partition by /stocks/transaction@company",
+        "all",
+    ),
+    ("return $X/v/text() from //transaction$X where $X@price > 15", "all"),  # per document
+    ("return count($X), avg($X@price) from //transaction$X", "all"),  # aggregates: one stream
+]
+
+
+@pytest.mark.parametrize(("query", "selection"), XSEQ_CASES)
+def test_xseq_on_spark_equals_in_process(spark, tmp_path, query, selection):
+    paths = _stock_files(tmp_path, 3, 40, seed=len(query) + len(selection))
+    per_document = "partition" not in query and "count" not in query
+    want = _in_process(query, selection, paths, per_document)
+    rows = xseq_units(read_units(spark, str(tmp_path)), query, selection).collect()
+    assert not [r.error for r in rows if r.error]
+    assert _spark_rows(rows) == want and sum(want.values()) > 0
+    if per_document:
+        assert {r.doc_id for r in rows} <= {_uri(p) for p in paths}
+
+
+def test_xseq_partitions_of_records(spark, tmp_path):
+    paths = _stock_files(tmp_path, 2, 60, seed=7)
+    want = _in_process(FALLING, "maximal", paths)
+    units = read_units(spark, str(tmp_path), record_path="/stocks/transaction")
+    rows = xseq_units(units, FALLING, "maximal", record_path="/stocks/transaction").collect()
+    assert _spark_rows(rows) == want
+
+
+def test_xseq_streaming_keeps_partitions_across_micro_batches(spark, tmp_path):
+    inputs = tmp_path / "in"
+    paths = _stock_files(inputs, 5, 30, seed=11)
+    want = _in_process(FALLING, "all", paths)
+    units = read_units(spark, str(inputs), stream=True, max_files_per_trigger=2)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    write(xseq_units(units, FALLING, "all"), out, "json", checkpoint=checkpoint)
+    assert len(os.listdir(tmp_path / "checkpoint" / "commits")) >= 3  # several micro-batches
+    assert _spark_rows(read_output(spark, out, schema=RESULT_SCHEMA).collect()) == want
+
+
+def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_path):
+    """SIGKILL a partitioned XSeq streaming job mid-run, restart it from its checkpoint."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    inputs, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    paths = _stock_files(inputs, 8, 25, seed=5)
+    command = [
+        sys.executable, "-m", "xcep", "spark", "xseq", FALLING, "--input", str(inputs),
+        "--output", str(out), "--stream", "--checkpoint", str(checkpoint),
+        "--max-files-per-trigger", "1", "--master", "local[1]",
+    ]  # fmt: skip
+    first = subprocess.Popen(
+        [*command, "--trigger", "1 second"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    commits = checkpoint / "commits"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and first.poll() is None:
+        if commits.is_dir() and len([c for c in os.listdir(commits) if c.isdigit()]) >= 2:
+            break
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    done = len([c for c in os.listdir(commits) if c.isdigit()])
+    assert 2 <= done < len(paths)  # killed mid-run, with input left to do
+
+    second = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-2000:]
+    got = _spark_rows(read_output(spark, str(out), schema=RESULT_SCHEMA).collect())
+    assert got == _in_process(FALLING, "all", paths)
