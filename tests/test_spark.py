@@ -13,6 +13,7 @@ from xcep.events import EventStream
 from xcep.spark.filter import filter_units
 from xcep.spark.sinks import read_output, write
 from xcep.spark.sources import read_units
+from xcep.spark.xquery import xquery_units
 from xcep.spark.xseq import RESULT_SCHEMA, xseq_units
 from xcep.xseq import XSeqEngine
 
@@ -197,3 +198,41 @@ def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_p
     assert second.returncode == 0, second.stderr[-2000:]
     got = _spark_rows(read_output(spark, str(out), schema=RESULT_SCHEMA).collect())
     assert got == _in_process(FALLING, "all", paths)
+
+
+def _shop_log(path, events: int, seed: int) -> None:
+    rng = random.Random(seed)
+    with open(path, "w") as out:
+        out.write("<log>")
+        for i in range(events):
+            operation = rng.choice(["Login", "Search", "Search", "Buy", "Logout"])
+            out.write(f'<event operation="{operation}" uid="{rng.randrange(6)}" time="{i}"/>')
+        out.write("</log>")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_xquery_partitions_on_spark_equal_in_process(spark, tmp_path, seed):
+    from xcep import xquery
+
+    query = open(
+        os.path.join(os.path.dirname(__file__), "..", "examples", "search-no-buy.xq")
+    ).read()
+    _shop_log(tmp_path / "log.xml", 300, seed)
+    want = Counter(xquery.compile(query).run([str(tmp_path / "log.xml")]))
+    units = read_units(spark, str(tmp_path))
+    rows = xquery_units(units, query, "/log/event", "@uid").collect()
+    assert Counter(r.item for r in rows) == want and sum(want.values()) > 0
+    keys = {r.key for r in rows}
+    assert all(f'uid="{r.key}"' in r.item for r in rows) and len(keys) > 1
+
+
+def test_xquery_per_document_and_its_errors(spark, tmp_path):
+    _shop_log(tmp_path / "a.xml", 20, 1)
+    (tmp_path / "b.xml").write_text("<log><event uid='1'/></log>")
+    rows = xquery_units(
+        read_units(spark, str(tmp_path)), "count(//event) div count(//event[@time])"
+    ).collect()
+    by_doc = {r.doc_id: (r.item, r.error) for r in rows}
+    assert by_doc[_uri(tmp_path / "a.xml")] == ("1", None)
+    item, error = by_doc[_uri(tmp_path / "b.xml")]  # 1 div 0: a dynamic error, this document only
+    assert item is None and "FOAR0001" in error

@@ -26,7 +26,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from xcep.spark.records import parse_record_path
+from xcep.spark.partitions import Wrapper
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,9 +40,7 @@ class XSeqPartition(StatefulProcessor):
 
     def __init__(self, query: str, selection: str, record_path: str, idle_timeout_ms: int):
         self.spec = (query, selection)
-        ancestors = parse_record_path(record_path)[:-1]
-        self.head = "".join(f"<{name}>" for name in ancestors).encode()
-        self.tail = "".join(f"</{name}>" for name in reversed(ancestors)).encode()
+        self.wrap = Wrapper(record_path)
         self.idle_timeout_ms = idle_timeout_ms
 
     def init(self, handle) -> None:
@@ -78,7 +76,7 @@ class XSeqPartition(StatefulProcessor):
         from xcep.events import EventStream, Input
         from xcep.spark.xseq import _engine
 
-        data = self.head + log + self.tail
+        data = self.wrap([log])
         stream = EventStream([Input(f"partition {key}", file=io.BytesIO(data))], errors="skip")
         rows = islice(_engine(self.spec).run(stream.batches(), final=final), emitted, None)
         return [

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from xcep.spark.partitions import Wrapper, keyed_records, ordered_records
 from xcep.spark.records import parse_record_path
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 OUTPUT_SCHEMA = "doc_id string, key string, row string, error string"  # row: JSON text
 RESULT_SCHEMA = "doc_id string, key string, row variant, error string"  # what users get
-KEYED_SCHEMA = "key string, path string, record long, content binary, error string, time timestamp"
 _ENGINES: dict = {}  # per Python worker process
 
 
@@ -73,7 +73,7 @@ def _text_rows(
     if analysis.partition is not None:
         record_path = record_path or partition_record_path(analysis)
         attribute = engine.partition_attribute
-        keyed = units.mapInArrow(_keyed_records(record_path, attribute), KEYED_SCHEMA)
+        keyed = keyed_records(units, record_path, f"@{attribute}")
         errors = keyed.where(F.col("error").isNotNull()).select(
             F.col("path").alias("doc_id"),
             F.lit(None).cast("string").alias("key"),
@@ -204,52 +204,9 @@ def _input(path: str, record, content: bytes):
     return Input(name, file=io.BytesIO(content), format="xml" if record is not None else "auto")
 
 
-def _keyed_records(record_path: str, attribute: str):
-    """Units → records at the record path, each with its partition key."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
-        from xcep.errors import InputError
-        from xcep.spark.records import root_attribute, split_records
-        from xcep.spark.sources import gunzip
-        from xcep.spark.units import unit_rows
-
-        for batch in batches:
-            out: list[tuple] = []
-            for (path, record, content, error), time in zip(
-                unit_rows(batch), batch.column("time").to_pylist(), strict=True
-            ):
-                if error is not None:
-                    out.append((None, path, record, None, error, time))
-                    continue
-                if record is not None:  # the source cut the records already
-                    pieces = [(record, content)]
-                else:
-                    pieces = []
-                    try:
-                        for piece in split_records(gunzip(content), record_path, path):
-                            pieces.append((piece.position, piece.content))
-                    except InputError as exc:
-                        out.append((None, path, None, None, str(exc), time))
-                for position, data in pieces:
-                    out.append((root_attribute(data, attribute), path, position, data, None, time))
-            columns = list(zip(*out, strict=True)) if out else [[]] * 6
-            types = [pa.string(), pa.string(), pa.int64(), pa.binary(), pa.string()]
-            types.append(batch.schema.field("time").type)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(list(c), t) for c, t in zip(columns, types, strict=True)],
-                names=["key", "path", "record", "content", "error", "time"],
-            )
-
-    return run
-
-
 def _run_partition(spec: tuple, record_path: str):
     """One partition: its records in position order, inside the record path's ancestors."""
-    ancestors = parse_record_path(record_path)[:-1]
-    head = "".join(f"<{name}>" for name in ancestors).encode()
-    tail = "".join(f"</{name}>" for name in reversed(ancestors)).encode()
+    wrap = Wrapper(record_path)
 
     def run(table: pa.Table) -> pa.Table:
         import io
@@ -258,16 +215,7 @@ def _run_partition(spec: tuple, record_path: str):
 
         engine = _engine(spec)
         key = table.column("key")[0].as_py()
-        order = sorted(
-            zip(
-                table.column("path").to_pylist(),
-                table.column("record").to_pylist(),
-                range(table.num_rows),
-                strict=True,
-            )
-        )
-        contents = table.column("content")
-        data = head + b"".join(contents[i].as_py() for _, _, i in order) + tail
+        data = wrap(ordered_records(table))
         errors: list = []
         source = Input(f"partition {key}", file=io.BytesIO(data))
         stream = EventStream([source], errors=errors.append)
