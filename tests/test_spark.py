@@ -236,3 +236,31 @@ def test_xquery_per_document_and_its_errors(spark, tmp_path):
     assert by_doc[_uri(tmp_path / "a.xml")] == ("1", None)
     item, error = by_doc[_uri(tmp_path / "b.xml")]  # 1 div 0: a dynamic error, this document only
     assert item is None and "FOAR0001" in error
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5, 6])
+def test_xscl_on_spark_equals_the_sequential_reference(spark, tmp_path, seed):
+    from test_xscl import three_level, two_level
+
+    from xcep.spark.xscl import xscl_units
+    from xcep.xscl import SequentialEngine, parse_document
+
+    rng = random.Random(seed)
+    make_query, make_document = (two_level, three_level)[seed % 2](rng)
+    queries = [(f"q{i}", make_query(i)) for i in range(8)] + [("one", "S//l1->z")]
+    queries.append(("one2", "S//f2->z"))
+    stream = [make_document() for _ in range(12)]
+    times = sorted(rng.choice([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]) for _ in stream)
+    texts = [xml.replace(">", f' ts="{t}">', 1) for xml, t in zip(stream, times, strict=True)]
+    (tmp_path / "a.xml").write_text("\n".join(texts[:7]) + "\n")  # several documents a file
+    (tmp_path / "b.xml").write_text("\n".join(texts[7:]) + "\n")
+    sequential = SequentialEngine()
+    for qid, text in queries:
+        sequential.add(qid, text)
+    docs = [("S", parse_document(xml), t) for xml, t in zip(texts, times, strict=True)]
+    want = Counter((r.query, tuple(r.docs), r.output) for r in sequential.run(docs))
+    units = read_units(spark, str(tmp_path))
+    rows = xscl_units(spark, [("S", units)], queries, timestamp="@ts").collect()
+    assert not [r.error for r in rows if r.error]
+    assert Counter((r.query, tuple(r.docs), r.output) for r in rows) == want
+    assert any(len(docs) == 2 for _, docs, _ in want)  # joins, not only one-block queries

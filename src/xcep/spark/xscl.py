@@ -1,0 +1,283 @@
+"""XSCL / MMQJP on Spark: Stage 1 as ``mapInArrow``, Stage 2 as the same SQL on Spark SQL.
+
+1. The driver registers the queries in an ``XsclEngine`` (parse errors, query
+   templates, the template relations ``r_t_K`` and each template's SQL text).
+2. Stage 1 runs on the workers: each builds the same engine once and turns each
+   document into its witness rows (``r_doc``, ``r_bin``, ``r_docts``), the XML
+   of the nodes some query outputs, and the results of one-block queries.
+   Documents are numbered in stream order (inputs in the order given, then file
+   path, then position), as ``xcep xscl`` numbers them in-process.
+3. Stage 2 runs each template's conjunctive query — the very SQL text the
+   in-process engine gives DuckDB — on Spark SQL over temporary views of those
+   relations, with every document of the run as the batch, joined with every
+   earlier one within the window.
+4. Results are assembled with Spark too: output nodes joined with their XML.
+
+Output rows: ``query``, ``docs`` (document indexes, in the order of the query's
+blocks), ``output`` (the result document), as ``xcep xscl`` prints them; a
+malformed document or one without a timestamp is a row with ``error``.
+Not on Spark yet: queries reading a stream another query publishes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+OUTPUT_SCHEMA = "query string, docs array<bigint>, output string, error string"
+STAGE1_SCHEMA = (
+    "input int, path string, record long, doc int, doc_id string, ts double, "
+    "strings array<struct<node:int, strval:string>>, "
+    "bindings array<struct<var1:string, var2:string, node1:int, node2:int, strval:string>>, "
+    "xml array<struct<node:int, xml:string>>, "
+    "matches array<struct<query:string, node:int>>, error string"
+)
+_ENGINES: dict = {}  # per Python worker process
+
+
+def xscl_units(
+    spark: SparkSession,
+    inputs: list[tuple[str, DataFrame]],
+    queries: list[tuple[str, str]],
+    timestamp: str | None = None,
+) -> DataFrame:
+    """The results of the queries over the inputs: ``(stream name, units)`` pairs."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
+    read = {q.query.left.stream for q in engine.queries.values()}
+    read |= {q.query.right.stream for q in engine.queries.values() if q.query.right}
+    if read & engine.published:
+        raise ValueError("xcep spark xscl: queries reading a published stream run in-process")
+    streams = [
+        units.select(F.lit(n).alias("input"), F.lit(name).alias("stream"), "*")
+        for n, (name, units) in enumerate(inputs)
+    ]
+    all_units = streams[0]
+    for more in streams[1:]:
+        all_units = all_units.unionByName(more)
+    stage1 = all_units.mapInArrow(_stage1(tuple(queries), timestamp), STAGE1_SCHEMA)
+    order = Window.orderBy("input", "path", F.coalesce("record", F.lit(-1)), "doc")
+    good = stage1.where(F.col("error").isNull())
+    docs = good.withColumn("docid", F.row_number().over(order) - 1).cache()
+    errors = stage1.where(F.col("error").isNotNull()).select(
+        F.lit(None).cast("string").alias("query"),
+        F.lit(None).cast("array<bigint>").alias("docs"),
+        F.lit(None).cast("string").alias("output"),
+        F.concat_ws(": ", "doc_id", "error").alias("error"),
+    )
+    count = docs.count()
+    results = _one_block_results(docs)
+    if count and engine.templates:
+        results = results.unionByName(_join_results(spark, engine, docs, count))
+    return results.unionByName(errors)
+
+
+def _engine(queries: tuple):
+    engine = _ENGINES.get(queries)
+    if engine is None:
+        from xcep.xscl import XsclEngine
+
+        engine = XsclEngine()
+        for qid, text in queries:
+            engine.add(qid, text)
+        engine._flush_queries()
+        _ENGINES[queries] = engine
+    return engine
+
+
+def _outputs(engine) -> tuple[set, dict]:
+    """The variables some two-block query outputs; each one-block query's variable."""
+    joined, single = set(), {}
+    for qid, registered in engine.queries.items():
+        query = registered.query
+        lnames = registered.blocks[0][1]
+        if query.right is None:
+            single[qid] = (query.left.stream, lnames[(query.select or [query.left.output.var])[0]])
+        else:
+            rnames = registered.blocks[1][1]
+            joined |= {var for _, var in engine._outputs(query, lnames, rnames)}
+    return joined, single
+
+
+def _stage1(queries: tuple, timestamp: str | None):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from xcep.spark.units import read_unit
+        from xcep.xscl import TimestampError, timestamp_reader
+        from xcep.xscl.documents import documents_from_batches
+
+        engine = _engine(queries)
+        joined, single = _outputs(engine)
+        time_of = timestamp_reader(timestamp)
+        schema = _arrow_schema()
+        for batch in batches:
+            rows: list[dict] = []
+            columns = ("input", "stream", "path", "record", "content", "error")
+            for n, stream, path, record, content, error in zip(
+                *(batch.column(c).to_pylist() for c in columns), strict=True
+            ):
+                base = {"input": n, "path": path, "record": record}
+                if error is not None:
+                    rows.append({**base, "doc": 0, "doc_id": path, "error": error})
+                    continue
+                unit = read_unit(path, record, content)
+                for doc_number, (doc_id, doc_batches) in enumerate(unit.good()):
+                    doc = next(documents_from_batches(doc_batches))
+                    row = {**base, "doc": doc_number, "doc_id": doc_id}
+                    try:
+                        # without --timestamp, time is the position: the docid, set later
+                        row["ts"] = time_of(doc, 0) if timestamp else None
+                    except TimestampError as exc:
+                        rows.append({**row, "error": str(exc)})
+                        continue
+                    binw, docw = engine.witness.evaluate(doc, stream)
+                    row["strings"] = [{"node": k, "strval": v} for k, v in docw.items()]
+                    row["bindings"] = [
+                        {"var1": a, "var2": b, "node1": m, "node2": k, "strval": docw[k]}
+                        for a, b, m, k in binw
+                    ]
+                    out_nodes = {k for a, b, _, k in binw if a == b and a in joined}
+                    matches = [
+                        {"query": qid, "node": k}
+                        for qid, (on, var) in single.items()
+                        if on == stream
+                        for a, b, _, k in binw
+                        if a == b == var
+                    ]
+                    out_nodes |= {m["node"] for m in matches}
+                    row["xml"] = [{"node": k, "xml": doc.nodes[k].serialize()} for k in out_nodes]
+                    row["matches"] = matches
+                    rows.append(row)
+                for doc_id, message in unit.bad():
+                    rows.append({**base, "doc": -1, "doc_id": doc_id, "error": message})
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return run
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    strings = pa.list_(pa.struct([("node", pa.int32()), ("strval", pa.string())]))
+    bindings = pa.list_(
+        pa.struct(
+            [
+                ("var1", pa.string()),
+                ("var2", pa.string()),
+                ("node1", pa.int32()),
+                ("node2", pa.int32()),
+                ("strval", pa.string()),
+            ]
+        )
+    )
+    xml = pa.list_(pa.struct([("node", pa.int32()), ("xml", pa.string())]))
+    matches = pa.list_(pa.struct([("query", pa.string()), ("node", pa.int32())]))
+    return pa.schema(
+        [
+            ("input", pa.int32()),
+            ("path", pa.string()),
+            ("record", pa.int64()),
+            ("doc", pa.int32()),
+            ("doc_id", pa.string()),
+            ("ts", pa.float64()),
+            ("strings", strings),
+            ("bindings", bindings),
+            ("xml", xml),
+            ("matches", matches),
+            ("error", pa.string()),
+        ]
+    )
+
+
+def _one_block_results(docs: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    match = docs.select("docid", "xml", F.explode("matches").alias("m"))
+    return match.select(
+        F.col("m.query").alias("query"),
+        F.array(F.col("docid").cast("bigint")).alias("docs"),
+        F.filter("xml", lambda x: x["node"] == F.col("m.node"))[0]["xml"].alias("output"),
+        F.lit(None).cast("string").alias("error"),
+    )
+
+
+def _join_results(spark: SparkSession, engine, docs: DataFrame, count: int) -> DataFrame:
+    """Stage 2: every template's SQL on Spark SQL, then the result documents."""
+    from pyspark.sql import functions as F
+
+    docs.select("docid", F.explode("strings").alias("s")).select(
+        "docid", "s.node", "s.strval"
+    ).createOrReplaceTempView("r_doc")
+    docs.select("docid", F.explode("bindings").alias("b")).select(
+        "docid", "b.var1", "b.var2", "b.node1", "b.node2", "b.strval"
+    ).createOrReplaceTempView("r_bin")
+    docs.select(
+        "docid", F.coalesce("ts", F.col("docid").cast("double")).alias("ts")
+    ).createOrReplaceTempView("r_docts")
+    found = None
+    for template in engine.templates.values():
+        name = f"r_t_{template.index}"
+        columns = "rid int, followed boolean, wl double, since bigint, " + ", ".join(
+            f"v{i} string" for i in range(template.size)
+        )
+        rows = engine.db.execute(f"SELECT * FROM {name}").fetchall()
+        spark.createDataFrame(rows, columns).createOrReplaceTempView(name)
+        sql = engine.sql[template.index].format(lo=0, hi=count - 1, left=f"<= {count - 1}")
+        rows = spark.sql(sql).select(
+            "rid", "ldoc", "rdoc", F.array(*(f"n{i}" for i in range(template.size))).alias("n")
+        )
+        found = rows if found is None else found.unionByName(rows)
+    directed = spark.createDataFrame(
+        [
+            (rid, row.registered.query.id, row.swapped, [s for s, _ in row.outputs],
+             [i for _, i in row.outputs])
+            for rid, row in engine.rows.items()
+        ],  # fmt: skip
+        "rid int, query string, swapped boolean, sides array<int>, picks array<int>",
+    )
+    joined = found.join(directed, "rid")
+    parts = joined.select(
+        "query",
+        "swapped",
+        "ldoc",
+        "rdoc",
+        "n",
+        F.posexplode(F.arrays_zip("sides", "picks")).alias("pos", "pick"),
+    ).select(
+        "query",
+        "swapped",
+        "ldoc",
+        "rdoc",
+        "n",
+        "pos",
+        F.when(F.col("pick.sides") == 0, F.col("ldoc")).otherwise(F.col("rdoc")).alias("docid"),
+        F.element_at("n", F.col("pick.picks") + 1).alias("node"),
+    )
+    xml = docs.select("docid", F.explode("xml").alias("x")).select("docid", "x.node", "x.xml")
+    assembled = (
+        parts.join(xml, ["docid", "node"])
+        .groupBy("query", "swapped", "ldoc", "rdoc", "n")
+        .agg(F.sort_array(F.collect_list(F.struct("pos", "node", "xml"))).alias("parts"))
+    )
+    results = assembled.select(
+        "query",
+        F.when(F.col("swapped"), F.array("rdoc", "ldoc"))
+        .otherwise(F.array("ldoc", "rdoc"))
+        .cast("array<bigint>")
+        .alias("docs"),
+        F.transform("parts", lambda p: p["node"]).alias("nodes"),
+        F.concat(F.lit("<result>"), F.array_join("parts.xml", ""), F.lit("</result>")).alias(
+            "output"
+        ),
+    )
+    return results.dropDuplicates(["query", "docs", "nodes"]).select(
+        "query", "docs", "output", F.lit(None).cast("string").alias("error")
+    )
