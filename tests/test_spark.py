@@ -176,6 +176,7 @@ def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_p
         sys.executable, "-m", "xcep", "spark", "xseq", FALLING, "--input", str(inputs),
         "--output", str(out), "--stream", "--checkpoint", str(checkpoint),
         "--max-files-per-trigger", "1", "--master", "local[1]",
+        "--conf", "spark.sql.shuffle.partitions=1",
     ]  # fmt: skip
     first = subprocess.Popen(
         [*command, "--trigger", "1 second"],
@@ -241,7 +242,6 @@ def test_xquery_per_document_and_its_errors(spark, tmp_path):
 @pytest.mark.parametrize("seed", [3, 4, 5, 6])
 def test_xscl_on_spark_equals_the_sequential_reference(spark, tmp_path, seed):
     from test_xscl import three_level, two_level
-
     from xcep.spark.xscl import xscl_units
     from xcep.xscl import SequentialEngine, parse_document
 
@@ -264,3 +264,84 @@ def test_xscl_on_spark_equals_the_sequential_reference(spark, tmp_path, seed):
     assert not [r.error for r in rows if r.error]
     assert Counter((r.query, tuple(r.docs), r.output) for r in rows) == want
     assert any(len(docs) == 2 for _, docs, _ in want)  # joins, not only one-block queries
+
+
+def _xscl_case(directory, seed: int, files: int):
+    """Random XSCL queries, documents in ``files`` files (arrival order = name order), and
+    the Sequential reference's results."""
+    from test_xscl import two_level
+    from xcep.xscl import SequentialEngine, parse_document
+
+    rng = random.Random(seed)
+    make_query, make_document = two_level(rng)
+    queries = [(f"q{i}", make_query(i)) for i in range(8)] + [("one", "S//f2->z")]
+    texts = [make_document() for _ in range(2 * files)]
+    times = sorted(rng.choice([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]) for _ in texts)
+    texts = [xml.replace(">", f' ts="{t}">', 1) for xml, t in zip(texts, times, strict=True)]
+    os.makedirs(directory, exist_ok=True)
+    for f in range(files):
+        path = os.path.join(directory, f"{f:03}.xml")
+        with open(path, "w") as out:
+            out.write("\n".join(texts[2 * f : 2 * f + 2]) + "\n")
+        os.utime(path, (1_000_000 + f, 1_000_000 + f))
+    sequential = SequentialEngine()
+    for qid, text in queries:
+        sequential.add(qid, text)
+    docs = [("S", parse_document(xml), t) for xml, t in zip(texts, times, strict=True)]
+    want = Counter((r.query, tuple(r.docs), r.output) for r in sequential.run(docs))
+    assert any(len(d) == 2 for _, d, _ in want)
+    return queries, want
+
+
+def _xscl_output(spark, out) -> Counter:
+    rows = spark.read.json(str(out)).collect()
+    assert not [r.error for r in rows if "error" in r and r.error]
+    return Counter((r.query, tuple(r.docs), r.output) for r in rows)
+
+
+def test_xscl_streaming_keeps_join_state_across_micro_batches(spark, tmp_path):
+    from xcep.spark.xscl import run_stream
+
+    queries, want = _xscl_case(tmp_path / "in", seed=8, files=6)
+    units = read_units(spark, str(tmp_path / "in"), stream=True, max_files_per_trigger=2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    run_stream(spark, [("S", units)], queries, str(out), str(checkpoint), timestamp="@ts")
+    assert len([c for c in os.listdir(checkpoint / "commits") if c.isdigit()]) == 3
+    assert _xscl_output(spark, out) == want
+    # windows of 1 or 2 time units: the oldest batches were evicted from the join state
+    assert len(os.listdir(checkpoint / "xscl-state")) < 3 or "inf" in str(queries)
+
+
+def test_a_killed_xscl_stream_restarts_without_loss_or_duplicates(spark, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    queries, want = _xscl_case(tmp_path / "in", seed=9, files=4)
+    (tmp_path / "q.txt").write_text("".join(f"{q}\t{t}\n" for q, t in queries))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    command = [
+        sys.executable, "-m", "xcep", "spark", "xscl", "--queries", str(tmp_path / "q.txt"),
+        "--timestamp", "@ts", "--input", str(tmp_path / "in"), "--output", str(out),
+        "--stream", "--checkpoint", str(checkpoint), "--max-files-per-trigger", "1",
+        "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=1",
+    ]  # fmt: skip
+    first = subprocess.Popen(
+        [*command, "--trigger", "1 second"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    commits = checkpoint / "commits"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and first.poll() is None:
+        if commits.is_dir() and len([c for c in os.listdir(commits) if c.isdigit()]) >= 1:
+            break
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert 1 <= len([c for c in os.listdir(commits) if c.isdigit()]) < 4
+    second = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert _xscl_output(spark, out) == want

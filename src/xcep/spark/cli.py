@@ -68,6 +68,21 @@ def add_commands(commands) -> None:
     _job_arguments(xq)
     xq.set_defaults(run=cmd_spark_xquery)
 
+    xscl = jobs.add_parser(
+        "xscl",
+        help="many XSCL join queries: Stage 1 on the workers, Stage 2 on Spark SQL",
+        description='Rows {"query": id, "docs": [document indexes], "output": "<result>"} '
+        "(see docs/spark.md). An --input written NAME=PATH is stream NAME.",
+    )
+    xscl.add_argument(
+        "--queries", required=True, metavar="FILE", help="one ID<TAB>XSCL query per line"
+    )
+    xscl.add_argument("--timestamp", metavar="XPATH", help="where each document's time is")
+    xscl.add_argument("--stream-name", default="S", help="the stream of inputs without NAME=")
+    xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
+    _job_arguments(xscl)
+    xscl.set_defaults(run=cmd_spark_xscl)
+
 
 def _job_arguments(job: argparse.ArgumentParser) -> None:
     job.add_argument(
@@ -213,3 +228,49 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     spark = _session(args)
     df = xquery_units(_units(spark, args), text, args.record_path, args.partition_by)
     return _write(spark, args, df, stdout, stderr, started)
+
+
+def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep.cli import _stream_inputs
+    from xcep.spark.sources import read_units
+    from xcep.spark.xscl import run_stream, xscl_units
+    from xcep.xscl import XsclEngine, XsclSyntaxError, read_queries
+
+    started = time.perf_counter()
+    queries, errors = read_queries(args.queries)
+    good = []
+    check = XsclEngine()
+    for qid, text, line in queries:
+        try:
+            check.add(qid, text)
+            good.append((qid, text))
+        except XsclSyntaxError as error:
+            errors.append(f"line {line}, {error}")
+    for error in errors:
+        print(f"xcep: error: {args.queries}, {error}", file=stderr)
+    if errors and args.strict:
+        return EXIT_USAGE
+    spark = _session(args)
+    named = _stream_inputs(args.input, args.stream_name)
+    if args.stream:
+        if len(named) != 1:
+            raise ValueError("--stream reads one --input directory")
+        if not (args.output or args.format == "console") or not args.checkpoint:
+            raise ValueError(
+                "a streaming xscl job needs --output (or --format console) and --checkpoint"
+            )
+        name, path = named[0]
+        units = read_units(
+            spark, path, args.record_path, stream=True,
+            max_files_per_trigger=args.max_files_per_trigger,
+        )  # fmt: skip
+        run_stream(
+            spark, [(name, units)], good, args.output, args.checkpoint, args.timestamp,
+            args.format or "json", args.trigger,
+        )  # fmt: skip
+        print(f"xcep spark: results in {args.output}/batch=*", file=stderr)
+        return EXIT_INPUT if errors else EXIT_OK
+    inputs = [(name, read_units(spark, path, args.record_path)) for name, path in named]
+    df = xscl_units(spark, inputs, good, args.timestamp)
+    status = _write(spark, args, df, stdout, stderr, started)
+    return EXIT_INPUT if errors else status

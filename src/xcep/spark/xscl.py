@@ -47,10 +47,18 @@ def xscl_units(
     timestamp: str | None = None,
 ) -> DataFrame:
     """The results of the queries over the inputs: ``(stream name, units)`` pairs."""
-    from pyspark.sql import Window
+    engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
+    stage1 = witnesses(inputs, queries, timestamp)
+    docs = number_documents(stage1.where("error IS NULL"), 0).cache()
+    count = docs.count()
+    return _results(spark, engine, docs, docs, 0, count - 1).unionByName(_errors(stage1))
+
+
+def witnesses(inputs, queries: list[tuple[str, str]], timestamp: str | None) -> DataFrame:
+    """Stage 1 over the units of each ``(stream, units)`` input: a row per document."""
     from pyspark.sql import functions as F
 
-    engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
+    engine = _engine(tuple(queries))
     read = {q.query.left.stream for q in engine.queries.values()}
     read |= {q.query.right.stream for q in engine.queries.values() if q.query.right}
     if read & engine.published:
@@ -62,21 +70,36 @@ def xscl_units(
     all_units = streams[0]
     for more in streams[1:]:
         all_units = all_units.unionByName(more)
-    stage1 = all_units.mapInArrow(_stage1(tuple(queries), timestamp), STAGE1_SCHEMA)
+    return all_units.mapInArrow(_stage1(tuple(queries), timestamp), STAGE1_SCHEMA)
+
+
+def number_documents(stage1: DataFrame, first: int) -> DataFrame:
+    """Document ids in stream order (input, file path, record, position), from ``first``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     order = Window.orderBy("input", "path", F.coalesce("record", F.lit(-1)), "doc")
-    good = stage1.where(F.col("error").isNull())
-    docs = good.withColumn("docid", F.row_number().over(order) - 1).cache()
-    errors = stage1.where(F.col("error").isNotNull()).select(
+    return stage1.withColumn("docid", F.row_number().over(order) - 1 + F.lit(first))
+
+
+def _errors(stage1: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return stage1.where(F.col("error").isNotNull()).select(
         F.lit(None).cast("string").alias("query"),
         F.lit(None).cast("array<bigint>").alias("docs"),
         F.lit(None).cast("string").alias("output"),
         F.concat_ws(": ", "doc_id", "error").alias("error"),
     )
-    count = docs.count()
-    results = _one_block_results(docs)
-    if count and engine.templates:
-        results = results.unionByName(_join_results(spark, engine, docs, count))
-    return results.unionByName(errors)
+
+
+def _results(spark, engine, state: DataFrame, batch: DataFrame, lo: int, hi: int) -> DataFrame:
+    """The results of the documents ``lo..hi`` (``batch``) joined with ``state`` (all the
+    documents still in reach, the batch's included)."""
+    results = _one_block_results(batch)
+    if hi >= lo and engine.templates:
+        results = results.unionByName(_join_results(spark, engine, state, lo, hi))
+    return results
 
 
 def _engine(queries: tuple):
@@ -209,7 +232,7 @@ def _one_block_results(docs: DataFrame) -> DataFrame:
     )
 
 
-def _join_results(spark: SparkSession, engine, docs: DataFrame, count: int) -> DataFrame:
+def _join_results(spark: SparkSession, engine, docs: DataFrame, lo: int, hi: int) -> DataFrame:
     """Stage 2: every template's SQL on Spark SQL, then the result documents."""
     from pyspark.sql import functions as F
 
@@ -230,15 +253,20 @@ def _join_results(spark: SparkSession, engine, docs: DataFrame, count: int) -> D
         )
         rows = engine.db.execute(f"SELECT * FROM {name}").fetchall()
         spark.createDataFrame(rows, columns).createOrReplaceTempView(name)
-        sql = engine.sql[template.index].format(lo=0, hi=count - 1, left=f"<= {count - 1}")
+        sql = engine.sql[template.index].format(lo=lo, hi=hi, left=f"<= {hi}")
         rows = spark.sql(sql).select(
             "rid", "ldoc", "rdoc", F.array(*(f"n{i}" for i in range(template.size))).alias("n")
         )
         found = rows if found is None else found.unionByName(rows)
     directed = spark.createDataFrame(
         [
-            (rid, row.registered.query.id, row.swapped, [s for s, _ in row.outputs],
-             [i for _, i in row.outputs])
+            (
+                rid,
+                row.registered.query.id,
+                row.swapped,
+                [s for s, _ in row.outputs],
+                [i for _, i in row.outputs],
+            )
             for rid, row in engine.rows.items()
         ],  # fmt: skip
         "rid int, query string, swapped boolean, sides array<int>, picks array<int>",
@@ -281,3 +309,95 @@ def _join_results(spark: SparkSession, engine, docs: DataFrame, count: int) -> D
     return results.dropDuplicates(["query", "docs", "nodes"]).select(
         "query", "docs", "output", F.lit(None).cast("string").alias("error")
     )
+
+
+def run_stream(
+    spark: SparkSession,
+    inputs: list[tuple[str, DataFrame]],
+    queries: list[tuple[str, str]],
+    output: str,
+    checkpoint: str,
+    timestamp: str | None = None,
+    format: str = "json",
+    trigger: str = "available-now",
+) -> None:
+    """XSCL in Structured Streaming: join state kept across micro-batches, exactly-once.
+
+    ``foreachBatch`` runs Stage 1 and Stage 2 per micro-batch: the batch's documents
+    (numbered after those of earlier batches) are saved under ``CHECKPOINT/xscl-state/
+    batch=K`` (Parquet), joined with every saved document still in reach, and their
+    results written to ``OUTPUT/batch=K``. Both are overwritten when a batch runs again
+    after a restart, so the output holds every result once. After each batch, saved
+    batches whose documents are all older than the widest window allows are deleted.
+    """
+    import math
+    import os
+
+    from pyspark.sql import functions as F
+
+    engine = _engine(tuple(queries))
+    widest = max((r.registered.query.window for r in engine.rows.values()), default=0.0)
+    state_dir = os.path.join(checkpoint, "xscl-state")
+    stage1 = witnesses(inputs, queries, timestamp)
+
+    def process(batch_df: DataFrame, batch_id: int) -> None:
+        batch_df = batch_df.cache()
+        prior = _saved(spark, state_dir, batch_id)
+        first = 0 if prior is None else (prior.agg(F.max("docid")).first()[0] + 1)
+        here = f"{state_dir}/batch={batch_id}"
+        docs = number_documents(batch_df.where("error IS NULL"), first)
+        docs.drop("path", "record", "doc").write.mode("overwrite").parquet(here)
+        saved = spark.read.parquet(here)
+        count = saved.count()
+        state = saved if prior is None else prior.unionByName(saved)
+        results = _results(spark, engine, state, saved, first, first + count - 1)
+        results = results.unionByName(_errors(batch_df))
+        if format == "console":
+            from xcep.spark.sinks import _print
+
+            _print(results.collect(), None)
+        else:
+            results.write.mode("overwrite").format(format).save(f"{output}/batch={batch_id}")
+        if count and not math.isinf(widest):
+            _evict(spark, state_dir, state, widest)
+        spark.catalog.clearCache()  # this batch's cached relations
+
+    writer = stage1.writeStream.foreachBatch(process).option("checkpointLocation", checkpoint)
+    if trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=trigger)
+    writer.start().awaitTermination()
+
+
+def _saved(spark: SparkSession, state_dir: str, before: int) -> DataFrame | None:
+    """The saved documents of the batches before ``before`` (None: there are none)."""
+    import os
+
+    if not os.path.isdir(state_dir.removeprefix("file:")):
+        return None
+    batches = [
+        name for name in os.listdir(state_dir.removeprefix("file:"))
+        if name.startswith("batch=") and int(name[6:]) < before
+    ]  # fmt: skip
+    if not batches:
+        return None
+    frames = [spark.read.parquet(f"{state_dir}/{name}") for name in sorted(batches)]
+    state = frames[0]
+    for frame in frames[1:]:
+        state = state.unionByName(frame)
+    return state
+
+
+def _evict(spark: SparkSession, state_dir: str, state: DataFrame, widest: float) -> None:
+    """Delete the saved batches no window can reach any more (timestamps non-decreasing)."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    ts = F.coalesce("ts", F.col("docid").cast("double"))
+    newest = state.agg(F.max(ts)).first()[0]
+    for name, latest in state.groupBy(F.input_file_name().alias("file")).agg(F.max(ts)).collect():
+        batch_dir = name.rsplit("/", 1)[0]
+        if latest < newest - widest:
+            shutil.rmtree(batch_dir.removeprefix("file:"), ignore_errors=True)
