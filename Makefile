@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
 
-.PHONY: demo test lint bench clean
+.PHONY: demo demo-local test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
+# xcep's main job on Spark (local[2]): XMark people through subscriptions (XPush), and
+# per-company runs of falling prices over a generated stock stream (XSeq, partition by).
 demo: $(STAMP)
+	$(PY) examples/spark_demo.py $(DATA) build/demo
+
+# The same engines in-process, one command each.
+demo-local: $(STAMP)
 	$(VENV)/bin/xcep events --stats $(DATA)/xmark/xmark-f0.01.xml
 	$(VENV)/bin/xcep filter --filters examples/xmark-subscriptions.txt $(DATA)/xmark/xmark-f0.01.xml
 	$(VENV)/bin/xcep xseq @examples/xmark-falling-prices.xseq --selection maximal \
@@ -24,8 +30,8 @@ demo: $(STAMP)
 		examples/xscl/stream.xml | cut -c1-120
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 test: lint
 	$(PY) -m pytest

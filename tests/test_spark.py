@@ -5,6 +5,7 @@ import json
 import os
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -215,9 +216,7 @@ def _shop_log(path, events: int, seed: int) -> None:
 def test_xquery_partitions_on_spark_equal_in_process(spark, tmp_path, seed):
     from xcep import xquery
 
-    query = open(
-        os.path.join(os.path.dirname(__file__), "..", "examples", "search-no-buy.xq")
-    ).read()
+    query = (Path(__file__).parents[1] / "examples" / "search-no-buy.xq").read_text()
     _shop_log(tmp_path / "log.xml", 300, seed)
     want = Counter(xquery.compile(query).run([str(tmp_path / "log.xml")]))
     units = read_units(spark, str(tmp_path))

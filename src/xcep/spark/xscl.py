@@ -264,11 +264,11 @@ def _join_results(spark: SparkSession, engine, docs: DataFrame, lo: int, hi: int
                 rid,
                 row.registered.query.id,
                 row.swapped,
-                [s for s, _ in row.outputs],
-                [i for _, i in row.outputs],
+                [side for side, _ in row.outputs],
+                [pick for _, pick in row.outputs],
             )
             for rid, row in engine.rows.items()
-        ],  # fmt: skip
+        ],
         "rid int, query string, swapped boolean, sides array<int>, picks array<int>",
     )
     joined = found.join(directed, "rid")
