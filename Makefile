@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) -m bench xseq
 	$(PY) -m bench xquery
 	$(PY) -m bench xscl
+	$(PY) -m bench spark
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

@@ -2,7 +2,7 @@
 
 import argparse
 
-from bench import events, xpush, xquery, xscl, xseq
+from bench import events, spark, xpush, xquery, xscl, xseq
 
 BENCHMARKS = {
     "events": events.run,
@@ -10,6 +10,7 @@ BENCHMARKS = {
     "xseq": xseq.run,
     "xquery": xquery.run,
     "xscl": xscl.run,
+    "spark": spark.run,
 }
 
 parser = argparse.ArgumentParser(prog="python -m bench")

@@ -344,3 +344,42 @@ def test_a_killed_xscl_stream_restarts_without_loss_or_duplicates(spark, tmp_pat
     second = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     assert _xscl_output(spark, out) == want
+
+
+def test_xquery_streaming_answers_each_partition_when_it_ends(spark, tmp_path):
+    from xcep import xquery
+
+    query = (Path(__file__).parents[1] / "examples" / "search-no-buy.xq").read_text()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for f in range(4):
+        _shop_log(inputs / f"{f:03}.xml", 60, seed=20 + f)
+        os.utime(inputs / f"{f:03}.xml", (1_000_000 + f, 1_000_000 + f))
+    logs = [str(inputs / f"{f:03}.xml") for f in range(4)]
+    # one document with every log's events in order: what the partitions together see
+    events = "".join(Path(p).read_text()[len("<log>") : -len("</log>")] for p in logs)
+    want = Counter(xquery.compile(query).run(f"<log>{events}</log>"))
+    # a later event (of a partition of its own): the watermark passes every other timer
+    (inputs / "999.xml").write_text('<log><event operation="Login" uid="late" time="0"/></log>')
+    os.utime(inputs / "999.xml", (1_002_000, 1_002_000))
+    units = read_units(spark, str(inputs), stream=True, max_files_per_trigger=2)
+    items = xquery_units(units, query, "/log/event", "@uid", idle_timeout_ms=100_000)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    write(items, str(out), "json", checkpoint=str(checkpoint))
+    got = Counter(r.item for r in read_output(spark, str(out)).collect() if "item" in r and r.item)
+    assert got == want and sum(want.values()) > 0
+
+
+def test_filtering_a_stream_into_parquet(spark, tmp_path, xmark_messages):
+    filters = {1: "/person[profile/@income > 50000]", 2: "//interest", 3: "/item[payment]"}
+    docs = random.Random(4).sample(xmark_messages, 12)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i, doc in enumerate(docs):
+        (inputs / f"{i:03}.xml").write_bytes(doc)
+    units = read_units(spark, str(inputs), stream=True, max_files_per_trigger=5)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    write(filter_units(units, filters), str(out), "parquet", checkpoint=str(checkpoint))
+    got = {r.doc_id: r.matches for r in read_output(spark, str(out), "parquet").collect()}
+    want = {_uri(inputs / f"{i:03}.xml"): _lxml_matches(d, filters) for i, d in enumerate(docs)}
+    assert got == want and any(want.values())

@@ -42,13 +42,7 @@ def add_commands(commands) -> None:
     )
     xseq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
     xseq.add_argument("--selection", choices=("all", "maximal", "skip-past-last"), default="all")
-    xseq.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="streaming: a partition ends this long (event time) after its last record",
-    )
+    _idle_timeout(xseq)
     _job_arguments(xseq)
     xseq.set_defaults(run=cmd_spark_xseq)
 
@@ -59,6 +53,7 @@ def add_commands(commands) -> None:
         '{"doc_id": ..., "item": ...} (see docs/spark.md).',
     )
     xq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
+    _idle_timeout(xq)
     xq.add_argument(
         "--partition-by",
         metavar="KEY",
@@ -82,6 +77,16 @@ def add_commands(commands) -> None:
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     _job_arguments(xscl)
     xscl.set_defaults(run=cmd_spark_xscl)
+
+
+def _idle_timeout(job: argparse.ArgumentParser) -> None:
+    job.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="streaming: a partition ends this long (event time) after its last record",
+    )
 
 
 def _job_arguments(job: argparse.ArgumentParser) -> None:
@@ -221,12 +226,16 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     except xquery.XQueryError as error:
         print(f"xcep: error: {error}", file=stderr)
         return EXIT_USAGE
-    if args.stream:
-        raise ValueError("xcep spark xquery runs in batch (a streaming run is not built yet)")
     if args.partition_by and not args.record_path:
         raise ValueError("--partition-by needs --record-path (the events to partition)")
     spark = _session(args)
-    df = xquery_units(_units(spark, args), text, args.record_path, args.partition_by)
+    df = xquery_units(
+        _units(spark, args),
+        text,
+        args.record_path,
+        args.partition_by,
+        idle_timeout_ms=int(args.idle_timeout * 1000),
+    )
     return _write(spark, args, df, stdout, stderr, started)
 
 

@@ -35,8 +35,13 @@ def xquery_units(
     query: str,
     record_path: str | None = None,
     partition_by: str | None = None,
+    idle_timeout_ms: int = 60_000,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
-    """The result items of ``query`` per partition (or per document)."""
+    """The result items of ``query`` per partition (or per document). On a streaming
+    DataFrame a partition's items come once it has ended: when the watermark (the newest
+    file's time less ``watermark_delay_ms``) is ``idle_timeout_ms`` past its last record
+    (see ``xcep.spark.streaming``); per-document runs need no state."""
     from pyspark.sql import functions as F
 
     from xcep import xquery
@@ -54,7 +59,17 @@ def xquery_units(
         "error",
     )
     good = keyed.where(F.col("error").isNull() & F.col("key").isNotNull())
-    items = good.groupBy("key").applyInArrow(_run_partition(query, record_path), OUTPUT_SCHEMA)
+    if units.isStreaming:
+        from xcep.spark.streaming import XQueryPartition
+
+        processor = XQueryPartition(query, record_path, idle_timeout_ms)
+        items = (
+            good.withWatermark("time", f"{watermark_delay_ms} milliseconds")
+            .groupBy("key")
+            .transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")
+        )
+    else:
+        items = good.groupBy("key").applyInArrow(_run_partition(query, record_path), OUTPUT_SCHEMA)
     return items.unionByName(errors)
 
 
