@@ -383,3 +383,37 @@ def test_filtering_a_stream_into_parquet(spark, tmp_path, xmark_messages):
     got = {r.doc_id: r.matches for r in read_output(spark, str(out), "parquet").collect()}
     want = {_uri(inputs / f"{i:03}.xml"): _lxml_matches(d, filters) for i, d in enumerate(docs)}
     assert got == want and any(want.values())
+
+
+def test_the_jobs_run_on_a_spark_connect_session(tmp_path, xmark_messages):
+    """The same filter and XSeq jobs through Spark Connect (a local Connect server, in a
+    process of its own: this one holds the classic session)."""
+    import subprocess
+    import sys
+
+    docs = random.Random(6).sample(xmark_messages, 6)
+    (tmp_path / "messages").mkdir()
+    for i, doc in enumerate(docs):
+        (tmp_path / "messages" / f"{i}.xml").write_bytes(doc)
+    paths = _stock_files(tmp_path / "stocks", 2, 30, seed=3)
+    filters = {1: "/person[profile/@income > 50000]", 2: "//interest", 3: "/item[payment]"}
+    script = f"""
+import json
+from xcep.spark import filter_units, read_units, session, xseq_units
+spark = session(remote="local[2]")
+assert type(spark).__module__.startswith("pyspark.sql.connect")
+matches = filter_units(read_units(spark, {str(tmp_path / "messages")!r}), {filters!r}).collect()
+print(json.dumps({{r.doc_id: r.matches for r in matches}}))
+rows = xseq_units(read_units(spark, {str(tmp_path / "stocks")!r}), {FALLING!r}).collect()
+print(json.dumps([r.row.toJson() for r in rows]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = done.stdout.strip().splitlines()[-2:]
+    messages = tmp_path / "messages"
+    want = {_uri(messages / f"{i}.xml"): _lxml_matches(d, filters) for i, d in enumerate(docs)}
+    assert json.loads(first) == want
+    got = Counter(json.dumps(json.loads(t), sort_keys=True) for t in json.loads(second))
+    assert got == _in_process(FALLING, "all", paths)

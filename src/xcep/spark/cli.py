@@ -119,6 +119,9 @@ def _job_arguments(job: argparse.ArgumentParser) -> None:
     )
     job.add_argument("--master", metavar="URL", help="Spark master (default: local[*])")
     job.add_argument(
+        "--remote", metavar="URL", help="a Spark Connect server (sc://host:15002) instead"
+    )
+    job.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
     )
     job.add_argument(
@@ -138,7 +141,7 @@ def _session(args):
         if not sep:
             raise ValueError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
-    return session(args.master, conf=conf)
+    return session(args.master, conf=conf, remote=args.remote)
 
 
 def _units(spark, args):

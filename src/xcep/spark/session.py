@@ -13,12 +13,17 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 
 def session(
-    master: str | None = None, app_name: str = "xcep", conf: dict | None = None
+    master: str | None = None,
+    app_name: str = "xcep",
+    conf: dict | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
     """A Spark session (an existing one is reused): ``local[*]`` unless ``master`` says
     otherwise, the web UI off, Python workers on this interpreter (where xcep is
     installed), the RocksDB state store for streaming state. ``conf``: more Spark
-    settings, ``{"spark.sql.shuffle.partitions": 4}``."""
+    settings, ``{"spark.sql.shuffle.partitions": 4}``. ``remote``: a Spark Connect
+    session instead (``sc://host:15002``, or ``local[2]`` for a local Connect server),
+    with the settings a Connect client may change."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - depends on the installation
@@ -34,6 +39,12 @@ def session(
         "spark.sql.session.timeZone": "UTC",
     }
     settings.update({key: str(value) for key, value in (conf or {}).items()})
+    if remote is not None:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        for key, value in settings.items():
+            if key.startswith("spark.sql."):  # the others are fixed when the server starts
+                spark.conf.set(key, value)
+        return spark
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     for key, value in settings.items():
         builder = builder.config(key, value)
