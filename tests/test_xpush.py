@@ -183,6 +183,15 @@ def test_running_example_of_the_seed():
     assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
 
 
+def test_descendant_or_self_reaches_text_nodes():
+    # found by the property test: "1" is a text node's value, not an element's ("11", "")
+    doc = etree.fromstring(b"<a>1<a/>1</a>")
+    filters = {1: "/self::node()[.. or a//. = 1]", 2: "/a[.//. = 1]", 3: "/a[. = 1]"}
+    assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
+    for options in OPTIONS:
+        assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options
+
+
 def test_answers_survive_flushes_and_workload_changes():
     rng = random.Random(7)
     trees = [

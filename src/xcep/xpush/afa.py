@@ -121,7 +121,11 @@ class _Compiler:
         inner = self.step(step, rest, final, main)
         if step.axis != DESCENDANT:
             return inner
-        loop = self.afa.state(("loop", inner), OR, eps=(inner,), label="*")
+        key, eps = ("loop", inner), (inner,)
+        if step.test == SELF:  # //. is descendant-or-self::node(): text nodes too
+            text = self.afa.state(("step", "#text", inner), OR, label="#text", target=inner)
+            key, eps = ("loop-or-text", inner), (inner, text)
+        loop = self.afa.state(key, OR, eps=eps, label="*")
         self.afa.target[loop] = loop
         return loop
 
