@@ -417,3 +417,27 @@ print(json.dumps([r.row.toJson() for r in rows]))
     assert json.loads(first) == want
     got = Counter(json.dumps(json.loads(t), sort_keys=True) for t in json.loads(second))
     assert got == _in_process(FALLING, "all", paths)
+
+
+def test_cli_writes_json_lines_and_refuses_an_existing_output(spark, tmp_path, capsys):
+    import io
+
+    from xcep.cli import main
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.xml").write_text("<order rush='yes'><item>3</item></order>")
+    (tmp_path / "in" / "b.xml").write_text("<order><item>1</item></order>")
+    (tmp_path / "filters.txt").write_text("1 /order[@rush]\n2 //item[. > 2]\n3 /order[\n")
+    out = io.StringIO()
+    args = ["spark", "filter", "--filters", str(tmp_path / "filters.txt")]
+    args += ["--input", str(tmp_path / "in")]
+    assert main(args, stdout=out) == 1  # filter 3 is bad: reported, the others run
+    rows = sorted(json.loads(line)["matches"] for line in out.getvalue().splitlines())
+    assert rows == [[], [1, 2]]
+    assert "line 3, filter 3" in capsys.readouterr().err
+    (tmp_path / "out").mkdir()
+    assert main([*args, "--output", str(tmp_path / "out")], stdout=io.StringIO()) == 1
+    assert "already exists (--overwrite replaces it)" in capsys.readouterr().err
+    assert main([*args, "--output", str(tmp_path / "out"), "--overwrite"]) == 1
+    written = spark.read.json(str(tmp_path / "out")).collect()
+    assert sorted(r.matches for r in written) == [[], [1, 2]]

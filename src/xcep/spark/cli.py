@@ -158,6 +158,28 @@ def _units(spark, args):
     )
 
 
+def _spark_errors(command):
+    """Spark's own errors as one line on stderr (the Java trace only under --debug)."""
+
+    def run(args, stdout: TextIO, stderr: TextIO) -> int:
+        from pyspark.errors import PySparkException
+
+        try:
+            return command(args, stdout, stderr)
+        except PySparkException as exc:
+            if args.debug:
+                raise
+            condition = exc.getCondition() if hasattr(exc, "getCondition") else None
+            if condition == "PATH_ALREADY_EXISTS":
+                message = f"{args.output} already exists (--overwrite replaces it)"
+            else:
+                message = str(exc).strip().splitlines()[0]
+            print(f"xcep: error: spark: {message}", file=stderr)
+            return EXIT_INPUT
+
+    return run
+
+
 def _write(spark, args, df, stdout: TextIO, stderr: TextIO, started: float) -> int:
     from xcep.spark.progress import spark_progress
     from xcep.spark.sinks import write
@@ -178,6 +200,7 @@ def _write(spark, args, df, stdout: TextIO, stderr: TextIO, started: float) -> i
     return EXIT_OK
 
 
+@_spark_errors
 def cmd_spark_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.spark.filter import filter_units
     from xcep.xpush import Workload
@@ -192,6 +215,7 @@ def cmd_spark_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_INPUT if errors else status
 
 
+@_spark_errors
 def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.cli import _query_text
     from xcep.spark.xseq import xseq_units
@@ -217,6 +241,7 @@ def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     return _write(spark, args, df, stdout, stderr, started)
 
 
+@_spark_errors
 def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep import xquery
     from xcep.cli import _query_text
@@ -242,6 +267,7 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     return _write(spark, args, df, stdout, stderr, started)
 
 
+@_spark_errors
 def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.cli import _stream_inputs
     from xcep.spark.sources import read_units
