@@ -254,6 +254,7 @@ def _join_results(spark: SparkSession, engine, docs: DataFrame, lo: int, hi: int
         rows = engine.db.execute(f"SELECT * FROM {name}").fetchall()
         spark.createDataFrame(rows, columns).createOrReplaceTempView(name)
         sql = engine.sql[template.index].format(lo=lo, hi=hi, left=f"<= {hi}")
+        sql = sql.rsplit("\nORDER BY", 1)[0]  # order is the engine's concern; a sort costs jobs
         rows = spark.sql(sql).select(
             "rid", "ldoc", "rdoc", F.array(*(f"n{i}" for i in range(template.size))).alias("n")
         )
@@ -342,13 +343,19 @@ def run_stream(
 
     def process(batch_df: DataFrame, batch_id: int) -> None:
         batch_df = batch_df.cache()
-        prior = _saved(spark, state_dir, batch_id)
-        first = 0 if prior is None else (prior.agg(F.max("docid")).first()[0] + 1)
+        good = batch_df.where("error IS NULL")
+        count, newest = good.agg(F.count("*"), F.max("ts")).first()
+        summaries = _summaries(state_dir, batch_id)
+        first = max((s["first"] + s["count"] for s in summaries.values()), default=0)
+        if count and newest is None:  # no --timestamp: time is the position
+            newest = first + count - 1
         here = f"{state_dir}/batch={batch_id}"
-        docs = number_documents(batch_df.where("error IS NULL"), first)
-        docs.drop("path", "record", "doc").write.mode("overwrite").parquet(here)
+        number_documents(good, first).drop("path", "record", "doc").write.mode("overwrite").parquet(
+            here
+        )
+        _write_summary(state_dir, batch_id, {"first": first, "count": count, "max_ts": newest})
         saved = spark.read.parquet(here)
-        count = saved.count()
+        prior = _saved(spark, state_dir, summaries)
         state = saved if prior is None else prior.unionByName(saved)
         results = _results(spark, engine, state, saved, first, first + count - 1)
         results = results.unionByName(_errors(batch_df))
@@ -359,8 +366,8 @@ def run_stream(
         else:
             results.write.mode("overwrite").format(format).save(f"{output}/batch={batch_id}")
         if count and not math.isinf(widest):
-            _evict(spark, state_dir, state, widest)
-        spark.catalog.clearCache()  # this batch's cached relations
+            _evict(state_dir, summaries, newest - widest)
+        spark.catalog.clearCache()  # this batch's cached input
 
     writer = stage1.writeStream.foreachBatch(process).option("checkpointLocation", checkpoint)
     if trigger == "available-now":
@@ -370,34 +377,59 @@ def run_stream(
     writer.start().awaitTermination()
 
 
-def _saved(spark: SparkSession, state_dir: str, before: int) -> DataFrame | None:
-    """The saved documents of the batches before ``before`` (None: there are none)."""
+def _summaries(state_dir: str, before: int) -> dict[int, dict]:
+    """Per saved batch before ``before``: its first document id, document count and
+    newest timestamp (kept after its documents are evicted: the numbering needs them)."""
+    import json
     import os
 
-    if not os.path.isdir(state_dir.removeprefix("file:")):
+    folder = state_dir.removeprefix("file:")
+    if not os.path.isdir(folder):
+        return {}
+    out = {}
+    for name in os.listdir(folder):
+        if name.startswith("summary-") and name.endswith(".json"):
+            batch = int(name[len("summary-") : -len(".json")])
+            if batch < before:
+                with open(os.path.join(folder, name)) as handle:
+                    out[batch] = json.load(handle)
+    return out
+
+
+def _write_summary(state_dir: str, batch: int, summary: dict) -> None:
+    import json
+    import os
+
+    folder = state_dir.removeprefix("file:")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"summary-{batch}.json")
+    with open(path + ".tmp", "w") as handle:
+        json.dump(summary, handle)
+    os.replace(path + ".tmp", path)  # atomic: a crash leaves the old one or the new one
+
+
+def _saved(spark: SparkSession, state_dir: str, summaries: dict) -> DataFrame | None:
+    """The saved documents of the earlier batches still kept (None: there are none)."""
+    import os
+
+    folder = state_dir.removeprefix("file:")
+    kept = [b for b in sorted(summaries) if os.path.isdir(os.path.join(folder, f"batch={b}"))]
+    frames = [spark.read.parquet(f"{state_dir}/batch={b}") for b in kept if summaries[b]["count"]]
+    if not frames:
         return None
-    batches = [
-        name for name in os.listdir(state_dir.removeprefix("file:"))
-        if name.startswith("batch=") and int(name[6:]) < before
-    ]  # fmt: skip
-    if not batches:
-        return None
-    frames = [spark.read.parquet(f"{state_dir}/{name}") for name in sorted(batches)]
     state = frames[0]
     for frame in frames[1:]:
         state = state.unionByName(frame)
     return state
 
 
-def _evict(spark: SparkSession, state_dir: str, state: DataFrame, widest: float) -> None:
-    """Delete the saved batches no window can reach any more (timestamps non-decreasing)."""
+def _evict(state_dir: str, summaries: dict, cut: float) -> None:
+    """Delete the saved batches whose documents are all older than ``cut`` (no window can
+    reach them any more; timestamps are taken as non-decreasing)."""
+    import os
     import shutil
 
-    from pyspark.sql import functions as F
-
-    ts = F.coalesce("ts", F.col("docid").cast("double"))
-    newest = state.agg(F.max(ts)).first()[0]
-    for name, latest in state.groupBy(F.input_file_name().alias("file")).agg(F.max(ts)).collect():
-        batch_dir = name.rsplit("/", 1)[0]
-        if latest < newest - widest:
-            shutil.rmtree(batch_dir.removeprefix("file:"), ignore_errors=True)
+    folder = state_dir.removeprefix("file:")
+    for batch, summary in summaries.items():
+        if summary["max_ts"] is not None and summary["max_ts"] < cut:
+            shutil.rmtree(os.path.join(folder, f"batch={batch}"), ignore_errors=True)
