@@ -79,6 +79,15 @@ def ordered_records(table: pa.Table) -> list[bytes]:
     return [contents[i].as_py() for _, _, i in order]
 
 
+def partition_stream(key: str, document: bytes, errors="skip"):
+    """The event stream of a partition's document (see ``Wrapper``)."""
+    import io
+
+    from xcep.events import EventStream, Input
+
+    return EventStream([Input(f"partition {key}", file=io.BytesIO(document))], errors=errors)
+
+
 class Wrapper:
     """Records → one document: the records inside the record path's ancestors."""
 

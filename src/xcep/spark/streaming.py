@@ -27,7 +27,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from xcep.spark.partitions import Wrapper
+from xcep.spark.partitions import Wrapper, partition_stream
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -80,14 +80,6 @@ class PartitionProcessor(StatefulProcessor):
         pass
 
 
-def _stream(key: str, document: bytes):
-    import io
-
-    from xcep.events import EventStream, Input
-
-    return EventStream([Input(f"partition {key}", file=io.BytesIO(document))], errors="skip")
-
-
 class XSeqPartition(PartitionProcessor):
     """A partition of an XSeq query: rows as soon as the engine knows them."""
 
@@ -100,7 +92,7 @@ class XSeqPartition(PartitionProcessor):
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
         from xcep.spark.xseq import _engine
 
-        rows = _engine(self.spec).run(_stream(key, document).batches(), final=final)
+        rows = _engine(self.spec).run(partition_stream(key, document).batches(), final=final)
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         return [(None, key, dumps(r), None) for r in rows]
 
@@ -121,7 +113,7 @@ class XQueryPartition(PartitionProcessor):
         from xcep.spark.xquery import _evaluate, _query
         from xcep.xquery.documents import documents_from_batches
 
-        trees = list(documents_from_batches(_stream(key, document).batches()))
+        trees = list(documents_from_batches(partition_stream(key, document).batches()))
         items, failure = _evaluate(_query(self.query), trees)
         rows = [(None, key, item, None) for item in items]
         return rows + ([(None, key, None, failure)] if failure is not None else [])

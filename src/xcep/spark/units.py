@@ -89,3 +89,13 @@ def unit_rows(batch) -> Iterator[tuple]:
     """(path, record, content, error) of each unit in an Arrow record batch."""
     columns = [batch.column(name).to_pylist() for name in ("path", "record", "content", "error")]
     return zip(*columns, strict=True)
+
+
+def string_batch(rows: list[tuple], names: list[str]):
+    """Rows of strings (or None) as an Arrow record batch with these column names."""
+    import pyarrow as pa
+
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), pa.string()) for c in columns], names=names
+    )

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xcep.spark.partitions import Wrapper, keyed_records, ordered_records
+from xcep.spark.partitions import Wrapper, keyed_records, ordered_records, partition_stream
+from xcep.spark.units import string_batch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -85,9 +86,7 @@ def _query(text: str):
 def _table(rows: list[tuple]) -> pa.Table:
     import pyarrow as pa
 
-    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
-    arrays = [pa.array(list(c), pa.string()) for c in columns]
-    return pa.Table.from_arrays(arrays, names=["doc_id", "key", "item", "error"])
+    return pa.Table.from_batches([string_batch(rows, ["doc_id", "key", "item", "error"])])
 
 
 def _evaluate(query, trees) -> tuple[list[str], str | None]:
@@ -103,17 +102,11 @@ def _run_partition(text: str, record_path: str):
     wrap = Wrapper(record_path)
 
     def run(table: pa.Table) -> pa.Table:
-        import io
-
-        from xcep.events import EventStream, Input
         from xcep.xquery.documents import documents_from_batches
 
         key = table.column("key")[0].as_py()
-        data = wrap(ordered_records(table))
         errors: list = []
-        stream = EventStream(
-            [Input(f"partition {key}", file=io.BytesIO(data))], errors=errors.append
-        )
+        stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
         trees = list(documents_from_batches(stream.batches()))
         items, failure = _evaluate(_query(text), trees)
         rows = [(None, key, item, None) for item in items]

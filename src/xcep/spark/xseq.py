@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from xcep.spark.partitions import Wrapper, keyed_records, ordered_records
+from xcep.spark.partitions import Wrapper, keyed_records, ordered_records, partition_stream
 from xcep.spark.records import parse_record_path
+from xcep.spark.units import string_batch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -133,12 +134,7 @@ def _engine(spec: tuple):
 
 
 def _output(rows: list[tuple]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(list(c), pa.string()) for c in columns], names=["doc_id", "key", "row", "error"]
-    )
+    return string_batch(rows, ["doc_id", "key", "row", "error"])
 
 
 def _table(rows: list[tuple]) -> pa.Table:
@@ -209,16 +205,10 @@ def _run_partition(spec: tuple, record_path: str):
     wrap = Wrapper(record_path)
 
     def run(table: pa.Table) -> pa.Table:
-        import io
-
-        from xcep.events import EventStream, Input
-
         engine = _engine(spec)
         key = table.column("key")[0].as_py()
-        data = wrap(ordered_records(table))
         errors: list = []
-        source = Input(f"partition {key}", file=io.BytesIO(data))
-        stream = EventStream([source], errors=errors.append)
+        stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
         out = [(None, key, _dumps(row), None) for row in engine.run(stream.batches())]
         out += [(None, key, None, str(error)) for error in errors]
         return _table(out)
