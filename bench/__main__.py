@@ -11,6 +11,7 @@ BENCHMARKS = {
     "xquery": xquery.run,
     "xscl": xscl.run,
     "spark": spark.run,
+    "spark-1gb": spark.run_big,
 }
 
 parser = argparse.ArgumentParser(prog="python -m bench")

@@ -14,6 +14,10 @@
   our splitter (``read_units(record_path=…)``) against Spark's built-in
   ``xml`` source (``rowTag``), both counted.
 
+``python -m bench spark-1gb``: the XSeq case alone on a 1 GB stock stream (64
+files of 16 MB), a lighter pattern (``RISES``: price rises per company, a
+two-transaction sequence), one round: each contender takes minutes.
+
 Spark times are those of the job (the session is started before, and warmed by
 one run); each master has its own session, so the rounds are not interleaved
 across masters. Every contender must give the same answer.
@@ -36,7 +40,12 @@ FALLING = (
     "where $X/price/text() < prev($X)/price/text() and first($X)/price/text() < $Z/price/text() "
     "partition by /stocks/transaction@company"
 )
+RISES = (
+    "return count($Y) from /stocks /$X \\ $Y where $Y/price/text() > $X/price/text() "
+    "partition by /stocks/transaction@company"
+)
 MASTERS = ["local[1]", "local[2]"]
+BIG_CONF = {"spark.sql.shuffle.partitions": 8, "spark.driver.memory": "6g"}
 
 
 def prepare(workdir: Path, quick: bool) -> dict:
@@ -153,4 +162,50 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         )
     write_results("spark", rows, {"quick": quick, "repeat": repeat})
     bar_plot("spark", rows, "mb_per_s", "MB/s (median; whiskers min..max)")
+    return rows
+
+
+def run_big(repeat: int = 1, quick: bool = False) -> list[dict]:
+    """RISES over a 1 GB stock stream (64 MB with --quick): in-process, local[1], local[2]."""
+    from xcep.spark.session import session
+    from xcep.spark.sources import read_units
+    from xcep.spark.xseq import xseq_units
+    from xcep.xseq import XSeqEngine
+
+    files, megabytes = (8, 8) if quick else (64, 16)
+    with tempfile.TemporaryDirectory() as tmp:
+        stocks = Path(tmp) / "stocks"
+        stocks.mkdir()
+        for f in range(files):
+            stock_stream(stocks / f"{f:03}.xml", megabytes, seed=f)
+        paths = sorted(stocks.iterdir())
+        size = sum(p.stat().st_size for p in paths)
+        label = f"XSeq {size / 1e9:.2f} GB"
+
+        def in_process() -> int:
+            engine = XSeqEngine(RISES)
+            return sum(row[0] for row in engine.run(EventStream(paths).batches()))
+
+        cases = [Case("in-process", label, in_process, size)]
+        measure(cases, repeat)
+        for master in MASTERS:
+            spark = session(master, "xcep-bench", conf=BIG_CONF)
+
+            def on_spark(spark=spark) -> int:
+                rows = xseq_units(read_units(spark, str(stocks)), RISES).collect()
+                return sum(int(r.row.toJson().strip("[]")) for r in rows)
+
+            these = [Case(f"Spark {master}", label, on_spark, size)]
+            measure(these, repeat)
+            cases += these
+            spark.stop()
+    rows = [summarise(c) for c in cases]
+    assert len({r["count"] for r in rows}) == 1, rows
+    for row in rows:
+        row["speedup_vs_first"] = rows[0]["median_s"] / row["median_s"]
+        print(
+            f"{row['contender']:<16} {row['median_s']:8.1f} s {row['mb_per_s']:6.2f} MB/s "
+            f"×{row['speedup_vs_first']:.2f}"
+        )
+    write_results("spark-1gb", rows, {"quick": quick, "repeat": repeat})
     return rows

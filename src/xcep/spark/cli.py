@@ -87,6 +87,13 @@ def _idle_timeout(job: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="streaming: a partition ends this long (event time) after its last record",
     )
+    job.add_argument(
+        "--state-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="streaming: drop a partition's state this long (processing time) after its "
+        "last record, even if its idle timer has not fired (default: never)",
+    )
 
 
 def _job_arguments(job: argparse.ArgumentParser) -> None:
@@ -237,6 +244,7 @@ def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         args.selection,
         record_path=args.record_path,
         idle_timeout_ms=int(args.idle_timeout * 1000),
+        state_ttl_ms=None if args.state_ttl is None else int(args.state_ttl * 1000),
     )
     return _write(spark, args, df, stdout, stderr, started)
 
@@ -263,6 +271,7 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         args.record_path,
         args.partition_by,
         idle_timeout_ms=int(args.idle_timeout * 1000),
+        state_ttl_ms=None if args.state_ttl is None else int(args.state_ttl * 1000),
     )
     return _write(spark, args, df, stdout, stderr, started)
 

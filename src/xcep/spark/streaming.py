@@ -43,13 +43,18 @@ class PartitionProcessor(StatefulProcessor):
 
     columns: tuple[str, ...] = ()
 
-    def __init__(self, record_path: str, idle_timeout_ms: int) -> None:
+    def __init__(
+        self, record_path: str, idle_timeout_ms: int, state_ttl_ms: int | None = None
+    ) -> None:
         self.wrap = Wrapper(record_path)
         self.idle_timeout_ms = idle_timeout_ms
+        self.state_ttl_ms = state_ttl_ms
 
     def init(self, handle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("partition", STATE)
+        # the TTL (processing time) is a safety net: a partition whose timer never fires
+        # (no newer input moves the watermark) is dropped, without its last rows
+        self.state = handle.getValueState("partition", STATE, self.state_ttl_ms)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         frames = list(rows)
@@ -85,8 +90,15 @@ class XSeqPartition(PartitionProcessor):
 
     columns = ("doc_id", "key", "row", "error")
 
-    def __init__(self, query: str, selection: str, record_path: str, idle_timeout_ms: int):
-        super().__init__(record_path, idle_timeout_ms)
+    def __init__(
+        self,
+        query: str,
+        selection: str,
+        record_path: str,
+        idle_timeout_ms: int,
+        state_ttl_ms: int | None = None,
+    ):
+        super().__init__(record_path, idle_timeout_ms, state_ttl_ms)
         self.spec = (query, selection)
 
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
@@ -103,8 +115,10 @@ class XQueryPartition(PartitionProcessor):
 
     columns = ("doc_id", "key", "item", "error")
 
-    def __init__(self, query: str, record_path: str, idle_timeout_ms: int):
-        super().__init__(record_path, idle_timeout_ms)
+    def __init__(
+        self, query: str, record_path: str, idle_timeout_ms: int, state_ttl_ms: int | None = None
+    ):
+        super().__init__(record_path, idle_timeout_ms, state_ttl_ms)
         self.query = query
 
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:

@@ -38,6 +38,7 @@ def xquery_units(
     partition_by: str | None = None,
     idle_timeout_ms: int = 60_000,
     watermark_delay_ms: int = 0,
+    state_ttl_ms: int | None = None,
 ) -> DataFrame:
     """The result items of ``query`` per partition (or per document). On a streaming
     DataFrame a partition's items come once it has ended: when the watermark (the newest
@@ -63,7 +64,7 @@ def xquery_units(
     if units.isStreaming:
         from xcep.spark.streaming import XQueryPartition
 
-        processor = XQueryPartition(query, record_path, idle_timeout_ms)
+        processor = XQueryPartition(query, record_path, idle_timeout_ms, state_ttl_ms)
         items = (
             good.withWatermark("time", f"{watermark_delay_ms} milliseconds")
             .groupBy("key")

@@ -43,6 +43,7 @@ def xseq_units(
     record_path: str | None = None,
     idle_timeout_ms: int = 60_000,
     watermark_delay_ms: int = 0,
+    state_ttl_ms: int | None = None,
 ) -> DataFrame:
     """The output rows of ``query`` over the units (see the module's docstring), ``row``
     as a VARIANT (JSON Lines output nests it; ``to_json(row)`` is its text). On a
@@ -52,7 +53,9 @@ def xseq_units(
     is ``idle_timeout_ms`` past its last record."""
     from pyspark.sql import functions as F
 
-    rows = _text_rows(units, query, selection, record_path, idle_timeout_ms, watermark_delay_ms)
+    rows = _text_rows(
+        units, query, selection, record_path, (idle_timeout_ms, watermark_delay_ms, state_ttl_ms)
+    )
     return rows.withColumn("row", F.parse_json("row"))
 
 
@@ -61,8 +64,7 @@ def _text_rows(
     query: str,
     selection: str,
     record_path: str | None,
-    idle_timeout_ms: int,
-    watermark_delay_ms: int,
+    streaming: tuple,
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
@@ -85,7 +87,8 @@ def _text_rows(
         if units.isStreaming:
             from xcep.spark.streaming import XSeqPartition
 
-            processor = XSeqPartition(query, selection, record_path, idle_timeout_ms)
+            idle_timeout_ms, watermark_delay_ms, state_ttl_ms = streaming
+            processor = XSeqPartition(query, selection, record_path, idle_timeout_ms, state_ttl_ms)
             rows = (
                 good.withWatermark("time", f"{watermark_delay_ms} milliseconds")
                 .groupBy("key")
