@@ -164,12 +164,38 @@ def test_xseq_streaming_keeps_partitions_across_micro_batches(spark, tmp_path):
     assert _spark_rows(read_output(spark, out, schema=RESULT_SCHEMA).collect()) == want
 
 
-def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_path):
-    """SIGKILL a partitioned XSeq streaming job mid-run, restart it from its checkpoint."""
+def _kill_after_commits(command: list, checkpoint, commits_wanted: int) -> int:
+    """Run a streaming CLI job in micro-batches, SIGKILL it once ``commits_wanted``
+    micro-batches are committed; the number committed when it died."""
     import signal
     import subprocess
-    import sys
     import time
+
+    first = subprocess.Popen(
+        [*command, "--trigger", "1 second"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    commits = checkpoint / "commits"
+
+    def committed() -> int:
+        return len([c for c in os.listdir(commits) if c.isdigit()]) if commits.is_dir() else 0
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and first.poll() is None:
+        if committed() >= commits_wanted:
+            break
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    return committed()
+
+
+def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_path):
+    """SIGKILL a partitioned XSeq streaming job mid-run, restart it from its checkpoint."""
+    import subprocess
+    import sys
 
     inputs, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     paths = _stock_files(inputs, 8, 25, seed=5)
@@ -179,21 +205,7 @@ def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_p
         "--max-files-per-trigger", "1", "--master", "local[1]",
         "--conf", "spark.sql.shuffle.partitions=1",
     ]  # fmt: skip
-    first = subprocess.Popen(
-        [*command, "--trigger", "1 second"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    commits = checkpoint / "commits"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and first.poll() is None:
-        if commits.is_dir() and len([c for c in os.listdir(commits) if c.isdigit()]) >= 2:
-            break
-        time.sleep(0.2)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    done = len([c for c in os.listdir(commits) if c.isdigit()])
+    done = _kill_after_commits(command, checkpoint, 2)
     assert 2 <= done < len(paths)  # killed mid-run, with input left to do
 
     second = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -313,10 +325,8 @@ def test_xscl_streaming_keeps_join_state_across_micro_batches(spark, tmp_path):
 
 
 def test_a_killed_xscl_stream_restarts_without_loss_or_duplicates(spark, tmp_path):
-    import signal
     import subprocess
     import sys
-    import time
 
     queries, want = _xscl_case(tmp_path / "in", seed=9, files=4)
     (tmp_path / "q.txt").write_text("".join(f"{q}\t{t}\n" for q, t in queries))
@@ -327,21 +337,7 @@ def test_a_killed_xscl_stream_restarts_without_loss_or_duplicates(spark, tmp_pat
         "--stream", "--checkpoint", str(checkpoint), "--max-files-per-trigger", "1",
         "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=1",
     ]  # fmt: skip
-    first = subprocess.Popen(
-        [*command, "--trigger", "1 second"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    commits = checkpoint / "commits"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and first.poll() is None:
-        if commits.is_dir() and len([c for c in os.listdir(commits) if c.isdigit()]) >= 1:
-            break
-        time.sleep(0.2)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    assert 1 <= len([c for c in os.listdir(commits) if c.isdigit()]) < 4
+    assert 1 <= _kill_after_commits(command, checkpoint, 1) < 4
     second = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     assert _xscl_output(spark, out) == want

@@ -249,21 +249,12 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.xscl import (
         TimestampError,
         XsclEngine,
-        XsclSyntaxError,
-        read_queries,
         timestamp_reader,
     )
     from xcep.xscl.documents import documents_from_batches
 
-    queries, errors = read_queries(args.queries)
     engine = XsclEngine(batch_size=args.batch)
-    for qid, text, line in queries:
-        try:
-            engine.add(qid, text)
-        except XsclSyntaxError as error:
-            errors.append(f"line {line}, {error}")
-    for error in errors:
-        print(f"xcep: error: {args.queries}, {error}", file=stderr)
+    _, errors = load_xscl_queries(args.queries, engine, stderr)
     if errors and args.strict:
         return EXIT_USAGE
     timestamp = timestamp_reader(args.timestamp)
@@ -296,6 +287,24 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     if errors or bad[0]:
         status = max(status, EXIT_INPUT)
     return status
+
+
+def load_xscl_queries(path: str, engine, stderr: TextIO) -> tuple[list, list]:
+    """Register the ``ID<TAB>XSCL`` lines of ``path`` in ``engine``; report the bad ones.
+    Returns the good ``(id, text)`` pairs and the errors."""
+    from xcep.xscl import XsclSyntaxError, read_queries
+
+    queries, errors = read_queries(path)
+    good = []
+    for qid, text, line in queries:
+        try:
+            engine.add(qid, text)
+            good.append((qid, text))
+        except XsclSyntaxError as error:
+            errors.append(f"line {line}, {error}")
+    for error in errors:
+        print(f"xcep: error: {path}, {error}", file=stderr)
+    return good, errors
 
 
 def _stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:

@@ -96,6 +96,12 @@ def _idle_timeout(job: argparse.ArgumentParser) -> None:
     )
 
 
+def _partition_timing(args) -> dict:
+    """--idle-timeout and --state-ttl, in the milliseconds the jobs take."""
+    ttl = None if args.state_ttl is None else int(args.state_ttl * 1000)
+    return {"idle_timeout_ms": int(args.idle_timeout * 1000), "state_ttl_ms": ttl}
+
+
 def _job_arguments(job: argparse.ArgumentParser) -> None:
     job.add_argument(
         "--input", action="append", required=True, metavar="PATH", help="file or directory"
@@ -243,8 +249,7 @@ def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         text,
         args.selection,
         record_path=args.record_path,
-        idle_timeout_ms=int(args.idle_timeout * 1000),
-        state_ttl_ms=None if args.state_ttl is None else int(args.state_ttl * 1000),
+        **_partition_timing(args),
     )
     return _write(spark, args, df, stdout, stderr, started)
 
@@ -270,31 +275,20 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         text,
         args.record_path,
         args.partition_by,
-        idle_timeout_ms=int(args.idle_timeout * 1000),
-        state_ttl_ms=None if args.state_ttl is None else int(args.state_ttl * 1000),
+        **_partition_timing(args),
     )
     return _write(spark, args, df, stdout, stderr, started)
 
 
 @_spark_errors
 def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.cli import _stream_inputs
+    from xcep.cli import _stream_inputs, load_xscl_queries
     from xcep.spark.sources import read_units
     from xcep.spark.xscl import run_stream, xscl_units
-    from xcep.xscl import XsclEngine, XsclSyntaxError, read_queries
+    from xcep.xscl import XsclEngine
 
     started = time.perf_counter()
-    queries, errors = read_queries(args.queries)
-    good = []
-    check = XsclEngine()
-    for qid, text, line in queries:
-        try:
-            check.add(qid, text)
-            good.append((qid, text))
-        except XsclSyntaxError as error:
-            errors.append(f"line {line}, {error}")
-    for error in errors:
-        print(f"xcep: error: {args.queries}, {error}", file=stderr)
+    good, errors = load_xscl_queries(args.queries, XsclEngine(), stderr)
     if errors and args.strict:
         return EXIT_USAGE
     spark = _session(args)

@@ -33,6 +33,19 @@ def keyed_records(units: DataFrame, record_path: str, key: str) -> DataFrame:
     return units.mapInArrow(_keyed_batches(record_path, key), KEYED_SCHEMA)
 
 
+def split_keyed(keyed: DataFrame, value: str) -> tuple[DataFrame, DataFrame]:
+    """(error rows shaped ``doc_id, key, <value>, error``, the records that have a key)."""
+    from pyspark.sql import functions as F
+
+    errors = keyed.where(F.col("error").isNotNull()).select(
+        F.col("path").alias("doc_id"),
+        F.lit(None).cast("string").alias("key"),
+        F.lit(None).cast("string").alias(value),
+        "error",
+    )
+    return errors, keyed.where(F.col("error").isNull() & F.col("key").isNotNull())
+
+
 def record_key(key: str) -> Callable[[bytes], str | None]:
     """The function giving a record's key: ``@name`` (fast) or an XPath expression."""
     match = _ATTRIBUTE.fullmatch(key.strip())

@@ -66,15 +66,16 @@ class UnitDocuments:
             yield (self.path if error.doc is None else self.doc_id(error.doc)), str(error)
 
 
+def unit_input(path: str, record: int | None, content: bytes) -> Input:
+    """A unit as an event-source input (a record is always XML)."""
+    name = path if record is None else f"{path}#{record}"
+    return Input(name, file=io.BytesIO(content), format="xml" if record is not None else "auto")
+
+
 def read_unit(path: str, record: int | None, content: bytes, **options) -> UnitDocuments:
     """Parse a unit's content into documents, per document: events or an error."""
     unit = UnitDocuments(path, record)
-    name = path if record is None else f"{path}#{record}"
-    stream = EventStream(
-        [Input(name, file=io.BytesIO(content), format="xml" if record is not None else "auto")],
-        errors=unit.errors.append,
-        **options,
-    )
+    stream = EventStream([unit_input(path, record, content)], errors=unit.errors.append, **options)
     for batch in stream.batches():
         for doc, start, end in batch.document_runs():
             part = batch if end - start == len(batch) else batch.slice(start, end)

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xcep.spark.partitions import Wrapper, keyed_records, ordered_records, partition_stream
+from xcep.spark.partitions import (
+    Wrapper,
+    keyed_records,
+    ordered_records,
+    partition_stream,
+    split_keyed,
+)
 from xcep.spark.units import string_batch
 
 if TYPE_CHECKING:
@@ -44,7 +50,6 @@ def xquery_units(
     DataFrame a partition's items come once it has ended: when the watermark (the newest
     file's time less ``watermark_delay_ms``) is ``idle_timeout_ms`` past its last record
     (see ``xcep.spark.streaming``); per-document runs need no state."""
-    from pyspark.sql import functions as F
 
     from xcep import xquery
 
@@ -54,13 +59,7 @@ def xquery_units(
     if record_path is None:
         raise ValueError("partitioning an XQuery needs the record path of its events")
     keyed = keyed_records(units, record_path, partition_by)
-    errors = keyed.where(F.col("error").isNotNull()).select(
-        F.col("path").alias("doc_id"),
-        F.lit(None).cast("string").alias("key"),
-        F.lit(None).cast("string").alias("item"),
-        "error",
-    )
-    good = keyed.where(F.col("error").isNull() & F.col("key").isNotNull())
+    errors, good = split_keyed(keyed, "item")
     if units.isStreaming:
         from xcep.spark.streaming import XQueryPartition
 

@@ -21,9 +21,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from xcep.spark.partitions import Wrapper, keyed_records, ordered_records, partition_stream
+from xcep.spark.partitions import (
+    Wrapper,
+    keyed_records,
+    ordered_records,
+    partition_stream,
+    split_keyed,
+)
 from xcep.spark.records import parse_record_path
-from xcep.spark.units import string_batch
+from xcep.spark.units import string_batch, unit_input
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -77,13 +83,7 @@ def _text_rows(
         record_path = record_path or partition_record_path(analysis)
         attribute = engine.partition_attribute
         keyed = keyed_records(units, record_path, f"@{attribute}")
-        errors = keyed.where(F.col("error").isNotNull()).select(
-            F.col("path").alias("doc_id"),
-            F.lit(None).cast("string").alias("key"),
-            F.lit(None).cast("string").alias("row"),
-            "error",
-        )
-        good = keyed.where(F.col("error").isNull() & F.col("key").isNotNull())
+        errors, good = split_keyed(keyed, "row")
         if units.isStreaming:
             from xcep.spark.streaming import XSeqPartition
 
@@ -183,7 +183,9 @@ def _run_all(spec: tuple):
         units = sorted(unit_rows(table), key=lambda u: (u[0], -1 if u[1] is None else u[1]))
         errors: list = []
         inputs = [
-            _input(path, record, content) for path, record, content, error in units if error is None
+            unit_input(path, record, content)
+            for path, record, content, error in units
+            if error is None
         ]
         stream = EventStream(inputs, errors=errors.append)
         out = [(None, None, _dumps(row), None) for row in engine.run(stream.batches())]
@@ -192,15 +194,6 @@ def _run_all(spec: tuple):
         return _table(out)
 
     return run
-
-
-def _input(path: str, record, content: bytes):
-    import io
-
-    from xcep.events import Input
-
-    name = path if record is None else f"{path}#{record}"
-    return Input(name, file=io.BytesIO(content), format="xml" if record is not None else "auto")
 
 
 def _run_partition(spec: tuple, record_path: str):
