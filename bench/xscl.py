@@ -35,7 +35,8 @@ def zipf(rng: random.Random, top: int, skew: float) -> int:
 
 ENGINES = {
     "MMQJP": XsclEngine,  # string values kept in r_bin: R_L/R_R materialized (§5)
-    "MMQJP no view": lambda: XsclEngine(materialized=False),  # Algorithm 1: r_doc joins
+    "MMQJP view cache": lambda: XsclEngine(view="cache"),  # Algorithms 4 and 5
+    "MMQJP no view": lambda: XsclEngine(view="none"),  # Algorithm 1: r_doc joins
     "Sequential": SequentialEngine,
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 
@@ -167,3 +168,88 @@ def test_untyped_against_untyped_compares_strings_like_saxon():
         engine = processor.new_xquery_processor()
         engine.set_query_content(f"let $n := <n a='2' b='10' c='1x'/> return {text}")
         assert str(engine.run_query_to_value()) == str(ours[0]).lower(), text
+
+
+# -- the pattern clause's columns and the absolute child paths ---------------------------
+
+LITERALS = ["1", "2.5", "'x'", "'2'", "''"]
+
+
+def column_conditions():
+    leaf = st.builds(
+        lambda a, op, b: f"$n/@{a} {op} {b}",
+        st.sampled_from("abz"),
+        st.sampled_from(GENERAL + VALUE),
+        st.sampled_from(LITERALS),
+    )
+    return st.recursive(
+        leaf,
+        lambda inner: st.builds(
+            lambda a, op, b: f"({a}) {op} ({b})", inner, st.sampled_from(["and", "or"]), inner
+        ),
+        max_leaves=3,
+    )
+
+
+@settings(max_examples=500)
+@given(column_conditions(), st.lists(st.dictionaries(st.sampled_from("ab"), st.sampled_from(TEXTS))))
+def test_item_column_agrees_with_elementpath(text, attributes):
+    """A pattern variable's condition computed for all items at once (``item_column``)
+    equals elementpath's effective boolean value item by item."""
+    from xcep.xquery.fastpath import item_column
+    from xcep.xquery.values import ebv
+
+    token = PARSER.parse(text)
+    column = item_column(token, "n")
+    # left to elementpath: decimal literals, and a value comparison with a number (an error)
+    unsupported = "2.5" in text or re.search(r" (eq|ne|lt|le|gt|ge) 1", text)
+    assert (column is None) == bool(unsupported), text
+    if column is None:
+        return
+    root = ET.Element("r")
+    for attrs in attributes:
+        ET.SubElement(root, "e", attrs)
+    context = XPathContext(ET.ElementTree(root))
+    nodes = list(PARSER.parse("/r/e").select(context))
+    try:
+        ours = column([node.elem for node in nodes] + [None])
+    except Fallback:
+        return
+    assert ours[-1] is False  # a skipped item
+    for node, truth in zip(nodes, ours, strict=False):
+        context.variables = {"n": node}
+        try:
+            theirs = ebv(as_sequence(token.evaluate(context)))
+        except ElementPathError as exc:
+            pytest.fail(f"{text}: column gave {truth}, elementpath raised {exc}")
+        assert truth == theirs, (text, node.elem.attrib)
+
+
+@st.composite
+def child_trees(draw, depth=0):
+    elem = ET.Element(draw(st.sampled_from("ab")))
+    if depth < 3:
+        for _ in range(draw(st.integers(0, 3))):
+            elem.append(draw(child_trees(depth + 1)))
+            elem[-1].tail = draw(st.sampled_from([None, "t"]))
+    return elem
+
+
+@settings(max_examples=300)
+@given(child_trees(), st.lists(st.sampled_from(["a", "b", "*"]), min_size=1, max_size=4))
+def test_root_path_agrees_with_elementpath(tree, steps):
+    from xcep.xquery.fastpath import root_path
+
+    text = "/" + "/".join(steps)
+    token = PARSER.parse(text)
+    context = XPathContext(ET.ElementTree(tree))
+    ours = root_path(token)(context.root)
+    theirs = list(token.select(context))
+    assert [id(n) for n in ours] == [id(n) for n in theirs], text
+
+
+def test_root_path_is_only_for_child_steps():
+    from xcep.xquery.fastpath import root_path
+
+    for text in ["//a", "/a//b", "/a/@b", "/a[1]", "a/b", "/p:a", "/a/text()", "$x/a"]:
+        assert root_path(PARSER.parse(text.replace("p:", "fn:"))) is None, text

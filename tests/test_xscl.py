@@ -248,9 +248,12 @@ def three_level(rng: random.Random) -> tuple[str, callable]:
     n_queries=st.integers(1, 12),
     n_docs=st.integers(1, 7),
     batch_size=st.integers(1, 4),
-    materialized=st.booleans(),
+    view=st.sampled_from(["full", "cache", "none"]),
+    budget=st.sampled_from([0, 3, 10**6]),
 )
-def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, materialized):
+def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, view, budget):
+    """MMQJP with every view (the view cache with budgets that force evictions or
+    not) and any micro-batch size equals each query evaluated on its own."""
     rng = random.Random(seed)
     make_query, make_document = schema(rng)
     queries = [(f"q{i}", make_query(i)) for i in range(n_queries)]
@@ -260,7 +263,7 @@ def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, ma
     def docs():
         return [("S", parse_document(xml), t) for xml, t in zip(stream, times, strict=True)]
 
-    mmqjp = XsclEngine(batch_size=batch_size, materialized=materialized)
+    mmqjp = XsclEngine(batch_size=batch_size, view=view, view_budget=budget)
     sequential = SequentialEngine()
     for qid, text in queries:
         mmqjp.add(qid, text)
@@ -268,6 +271,33 @@ def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, ma
     fast = [(r.query, r.docs, r.nodes, r.output) for r in mmqjp.run(docs())]
     slow = [(r.query, r.docs, r.nodes, r.output) for r in sequential.run(docs())]
     assert fast == slow
+
+
+@pytest.mark.parametrize("budget", [0, 25, 10**6])
+def test_view_cache_reuses_slices_within_its_budget(budget):
+    """Algorithms 4 and 5: values seen again are hits; the cached rows stay within
+    the budget (a budget of 0 keeps only the slices a batch uses); the results
+    are those of the fully materialized view."""
+    rng = random.Random(7)
+    make_query, make_document = two_level(rng)
+    queries = [(f"q{i}", make_query(i)) for i in range(8)]
+    stream = [make_document() for _ in range(30)]
+    runs = {}
+    for view in ("full", "cache"):
+        engine = XsclEngine(batch_size=3, view=view, view_budget=budget)
+        for qid, text in queries:
+            engine.add(qid, text)
+        docs = [("S", parse_document(xml), float(i)) for i, xml in enumerate(stream)]
+        runs[view] = [(r.query, r.docs, r.nodes) for r in engine.run(docs)]
+    stats = engine.view_cache.stats()
+    assert runs["cache"] == runs["full"] and runs["full"]
+    assert stats["hits"] > 0 and stats["misses"] > 0
+    if budget == 10**6:
+        assert stats["evicted"] == 0
+        assert stats["rows"] == engine.state_size()["r_l"]
+    else:
+        assert stats["evicted"] > 0
+        assert engine.state_size()["r_l"] == stats["rows"]
 
 
 def test_cli_on_the_example_stream():

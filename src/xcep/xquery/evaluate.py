@@ -17,7 +17,7 @@ from elementpath.tree_builders import get_node_tree
 
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
-from xcep.xquery.fastpath import Fallback, compile_fast
+from xcep.xquery.fastpath import Fallback, compile_fast, item_column, root_path
 from xcep.xquery.pattern import NFA, compile_pattern, find_instances
 from xcep.xquery.values import (
     as_sequence,
@@ -75,6 +75,11 @@ class Evaluator:
                 return fast(env)
             except Fallback:
                 pass
+        elif self.item is not None and self.item.node_kind == "document":
+            if expr.from_root is None:
+                expr.from_root = root_path(expr.token) or False
+            if expr.from_root:
+                return expr.from_root(self.item)
         return self._elementpath(expr, env)
 
     def _elementpath(self, expr: A.XPath, env: dict) -> list:
@@ -312,8 +317,9 @@ class Evaluator:
             nfa = self._nfas[id(clause)] = compile_pattern(clause)
         items = self.eval(clause.expr, env)
         test, keyed = self.pattern_test(clause, items, env)
+        masks = self.pattern_masks(clause, items)
         for start, end, runs in find_instances(
-            nfa, len(items), test, clause.sliding, clause.selection, keyed
+            nfa, len(items), test, clause.sliding, clause.selection, keyed, masks
         ):
             t = dict(env)
             t[clause.var] = items[start : end + 1]
@@ -345,6 +351,46 @@ class Evaluator:
             return known
 
         return test, {i for i, v in enumerate(variables) if v.before or v.all}
+
+    def pattern_masks(self, clause: A.Pattern, items: list) -> list[int] | None:
+        """Per item, the bitmask of the variables whose test holds, computed in one
+        pass per variable, when every ``when`` compares the current item's
+        attributes with literals (``item_column``); ``None`` otherwise (the
+        tests then run one by one, on demand)."""
+        columns = []
+        for v in clause.variables:
+            if v.nested or not v.pcur:  # (a column's condition reads only ``pcur``)
+                return None
+            when = v.when
+            if not isinstance(when, A.XPath) or when.placeholders:
+                return None
+            column = item_column(when.token, v.pcur)
+            if column is None:
+                return None
+            columns.append((v.item_type, column))
+        elems = [
+            item.elem if getattr(item, "node_kind", None) == "element" else None for item in items
+        ]
+        chosen: dict[str, list] = {}  # item type -> the elements it lets through
+        masks = [0] * len(items)
+        for bit, (item_type, column) in enumerate(columns):
+            key = str(item_type)
+            if key not in chosen:
+                if item_type.kind == "element" and item_type.name not in (None, "*"):
+                    kept = [e is not None and e.tag == item_type.name for e in elems]
+                else:
+                    type_ok = type_test(item_type)
+                    kept = [type_ok(item) for item in items]
+                if any(k and e is None for k, e in zip(kept, elems)):
+                    return None  # an item of the type that is not an element: the general path
+                chosen[key] = [e if k else None for k, e in zip(kept, elems)]
+            try:
+                truth = column(chosen[key])
+            except Fallback:
+                return None
+            flag = 1 << bit
+            masks = [m | flag if t else m for m, t in zip(masks, truth)]
+        return masks
 
     def _pattern_check(self, v: A.PatternVar, items: list, env: dict):
         """``check(run_start, pos)``: 1 if item ``pos`` joins a run of ``v`` that started

@@ -88,8 +88,11 @@ def _compile(tok) -> Closure:
     raise _Unsupported(symbol)
 
 
-def _attribute_test(tok) -> Closure | None:
-    """``$v/@a OP literal``, the commonest condition, in one closure."""
+def _attribute_comparison(tok):
+    """``$v/@a OP literal``, the commonest condition: ``(v, a, op, literal, general)``,
+    or ``None`` for any other shape (or one the fast path leaves to elementpath)."""
+    if tok.symbol not in _COMPARE and tok.symbol not in _GENERAL:
+        return None
     left, right = tok[0], tok[1]
     if not (
         left.symbol == "/"
@@ -101,12 +104,20 @@ def _attribute_test(tok) -> Closure | None:
         and right.symbol in ("(string)", "(integer)", "(float)")
     ):
         return None
-    var, name, literal = left[0][0].value, left[1][0].value, right.value
     general = tok.symbol in _GENERAL
-    op = _COMPARE[_GENERAL.get(tok.symbol, tok.symbol)]
-    numeric = not isinstance(literal, str)
-    if numeric and not general:
+    if not isinstance(right.value, str) and not general:
         return None  # untypedAtomic eq number is a type error: elementpath reports it
+    op = _COMPARE[_GENERAL.get(tok.symbol, tok.symbol)]
+    return left[0][0].value, left[1][0].value, op, right.value, general
+
+
+def _attribute_test(tok) -> Closure | None:
+    """``$v/@a OP literal`` in one closure."""
+    parts = _attribute_comparison(tok)
+    if parts is None:
+        return None
+    var, name, op, literal, general = parts
+    numeric = not isinstance(literal, str)
 
     def test(env):
         node = env.get(var)
@@ -119,6 +130,78 @@ def _attribute_test(tok) -> Closure | None:
         return [op(_to_double(value) if numeric else value, literal)]
 
     return test
+
+
+Column = Callable[[list], list]
+
+
+def item_column(token, var: str) -> Column | None:
+    """For a condition on the one element ``$var`` made of attribute comparisons with
+    literals (``$x/@t eq 'A'``, joined by ``and``/``or``): a function from a list of
+    ElementTree elements (``None``: skip, false) to the condition's truth for each,
+    computed in one pass; it raises ``Fallback`` for a value it cannot compare
+    exactly.  ``None`` when the condition has another shape."""
+    if token.symbol in ("and", "or") and len(token) == 2:
+        left, right = item_column(token[0], var), item_column(token[1], var)
+        if left is None or right is None:
+            return None
+        if token.symbol == "and":
+            return lambda elems: [a and b for a, b in zip(left(elems), right(elems))]
+        return lambda elems: [a or b for a, b in zip(left(elems), right(elems))]
+    if token.symbol == "(" and len(token) == 1:
+        return item_column(token[0], var)
+    parts = _attribute_comparison(token)
+    if parts is None or parts[0] != var:
+        return None
+    _, name, op, literal, _ = parts
+    if isinstance(literal, str):
+        return lambda elems: [
+            e is not None and (v := e.get(name)) is not None and op(v, literal) for e in elems
+        ]
+    return lambda elems: [
+        e is not None and (v := e.get(name)) is not None and op(_to_double(v), literal)
+        for e in elems
+    ]
+
+
+def root_path(token) -> Callable | None:
+    """``/a/b/*``, child steps by name or ``*`` from the document node: a function from
+    the document node to the selected elements in document order; ``None`` for any
+    other expression."""
+    steps: list[str | None] = []
+    while token.symbol == "/" and len(token) == 2:
+        steps.append(_child_name(token[1]))
+        token = token[0]
+    if token.symbol != "/" or len(token) != 1 or _UNSUPPORTED in steps:
+        return None
+    steps.append(_child_name(token[0]))
+    if _UNSUPPORTED in steps:
+        return None
+    steps.reverse()
+
+    def select(document) -> list:
+        nodes = [document]
+        for name in steps:
+            nodes = [
+                c
+                for n in nodes
+                for c in n.children
+                if c.node_kind == "element" and (name is None or c.name == name)
+            ]
+        return nodes
+
+    return select
+
+
+_UNSUPPORTED = ":"  # not a name a child step can have
+
+
+def _child_name(step) -> str | None:
+    if step.symbol == "*" and len(step) == 0:
+        return None
+    if step.symbol == "(name)" and ":" not in step.value:
+        return step.value
+    return _UNSUPPORTED
 
 
 def _lookup(env: dict, name: str):

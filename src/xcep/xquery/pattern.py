@@ -45,6 +45,13 @@ class NFA:
     def __post_init__(self) -> None:
         self.nested = [v.nested is not None for v in self.variables]  # by variable
         self.extends = [self.variables[v].max is None for v in self.occurrences]  # by state
+        self._dfa: LazyDFA | None = None
+
+    def dfa(self) -> LazyDFA:
+        """This NFA's lazy DFA, made on first use and kept with it."""
+        if self._dfa is None:
+            self._dfa = LazyDFA(self)
+        return self._dfa
 
     def describe(self) -> str:
         names = [self.variables[v].name for v in self.occurrences]
@@ -221,38 +228,70 @@ def _runs(thread: tuple, position: int, count: int, occ: list[int]) -> tuple:
 
 
 def select_instances(
-    length: int, at: Callable[[int], list[tuple]], sliding: bool, selection: str
+    length: int,
+    at: Callable[[int], list[tuple]],
+    sliding: bool,
+    selection: str,
+    starts: list[int] | None = None,
 ) -> list[tuple]:
     """Apply the restart policy: ``at(start)`` gives the instances from one start.
 
     Tumbling: the next search starts after the last item of the instances
     found (the longest one).  Sliding: every position is a start; an instance
     contained in one emitted from an earlier start is suppressed, except under
-    ``allmatch``, which reports every variant.
+    ``allmatch``, which reports every variant.  ``starts``: the positions where
+    an instance can start, ascending (default: all).
     """
     out: list[tuple] = []
-    start = 0
     reach = -1  # the furthest end emitted from an earlier start
-    while start < length:
+    after = 0  # tumbling: the next start is at or after this position
+    for start in range(length) if starts is None else starts:
+        if start < after:
+            continue
         found = at(start)
+        if not found:
+            continue
         if not sliding:
             out.extend(found)
-            start = max((inst[1] for inst in found), default=start) + 1
+            after = max(inst[1] for inst in found) + 1
             continue
         emitted = found if selection == "allmatch" else [i for i in found if i[1] > reach]
         out.extend(emitted)
         reach = max([reach, *(inst[1] for inst in emitted)])
-        start += 1
     return out
 
 
 def find_instances(
-    nfa: NFA, length: int, test: Test, sliding: bool, selection: str, keyed_by_start: set[int]
+    nfa: NFA,
+    length: int,
+    test: Test,
+    sliding: bool,
+    selection: str,
+    keyed_by_start: set[int],
+    masks: list[int] | None = None,
 ) -> list[tuple]:
-    """Every pattern instance over a sequence of ``length`` items, in output order."""
+    """Every pattern instance over a sequence of ``length`` items, in output order.
+
+    ``masks`` (optional): per position, the bitmask of the variables whose test
+    holds there, when every test looks at the item alone.  With it, maximal and
+    incremental selection run on the lazy DFA instead of the Pike VM.
+    """
 
     skip = sliding and selection != "allmatch" and not keyed_by_start and not any(nfa.nested)
     covered: dict | None = {} if skip else None
+
+    if masks is not None and selection != "allmatch" and not any(nfa.nested):
+        dfa = nfa.dfa()
+        first_bits = sum(1 << v for v in {nfa.occurrences[s] for s in nfa.first})
+
+        def at(start: int) -> list[tuple]:
+            if covered:  # forget the positions before this start
+                for position in [p for p in covered if p < start]:
+                    del covered[position]
+            return dfa.instances_at(start, masks, selection, covered)
+
+        starts = [i for i, mask in enumerate(masks) if mask & first_bits]
+        return select_instances(length, at, sliding, selection, starts)
 
     first = [(state, nfa.occurrences[state]) for state in nfa.first]
 
@@ -264,6 +303,123 @@ def find_instances(
         return instances_at(nfa, start, length, test, selection, keyed_by_start, covered)
 
     return select_instances(length, at, sliding, selection)
+
+
+class LazyDFA:
+    """The Pike VM's control, determinized on demand (RE2's lazy DFA), for tests that
+    look at the item alone under maximal or incremental selection.
+
+    A DFA state is the ordered tuple of the NFA states of the live threads
+    after the dedupe; a symbol is the bitmask of the variables whose test holds
+    at the next item.  A transition also records, for each new thread, its
+    parent thread and whether it entered a new variable occurrence, so an
+    instance's runs are read back along the path once its end is known: the
+    work per item is one dictionary lookup.  The transition cache is flushed
+    when it passes ``budget`` entries (between two starts).
+    """
+
+    def __init__(self, nfa: NFA, budget: int = 100_000) -> None:
+        self.nfa = nfa
+        self.budget = budget
+        self.flushes = 0
+        self._flush()
+
+    def _flush(self) -> None:
+        self.ids: dict[tuple, int] = {}
+        self.states: list[tuple] = []  # id -> NFA states, preferred first
+        self.bits: list[int] = []  # id -> its NFA states as a bitmask
+        self.accept: list[int] = []  # id -> index of the preferred accepting thread, or -1
+        self.moves: dict[tuple, tuple] = {}  # (id, mask) -> (id, (states, parents, entered))
+        self.starts: dict[int, int] = {}  # mask -> id
+        self._intern(())  # id 0: no thread left
+
+    def _intern(self, states: tuple) -> int:
+        sid = self.ids.get(states)
+        if sid is None:
+            sid = self.ids[states] = len(self.states)
+            self.states.append(states)
+            self.bits.append(sum(1 << s for s in states))
+            last = self.nfa.last
+            self.accept.append(next((i for i, s in enumerate(states) if s in last), -1))
+        return sid
+
+    def start(self, mask: int) -> int:
+        sid = self.starts.get(mask)
+        if sid is None:
+            occ = self.nfa.occurrences
+            states = tuple(s for s in self.nfa.first if mask >> occ[s] & 1)
+            sid = self.starts[mask] = self._intern(states)
+        return sid
+
+    def move(self, sid: int, mask: int) -> tuple:
+        nfa = self.nfa
+        occ = nfa.occurrences
+        new: list[int] = []
+        parents: list[int] = []
+        entered: list[bool] = []
+        for i, state in enumerate(self.states[sid]):
+            options = [(state, False)] if nfa.extends[state] else []
+            options += [(nxt, True) for nxt in nfa.follow[state]]
+            for nxt, fresh in options:
+                if mask >> occ[nxt] & 1 and nxt not in new:
+                    new.append(nxt)
+                    parents.append(i)
+                    entered.append(fresh)
+        step = (tuple(new), tuple(parents), tuple(entered))
+        move = self.moves[sid, mask] = (self._intern(step[0]), step)
+        return move
+
+    def instances_at(
+        self, start: int, masks: list[int], selection: str, covered: dict | None
+    ) -> list[tuple]:
+        """As ``instances_at`` of the Pike VM, for one start; ``covered`` holds the NFA
+        states of earlier starts at each position as bitmasks."""
+        if len(self.moves) > self.budget:
+            self._flush()
+            self.flushes += 1
+        sid = first = self.start(masks[start])
+        if not sid:
+            return []
+        bits, accept, moves = self.bits, self.accept, self.moves
+        if covered is not None and not bits[sid] & ~covered.get(start, 0):
+            return []
+        path: list[tuple] = []  # the steps taken after ``start``
+        ends: list[tuple] = []  # (end, steps, accepting thread)
+        position = start
+        length = len(masks)
+        while True:
+            if covered is not None:
+                covered[position] = covered.get(position, 0) | bits[sid]
+            if accept[sid] >= 0:
+                end = (position, len(path), accept[sid])
+                if selection == "incremental":
+                    ends.append(end)
+                else:
+                    ends = [end]
+            position += 1
+            if position >= length:
+                break
+            move = moves.get((sid, masks[position])) or self.move(sid, masks[position])
+            sid = move[0]
+            if not sid:
+                break
+            path.append(move[1])
+        return [(start, end, self._runs(start, first, path, k, j)) for end, k, j in ends]
+
+    def _runs(self, start: int, first: int, path: list, steps: int, thread: int) -> tuple:
+        """The runs of the accepting ``thread`` after ``steps`` steps of ``path``, read
+        back to ``start`` (whose DFA state is ``first``)."""
+        occ = self.nfa.occurrences
+        runs: list = [None] * len(self.nfa.variables)
+        run_end = start + steps
+        for position in range(start + steps, start, -1):
+            states, parents, entered = path[position - start - 1]
+            if entered[thread]:
+                runs[occ[states[thread]]] = (position, run_end)
+                run_end = position - 1
+            thread = parents[thread]
+        runs[occ[self.states[first][thread]]] = (start, run_end)
+        return tuple(runs)
 
 
 # -- the brute-force reference ------------------------------------------------

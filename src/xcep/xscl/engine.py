@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ from xcep.xscl import ast as A
 from xcep.xscl.documents import Document, documents_from_batches
 from xcep.xscl.parser import XsclSyntaxError, parse_query
 from xcep.xscl.templates import (
+    VIEWS,
     Template,
     VarTree,
     first_right_edge,
@@ -53,6 +55,9 @@ CREATE TABLE r_doc (docid BIGINT, node INTEGER, strval VARCHAR);
 CREATE TABLE r_bin (docid BIGINT, var1 VARCHAR, var2 VARCHAR, node1 INTEGER, node2 INTEGER,
                     strval VARCHAR);  -- strval: node2's string value (R_L, R_R of §5)
 CREATE TABLE r_docts (docid BIGINT, ts DOUBLE);
+CREATE TABLE r_l (docid BIGINT, var1 VARCHAR, var2 VARCHAR, node1 INTEGER, node2 INTEGER,
+                  strval VARCHAR);  -- the view cache: slices of R_L by string value (§5)
+CREATE TABLE vc_keys (strval VARCHAR);  -- the string values one statement works on
 """
 
 
@@ -87,13 +92,26 @@ class _Row:
 class XsclEngine:
     """Many XSCL queries, one shared Stage 1, one SQL statement per template."""
 
-    def __init__(self, batch_size: int = 1, materialized: bool = True) -> None:
-        """``materialized``: join on the string values kept in ``r_bin`` (R_L/R_R of §5);
-        ``False`` reads them from ``r_doc`` in every query (Algorithm 1, for comparison)."""
+    def __init__(
+        self, batch_size: int = 1, view: str = "full", view_budget: int = 1_000_000
+    ) -> None:
+        """``view``: how the earlier documents' bindings meet their string values (§5):
+
+        - ``"full"``: ``r_bin`` keeps each binding's string value, the whole R_L
+          materialized with the state (the default: Stage 1 knows the values);
+        - ``"cache"``: the view cache of Algorithms 4 and 5, slices of R_L by
+          string value, least recently used ones dropped past ``view_budget`` rows;
+        - ``"none"``: every query joins ``r_doc`` itself (Algorithm 1).
+        """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {', '.join(VIEWS)}, not {view!r}")
+        if view_budget < 0:
+            raise ValueError("view_budget must not be negative")
         self.batch_size = batch_size
-        self.materialized = materialized
+        self.view = view
+        self.view_cache = ViewCache(view_budget)
         self.db = duckdb.connect()
         self.db.execute(SCHEMA)
         # the template queries are written in a good join order (templates.py); DuckDB's
@@ -215,7 +233,7 @@ class XsclEngine:
                 f"(rid INTEGER, followed BOOLEAN, wl DOUBLE, since BIGINT, {cols})"
             )
             self.sql[template.index] = template_sql(
-                template, f"r_t_{template.index}", self.materialized
+                template, f"r_t_{template.index}", self.view
             )
         position = {(0, v): i for i, v in enumerate(variables[: template.left_size])}
         position.update(
@@ -280,7 +298,9 @@ class XsclEngine:
         self._insert("r_doc", doc_rows)
         self._insert("r_bin", bin_rows)
         self._insert("r_docts", ts_rows)
-        left = self._candidates(lo, hi)
+        left, shared = self._candidates(lo, hi)
+        if left is not None and self.view == "cache":
+            self._maintain_view_cache(lo, hi, shared, {value for _, _, value in doc_rows})
         if left is not None:
             pairs = {(row[1], row[2]) for row in bin_rows}
             for template in self.templates.values():
@@ -298,18 +318,60 @@ class XsclEngine:
                 out.append(result)
         return out
 
-    def _candidates(self, lo: int, hi: int, listed: int = 2000) -> str | None:
+    def _candidates(self, lo: int, hi: int, listed: int = 2000) -> tuple[str | None, set]:
         """A ``docid`` condition for the earlier documents that share a string value with
-        the batch (a semi-join, so each template scans only those), or ``None``: none."""
-        docs = self.db.execute(
-            "SELECT DISTINCT d.docid FROM r_doc w JOIN r_doc d ON d.strval = w.strval "
-            f"WHERE w.docid BETWEEN {lo} AND {hi} AND d.docid < w.docid ORDER BY 1"
+        the batch (a semi-join, so each template scans only those), or ``None``: none;
+        and the shared string values (STR of Algorithm 4)."""
+        pairs = self.db.execute(
+            "SELECT DISTINCT d.docid, d.strval FROM r_doc w JOIN r_doc d ON d.strval = w.strval "
+            f"WHERE w.docid BETWEEN {lo} AND {hi} AND d.docid < w.docid"
         ).fetchall()
-        if not docs:
-            return None
+        if not pairs:
+            return None, set()
+        docs = sorted({docid for docid, _ in pairs})
+        shared = {value for _, value in pairs}
         if len(docs) > listed:
-            return f"<= {hi}"
-        return f"IN ({', '.join(str(d) for (d,) in docs)})"
+            return f"<= {hi}", shared
+        return f"IN ({', '.join(str(d) for d in docs)})", shared
+
+    def _maintain_view_cache(self, lo: int, hi: int, shared: set, values: set) -> None:
+        """Algorithms 4 and 5 for one batch: the slices R_L,s of every shared value ``s``
+        hold every binding of a document up to ``hi`` whose node has the value ``s``.
+        A cached slice gains the batch's bindings (R_R,s); a missing one is computed
+        from ``r_doc`` and ``r_bin``. Then least recently used slices go, past the
+        budget (never one this batch uses)."""
+        cache = self.view_cache
+        grown = [v for v in values if v in cache.sizes]  # cached before this batch
+        missing = [v for v in shared if v not in cache.sizes]
+        cache.hits += len(shared) - len(missing)
+        cache.misses += len(missing)
+        select = (
+            "INSERT INTO r_l SELECT b.docid, b.var1, b.var2, b.node1, b.node2, d.strval "
+            "FROM r_bin b JOIN r_doc d ON d.docid = b.docid AND d.node = b.node2 "
+            "JOIN vc_keys k ON k.strval = d.strval WHERE b.docid "
+        )
+        for keys, docs in ((grown, f"BETWEEN {lo} AND {hi}"), (missing, f"<= {hi}")):
+            if keys:
+                self._set_keys(keys)
+                self.db.execute(select + docs)
+        touched = grown + missing
+        if touched:
+            self._set_keys(touched)
+            counts = self.db.execute(
+                "SELECT l.strval, count(*) FROM r_l l JOIN vc_keys k ON k.strval = l.strval "
+                "GROUP BY l.strval"
+            ).fetchall()
+            cache.sizes.update({value: 0 for value in missing})
+            cache.sizes.update(dict(counts))
+        cache.use(shared)
+        dropped = cache.over_budget(keep=shared)
+        if dropped:
+            self._set_keys(dropped)
+            self.db.execute("DELETE FROM r_l WHERE strval IN (SELECT strval FROM vc_keys)")
+
+    def _set_keys(self, values: list) -> None:
+        self.db.execute("DELETE FROM vc_keys")
+        self._insert("vc_keys", [(v,) for v in values])
 
     def _insert(self, table: str, rows: list[tuple]) -> None:
         """Bulk insert through NumPy columns (DuckDB scans them without a copy per row)."""
@@ -396,7 +458,14 @@ class XsclEngine:
         old = [d for d, (_, ts, _) in self.docs.items() if ts < cut]
         if not old:
             return
-        for table in ("r_doc", "r_bin"):
+        if self.view_cache.sizes:
+            gone = self.db.execute(
+                "SELECT strval, count(*) FROM r_l "
+                "WHERE docid IN (SELECT docid FROM r_docts WHERE ts < ?) GROUP BY strval",
+                [cut],
+            ).fetchall()
+            self.view_cache.shrink(dict(gone))
+        for table in ("r_doc", "r_bin", "r_l"):
             self.db.execute(
                 f"DELETE FROM {table} WHERE docid IN (SELECT docid FROM r_docts WHERE ts < ?)",
                 [cut],
@@ -406,10 +475,55 @@ class XsclEngine:
             del self.docs[d]
 
     def state_size(self) -> dict:
-        """Rows of join state (for memory reports)."""
+        """Rows of join state and of the view cache (for memory reports)."""
         return {
             table: self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("r_doc", "r_bin", "r_docts")
+            for table in ("r_doc", "r_bin", "r_docts", "r_l")
+        }
+
+
+class ViewCache:
+    """The bookkeeping of the view cache (§5): rows per cached string value, in least
+    recently used order, with a budget in rows; the slices live in ``r_l``."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.sizes: OrderedDict[str, int] = OrderedDict()
+        self.hits = self.misses = self.evicted = 0
+
+    def use(self, values) -> None:
+        for value in values:
+            self.sizes.move_to_end(value)
+
+    def over_budget(self, keep: set) -> list[str]:
+        """The least recently used values to drop to get back under the budget."""
+        total = sum(self.sizes.values())
+        dropped = []
+        for value in list(self.sizes):
+            if total <= self.budget:
+                break
+            if value not in keep:
+                total -= self.sizes.pop(value)
+                dropped.append(value)
+        self.evicted += len(dropped)
+        return dropped
+
+    def shrink(self, gone: dict) -> None:
+        """Rows of expired documents leave their slices."""
+        for value, count in gone.items():
+            if value in self.sizes:
+                self.sizes[value] -= count
+
+    def stats(self) -> dict:
+        lookups = self.hits + self.misses
+        return {
+            "slices": len(self.sizes),
+            "rows": sum(self.sizes.values()),
+            "budget": self.budget,
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_ratio": self.hits / lookups if lookups else None,
+            "evicted": self.evicted,
         }
 
 

@@ -164,7 +164,10 @@ def _encode(tree: Minor, var: str, side: int, labels: dict) -> tuple[tuple, list
     return code, nodes
 
 
-def template_sql(template: Template, table: str, materialized: bool = True) -> str:
+VIEWS = ("full", "cache", "none")
+
+
+def template_sql(template: Template, table: str, view: str = "full") -> str:
     """The conjunctive query of a template, for the documents with ids in [{lo}, {hi}] as
     the right side, joined with the earlier documents ``{left}`` (a condition on
     ``docid``: those that share a string value with the batch) within the window;
@@ -172,15 +175,21 @@ def template_sql(template: Template, table: str, materialized: bool = True) -> s
 
     ``r_bin`` carries the string value of ``node2`` (the seed's R_L and R_R of §5,
     kept with the state), so a value join is a join of two ``r_bin`` rows and
-    the query has one relation per structural edge. With ``materialized=False``
-    the string values come from ``r_doc`` instead, a copy per join end: the
-    conjunctive query of Fig. 7 as it stands (Algorithm 1, no view). The joins are written in
+    the query has one relation per structural edge (``view="full"``). With
+    ``view="cache"`` the earlier documents' edges that end at a join end are
+    read from ``r_l``, the view cache's slices of R_L for the batch's shared
+    string values (Algorithm 4). With ``view="none"`` the string values come
+    from ``r_doc``, a copy per join end: the conjunctive query of Fig. 7 as it
+    stands (Algorithm 1, no view). The joins are written in
     the order that keeps the hash tables small — each new relation is the build
     side of its join, filtered to the batch or to the candidate documents —
     starting from the template relation, which is only probed; they run in
     that order (the engine turns DuckDB's join-order search off: with many
     relations it costs more than the query).
     """
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {', '.join(VIEWS)}")
+    materialized = view != "none"
     n = template.size
     left = set(range(template.left_size))
     edges = query_edges(template)
@@ -193,7 +202,7 @@ def template_sql(template: Template, table: str, materialized: bool = True) -> s
     batch = "BETWEEN {lo} AND {hi}"
     joins = [f"{table} t"]
 
-    def edge_join(k: int, a: int, b: int, docs: str, extra: list[str]) -> str:
+    def edge_join(k: int, a: int, b: int, docs: str, extra: list[str], rel: str = "r_bin") -> str:
         alias = f"b{k}"
         on = [f"{alias}.var1 = t.v{a}", f"{alias}.var2 = t.v{b}", f"{alias}.docid {docs}"]
         on += extra
@@ -204,7 +213,7 @@ def template_sql(template: Template, table: str, materialized: bool = True) -> s
                 node_col[i] = f"{alias}.{col}"
         if materialized:
             string_of.setdefault(b, alias)
-        return f"JOIN r_bin {alias} ON {' AND '.join(on)}"
+        return f"JOIN {rel} {alias} ON {' AND '.join(on)}"
 
     k = 0
     for a, b in right_edges:
@@ -231,7 +240,8 @@ def template_sql(template: Template, table: str, materialized: bool = True) -> s
             extra += [f"b{k}.docid = dl{first_left}.docid", f"b{k}.node2 = dl{first_left}.node"]
         elif b in partner and b not in string_of:
             extra.append(f"b{k}.strval = {string_of[partner[b]]}.strval")
-        joins.append(edge_join(k, a, b, "{left}", extra))
+        cached = view == "cache" and b in partner  # a slice of R_L: the value is shared
+        joins.append(edge_join(k, a, b, "{left}", extra, "r_l" if cached else "r_bin"))
         if not materialized:
             for end in (a, b):
                 if end in partner and end not in string_of:
