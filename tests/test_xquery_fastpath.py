@@ -192,7 +192,10 @@ def column_conditions():
 
 
 @settings(max_examples=500)
-@given(column_conditions(), st.lists(st.dictionaries(st.sampled_from("ab"), st.sampled_from(TEXTS))))
+@given(
+    column_conditions(),
+    st.lists(st.dictionaries(st.sampled_from("ab"), st.sampled_from(TEXTS))),
+)
 def test_item_column_agrees_with_elementpath(text, attributes):
     """A pattern variable's condition computed for all items at once (``item_column``)
     equals elementpath's effective boolean value item by item."""

@@ -52,7 +52,10 @@ class XQuery:
             docs = _documents(source)
             context = docs[0] if len(docs) == 1 else None
             evaluator = Evaluator(self.text, context)
-            nodes = [evaluator.ctx.root] if context is not None else [get_node_tree(d) for d in docs]
+            if context is not None:
+                nodes = [evaluator.ctx.root]
+            else:
+                nodes = [get_node_tree(d) for d in docs]
         env = {"input": as_value(nodes)}
         env.update(variables or {})
         return evaluator.eval(self.tree, env)

@@ -381,15 +381,15 @@ class Evaluator:
                 else:
                     type_ok = type_test(item_type)
                     kept = [type_ok(item) for item in items]
-                if any(k and e is None for k, e in zip(kept, elems)):
+                if any(k and e is None for k, e in zip(kept, elems, strict=True)):
                     return None  # an item of the type that is not an element: the general path
-                chosen[key] = [e if k else None for k, e in zip(kept, elems)]
+                chosen[key] = [e if k else None for k, e in zip(kept, elems, strict=True)]
             try:
                 truth = column(chosen[key])
             except Fallback:
                 return None
             flag = 1 << bit
-            masks = [m | flag if t else m for m, t in zip(masks, truth)]
+            masks = [m | flag if t else m for m, t in zip(masks, truth, strict=True)]
         return masks
 
     def _pattern_check(self, v: A.PatternVar, items: list, env: dict):

@@ -146,8 +146,8 @@ def item_column(token, var: str) -> Column | None:
         if left is None or right is None:
             return None
         if token.symbol == "and":
-            return lambda elems: [a and b for a, b in zip(left(elems), right(elems))]
-        return lambda elems: [a or b for a, b in zip(left(elems), right(elems))]
+            return lambda elems: [a and b for a, b in zip(left(elems), right(elems), strict=True)]
+        return lambda elems: [a or b for a, b in zip(left(elems), right(elems), strict=True)]
     if token.symbol == "(" and len(token) == 1:
         return item_column(token[0], var)
     parts = _attribute_comparison(token)

@@ -232,9 +232,7 @@ class XsclEngine:
                 f"CREATE TABLE r_t_{template.index} "
                 f"(rid INTEGER, followed BOOLEAN, wl DOUBLE, since BIGINT, {cols})"
             )
-            self.sql[template.index] = template_sql(
-                template, f"r_t_{template.index}", self.view
-            )
+            self.sql[template.index] = template_sql(template, f"r_t_{template.index}", self.view)
         position = {(0, v): i for i, v in enumerate(variables[: template.left_size])}
         position.update(
             {(1, v): template.left_size + i for i, v in enumerate(variables[template.left_size :])}
