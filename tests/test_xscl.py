@@ -84,7 +84,7 @@ def test_r_out_is_table_4_f():
     rows = engine.db.execute(sql).fetchall()
     named = {}
     for rid, ldoc, _rdoc, *nodes in rows:
-        row = engine.rows[rid]
+        (row,) = engine.rows[rid]  # three different queries: a row each
         query = row.registered.query
         variables = engine.db.execute(
             f"SELECT * FROM r_t_{template.index} WHERE rid = ?", [rid]
@@ -154,6 +154,34 @@ def test_queries_come_and_go_while_the_stream_runs():
     engine.add("q2", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/b->w[/k->z]")
     assert list(engine.run([("S", b, 4.0)])) == []  # its a-event came before it was added
     assert [r.docs for r in engine.run([("S", a, 5.0), ("S", b, 6.0)])] == [[4, 5]]
+
+
+def test_identical_queries_share_a_row_and_each_gets_its_results():
+    join = "S/a->x[/k->y] JOIN{y=z, inf} S/a->w[/k->z]"  # symmetric: both directions alike
+    follow = "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/a->w[/k->z]"
+    engine, sequential = XsclEngine(), SequentialEngine()
+    for qid, text in [("q1", join), ("q2", join), ("q3", join), ("f", follow)]:
+        engine.add(qid, text)
+        sequential.add(qid, text)
+    assert len(engine.rows) == 2  # one row for the three joins' two directions, one for f
+
+    def both(docs):
+        return [[(r.query, r.docs, r.output) for r in e.run(docs)] for e in (engine, sequential)]
+
+    stream = [("S", parse_document(f"<a><k>{v}</k></a>"), float(i)) for i, v in enumerate("121")]
+    fast, slow = both(stream)
+    assert fast == slow and {q for q, _, _ in fast} == {"q1", "q2", "q3", "f"}
+    for qid in ("q2", "q1"):
+        engine.remove(qid)
+        sequential.remove(qid)
+    fast, slow = both([("S", parse_document("<a><k>2</k></a>"), 5.0)])
+    assert fast == slow and {q for q, _, _ in fast} == {"q3", "f"}
+    engine.remove("q3")
+    engine.remove("f")
+    assert not engine.rows and not engine.patterns
+    engine.add("q4", join)  # the parse is reused, its patterns registered again
+    pair = [("S", parse_document("<a><k>7</k></a>"), 6.0)] * 2  # documents 4 and 5
+    assert [(r.query, r.docs) for r in engine.run(pair)] == [("q4", [4, 5]), ("q4", [5, 4])]
 
 
 @pytest.mark.parametrize(
@@ -300,7 +328,10 @@ def test_view_cache_reuses_slices_within_its_budget(budget):
         assert engine.state_size()["r_l"] == stats["rows"]
 
 
-def test_cli_on_the_example_stream():
+@pytest.mark.parametrize(
+    "view", [[], ["--view", "cache", "--view-budget", "0"], ["--view", "none"]]
+)
+def test_cli_on_the_example_stream(view):
     import json
     import subprocess
     import sys
@@ -310,7 +341,7 @@ def test_cli_on_the_example_stream():
     done = subprocess.run(
         [
             sys.executable, "-m", "xcep", "xscl", "--queries", str(examples / "queries.txt"),
-            "--timestamp", "@date", str(examples / "stream.xml"),
+            "--timestamp", "@date", str(examples / "stream.xml"), *view,
         ],
         capture_output=True,
         text=True,

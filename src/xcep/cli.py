@@ -253,7 +253,10 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     )
     from xcep.xscl.documents import documents_from_batches
 
-    engine = XsclEngine(batch_size=args.batch)
+    if args.view_budget < 0 or args.batch < 1:
+        stderr.write("xcep: error: --batch must be at least 1, --view-budget at least 0\n")
+        return EXIT_USAGE
+    engine = XsclEngine(batch_size=args.batch, view=args.view, view_budget=args.view_budget)
     _, errors = load_xscl_queries(args.queries, engine, stderr)
     if errors and args.strict:
         return EXIT_USAGE
@@ -480,6 +483,16 @@ def build_parser() -> argparse.ArgumentParser:
     xscl.add_argument("--stream", default="S", help="the stream of inputs without NAME= (S)")
     xscl.add_argument(
         "--batch", type=int, default=1, metavar="N", help="documents joined per SQL run (1)"
+    )
+    xscl.add_argument(
+        "--view",
+        choices=["full", "cache", "none"],
+        default="full",
+        help="string values of the join state (§5): kept with it (full), a view cache of "
+        "slices within --view-budget rows (cache), or joined per query (none)",
+    )
+    xscl.add_argument(
+        "--view-budget", type=int, default=1_000_000, metavar="ROWS", help="(1,000,000)"
     )
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     xscl.set_defaults(run=cmd_xscl)

@@ -268,7 +268,7 @@ def _join_results(spark: SparkSession, engine, docs: DataFrame, lo: int, hi: int
                 [side for side, _ in row.outputs],
                 [pick for _, pick in row.outputs],
             )
-            for rid, row in engine.rows.items()
+            for rid, row in engine.directed_rows()
         ],
         "rid int, query string, swapped boolean, sides array<int>, picks array<int>",
     )
@@ -337,7 +337,7 @@ def run_stream(
     from pyspark.sql import functions as F
 
     engine = _engine(tuple(queries))
-    widest = max((r.registered.query.window for r in engine.rows.values()), default=0.0)
+    widest = max((r.registered.query.window for _, r in engine.directed_rows()), default=0.0)
     state_dir = os.path.join(checkpoint, "xscl-state")
     stage1 = witnesses(inputs, queries, timestamp)
 

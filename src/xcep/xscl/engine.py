@@ -30,7 +30,7 @@ import io
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import duckdb
 import numpy as np
@@ -61,15 +61,34 @@ CREATE TABLE vc_keys (strval VARCHAR);  -- the string values one statement works
 """
 
 
-@dataclass
 class Result:
-    query: str
-    docs: list[int]  # document indexes, in the order of the query's blocks
-    nodes: list[int]  # the output nodes, one per SELECT term (or per block)
-    output: str  # the result document, serialized
+    """One result of one query: ``docs``, the document indexes in the order of the
+    query's blocks; ``nodes``, the output nodes (one per SELECT term, or per
+    block); ``output``, the result document, serialized when first read (pass a
+    string, or a function that makes it)."""
+
+    __slots__ = ("_output", "docs", "nodes", "query")
+
+    def __init__(self, query: str, docs: list[int], nodes: list[int], output) -> None:
+        self.query = query
+        self.docs = docs
+        self.nodes = nodes
+        self._output = output
+
+    @property
+    def output(self) -> str:
+        if callable(self._output):
+            self._output = self._output()
+        return self._output
 
     def to_dict(self) -> dict:
         return {"query": self.query, "docs": self.docs, "output": self.output}
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Result) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"Result(query={self.query!r}, docs={self.docs}, nodes={self.nodes})"
 
 
 @dataclass
@@ -123,7 +142,12 @@ class XsclEngine:
         self.templates: dict[tuple, Template] = {}
         self.sql: dict[int, str] = {}
         self.queries: dict[str, _Registered] = {}
-        self.rows: dict[int, _Row] = {}
+        # rid -> the directed queries of one r_t row: identical ones share it
+        self.rows: dict[int, list[_Row]] = {}
+        self._shared: dict[tuple, int] = {}  # r_t parameters -> rid
+        self._parsed: dict[str, A.Query] = {}  # query text -> its parse (blocks shared)
+        self._blocks: dict[int, tuple] = {}  # id of a parsed block -> (pattern key, names)
+        self._key_of: dict[int, tuple] = {}
         self.next_rid = 0
         self.next_docid = 0
         self.docs: dict[int, tuple[Document, float, str]] = {}
@@ -142,10 +166,14 @@ class XsclEngine:
     def add(self, query_id: str, text: str) -> A.Query:
         if query_id in self.queries:
             raise XsclSyntaxError(f"query id {query_id} is already registered", query_id)
-        query = parse_query(text, query_id)
-        for n, block in enumerate(query.blocks(), 1):
-            if block.output.var is None:
-                block.output.var = f"_out{n}"
+        known = self._parsed.get(text)
+        if known is None:
+            query = self._parsed[text] = parse_query(text, query_id)
+            for n, block in enumerate(query.blocks(), 1):
+                if block.output.var is None:
+                    block.output.var = f"_out{n}"
+        else:  # the same text again (a popular subscription): its parse is shared
+            query = replace(known, id=query_id)
         registered = _Registered(query, len(self.queries), [])
         for block in query.blocks():
             registered.blocks.append(self._register_block(block))
@@ -167,6 +195,11 @@ class XsclEngine:
         self._widest = None
         self._flush_queries()
         for template, rid in registered.rows:
+            shared = self.rows.get(rid, [])
+            shared[:] = [row for row in shared if row.registered is not registered]
+            if shared or rid not in self.rows:
+                continue  # other queries use the row (or a direction removed it already)
+            del self._shared[self._key_of.pop(rid)]
             a, b = first_right_edge(template)
             pair = self.db.execute(
                 f"SELECT v{a}, v{b} FROM r_t_{template.index} WHERE rid = ?", [rid]
@@ -185,6 +218,11 @@ class XsclEngine:
                 del self.patterns[key]
 
     def _register_block(self, block: A.Block) -> tuple[Pattern, dict[str, str]]:
+        known = self._blocks.get(id(block))  # a block of a shared parse
+        if known is not None and known[0] in self.patterns:
+            pattern_key, local = known
+            self.patterns[pattern_key][1] += 1
+            return self.patterns[pattern_key][0], local
         local: dict[str, str] = {}
         for step in A.walk_steps(block.steps):
             if step.var:
@@ -200,6 +238,7 @@ class XsclEngine:
             entry = self.patterns[pattern_key] = [compile_block(block, local), 0]
             self.witness.add(entry[0])
         entry[1] += 1
+        self._blocks[id(block)] = (pattern_key, local)
         return entry[0], local
 
     def _add_row(self, registered: _Registered, swapped: bool) -> None:
@@ -237,15 +276,21 @@ class XsclEngine:
         position.update(
             {(1, v): template.left_size + i for i, v in enumerate(variables[template.left_size :])}
         )
-        rid = self.next_rid
-        self.next_rid += 1
         followed = query.op == A.FOLLOWED_BY
-        a, b = first_right_edge(template)
-        starts = self._starts.setdefault(template.index, {})
-        starts[(variables[a], variables[b])] = starts.get((variables[a], variables[b]), 0) + 1
-        params = (rid, followed, query.window, self.next_docid, *variables)
-        self._pending.setdefault(template.index, []).append(params)
-        self.rows[rid] = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
+        params = (followed, query.window, self.next_docid, *variables)
+        rid = self._shared.get((template.index, *params))
+        if rid is None:  # else an identical query has the row: share it
+            rid = self.next_rid
+            self.next_rid += 1
+            self._shared[(template.index, *params)] = rid
+            self._key_of[rid] = (template.index, *params)
+            a, b = first_right_edge(template)
+            starts = self._starts.setdefault(template.index, {})
+            starts[(variables[a], variables[b])] = starts.get((variables[a], variables[b]), 0) + 1
+            self._pending.setdefault(template.index, []).append((rid, *params))
+            self.rows[rid] = []
+        directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
+        self.rows[rid].append(directed)
         registered.rows.append((template, rid))
 
     @staticmethod
@@ -421,19 +466,28 @@ class XsclEngine:
     def _results(self, rows: list[tuple]) -> list[Result]:
         out = []
         for rid, ldoc, rdoc, *nodes in rows:
-            row = self.rows.get(rid)
-            if row is None:
-                continue
-            docs = [ldoc, rdoc]
-            picked = [(docs[side], nodes[i]) for side, i in row.outputs]
-            if row.swapped:
-                docs.reverse()
-            out.append(self._result(row.registered.query, docs, picked))
+            for row in self.rows.get(rid, ()):
+                docs = [ldoc, rdoc]
+                picked = [(docs[side], nodes[i]) for side, i in row.outputs]
+                if row.swapped:
+                    docs.reverse()
+                out.append(self._result(row.registered.query, docs, picked))
         return out
 
+    def directed_rows(self) -> Iterator[tuple[int, _Row]]:
+        """Every directed query with the id of its ``r_t`` row."""
+        for rid, shared in self.rows.items():
+            for row in shared:
+                yield rid, row
+
     def _result(self, query: A.Query, docs: list[int], picked: list[tuple[int, int]]) -> Result:
-        parts = [self.docs[d][0].nodes[n].serialize() for d, n in picked]
-        output = parts[0] if query.right is None else f"<result>{''.join(parts)}</result>"
+        nodes = [self.docs[d][0].nodes[n] for d, n in picked]
+        single = query.right is None
+
+        def output() -> str:
+            parts = [node.serialize() for node in nodes]
+            return parts[0] if single else f"<result>{''.join(parts)}</result>"
+
         return Result(query.id, docs, [n for _, n in picked], output)
 
     def _published(self, results: list[Result]) -> list[tuple[str, Document, float]]:
@@ -448,7 +502,9 @@ class XsclEngine:
     def _evict(self) -> None:
         """Drop state no window can reach (timestamps are taken as non-decreasing)."""
         if self._widest is None:
-            self._widest = max((r.registered.query.window for r in self.rows.values()), default=0.0)
+            self._widest = max(
+                (r.registered.query.window for _, r in self.directed_rows()), default=0.0
+            )
         widest = self._widest
         if math.isinf(widest) or not self.docs:
             return

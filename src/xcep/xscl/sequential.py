@@ -30,6 +30,9 @@ class SequentialEngine:
                 block.output.var = f"_out{n}"
         self.queries.append(query)
 
+    def remove(self, query_id: str) -> None:
+        self.queries = [q for q in self.queries if q.id != query_id]
+
     def run(self, documents: Iterable[tuple[str, Document, float]]) -> Iterator[Result]:
         queue = list(documents)
         while queue:
