@@ -192,6 +192,16 @@ def test_descendant_or_self_reaches_text_nodes():
         assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options
 
 
+def test_a_predicate_that_is_always_true_still_notifies_early():
+    # found by the property test: with early notification, a filter whose predicates
+    # reduce to true() (`./.`) had an AND of nothing as its first branching state
+    doc = etree.fromstring(b"<a/>")
+    filters = {1: "/a[./.]", 2: "/a[. and ./.]", 3: "/b[./.]"}
+    assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
+    for options in OPTIONS:
+        assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options
+
+
 def test_answers_survive_flushes_and_workload_changes():
     rng = random.Random(7)
     trees = [

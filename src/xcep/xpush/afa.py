@@ -147,8 +147,11 @@ class _Compiler:
         successors.append(then())
         # `x and true()` is x: leaves that match every node add nothing
         successors = tuple(sorted({t for t in successors if self.afa.predicate[t] is not TRUE}))
-        if unique:
-            self.early = self.afa.state(self.owner, AND, eps=successors)
+        if unique:  # (with nothing left to check, the filter's own true leaf)
+            if successors:
+                self.early = self.afa.state(self.owner, AND, eps=successors)
+            else:
+                self.early = _true_leaf(self, unique=True)
             return self.early
         if not successors:
             return _true_leaf(self)
