@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import resource
 import time
+from functools import partial
 
 from bench.harness import write_results
 from xcep.xscl import SequentialEngine, XsclEngine, parse_document
@@ -258,7 +259,109 @@ def _add_queries(engine, count: int) -> float:
     return time.perf_counter() - start
 
 
-def run(repeat: int = 1, quick: bool = False, parts: str = "technical,rss") -> None:
+def sweeps(quick: bool, count: int = 1_000) -> list[dict]:
+    """Figures 9, 10, 12 and 13: the leaves N, the Zipf parameter and K at the seed's
+    default of 1,000 queries (Table 5), every engine on the same queries."""
+    zipfs = (0.0, 0.4, 0.8, 1.2, 1.6)
+    settings = []
+    for n in (4, 6, 8, 10, 12):
+        settings.append(
+            ("two-level", "N", n, partial(two_level_documents, n), partial(two_level_query, n=n))
+        )
+    for z in zipfs:
+        settings.append(
+            ("two-level", "zipf", z, two_level_documents, partial(two_level_query, skew=z))
+        )
+    for k in (2, 3, 4, 5):
+        settings.append(
+            ("three-level", "K", k, three_level_documents, partial(three_level_query, top_k=k))
+        )
+    for z in zipfs:
+        settings.append(
+            ("three-level", "zipf", z, three_level_documents, partial(three_level_query, skew=z))
+        )
+    if quick:
+        settings = settings[::4]
+    rows = []
+    for schema, parameter, value, make_docs, make_query in settings:
+        d1, d2 = make_docs()
+        rng = random.Random(count)
+        queries = [(f"q{i}", make_query(rng)) for i in range(count)]
+        for name, make in ENGINES.items():
+            engine = make()
+            for qid, text in queries:
+                engine.add(qid, text)
+            seconds, found = _time_second_document(engine, d1, d2)
+            rows.append(
+                {
+                    "schema": schema,
+                    "parameter": parameter,
+                    "value": value,
+                    "queries": count,
+                    "engine": name,
+                    "seconds": seconds,
+                    "results": found,
+                    "templates": len(getattr(engine, "templates", ())) or None,
+                }
+            )
+            print(rows[-1])
+    return rows
+
+
+def run(repeat: int = 1, quick: bool = False, parts: str = "technical,sweeps,rss") -> None:
     rows = technical(quick) if "technical" in parts else []
+    varied = sweeps(quick) if "sweeps" in parts else []
     stream = rss(quick) if "rss" in parts else []
-    write_results("xscl", rows, {"rss": stream})
+    write_results("xscl", rows, {"sweeps": varied, "rss": stream})
+
+
+def readme_tables(results: dict) -> str:
+    """Markdown tables of ``results/xscl.json`` for bench/README.md."""
+    out = []
+    technical_rows = results["results"]
+    names = list(ENGINES)
+    for schema in ("two-level", "three-level"):
+        rows = [r for r in technical_rows if r["schema"] == schema]
+        if not rows:
+            continue
+        out += [f"*{schema}*", ""]
+        out.append(
+            "| queries | templates | "
+            + " | ".join(f"{n} s" for n in names)
+            + " | Sequential ÷ MMQJP | results |"
+        )
+        out.append("|---" * (len(names) + 4) + "|")
+        for count in sorted({r["queries"] for r in rows}):
+            cell = {r["engine"]: r for r in rows if r["queries"] == count}
+            mmqjp, seq = cell.get("MMQJP"), cell.get("Sequential")
+            ratio = f"{seq['seconds'] / mmqjp['seconds']:.2f}" if mmqjp and seq else "–"
+            times = " | ".join(f"{cell[n]['seconds']:.3f}" if n in cell else "–" for n in names)
+            out.append(
+                f"| {count:,} | {mmqjp['templates']} | {times} | {ratio} | {mmqjp['results']:,} |"
+            )
+        out.append("")
+    sweep_rows = results["meta"].get("sweeps", [])
+    varied = [
+        ("two-level", "N"),
+        ("two-level", "zipf"),
+        ("three-level", "K"),
+        ("three-level", "zipf"),
+    ]
+    for schema, parameter in varied:
+        rows = [r for r in sweep_rows if r["schema"] == schema and r["parameter"] == parameter]
+        if not rows:
+            continue
+        out += [f"*{schema}, varying {parameter} (1,000 queries)*", ""]
+        out.append(
+            f"| {parameter} | templates | "
+            + " | ".join(f"{n} s" for n in names)
+            + " | Sequential ÷ MMQJP |"
+        )
+        out.append("|---" * (len(names) + 3) + "|")
+        for value in sorted({r["value"] for r in rows}):
+            cell = {r["engine"]: r for r in rows if r["value"] == value}
+            times = " | ".join(f"{cell[n]['seconds']:.3f}" for n in names)
+            ratio = cell["Sequential"]["seconds"] / cell["MMQJP"]["seconds"]
+            out.append(f"| {value} | {cell['MMQJP']['templates']} | {times} | {ratio:.2f} |")
+        out.append("")
+    return "\n".join(out)
