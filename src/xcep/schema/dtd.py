@@ -10,7 +10,10 @@ sections and comments are skipped). The facts:
   of the same element (the seed's order relation of XPush §5). Attributes
   (``@name``) precede every element; ``#text`` is ordered with nothing;
 - ``attributes(e)``: the attribute names declared for ``e``;
-- ``can_contain(a, b)``: ``b`` may appear below ``a`` (transitively).
+- ``can_contain(a, b)``: ``b`` may appear below ``a`` (transitively);
+- ``fixed_children(e)``: the one child sequence every ``e`` has, if any.
+
+``xcep.schema.learn`` gives the same facts learned from a sample of documents.
 """
 
 from __future__ import annotations
@@ -50,6 +53,21 @@ class Model:
         if self.kind == "name":
             return [self.name]
         return list(dict.fromkeys(n for item in self.items for n in item.names()))
+
+    def fixed(self) -> tuple[str, ...] | None:
+        """The one sequence of names this model allows, or ``None``."""
+        if self.repeat:
+            return None
+        if self.kind == "name":
+            return (self.name,)
+        if self.kind == "empty":
+            return ()
+        if self.kind == "seq":
+            parts = [item.fixed() for item in self.items]
+            return None if None in parts else tuple(n for part in parts for n in part)
+        if self.kind == "choice" and len(self.items) == 1:
+            return self.items[0].fixed()
+        return None
 
     def before_pairs(self) -> set[tuple[str, str]]:
         """(u, v) such that some child sequence has a u before a v."""
@@ -128,6 +146,14 @@ class Dtd:
 
     def can_contain(self, a: str, b: str) -> bool:
         return b in self._below.get(a, set())
+
+    def fixed_children(self, element: str) -> tuple[str, ...] | None:
+        """The one sequence of child elements every ``element`` has (``()`` for
+        EMPTY), or ``None`` when it varies or may hold text."""
+        model = self.elements.get(element)
+        if model is None or model.kind in ("any", "mixed"):
+            return None
+        return model.fixed()
 
 
 def _parse_model(text: str, element: str) -> Model:
