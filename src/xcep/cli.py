@@ -194,13 +194,24 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.xseq import QuerySyntaxError, XSeqEngine
 
     text = _query_text(args.query)
+    schema = None
+    if args.dtd:
+        from xcep.schema import DtdError, read_dtd
+
+        try:
+            schema = read_dtd(args.dtd)
+        except (OSError, DtdError) as error:
+            print(f"xcep: error: --dtd {args.dtd}: {error}", file=stderr)
+            return EXIT_USAGE
     try:
-        engine = XSeqEngine(text, selection=args.selection, values_only=args.values)
+        engine = XSeqEngine(
+            text, selection=args.selection, values_only=args.values, schema=schema, opt=args.opt
+        )
     except QuerySyntaxError as error:
         print(f"xcep: error: {error}", file=stderr)
         return EXIT_USAGE
     if args.dtd:
-        _warn_undeclared(engine, args.dtd, stderr)
+        _warn_undeclared(engine, schema, args.dtd, stderr)
     if args.explain:
         if args.explain == "dot":
             stdout.write(engine.vpa.dot() + "\n")
@@ -322,12 +333,10 @@ def _stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:
     return out
 
 
-def _warn_undeclared(engine, dtd_path: str, stderr: TextIO) -> None:
+def _warn_undeclared(engine, dtd, dtd_path: str, stderr: TextIO) -> None:
     """Name the elements of the query that the DTD does not declare (a likely typo)."""
-    from xcep.schema import read_dtd
     from xcep.xseq import ast
 
-    dtd = read_dtd(dtd_path)
     declared = set(dtd.elements)
     for node in ast.walk(engine.analysis.query.path):
         named = isinstance(node, ast.Step) and node.kind == ast.ELEMENT and node.name != "*"
@@ -444,7 +453,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("text", "dot"),
         help="print the parsed query and the automaton (or Graphviz DOT) and stop",
     )
-    xseq.add_argument("--dtd", metavar="FILE", help="DTD of the input: warns on undeclared names")
+    xseq.add_argument(
+        "--dtd",
+        metavar="FILE",
+        help="DTD of the input: warns on undeclared names and enables --opt",
+    )
+    xseq.add_argument(
+        "--opt",
+        choices=("none", "prefix"),
+        default="prefix",
+        help="schema-aware rewrites with --dtd: prefix = spell out the one ancestor chain "
+        "of a leading //name (default); none = run the query as written",
+    )
     xseq.set_defaults(run=cmd_xseq)
 
     xq = commands.add_parser(

@@ -30,6 +30,8 @@ from xcep.xseq.matches import (
     match_start,
     output_row,
 )
+from xcep.xseq.optimize import optimize
+from xcep.xseq.parser import parse_query
 from xcep.xseq.semantics import Analysis, analyze
 from xcep.xseq.vpa import Vpa, compile_to_vpa
 
@@ -652,8 +654,20 @@ class XSeqEngine:
     >>> rows = list(engine.run(EventStream(...).batches()))  # doctest: +SKIP
     """
 
-    def __init__(self, query, selection: str = "all", values_only: bool = False) -> None:
-        self.analysis = query if isinstance(query, Analysis) else analyze(query)
+    def __init__(
+        self,
+        query,
+        selection: str = "all",
+        values_only: bool = False,
+        schema=None,
+        opt: str = "prefix",
+    ) -> None:
+        """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
+        (``xcep.xseq.optimize``: ``none`` or ``prefix``)."""
+        if not isinstance(query, Analysis):
+            parsed = parse_query(query) if isinstance(query, str) else query
+            query = analyze(optimize(parsed, schema, opt))
+        self.analysis = query
         self.selection = selection
         self.values_only = values_only
         self.program = Program(self.analysis, values_only)

@@ -1,0 +1,164 @@
+"""The XSeq optimizer: every rewrite keeps the answers on documents the schema describes."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xcep.events import EventStream, Input
+from xcep.schema import learn_schema, parse_dtd, read_dtd
+from xcep.xseq import XSeqEngine
+from xcep.xseq import ast as A
+from xcep.xseq.optimize import explicit_prefix, optimize
+from xcep.xseq.parser import parse_query
+
+DTD = parse_dtd(
+    """
+    <!ELEMENT r (a*, b?)>
+    <!ELEMENT a (c | d)*>  <!ATTLIST a x CDATA #IMPLIED>
+    <!ELEMENT b (c, e)>
+    <!ELEMENT c (#PCDATA)>
+    <!ELEMENT d (e*)>
+    <!ELEMENT e (#PCDATA | f)*>
+    <!ELEMENT f EMPTY>     <!ATTLIST f y CDATA #IMPLIED>
+    """
+)
+VALUES = ["1", "2", "3"]
+
+
+@st.composite
+def valid_documents(draw) -> str:
+    """A document valid against ``DTD``."""
+
+    def text() -> str:
+        return draw(st.sampled_from(VALUES))
+
+    def e() -> str:
+        parts = [
+            f'<f y="{text()}"/>' if draw(st.booleans()) else text()
+            for _ in range(draw(st.integers(0, 3)))
+        ]
+        return f"<e>{''.join(parts)}</e>"
+
+    def a() -> str:
+        kids = []
+        for _ in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                kids.append(f"<c>{text()}</c>")
+            else:
+                kids.append("<d>" + "".join(e() for _ in range(draw(st.integers(0, 2)))) + "</d>")
+        attribute = f' x="{text()}"' if draw(st.booleans()) else ""
+        return f"<a{attribute}>{''.join(kids)}</a>"
+
+    body = "".join(a() for _ in range(draw(st.integers(0, 3))))
+    if draw(st.booleans()):
+        body += f"<b><c>{text()}</c>{e()}</b>"
+    return f"<r>{body}</r>"
+
+
+QUERIES = [
+    "//a",
+    "//a/@x",
+    "//a[@x = 2]/c/text()",
+    "//d/e/f/@y",
+    "//c/text()",
+    "//c[text() = 1]",
+    "//e/f",
+    "//f/@y",
+    "//r/b/c",
+    "//d//f",
+    "return $X from //a/$X",
+    "return count($X) from //a/$X",
+    "return $X@y from //e/$X (\\ $Y)* where tag($X) = 'f'",
+]
+
+
+def rows(query: str, xml: str, **options) -> list:
+    stream = EventStream([Input("<test>", file=io.BytesIO(xml.encode()), format="xml")])
+    return list(XSeqEngine(query, **options).run(stream.batches()))
+
+
+@settings(max_examples=60)
+@given(st.lists(valid_documents(), min_size=1, max_size=3), st.sampled_from(QUERIES))
+def test_the_inferable_prefix_keeps_the_answers(documents, query):
+    xml = "".join(documents)
+    plain = rows(query, xml, opt="none")
+    assert rows(query, xml, schema=DTD, opt="prefix") == plain
+    learned = learn_schema(
+        EventStream([Input("<t>", file=io.BytesIO(xml.encode()), format="xml")]).batches(),
+        documents=len(documents),
+    )
+    assert rows(query, xml, schema=learned, opt="prefix") == plain
+
+
+@pytest.mark.parametrize(
+    ("query", "rewritten"),
+    [
+        ("//a/@x", "/r/a@x"),
+        ("//d/e", "/r/a/d/e"),
+        ("//c/text()", "/r/*/c/text()"),  # under a or b: one level, several names
+        ("//r", "/r"),
+        ("//e", "//e"),  # under b (depth 2) or d (depth 3): two depths
+        ("//f", "//f"),
+        ("/r//d", "/r//d"),  # only a leading //name
+        ("//$X", "//$X"),
+    ],
+)
+def test_which_prefixes_are_spelled_out(query, rewritten):
+    assert A.to_text(explicit_prefix(parse_query(query), DTD).path) == rewritten
+
+
+def test_xmark_prefixes(data_dir):
+    dtd = read_dtd(data_dir / "xmark" / "auction.dtd")
+    cases = {
+        "//increase/text()": "/site/open_auctions/open_auction/bidder/increase/text()",
+        "//item/name": "/site/regions/*/item/name",
+        "//keyword": "//keyword",  # recursive (parlist/listitem)
+    }
+    for query, expected in cases.items():
+        assert A.to_text(explicit_prefix(parse_query(query), dtd).path) == expected
+
+
+def test_partition_paths_are_rewritten_with_the_from_path():
+    query = parse_query("return count($X) from //a/$X partition by //a@x")
+    optimized = optimize(query, DTD)
+    assert A.to_text(optimized.path) == "/r/a/$X"
+    assert A.to_text(optimized.partition[0]) == "/r/a"
+    xml = '<r><a x="1"><c>1</c></a><a x="2"><c>2</c><d/></a><a x="1"><d/></a></r>'
+    text = "return count($X) from //a/$X partition by //a@x"
+    assert rows(text, xml, schema=DTD) == rows(text, xml, opt="none")
+
+
+def test_unknown_levels_are_refused():
+    with pytest.raises(ValueError, match="optimization level"):
+        XSeqEngine("//a", schema=DTD, opt="loops")
+
+
+def test_cli_dtd_and_opt(tmp_path, data_dir):
+    import subprocess
+    import sys
+
+    dtd = str(data_dir / "xmark" / "auction.dtd")
+    xmark = str(data_dir / "xmark" / "xmark-f0.01.xml")
+
+    def xseq(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "xcep", "xseq", *args], capture_output=True, text=True
+        )
+        return done.returncode, done.stdout, done.stderr
+
+    query = "//bidder[increase > 40]/date/text()"
+    code, plain, _ = xseq(query, xmark)
+    assert code == 0 and plain.count("\n") > 3
+    code, optimized, err = xseq(query, "--dtd", dtd, xmark)
+    assert code == 0 and optimized == plain, err
+    code, explained, _ = xseq(query, "--dtd", dtd, "--explain")
+    assert "/site/open_auctions/open_auction/bidder" in explained
+    code, explained, _ = xseq(query, "--dtd", dtd, "--opt", "none", "--explain")
+    assert "/site/open_auctions" not in explained
+    (tmp_path / "bad.dtd").write_text("no declarations")
+    code, _, err = xseq(query, "--dtd", str(tmp_path / "bad.dtd"), xmark)
+    assert code == 2 and "--dtd" in err and "no <!ELEMENT>" in err
