@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) -m bench events
 	$(PY) -m bench xpush
 	$(PY) -m bench xseq
+	$(PY) -m bench xseq-opt
 	$(PY) -m bench xquery
 	$(PY) -m bench xscl
 	$(PY) -m bench spark

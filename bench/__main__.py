@@ -2,12 +2,13 @@
 
 import argparse
 
-from bench import events, spark, xpush, xquery, xscl, xseq
+from bench import events, spark, xpush, xquery, xscl, xseq, xseq_opt
 
 BENCHMARKS = {
     "events": events.run,
     "xpush": xpush.run,
     "xseq": xseq.run,
+    "xseq-opt": xseq_opt.run,
     "xquery": xquery.run,
     "xscl": xscl.run,
     "spark": spark.run,

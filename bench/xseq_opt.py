@@ -1,0 +1,138 @@
+"""The seed's Figure 6 for the optimizations built so far: queries over XMark inputs
+of 50 KB … 5 MB, run as written ("naive") and rewritten with the DTD (Opt-1).
+
+``python -m bench xseq-opt``. The inputs are XMark f0.1 thinned: every list
+of a section (items of a region, people, auctions, categories, edges) keeps
+its first elements in proportion, so each input is valid against XMark's DTD
+and has XMark's shape. Every run's rows are checked against the naive run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import statistics
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench.harness import RESULTS, write_results
+from xcep.events import EventStream
+from xcep.schema import read_dtd
+from xcep.xseq import XSeqEngine
+
+XMARK = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "xmark"
+SIZES = [50_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000]
+QUERIES = {
+    "X2 (increases)": "//open_auction/bidder/increase/text()",
+    "X1 (a person's name)": "//person[@id = 'person0']/name/text()",
+    "item names": "//item/name/text()",
+}
+LEVELS = ["none", "prefix"]
+
+
+def thinned_xmark(workdir: Path, size: int) -> Path:
+    """XMark f0.1 with every section list cut to about ``size`` bytes in all."""
+    path = workdir / f"xmark-{size}.xml"
+    if path.exists():
+        return path
+    with gzip.open(XMARK / "xmark-f0.1.xml.gz") as f:
+        root = ET.parse(f).getroot()
+    whole = len(ET.tostring(root))
+    keep = size / whole
+    lists = [*root.find("regions"), *(root.find(s) for s in ("categories", "catgraph"))]
+    lists += [root.find(s) for s in ("people", "open_auctions", "closed_auctions")]
+    for parent in lists:
+        children = list(parent)
+        for child in children[max(1, round(len(children) * keep)) :]:
+            parent.remove(child)
+    # references to removed people, items and categories stay: IDREFs are not checked
+    ET.ElementTree(root).write(path, encoding="utf-8")
+    return path
+
+
+def run(repeat: int = 3, quick: bool = False, workdir: Path | None = None) -> None:
+    import tempfile
+
+    dtd = read_dtd(XMARK / "auction.dtd")
+    rows = []
+    sizes = SIZES[:3] if quick else SIZES
+    with tempfile.TemporaryDirectory() as tmp:
+        work = workdir or Path(tmp)
+        for size in sizes:
+            path = thinned_xmark(work, size)
+            batches = list(EventStream([path]).batches())
+            actual = path.stat().st_size
+            for name, query in QUERIES.items():
+                expected = None
+                for level in LEVELS:
+                    engine = XSeqEngine(query, schema=dtd, opt=level)
+                    times = []
+                    for _ in range(repeat):
+                        start = time.perf_counter()
+                        found = list(engine.run(batches))
+                        times.append(time.perf_counter() - start)
+                    expected = found if expected is None else expected
+                    rows.append(
+                        {
+                            "query": name,
+                            "level": level,
+                            "bytes": actual,
+                            "seconds": statistics.median(times),
+                            "rows": len(found),
+                            "agrees": found == expected,
+                        }
+                    )
+                    print(rows[-1])
+    write_results("xseq-opt", rows, {"queries": QUERIES, "repeat": repeat})
+    plot(rows)
+    print(table(rows))
+
+
+def plot(rows: list[dict]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in dict.fromkeys(r["query"] for r in rows):
+        for level, style in (("none", "--"), ("prefix", "-")):
+            points = sorted(
+                (r["bytes"], r["seconds"])
+                for r in rows
+                if r["query"] == name and r["level"] == level
+            )
+            xs, ys = zip(*points, strict=True)
+            label = f"{name}, {'naive' if level == 'none' else 'Opt-1'}"
+            ax.plot(xs, ys, style, marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("input bytes (XMark, thinned)")
+    ax.set_ylabel("seconds")
+    ax.set_title("XSeq optimizations over input size (seed Figure 6)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "xseq-opt.png", dpi=110)
+
+
+def table(rows: list[dict] | None = None) -> str:
+    import json
+
+    if rows is None:
+        rows = json.loads((RESULTS / "xseq-opt.json").read_text())["results"]
+    out = [
+        "| query | bytes | naive s | Opt-1 s | naive ÷ Opt-1 | rows |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(r["query"] for r in rows):
+        for size in sorted({r["bytes"] for r in rows if r["query"] == name}):
+            cell = {r["level"]: r for r in rows if r["query"] == name and r["bytes"] == size}
+            naive, opt = cell["none"], cell["prefix"]
+            same = "" if opt["agrees"] else " (rows differ!)"
+            out.append(
+                f"| {name} | {size:,} | {naive['seconds']:.4f} | {opt['seconds']:.4f} | "
+                f"{naive['seconds'] / opt['seconds']:.2f}{same} | {naive['rows']:,} |"
+            )
+    return "\n".join(out)
