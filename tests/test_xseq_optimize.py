@@ -159,6 +159,12 @@ def test_cli_dtd_and_opt(tmp_path, data_dir):
     assert "/site/open_auctions/open_auction/bidder" in explained
     code, explained, _ = xseq(query, "--dtd", dtd, "--opt", "none", "--explain")
     assert "/site/open_auctions" not in explained
+    code, learned, err = xseq(query, "--learn-schema", "1", xmark)
+    assert code == 0 and learned == plain, err
+    code, explained, _ = xseq(query, "--learn-schema", "1", "--explain", "text", xmark)
+    assert "/site/open_auctions/open_auction/bidder" in explained
+    code, _, err = xseq(query, "--learn-schema", "1")  # stdin cannot be read twice
+    assert code == 2 and "give files" in err
     (tmp_path / "bad.dtd").write_text("no declarations")
     code, _, err = xseq(query, "--dtd", str(tmp_path / "bad.dtd"), xmark)
     assert code == 2 and "--dtd" in err and "no <!ELEMENT>" in err

@@ -203,6 +203,17 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         except (OSError, DtdError) as error:
             print(f"xcep: error: --dtd {args.dtd}: {error}", file=stderr)
             return EXIT_USAGE
+    if args.learn_schema is not None:
+        if args.dtd or args.learn_schema < 1:
+            print("xcep: error: --learn-schema takes N ≥ 1 and no --dtd", file=stderr)
+            return EXIT_USAGE
+        if not args.inputs or "-" in args.inputs:
+            print("xcep: error: --learn-schema reads the inputs twice: give files", file=stderr)
+            return EXIT_USAGE
+        from xcep.schema import learn_schema
+
+        sample = EventStream(args.inputs, format=args.input_format, errors="skip")
+        schema = learn_schema(sample.batches(), documents=args.learn_schema)
     try:
         engine = XSeqEngine(
             text, selection=args.selection, values_only=args.values, schema=schema, opt=args.opt
@@ -459,10 +470,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="DTD of the input: warns on undeclared names and enables --opt",
     )
     xseq.add_argument(
+        "--learn-schema",
+        type=int,
+        metavar="N",
+        help="learn the schema facts from the first N documents of the inputs (files) "
+        "instead of a DTD: the rewrites then assume the rest is like them",
+    )
+    xseq.add_argument(
         "--opt",
         choices=("none", "prefix"),
         default="prefix",
-        help="schema-aware rewrites with --dtd: prefix = spell out the one ancestor chain "
+        help="schema-aware rewrites with --dtd or --learn-schema: prefix = spell out the one "
+        "ancestor chain "
         "of a leading //name (default); none = run the query as written",
     )
     xseq.set_defaults(run=cmd_xseq)
