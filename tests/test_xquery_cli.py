@@ -103,3 +103,23 @@ def test_qt3_window_clause(data_dir):
 def test_qt3_flwor_pass_rates_do_not_fall(data_dir, name, least):
     """The pass rates docs/xquery.md reports (applicable cases only)."""
     assert summary(run_set(data_dir / "qt3", name))["rate"] >= least
+
+
+def test_answers_do_not_depend_on_the_process_locale():
+    """XQuery's default collation is Unicode codepoints, whatever LC_COLLATE says (Saxon,
+    for one, sets the process locale from the environment when it starts)."""
+    import locale
+
+    from xcep import xquery
+
+    text = "distinct-values(('b', 'a', 'b')), 'a' lt 'B', contains('abc', 'B')"
+    saved = locale.setlocale(locale.LC_ALL)
+    try:
+        try:
+            locale.setlocale(locale.LC_ALL, "C.UTF-8")
+        except locale.Error:
+            pytest.skip("no C.UTF-8 locale here")
+        got = xquery.compile(text).evaluate(None)
+    finally:
+        locale.setlocale(locale.LC_ALL, saved)
+    assert got == ["b", "a", False, False]

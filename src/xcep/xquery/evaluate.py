@@ -8,12 +8,14 @@ clause runs the NFA of ``xcep.xquery.pattern``.
 
 from __future__ import annotations
 
+import locale
 import re
 import xml.etree.ElementTree as ET
 
-from elementpath import XPathContext
+from elementpath import XPathContext, collations
 from elementpath.exceptions import ElementPathError
 from elementpath.tree_builders import get_node_tree
+from elementpath.xpath_nodes import ElementNode
 
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
@@ -32,6 +34,38 @@ from xcep.xquery.values import (
     string_value,
     type_test,
 )
+
+
+def _release_collation_lock_on_error() -> None:
+    """Two faults of elementpath's ``CollationManager.__enter__``: it remembers the
+    collation locale with ``locale.getlocale``, which can name a locale that
+    cannot be set back (``C.UTF-8`` reads as ``en_US.UTF-8``, often not installed,
+    as after Saxon has set the process locale); and when it raises, it keeps its
+    module-wide lock, so every later collation in the process waits forever.
+    Remember the exact setting instead, and release the lock on an error."""
+    manager = collations.CollationManager
+    enter = manager.__enter__
+    if getattr(enter, "guarded", False):
+        return
+
+    def guarded_enter(self):
+        current = locale.setlocale(locale.LC_COLLATE)  # the exact setting, to set back
+        try:
+            result = enter(self)
+        except BaseException:
+            if getattr(self, "_current_lc_collate", None) is not None:
+                self._current_lc_collate = None
+                collations._locale_collate_lock.release()
+            raise
+        if self._current_lc_collate is not None:
+            self._current_lc_collate = current
+        return result
+
+    guarded_enter.guarded = True
+    manager.__enter__ = guarded_enter
+
+
+_release_collation_lock_on_error()
 
 
 class Evaluator:
@@ -92,6 +126,9 @@ class Evaluator:
             return as_sequence(expr.token.evaluate(ctx))
         except ElementPathError as exc:
             raise self._error(exc, expr.pos) from None
+        except locale.Error as exc:  # a collation this machine has no locale for
+            line, column = position(self.text, expr.pos)
+            raise XQueryError(f"unsupported collation: {exc}", "FOCH0002", line, column) from None
         except (TypeError, ValueError, ArithmeticError) as exc:
             raise self._error(exc, expr.pos) from None
 
@@ -368,9 +405,7 @@ class Evaluator:
             if column is None:
                 return None
             columns.append((v.item_type, column))
-        elems = [
-            item.elem if getattr(item, "node_kind", None) == "element" else None for item in items
-        ]
+        elems = [item.elem if isinstance(item, ElementNode) else None for item in items]
         chosen: dict[str, list] = {}  # item type -> the elements it lets through
         masks = [0] * len(items)
         for bit, (item_type, column) in enumerate(columns):

@@ -154,6 +154,8 @@ def item_column(token, var: str) -> Column | None:
     if parts is None or parts[0] != var:
         return None
     _, name, op, literal, _ = parts
+    if isinstance(literal, str) and op is operator.eq:  # the commonest: one comparison each
+        return lambda elems: [e is not None and e.get(name) == literal for e in elems]
     if isinstance(literal, str):
         return lambda elems: [
             e is not None and (v := e.get(name)) is not None and op(v, literal) for e in elems

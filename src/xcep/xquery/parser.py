@@ -14,6 +14,7 @@ import html
 import re
 from dataclasses import dataclass
 
+from elementpath.collations import UNICODE_CODEPOINT_COLLATION
 from elementpath.exceptions import ElementPathError
 from elementpath.xpath31 import XPath31Parser
 
@@ -109,7 +110,9 @@ class Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
-        self.xpath = XPath31Parser()
+        # XQuery's default collation is Unicode codepoints; elementpath would take it
+        # from the process locale (LC_COLLATE), making answers depend on the machine
+        self.xpath = XPath31Parser(default_collation=UNICODE_CODEPOINT_COLLATION)
         self.placeholders = 0
 
     # -- tokens --------------------------------------------------------------

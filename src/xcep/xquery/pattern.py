@@ -284,10 +284,13 @@ def find_instances(
         dfa = nfa.dfa()
         first_bits = sum(1 << v for v in {nfa.occurrences[s] for s in nfa.first})
 
+        forgotten = [0]  # covered positions below this are gone
+
         def at(start: int) -> list[tuple]:
             if covered:  # forget the positions before this start
-                for position in [p for p in covered if p < start]:
-                    del covered[position]
+                for position in range(forgotten[0], start):
+                    covered.pop(position, None)
+                forgotten[0] = start
             return dfa.instances_at(start, masks, selection, covered)
 
         starts = [i for i, mask in enumerate(masks) if mask & first_bits]
