@@ -102,6 +102,34 @@ def bar_plot(name: str, rows: list[dict], metric: str, label: str) -> Path:
     return path
 
 
+def log_log_plot(name: str, lines: dict, xlabel: str, title: str) -> Path | None:
+    """One line per entry of ``lines`` (label -> (points, line style)), both axes log
+    scale, seconds up; ``None`` when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (points, style) in lines.items():
+        if points:
+            xs, ys = zip(*sorted(points), strict=True)
+            ax.plot(xs, ys, style, marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("seconds")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = RESULTS / f"{name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def markdown_table(rows: list[dict], baseline: str, columns: list[tuple[str, str, str]]) -> str:
     """A table with a ratio column against ``baseline`` (on the same input)."""
     head = ["input", "contender", *(c[1] for c in columns), f"× {baseline}"]

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import RESULTS, write_results
+from bench.harness import log_log_plot, write_results
 from bench.peers import PeerTimeout, available, count_in_child
 
 SIZES = [50, 100, 500, 1_000, 5_000, 10_000, 100_000, 1_000_000]
@@ -199,31 +199,20 @@ def readme_table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for engine, style in dict.fromkeys((r["engine"], r["style"]) for r in rows):
-        points = [
-            (r["items"], r["seconds"])
-            for r in rows
-            if r["engine"] == engine and r["style"] == style and r["seconds"]
-        ]
-        if points:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o", label=f"{engine} {style}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("items in the sequence")
-    ax.set_ylabel("seconds")
-    ax.set_title("A+B+C, sliding maximal (seed Table 3)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "xquery-table3.png", dpi=110)
+    lines = {
+        f"{engine} {style}": (
+            [
+                (r["items"], r["seconds"])
+                for r in rows
+                if r["engine"] == engine and r["style"] == style and r["seconds"]
+            ],
+            "-",
+        )
+        for engine, style in dict.fromkeys((r["engine"], r["style"]) for r in rows)
+    }
+    log_log_plot(
+        "xquery-table3", lines, "items in the sequence", "A+B+C, sliding maximal (seed Table 3)"
+    )
 
 
 if __name__ == "__main__":

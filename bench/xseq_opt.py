@@ -15,7 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bench.harness import RESULTS, write_results
+from bench.harness import RESULTS, log_log_plot, write_results
 from xcep.events import EventStream
 from xcep.schema import read_dtd
 from xcep.xseq import XSeqEngine
@@ -89,32 +89,18 @@ def run(repeat: int = 3, quick: bool = False, workdir: Path | None = None) -> No
 
 
 def plot(rows: list[dict]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lines = {}
     for name in dict.fromkeys(r["query"] for r in rows):
         for level, style in (("none", "--"), ("prefix", "-")):
-            points = sorted(
+            label = f"{name}, {'naive' if level == 'none' else 'Opt-1'}"
+            points = [
                 (r["bytes"], r["seconds"])
                 for r in rows
                 if r["query"] == name and r["level"] == level
-            )
-            xs, ys = zip(*points, strict=True)
-            label = f"{name}, {'naive' if level == 'none' else 'Opt-1'}"
-            ax.plot(xs, ys, style, marker="o", label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("input bytes (XMark, thinned)")
-    ax.set_ylabel("seconds")
-    ax.set_title("XSeq optimizations over input size (seed Figure 6)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "xseq-opt.png", dpi=110)
+            ]
+            lines[label] = (points, style)
+    title = "XSeq optimizations over input size (seed Figure 6)"
+    log_log_plot("xseq-opt", lines, "input bytes (XMark, thinned)", title)
 
 
 def table(rows: list[dict] | None = None) -> str:

@@ -183,20 +183,18 @@ def test_running_example_of_the_seed():
     assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
 
 
-def test_descendant_or_self_reaches_text_nodes():
-    # found by the property test: "1" is a text node's value, not an element's ("11", "")
-    doc = etree.fromstring(b"<a>1<a/>1</a>")
-    filters = {1: "/self::node()[.. or a//. = 1]", 2: "/a[.//. = 1]", 3: "/a[. = 1]"}
-    assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
-    for options in OPTIONS:
-        assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options
-
-
-def test_a_predicate_that_is_always_true_still_notifies_early():
-    # found by the property test: with early notification, a filter whose predicates
-    # reduce to true() (`./.`) had an AND of nothing as its first branching state
-    doc = etree.fromstring(b"<a/>")
-    filters = {1: "/a[./.]", 2: "/a[. and ./.]", 3: "/b[./.]"}
+@pytest.mark.parametrize(
+    ("xml", "filters"),
+    [
+        # found by the property test: "1" is a text node's value, not an element's ("11", "")
+        (b"<a>1<a/>1</a>", {1: "/self::node()[.. or a//. = 1]", 2: "/a[.//. = 1]", 3: "/a[. = 1]"}),
+        # found by the property test: with early notification, a filter whose predicates
+        # reduce to true() (`./.`) had an AND of nothing as its first branching state
+        (b"<a/>", {1: "/a[./.]", 2: "/a[. and ./.]", 3: "/b[./.]"}),
+    ],
+)
+def test_regressions_found_by_the_property_test(xml, filters):
+    doc = etree.fromstring(xml)
     assert lxml_answer([doc], list(filters.values())) == [[0, 1]]
     for options in OPTIONS:
         assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options

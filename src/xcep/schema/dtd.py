@@ -10,6 +10,7 @@ sections and comments are skipped). The facts:
   of the same element (the seed's order relation of XPush §5). Attributes
   (``@name``) precede every element; ``#text`` is ordered with nothing;
 - ``attributes(e)``: the attribute names declared for ``e``;
+- ``parents(e)``: the elements that may have ``e`` as a child;
 - ``can_contain(a, b)``: ``b`` may appear below ``a`` (transitively);
 - ``fixed_children(e)``: the one child sequence every ``e`` has, if any.
 
@@ -143,6 +144,18 @@ class Dtd:
                     reach |= extra
                     changed = True
         return below
+
+    @cached_property
+    def _parents(self) -> dict[str, set[str]]:
+        parents: dict[str, set[str]] = {}
+        for name in self.elements:
+            for child in self.children(name):
+                parents.setdefault(child, set()).add(name)
+        return parents
+
+    def parents(self, element: str) -> set[str]:
+        """The elements that may have ``element`` as a child (none: only a root)."""
+        return self._parents.get(element, set())
 
     def can_contain(self, a: str, b: str) -> bool:
         return b in self._below.get(a, set())

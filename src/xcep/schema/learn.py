@@ -35,18 +35,22 @@ class LearnedSchema(Dtd):
         names.extend(a for a in attributes if a not in names)
         if text:
             self.texts.add(element)
-        seen = self.seen.setdefault(element, {})  # child names, first seen first
-        seen.update(dict.fromkeys(children))
-        kids = tuple(Model("name", n) for n in seen)
-        if element in self.texts:
-            self.elements[element] = Model("mixed", None, kids, "*" if kids else "")
-        elif kids:
-            self.elements[element] = Model("choice", None, kids, "*")
-        else:
-            self.elements[element] = Model("empty")
-        self.__dict__.pop("_before", None)  # the cached facts are out of date
-        self.__dict__.pop("_siblings", None)
-        self.__dict__.pop("_below", None)
+        self.seen.setdefault(element, {}).update(dict.fromkeys(children))  # first seen first
+
+    def settle(self) -> LearnedSchema:
+        """The content models of what was observed: ``(a | b | …)*`` over the children
+        seen (mixed when text was seen), EMPTY for none; the derived facts recomputed."""
+        for element, seen in self.seen.items():
+            kids = tuple(Model("name", n) for n in seen)
+            if element in self.texts:
+                self.elements[element] = Model("mixed", None, kids, "*" if kids else "")
+            elif kids:
+                self.elements[element] = Model("choice", None, kids, "*")
+            else:
+                self.elements[element] = Model("empty")
+        for fact in ("_before", "_siblings", "_below", "_parents"):
+            self.__dict__.pop(fact, None)
+        return self
 
     @cached_property
     def _before(self) -> set[tuple[str, str]]:
@@ -78,7 +82,7 @@ def learn_schema(batches: Iterable[EventBatch], documents: int = 100) -> Learned
         ):
             if doc != current:  # a new document (a malformed one before it never closed)
                 if schema.documents >= documents:
-                    return schema
+                    return schema.settle()
                 current, stack = doc, []
             if kind == OPEN:
                 if stack:
@@ -94,4 +98,4 @@ def learn_schema(batches: Iterable[EventBatch], documents: int = 100) -> Learned
                 schema.observe(element, tuple(children), attributes, text)
                 if not stack:
                     schema.documents += 1
-    return schema
+    return schema.settle()

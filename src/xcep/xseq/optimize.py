@@ -49,7 +49,7 @@ def explicit_prefix(query: A.Query, schema) -> A.Query:
         and first.name != A.WILDCARD
     ):
         return query
-    chain = ancestor_chain(first.name, _parents(schema))
+    chain = ancestor_chain(first.name, schema.parents)
     if chain is None:
         return query
     steps = [
@@ -66,14 +66,14 @@ def explicit_prefix(query: A.Query, schema) -> A.Query:
     return rewritten
 
 
-def ancestor_chain(name: str, parents: dict[str, set[str]]) -> list[set[str]] | None:
+def ancestor_chain(name: str, parents) -> list[set[str]] | None:
     """The possible elements at each level above ``name``, root first, when every
     ``name`` has the same depth (each level's elements all have parents, the top
     level's none); ``None`` otherwise (recursion, several depths, undeclared)."""
     levels: list[set[str]] = []
     current = {name}
     for _ in range(_DEEPEST):
-        above = [parents.get(n, set()) for n in current]
+        above = [parents(n) for n in current]
         if not any(above):  # the roots: ``name`` sits under exactly these levels
             return levels[::-1]
         if not all(above):
@@ -81,11 +81,3 @@ def ancestor_chain(name: str, parents: dict[str, set[str]]) -> list[set[str]] | 
         current = set().union(*above)
         levels.append(current)
     return None
-
-
-def _parents(schema) -> dict[str, set[str]]:
-    parents: dict[str, set[str]] = {}
-    for element in schema.elements:
-        for child in schema.children(element):
-            parents.setdefault(child, set()).add(element)
-    return parents
