@@ -93,13 +93,7 @@ def bar_plot(name: str, rows: list[dict], metric: str, label: str) -> Path:
         ax.bar(xs, ys, width, label=contender, yerr=[lo, hi], capsize=2)
     ax.set_xticks([j + width * (len(contenders) - 1) / 2 for j in range(len(inputs))], inputs)
     ax.set_ylabel(label)
-    ax.set_title(name)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = RESULTS / f"{name}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, name, name)
 
 
 def log_log_plot(name: str, lines: dict, xlabel: str, title: str) -> Path | None:
@@ -121,6 +115,13 @@ def log_log_plot(name: str, lines: dict, xlabel: str, title: str) -> Path | None
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("seconds")
+    return _save(fig, ax, name, title)
+
+
+def _save(fig, ax, name: str, title: str) -> Path:
+    """Title, legend, and the figure written to results/NAME.png."""
+    import matplotlib.pyplot as plt
+
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
