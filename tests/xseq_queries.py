@@ -117,6 +117,13 @@ def _conditions(draw, variables: list) -> list[str]:
 @st.composite
 def queries(draw) -> str:
     """A random query: a plain path, or return/from/where with variables, maybe partitioned."""
+    return draw(families(1))[0]
+
+
+@st.composite
+def families(draw, size: int) -> list[str]:
+    """``size`` random queries over one random path (a template family): the first as
+    ``queries()`` draws it, the others with return terms and conditions of their own."""
     variables: list = []
     form = draw(st.integers(0, 5))
     if form == 5:  # partitioned: the elements a by @k, then sibling patterns among them
@@ -130,7 +137,11 @@ def queries(draw) -> str:
         body = draw(path(variables, False, True))
         by = None
     if form == 0 or not variables:
-        return body
+        return [body] * size
+    return [_query(draw, body, variables, form, by) for _ in range(size)]
+
+
+def _query(draw, body: str, variables: list, form: int, by: str | None) -> str:
     terms = []
     for name, kleene in variables[:3]:
         terms.append(draw(st.sampled_from([f"{name}@x", f"{name}", f"tag({name})"])))

@@ -191,9 +191,13 @@ def _query_text(spec: str) -> str:
 
 
 def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.xseq import QuerySyntaxError, XSeqEngine
+    from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
 
-    text = _query_text(args.query)
+    if args.queries is not None and args.query is not None:
+        args.inputs.insert(0, args.query)  # with --queries every argument is an input
+    elif args.queries is None and args.query is None:
+        print("xcep: error: give a QUERY, or --queries FILE", file=stderr)
+        return EXIT_USAGE
     schema = None
     if args.dtd:
         from xcep.schema import DtdError, read_dtd
@@ -214,17 +218,25 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
 
         sample = EventStream(args.inputs, format=args.input_format, errors="skip")
         schema = learn_schema(sample.batches(), documents=args.learn_schema)
-    try:
-        engine = XSeqEngine(
-            text, selection=args.selection, values_only=args.values, schema=schema, opt=args.opt
-        )
-    except QuerySyntaxError as error:
-        print(f"xcep: error: {error}", file=stderr)
-        return EXIT_USAGE
-    if args.dtd:
-        _warn_undeclared(engine, schema, args.dtd, stderr)
+    options = dict(selection=args.selection, values_only=args.values, schema=schema, opt=args.opt)
+    invalid = 0
+    if args.queries is not None:
+        engine = XSeqMultiEngine(**options)
+        invalid = _subscribe_queries(engine, args.queries, args.strict, stderr)
+        if invalid is None:
+            return EXIT_USAGE
+    else:
+        try:
+            engine = XSeqEngine(_query_text(args.query), **options)
+        except QuerySyntaxError as error:
+            print(f"xcep: error: {error}", file=stderr)
+            return EXIT_USAGE
+        if args.dtd:
+            _warn_undeclared(engine.analysis, schema, args.dtd, stderr)
     if args.explain:
-        if args.explain == "dot":
+        if isinstance(engine, XSeqMultiEngine):
+            stdout.write(json.dumps(engine.stats(), indent=2) + "\n")
+        elif args.explain == "dot":
             stdout.write(engine.vpa.dot() + "\n")
         else:
             stdout.write(engine.explain() + "\n")
@@ -235,7 +247,37 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         for row in engine.run(stream.batches()):
             stdout.write(dumps(row) + "\n")
 
-    return _read_inputs(args, stderr, consume)
+    status = _read_inputs(args, stderr, consume)
+    return EXIT_INPUT if invalid else status
+
+
+def _subscribe_queries(engine, path: str, strict: bool, stderr: TextIO) -> int | None:
+    """Subscribe the ``ID QUERY`` lines of ``path``; the number of invalid ones, reported on
+    stderr (None: stop, the file is unreadable or ``strict`` and one is invalid)."""
+    from xcep.xpush.workload import read_filters_file
+    from xcep.xseq import QuerySyntaxError
+
+    errors: list = []
+    try:
+        lines = read_filters_file(path, errors, what="query")
+    except OSError as error:
+        print(f"xcep: error: --queries {path}: {error.strerror or error}", file=stderr)
+        return None
+    messages = [(error.line, f"{path}, line {error.line}: {error.message}") for error in errors]
+    for item in lines:
+        try:
+            engine.subscribe(item.fid, item.text)
+        except (QuerySyntaxError, ValueError) as error:
+            messages.append((item.line, f"{path}, line {item.line}, query {item.fid}: {error}"))
+    for _, message in sorted(messages):
+        print(f"xcep: error: {message}", file=stderr)
+    invalid = len(messages)
+    if invalid and strict:
+        return None
+    if not engine.queries:
+        print(f"xcep: error: --queries {path}: no valid query", file=stderr)
+        return None
+    return invalid
 
 
 def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
@@ -344,12 +386,12 @@ def _stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:
     return out
 
 
-def _warn_undeclared(engine, dtd, dtd_path: str, stderr: TextIO) -> None:
+def _warn_undeclared(analysis, dtd, dtd_path: str, stderr: TextIO) -> None:
     """Name the elements of the query that the DTD does not declare (a likely typo)."""
     from xcep.xseq import ast
 
     declared = set(dtd.elements)
-    for node in ast.walk(engine.analysis.query.path):
+    for node in ast.walk(analysis.query.path):
         named = isinstance(node, ast.Step) and node.kind == ast.ELEMENT and node.name != "*"
         if named and node.axis != ast.ATTRIBUTE and node.name not in declared:
             print(
@@ -447,7 +489,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate an XSeq query in one pass: one JSON array per result row. "
         "See docs/xseq.md.",
     )
-    _query_arguments(xseq)
+    xseq.add_argument(
+        "query",
+        metavar="QUERY",
+        nargs="?",
+        help="the query text, or @FILE (none with --queries)",
+    )
+    _input_arguments(xseq)
+    xseq.add_argument(
+        "--queries",
+        metavar="FILE",
+        help="run many queries in one automaton: one 'ID QUERY' per line (# comments); each "
+        "row is the query's row with its id first",
+    )
+    xseq.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --queries: stop when a query is invalid (default: report it, run the others)",
+    )
     xseq.add_argument(
         "--selection",
         choices=("all", "maximal", "skip-past-last"),
@@ -462,7 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="text",
         choices=("text", "dot"),
-        help="print the parsed query and the automaton (or Graphviz DOT) and stop",
+        help="print the parsed query and the automaton (or Graphviz DOT) and stop; with "
+        "--queries: queries, templates and states",
     )
     xseq.add_argument(
         "--dtd",

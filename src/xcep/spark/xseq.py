@@ -81,7 +81,7 @@ def _text_rows(
     spec = (query, selection)
     if analysis.partition is not None:
         record_path = record_path or partition_record_path(analysis)
-        attribute = engine.partition_attribute
+        attribute = analysis.partition[1]
         keyed = keyed_records(units, record_path, f"@{attribute}")
         errors, good = split_keyed(keyed, "row")
         if units.isStreaming:

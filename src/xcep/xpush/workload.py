@@ -58,8 +58,11 @@ class FilterLine:
     text: str
 
 
-def read_filters_file(path, errors: list[FilterError] | None = None) -> list[FilterLine]:
-    """The ``ID XPATH`` lines of a filters file (malformed lines go to ``errors``)."""
+def read_filters_file(
+    path, errors: list[FilterError] | None = None, what: str = "filter"
+) -> list[FilterLine]:
+    """The ``ID TEXT`` lines of a filters (or queries) file: malformed lines go to
+    ``errors``, or raise when it is None."""
     out = []
     with open(path, encoding="utf-8") as f:
         for number, raw in enumerate(f, 1):
@@ -68,7 +71,7 @@ def read_filters_file(path, errors: list[FilterError] | None = None) -> list[Fil
                 continue
             parts = line.split(None, 1)
             if len(parts) < 2:
-                error = FilterError("expected an id and a filter", parse_id(parts[0]), number)
+                error = FilterError(f"expected an id and a {what}", parse_id(parts[0]), number)
                 if errors is None:
                     raise error
                 errors.append(error)

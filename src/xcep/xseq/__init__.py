@@ -6,7 +6,7 @@ evaluates a query in one pass over the nested-word event stream of
 and its semantics are in docs/xseq.md.
 """
 
-from xcep.xseq.engine import XSeqEngine
+from xcep.xseq.engine import XSeqEngine, XSeqMultiEngine
 from xcep.xseq.matches import SELECTIONS
 from xcep.xseq.parser import QuerySyntaxError, parse_query
 from xcep.xseq.reference import evaluate
@@ -17,6 +17,7 @@ __all__ = [
     "SELECTIONS",
     "QuerySyntaxError",
     "XSeqEngine",
+    "XSeqMultiEngine",
     "analyze",
     "compile_to_vpa",
     "evaluate",

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ELEMENT, ROOT, TEXT_NODE, Node, test_matches
 from xcep.xseq.evaluate import holds
+from xcep.xseq.machine import SHARED, Machine, needs_subtree
 from xcep.xseq.matches import (
     SELECTIONS,
     Aggregator,
@@ -41,31 +43,19 @@ PENDING = None
 class Check:
     """A condition waiting for subtrees to close; ``state`` becomes True or False."""
 
-    __slots__ = ("count", "decide", "state")
+    __slots__ = ("count", "decide", "nodes", "state")
 
-    def __init__(self, decide: Callable[[], bool], count: int) -> None:
+    def __init__(self, decide: Callable[[], bool], nodes: list) -> None:
         self.decide = decide
-        self.count = count
+        self.nodes = nodes  # the open nodes it waits for
+        self.count = len(nodes)
         self.state = PENDING
 
     def node_closed(self) -> None:
         self.count -= 1
         if self.count == 0:
             self.state = bool(self.decide())
-            self.decide = None
-
-
-def needs_subtree(expr) -> bool:
-    """Whether deciding ``expr`` on a node reads more than its tag, attributes and ancestors."""
-    for node in A.walk(expr):
-        if isinstance(node, A.RelPath):
-            for step in A.walk(node.path):
-                if isinstance(step, A.Step) and step.axis not in (
-                    A.ATTRIBUTE,
-                    *A.BACKWARD_AXES,
-                ):
-                    return True
-    return False
+            self.decide = self.nodes = None
 
 
 def _ref_needs_subtree(ref: A.VarRef, as_value: bool) -> bool:
@@ -101,12 +91,12 @@ def _subtree_refs(expr) -> list:
 
 
 class Program:
-    """A compiled query: the analysis, the automaton and what the runtime needs to know."""
+    """A compiled query: its analysis, its automaton and what the runtime needs to know."""
 
-    def __init__(self, analysis: Analysis, values_only: bool = False, router: bool = False) -> None:
+    def __init__(self, analysis: Analysis, router: bool = False) -> None:
         self.analysis = analysis
         self.vpa: Vpa = compile_to_vpa(analysis)
-        self.states = self.vpa.states
+        self.empty = Binding.empty(analysis)
         self.index = analysis.index
         self.kleene = analysis.kleene
         self.per_match = list(analysis.per_match)
@@ -117,36 +107,113 @@ class Program:
             g: (items, [r for c in items for r in _subtree_refs(c.cond)])
             for g, items in analysis.iteration.items()
         }
-        captured: set[str] = set()
-        for conjunct in analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]:
-            captured.update(r.var for r in _subtree_refs(conjunct.cond))
-        output_refs = []
-        if analysis.query.returns:
-            for term in analysis.query.returns:
-                output_refs += [n for n in A.walk(term.expr) if isinstance(n, A.VarRef)]
-        for ref in output_refs:
-            if _ref_needs_subtree(ref, as_value=True):
-                captured.add(ref.var)
-        self.captured_vars = captured
+        self.captured_vars = _captured_vars(analysis)
+        self.members: dict | None = None  # a template's queries: slot -> Member
+        self.interned: dict = {}  # a template's members' variable references
+        self.shared_output = None  # a template's TemplateEmitter key, when it has one
         # prev() of a first iteration is the group's entry node: capture it when read deeply
         self.captured_entries = {
             g for g, (items, refs) in self.iteration.items() if any(r.func == "prev" for r in refs)
         }
         self.capture_end = analysis.mode == "nodes" and not router  # a router prints nothing
-        self.pred_subtree = {
-            s.id: [needs_subtree(p) for p in s.step.preds]
-            for s in self.states
-            if s.step is not None
-        }
-        self.start = self.vpa.start
-        # per wait state: (the name it waits for, None for any; the state a match goes to)
-        self.tests = [
-            (None if s.step.name == "*" else s.step.name, s.next[0]) if s.kind == "wait" else None
-            for s in self.states
-        ]
         self.join_width = {
             n.group: len(n.items) for n in A.walk(analysis.path) if isinstance(n, A.Intersect)
         }
+
+
+def _captured_vars(analysis: Analysis) -> set[str]:
+    """The variables whose subtrees conditions or outputs read: their nodes are kept."""
+    captured: set[str] = set()
+    for conjunct in analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]:
+        captured.update(r.var for r in _subtree_refs(conjunct.cond))
+    if analysis.query.returns:
+        for term in analysis.query.returns:
+            for ref in A.walk(term.expr):
+                if isinstance(ref, A.VarRef) and _ref_needs_subtree(ref, as_value=True):
+                    captured.add(ref.var)
+    return captured
+
+
+class Member:
+    """A query run by a template's automaton (``Program.members``): queries that differ
+    only in their per-match conditions share one automaton, one thread per partial match;
+    each member checks its own conditions when a match is complete. Its variable
+    references are interned in the template's table, so that the members' conditions
+    read each value once per match (``make_env(memo=True)``)."""
+
+    def __init__(self, analysis: Analysis, refs: dict) -> None:
+        self.analysis = analysis
+        self.per_match = [replace(c, cond=_intern_refs(c.cond, refs)) for c in analysis.per_match]
+        self.refs = [r for c in self.per_match for r in _subtree_refs(c.cond)]
+        self.captured_vars = _captured_vars(analysis)
+
+
+def _intern_refs(node, table: dict):
+    """``node`` with each variable reference replaced by the equal one of ``table``."""
+    if isinstance(node, A.VarRef):
+        return table.setdefault(node, node)
+    if isinstance(node, A.And | A.Or | A.Compare | A.Arith):
+        return replace(
+            node, left=_intern_refs(node.left, table), right=_intern_refs(node.right, table)
+        )
+    if isinstance(node, A.Not):
+        return replace(node, arg=_intern_refs(node.arg, table))
+    if isinstance(node, A.Tag | A.VarTest):
+        return replace(node, ref=_intern_refs(node.ref, table))
+    return node
+
+
+class Verdicts(Check):
+    """One pending decision for all members of a template on one match: ``passed`` is the
+    set of members whose conditions hold."""
+
+    __slots__ = ("passed",)
+
+    def __init__(self, decide: Callable[[], set], nodes: list) -> None:
+        super().__init__(decide, nodes)
+        self.passed = None
+
+    def node_closed(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.passed = self.decide()
+            self.state = True
+            self.decide = None
+
+
+class MemberCheck:
+    """A member's view of ``Verdicts``: a check like the others."""
+
+    __slots__ = ("slot", "verdicts")
+
+    def __init__(self, verdicts: Verdicts, slot: int) -> None:
+        self.verdicts = verdicts
+        self.slot = slot
+
+    @property
+    def state(self):
+        passed = self.verdicts.passed
+        return PENDING if passed is None else self.slot in passed
+
+    @property
+    def nodes(self) -> list:
+        return self.verdicts.nodes
+
+
+def template_key(analysis: Analysis) -> tuple:
+    """Queries with the same key can share a template: all but their per-match conditions
+    and outputs are the same."""
+    iteration = tuple(
+        (g, tuple(c.cond for c in cs)) for g, cs in sorted(analysis.iteration.items())
+    )
+    return (analysis.path, analysis.variables, iteration, analysis.mode == "nodes")
+
+
+def single_machine(program: Program) -> Machine:
+    """The automaton of one query."""
+    machine = Machine()
+    machine.add(program)
+    return machine
 
 
 _NONE = ()  # no run waits in this list yet
@@ -162,6 +229,7 @@ class Frame:
     node: Node | None = None
     capture = False
     waiting: list | None = None  # checks waiting for this element to close
+    wake: list | None = None  # emitters whose next row waits for this element to close
     # the waiting runs, by wait mode; a list once a run waits here
     any = nxt = desc = txt = dtxt = _NONE
 
@@ -201,21 +269,20 @@ class Light(tuple):
 class Run:
     """One automaton run over one context: a document or a partition's virtual document."""
 
-    def __init__(self, program: Program, emitter: Emitter, root: Node, key=None) -> None:
-        self.p = program
-        self.emitter = emitter
+    def __init__(self, machine: Machine, outputs, root: Node, key=None) -> None:
+        self.m = machine
+        self.outputs = outputs  # .add(run, slot, matches): the matches of the query in slot
         self.key = key
         self.capturing = 0
         self.joins: dict = {}  # intersect: (group, binding, node) -> {operand: checks}
         self.skip = 0  # depth inside a subtree no run waits in
-        self.last_end = None  # skip-past-last: the end of the last match selected
         self.suspended: list = []  # stacks of enclosing elements of the same partition
-        self.new_matches: list = []
+        self.new_matches: dict = {}  # slot -> [(end node, binding, checks)]
+        self.root = root
         root_frame = Frame(None, [], root.id, root.doc, None)
         root_frame.node = root
         self.frames = [root_frame]
-        binding = Binding.empty(program.analysis)
-        self.closure([(s, binding, (), 0) for s in program.start], root_frame, None, root)
+        self.closure([(s, SHARED, (), 0) for s in machine.start], root_frame, None, root)
         self.flush_matches()
 
     # node access
@@ -231,8 +298,8 @@ class Run:
             frame.capture = True
             self.capturing += 1
 
-    def wait_for(self, decide: Callable[[], bool], nodes: list[Node]) -> Check:
-        check = Check(decide, len(nodes))
+    def wait_for(self, decide: Callable, nodes: list[Node], kind=Check) -> Check:
+        check = kind(decide, nodes)
         for node in nodes:
             frame = self._frame_of(node)
             if frame.waiting is None:
@@ -263,7 +330,7 @@ class Run:
             return
         frames = self.frames
         parent = frames[-1]
-        tests = self.p.tests
+        tests = self.m.tests
         found = []
         if parent.__class__ is Light:
             dchain, dtchain = parent[4], parent[5]
@@ -314,7 +381,7 @@ class Run:
         # a Light entry is never capturing (captured elements get frames); only its dtchain
         light = frame.__class__ is Light
         groups = frame[5] if light else (frame.txt, frame.dtxt, *frame.dtchain)
-        states = self.p.states
+        states = self.m.states
         found = [(states[t[0]].next[0], *t[1:]) for group in groups for t in group]
         if found and light:
             frame = self._real(len(self.frames) - 1)
@@ -346,12 +413,30 @@ class Run:
         if frame.waiting:
             for check in frame.waiting:
                 check.node_closed()
+        if frame.wake:
+            active = self.outputs.active
+            for emitter in frame.wake:
+                active[emitter] = None
 
     def live_threads(self) -> Iterator:
+        for frame in self._frames():
+            yield from frame.threads()
+
+    def _frames(self) -> Iterator[Frame]:
         for frames in (self.frames, *(stack for stack, *_ in self.suspended)):
             for frame in frames[1:] if frames is not self.frames else frames:
                 if frame.__class__ is not Light:
-                    yield from frame.threads()
+                    yield frame
+
+    def forget(self, owner: int) -> None:
+        """Drop the threads of the automaton part ``owner`` (and of shared states now dead)."""
+        states, dead = self.m.states, self.m.removed
+        for frame in self._frames():
+            for name in _LISTS.values():
+                waiting = getattr(frame, name)
+                if waiting:
+                    kept = [t for t in waiting if states[t[0]].owner != owner and t[0] not in dead]
+                    setattr(frame, name, kept)
 
     # the ε-closure
     def closure(self, items: list, child: Frame | None, sibling: Frame | None, node) -> None:
@@ -361,8 +446,9 @@ class Run:
         ``sibling`` the frame it sits in; ``node`` is the current node when it
         is not the element of ``child``.
         """
-        p = self.p
-        states = p.states
+        machine = self.m
+        states = machine.states
+        programs = machine.programs
         seen = set()
         stack = list(items)
         while stack:
@@ -393,7 +479,7 @@ class Run:
                 if state.test_here and not test_matches(step, here):
                     continue
                 ok = True
-                for pred, deep in zip(step.preds, p.pred_subtree[state_id], strict=True):
+                for pred, deep in zip(step.preds, machine.pred_subtree[state_id], strict=True):
                     if deep and not here.closed:
                         self.capture(here, child)
                         check = self.wait_for(
@@ -406,21 +492,25 @@ class Run:
                 if not ok:
                     continue
                 if step.var:
+                    p = programs[state.owner]
                     binding = binding.bind(p.index[step.var], here, step.var in p.kleene)
                     if step.var in p.captured_vars and here.kind == ELEMENT:
                         self.capture(here, child)
-                    result = self.check_bound(binding, checks, done)
+                    result = self.check_bound(p, binding, checks, done)
                     if result is None:
                         continue
                     checks, done = result
+            elif kind == "begin":
+                binding = programs[state.owner].empty
             elif kind == "enter":
-                if state.group in p.captured_entries and here.kind == ELEMENT:
+                if state.group in programs[state.owner].captured_entries and here.kind == ELEMENT:
                     self.capture(here, child)
                 binding = binding.enter(state.group, here)
             elif kind == "iter":
+                p = programs[state.owner]
                 items_refs = p.iteration.get(state.group)
                 if items_refs:
-                    checks = self.check(items_refs[0], items_refs[1], binding, checks, True)
+                    checks = self.check(p, items_refs[0], items_refs[1], binding, checks, True)
                     if checks is None:
                         continue
             elif kind == "ienter":
@@ -433,7 +523,7 @@ class Run:
                 if state.mode in reached:
                     continue
                 reached[state.mode] = checks
-                if len(reached) < self.p.join_width[state.group]:
+                if len(reached) < programs[state.owner].join_width[state.group]:
                     continue
                 checks = tuple(c for found in reached.values() for c in found)
             elif kind == "attr":
@@ -444,6 +534,10 @@ class Run:
                         )
                 continue
             elif kind == "accept":
+                p = programs[state.owner]
+                if p.members is not None:
+                    self.accept_members(p, here, child, binding, checks)
+                    continue
                 remaining = [c for i, c in enumerate(p.per_match) if not done >> i & 1]
                 if remaining:
                     refs = [
@@ -452,33 +546,90 @@ class Run:
                         if not done >> i & 1
                         for r in refs
                     ]
-                    checks = self.check(remaining, refs, binding, checks, False)
+                    checks = self.check(p, remaining, refs, binding, checks, False)
                     if checks is None:
                         continue
                 if p.capture_end and here.kind == ELEMENT:
                     self.capture(here, child)
-                self.new_matches.append((here, binding, checks))
+                matches = self.new_matches.get(state.owner)
+                if matches is None:
+                    matches = self.new_matches[state.owner] = []
+                matches.append((here, binding, checks))
                 continue
             for target in state.next:
                 stack.append((target, binding, checks, done))
 
-    def check_bound(self, binding: Binding, checks: tuple, done: int):
+    def accept_members(self, p: Program, here, child, binding: Binding, checks: tuple) -> None:
+        """A template's match: each member query checks its own per-match conditions, all
+        at once (one pending decision, each value read once)."""
+        members = p.members
+        conditional = [(slot, m) for slot, m in members.items() if m.per_match]
+        verdicts = None
+        if conditional:
+            env = make_env(p.analysis, binding, False, memo=True)
+
+            def decide() -> set:
+                return {
+                    slot
+                    for slot, member in conditional
+                    if all(holds(c.cond, None, env) for c in member.per_match)
+                }
+
+            open_nodes = {}
+            for _, member in conditional:
+                for ref in member.refs:
+                    for n in env(ref):
+                        if n.kind == ELEMENT and not n.closed:
+                            open_nodes[id(n)] = n
+            if open_nodes:
+                verdicts = self.wait_for(decide, list(open_nodes.values()), Verdicts)
+                passed = None
+            else:
+                passed = decide()
+        if p.capture_end and here.kind == ELEMENT:
+            self.capture(here, child)
+        new_matches = self.new_matches
+        if p.shared_output is not None:  # one entry for all members (TemplateEmitter)
+            if conditional:
+                if verdicts is None:
+                    if not passed and len(conditional) == len(members):
+                        return
+                    verdicts = Verdicts(None, [])
+                    verdicts.passed, verdicts.state = passed, True
+                checks = (*checks, verdicts)
+            matches = new_matches.get(p.shared_output)
+            if matches is None:
+                matches = new_matches[p.shared_output] = []
+            matches.append((here, binding, checks))
+            return
+        for slot, member in members.items():
+            found = checks
+            if member.per_match:
+                if verdicts is not None:
+                    found = (*checks, MemberCheck(verdicts, slot))
+                elif slot not in passed:
+                    continue
+            matches = new_matches.get(slot)
+            if matches is None:
+                matches = new_matches[slot] = []
+            matches.append((here, binding, found))
+
+    def check_bound(self, p: Program, binding: Binding, checks: tuple, done: int):
         """Check the per-match conjuncts over plain variables that are now all bound."""
-        p = self.p
         for i, conjunct in enumerate(p.per_match):
             if done >> i & 1 or p.conjunct_kleene[i]:
                 continue
             if any(binding.slots[v] is None for v in p.conjunct_vars[i]):
                 continue
             done |= 1 << i
-            checks = self.check([conjunct], p.conjunct_refs[i], binding, checks, False)
+            checks = self.check(p, [conjunct], p.conjunct_refs[i], binding, checks, False)
             if checks is None:
                 return None
         return checks, done
 
-    def check(self, conjuncts, refs, binding: Binding, checks: tuple, iteration: bool):
+    def check(self, p: Program, conjuncts, refs, binding: Binding, checks: tuple, iteration: bool):
         """Decide ``conjuncts`` now, or add a pending check: the new checks, None if false."""
-        env = make_env(self.p.analysis, binding, iteration)
+        env = make_env(p.analysis, binding, iteration)
         open_nodes = []
         for ref in refs:
             for n in env(ref):
@@ -494,8 +645,9 @@ class Run:
 
     def flush_matches(self) -> None:
         if self.new_matches:
-            self.emitter.add(self, self.new_matches)
-            self.new_matches = []
+            for slot, matches in self.new_matches.items():
+                self.outputs.add(self, slot, matches)
+            self.new_matches = {}
 
 
 _LISTS = {"any": "any", "next": "nxt", "desc": "desc", "text": "txt", "dtext": "dtxt"}
@@ -516,7 +668,9 @@ class Emitter:
     """Orders matches (end node, then binding), merges duplicates, waits for checks and
     subtrees, applies the selection policy, and hands out rows or feeds the aggregates."""
 
-    def __init__(self, analysis: Analysis, selection: str, values_only: bool, sink) -> None:
+    def __init__(
+        self, analysis: Analysis, selection: str, values_only: bool, sink, owner: int = 0
+    ) -> None:
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
         self.analysis = analysis
@@ -528,6 +682,8 @@ class Emitter:
             Aggregator(analysis, values_only) if analysis.mode in ("aggregate", "grouped") else None
         )
         self.runs: dict = {}  # run -> its entries awaiting selection
+        self.owner = owner  # the machine's owner of the query's states
+        self.last_end: dict = {}  # skip-past-last: per run, the end of the last match selected
 
     def add(self, run: Run, matches: list) -> None:
         merged: dict = {}
@@ -563,10 +719,36 @@ class Emitter:
                     return
             queue.popleft()
             if entry.verdict and entry.selected:
-                if self.aggregator is not None:
-                    self.aggregator.add(entry.run.key, entry.binding)
-                else:
-                    self.sink(output_row(self.analysis, entry.binding, entry.end, self.values_only))
+                self.emit(entry)
+
+    def emit(self, entry: _Entry) -> None:
+        """A selected match: its row, or its share of the aggregates."""
+        if self.aggregator is not None:
+            self.aggregator.add(entry.run.key, entry.binding)
+        else:
+            self.sink(output_row(self.analysis, entry.binding, entry.end, self.values_only))
+
+    def park(self) -> bool:
+        """Wait, off the active list, for the innermost open element the next row waits
+        for (its checks' nodes, the nodes it prints) to close; False if that is not known."""
+        if self.selection != "all":
+            return False
+        entry = self.queue[0]
+        nodes = set()
+        if entry.verdict is PENDING:
+            for checks in entry.alternatives:
+                for check in checks:
+                    if check.state is PENDING:
+                        nodes.update(map(id, check.nodes))
+        else:
+            nodes.update(id(n) for n in (entry.end, *entry.binding.nodes()) if not n.closed)
+        for frame in reversed(entry.run.frames):
+            if frame.__class__ is not Light and id(frame.node) in nodes:
+                if frame.wake is None:
+                    frame.wake = []
+                frame.wake.append(self)
+                return True
+        return False
 
     def abandon(self, run: Run) -> None:
         """Forget the matches of a run over a document found malformed."""
@@ -577,6 +759,9 @@ class Emitter:
 
     def finish(self, partitions: list | None = None) -> None:
         self.pump(final=True)
+        self.finish_rows(partitions)
+
+    def finish_rows(self, partitions: list | None) -> None:
         if self.aggregator is not None:
             for row in self.aggregator.rows(partitions):
                 self.sink(row)
@@ -585,7 +770,12 @@ class Emitter:
         for run, entries in list(self.runs.items()):
             floor = None
             if not final:
-                starts = [match_start(t[1], None) for t in run.live_threads() if t[1].nodes()]
+                states = run.m.states
+                starts = [
+                    match_start(t[1], None)
+                    for t in run.live_threads()
+                    if t[1].nodes() and states[t[0]].owner == self.owner
+                ]
                 floor = min(starts, default=None)
             while entries:
                 first = min(e.start for e in entries)
@@ -604,12 +794,44 @@ class Emitter:
                 if self.selection == "maximal":
                     for e in winners:
                         e.selected = e.end.key == best
-                elif winners and (run.last_end is None or first > run.last_end):
+                elif winners and (run not in self.last_end or first > self.last_end[run]):
                     min((e for e in winners if e.end.key == best), key=_order).selected = True
-                    run.last_end = best
+                    self.last_end[run] = best
                 entries[:] = [e for e in entries if e.start != first]
             if not entries:
                 del self.runs[run]
+
+
+class TemplateEmitter(Emitter):
+    """The emitter of a template's member queries under selection ``all``: one entry per
+    match of the template, in the one order they share; at its turn each member whose
+    conditions held (``Verdicts``, the entry's last check) gets its row, through its
+    own ``Emitter`` (in ``members``: its outputs and aggregates, never queued)."""
+
+    def __init__(self, program: Program, owner: int) -> None:
+        super().__init__(program.analysis, "all", False, None, owner)
+        self.program = program
+        self.members: dict[int, Emitter] = {}
+
+    def add(self, run: Run, matches: list) -> None:
+        super().add(run, matches)
+        for entry in reversed(self.queue):
+            if entry.verdicts is not None:
+                break
+            checks = entry.alternatives[0]
+            entry.verdicts = checks[-1] if checks and checks[-1].__class__ is Verdicts else ()
+
+    def emit(self, entry: _Entry) -> None:
+        verdicts = entry.verdicts
+        passed = verdicts.passed if verdicts else ()
+        conditions = self.program.members
+        for slot, emitter in self.members.items():
+            if slot in passed or not conditions[slot].per_match:
+                emitter.emit(entry)
+
+    def finish_rows(self, partitions: list | None) -> None:
+        for emitter in self.members.values():
+            emitter.finish_rows(partitions)
 
 
 def _order(entry) -> tuple:
@@ -618,6 +840,7 @@ def _order(entry) -> tuple:
 
 class _Entry:
     __slots__ = ("alternatives", "binding", "end", "run", "selected", "start", "verdict")
+    __slots__ += ("verdicts",)
 
     def __init__(self, run: Run, end: Node, binding: Binding) -> None:
         self.run = run
@@ -627,6 +850,7 @@ class _Entry:
         self.verdict = PENDING
         self.selected = PENDING
         self.start = None
+        self.verdicts = None  # a template's entry: which members' conditions held
 
     def resolve(self):
         pending = False
@@ -644,6 +868,122 @@ class _Entry:
         if self.end.kind == ELEMENT and not self.end.closed:
             return False
         return all(n.closed for n in self.binding.nodes() if n.kind == ELEMENT)
+
+
+class Outputs:
+    """The emitters of the queries a machine runs, by slot.
+
+    ``active`` (shared by all the outputs of one engine run) holds the
+    emitters with queued matches: the driver pumps them at every close.
+    """
+
+    def __init__(self, active: dict) -> None:
+        self.emitters: dict[int, Emitter] = {}
+        self.active = active
+
+    def add(self, run: Run, slot: int, matches: list) -> None:
+        emitter = self.emitters.get(slot)
+        if emitter is not None:  # None: the query was removed
+            emitter.add(run, matches)
+            self.active[emitter] = None
+
+    def abandon(self, run: Run) -> None:
+        for emitter in self.emitters.values():
+            emitter.abandon(run)
+            self.active[emitter] = None  # it may have been parked on the run's frames
+
+    def finish(self, partitions: list | None) -> None:
+        for emitter in self.emitters.values():
+            emitter.finish(partitions)
+
+    def drop(self, slot: int) -> None:
+        """Forget the query in ``slot`` (on its own, or a template's member)."""
+        emitter = self.emitters.pop(slot, None)
+        self.active.pop(emitter, None)
+        for key, template in list(self.emitters.items()):
+            if isinstance(template, TemplateEmitter) and slot in template.members:
+                del template.members[slot]
+                if not template.members:
+                    del self.emitters[key]
+                    self.active.pop(template, None)
+
+
+def _pump(active: dict) -> None:
+    for emitter in list(active):
+        emitter.pump()
+        if not emitter.queue or emitter.park():
+            del active[emitter]
+
+
+def _drive(batches: Iterable[EventBatch], stream, active: dict, rows: list, final: bool):
+    """Feed the events of ``batches`` to ``stream``; yield the rows as they are known."""
+    tag = attrs = opened = None  # an open tag waiting for its attributes
+    open_ = text = close = None
+    for batch in batches:
+        names = batch.symbols.names
+        for number, start, end in batch.document_runs():
+            if tag is not None:  # the open tag's attributes ended with its document
+                open_(tag, attrs, opened, stream.doc)
+                tag = None
+            if number != stream.doc:
+                stream.start_document(number)
+                open_, text, close = stream.open, stream.text, stream.close
+            part = slice(start, end)
+            for kind, name, value, ident in zip(
+                batch.kinds[part],
+                batch.names[part],
+                batch.values[part],
+                batch.nodes[part],
+                strict=True,
+            ):
+                if kind == ATTR:
+                    attrs.append((names[name], value, ident))
+                    continue
+                if tag is not None:
+                    open_(tag, attrs, opened, number)
+                    tag = None
+                if kind == OPEN:
+                    tag, attrs, opened = names[name], [], ident
+                elif kind == TEXT:
+                    text(value, ident)
+                else:
+                    close()
+                    if active:
+                        _pump(active)
+                        if rows:
+                            yield from rows
+                            rows.clear()
+    if tag is not None:
+        open_(tag, attrs, opened, stream.doc)
+    if not final:
+        return
+    stream.start_document(None)
+    stream.finish()
+    yield from rows
+
+
+def _compile(query, schema, opt: str) -> Analysis:
+    if isinstance(query, Analysis):
+        return query
+    parsed = parse_query(query) if isinstance(query, str) else query
+    return analyze(optimize(parsed, schema, opt))
+
+
+class _Group:
+    """Queries with the same ``partition by`` (or none): one machine, one pass."""
+
+    def __init__(self, partition) -> None:
+        self.partition = partition  # (element path, attribute) or None
+        self.machine = Machine()
+        self.templates: dict = {}  # template key -> owner in the machine
+        self.router = None
+        if partition is not None:
+            element_path, self.attribute = partition
+            route = analyze(A.Query(element_path, None, None, None, ""))
+            self.router = single_machine(Program(route, router=True))
+
+    def stream(self, outputs: Outputs):
+        return _Stream(self, outputs) if self.router is not None else _Documents(self, outputs)
 
 
 class XSeqEngine:
@@ -664,18 +1004,14 @@ class XSeqEngine:
     ) -> None:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
         (``xcep.xseq.optimize``: ``none`` or ``prefix``)."""
-        if not isinstance(query, Analysis):
-            parsed = parse_query(query) if isinstance(query, str) else query
-            query = analyze(optimize(parsed, schema, opt))
-        self.analysis = query
+        self.analysis = _compile(query, schema, opt)
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
         self.selection = selection
         self.values_only = values_only
-        self.program = Program(self.analysis, values_only)
-        self.router = None
-        if self.analysis.partition is not None:
-            element_path, self.partition_attribute = self.analysis.partition
-            route = analyze(A.Query(element_path, None, None, None, self.analysis.query.text))
-            self.router = Program(route, router=True)
+        self.program = Program(self.analysis)
+        self.group = _Group(self.analysis.partition)
+        self.group.machine.add(self.program)
 
     @property
     def vpa(self) -> Vpa:
@@ -711,79 +1047,243 @@ class XSeqEngine:
         prefix gives these rows again, first, in the same order.
         """
         rows: list = []
-        emitter = Emitter(self.analysis, self.selection, self.values_only, rows.append)
-        stream = _Stream(self, emitter) if self.router is not None else _Documents(self, emitter)
-        tag = attrs = opened = None  # an open tag waiting for its attributes
-        open_ = text = close = None
-        queue = emitter.queue
-        for batch in batches:
-            names = batch.symbols.names
-            for number, start, end in batch.document_runs():
-                if tag is not None:  # the open tag's attributes ended with its document
-                    open_(tag, attrs, opened, stream.doc)
-                    tag = None
-                if number != stream.doc:
-                    stream.start_document(number)
-                    open_, text, close = stream.open, stream.text, stream.close
-                part = slice(start, end)
-                for kind, name, value, ident in zip(
-                    batch.kinds[part],
-                    batch.names[part],
-                    batch.values[part],
-                    batch.nodes[part],
-                    strict=True,
-                ):
-                    if kind == ATTR:
-                        attrs.append((names[name], value, ident))
-                        continue
-                    if tag is not None:
-                        open_(tag, attrs, opened, number)
-                        tag = None
-                    if kind == OPEN:
-                        tag, attrs, opened = names[name], [], ident
-                    elif kind == TEXT:
-                        text(value, ident)
-                    else:
-                        close()
-                        if queue:
-                            emitter.pump()
-                            if rows:
-                                yield from rows
-                                rows.clear()
-        if tag is not None:
-            open_(tag, attrs, opened, stream.doc)
-        if not final:
+        active: dict = {}
+        outputs = Outputs(active)
+        outputs.emitters[0] = Emitter(self.analysis, self.selection, self.values_only, rows.append)
+        return _drive(batches, self.group.stream(outputs), active, rows, final)
+
+
+class XSeqMultiEngine:
+    """Many XSeq queries in one automaton, one pass: each row is ``[query id, *row]``.
+
+    Queries with the same ``partition by`` (or none) share one union automaton
+    (``xcep.xseq.machine``): common prefixes are shared, and queries that
+    differ only in their per-match conditions and outputs (a template family:
+    the same path and per-iteration conditions, other constants) share all of
+    it, each checking its own conditions when a match completes. Queries can
+    be subscribed and unsubscribed while a stream runs: a subscription takes
+    effect at the next document of the stream (partitioned queries: from the
+    next document on, in every partition), an unsubscription at once.
+
+    >>> engine = XSeqMultiEngine({"cheap": "//item[price < 10]/name/text()"})
+    >>> engine.subscribe("names", "//person/name/text()")
+    >>> rows = list(engine.run(batches))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        queries=(),
+        selection: str = "all",
+        values_only: bool = False,
+        schema=None,
+        opt: str = "prefix",
+    ) -> None:
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
+        self.selection = selection
+        self.values_only = values_only
+        self.schema = schema
+        self.opt = opt
+        self.groups: dict = {}  # partition key -> _Group
+        self.queries: dict = {}  # query id -> (group, owner, slot, analysis)
+        self._slots = 0
+        self._live = None  # while a stream runs: its _Live
+        for qid, query in dict(queries).items():
+            self.subscribe(qid, query)
+
+    def subscribe(self, qid, query) -> None:
+        """Add a query under ``qid`` (a new id; the text, a parsed query or an analysis)."""
+        if qid in self.queries:
+            raise ValueError(f"query id {qid!r} is already subscribed")
+        analysis = _compile(query, self.schema, self.opt)
+        self.queries[qid] = None  # taken; in the machine now, or at the next document
+        if self._live is None:
+            self._add(qid, analysis)
+        else:
+            self._live.pending.append((qid, analysis))
+
+    def unsubscribe(self, qid) -> None:
+        """Remove a query: it reports nothing more, at once."""
+        if qid not in self.queries:
+            raise KeyError(f"no query {qid!r} is subscribed")
+        entry = self.queries.pop(qid)
+        if entry is None:  # subscribed while running, not in the machine yet
+            self._live.pending = [(q, a) for q, a in self._live.pending if q != qid]
             return
-        stream.start_document(None)
-        emitter.finish(list(stream.partitions) if self.router is not None else None)
-        yield from rows
+        group, owner, slot, _ = entry
+        program = group.machine.programs[owner]
+        del program.members[slot]
+        if not program.members:
+            group.machine.remove(owner)
+            group.templates = {k: o for k, o in group.templates.items() if o != owner}
+        if self._live is not None:
+            self._live.forget(group, owner if not program.members else None, slot)
+
+    def stats(self) -> dict:
+        """Queries, templates and automaton states, per partition clause."""
+        out = {}
+        for key, group in self.groups.items():
+            machine = group.machine
+            owners = machine.owners()
+            out["none" if key is None else f"{key[0]}@{key[1]}"] = {
+                "queries": sum(len(machine.programs[o].members) for o in owners),
+                "templates": len(owners),
+                "states": len(machine.states) - len(machine.removed),
+                "shared states": len(machine._users),
+            }
+        return out
+
+    def _add(self, qid, analysis: Analysis, share: bool = True) -> tuple:
+        key = _partition_key(analysis)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = _Group(analysis.partition)
+        tkey = template_key(analysis)
+        owner = group.templates.get(tkey) if share else None
+        if owner is None:
+            program = Program(replace(analysis, per_match=[]))
+            program.members = {}
+            owner = group.machine.add(program, share=share)
+            if self.selection == "all":  # members' matches are selected alike: one queue
+                program.shared_output = -1 - owner
+            if share:
+                group.templates[tkey] = owner
+        program = group.machine.programs[owner]
+        slot = self._slots
+        self._slots += 1
+        member = Member(analysis, program.interned)
+        program.members[slot] = member
+        program.captured_vars |= member.captured_vars
+        self.queries[qid] = (group, owner, slot, analysis)
+        return group, owner, slot
+
+    def run(self, batches: Iterable[EventBatch], final: bool = True) -> Iterator[list]:
+        """The rows of every query, as ``[query id, *row]``, each as soon as it is known."""
+        if self._live is not None:
+            raise RuntimeError("this engine is already running a stream")
+        rows: list = []
+        live = self._live = _Live(self, rows)
+        try:
+            yield from _drive(batches, live, live.active, rows, final)
+        finally:
+            self._live = None
+
+
+def _partition_key(analysis: Analysis):
+    partition = analysis.partition
+    return None if partition is None else (A.to_text(partition[0]), partition[1])
+
+
+class _Live:
+    """The stream an ``XSeqMultiEngine`` runs: every group's stream, fed the same events;
+    subscriptions made while it runs join at the next document."""
+
+    def __init__(self, engine: XSeqMultiEngine, rows: list) -> None:
+        self.engine = engine
+        self.rows = rows
+        self.active: dict = {}
+        self.streams: dict = {}  # group -> its stream
+        self.pending: list = []  # (query id, analysis) waiting for the next document
+        self.doc = None
+        for qid, entry in engine.queries.items():
+            self._emitter(qid, *entry)
+
+    def _emitter(self, qid, group: _Group, owner: int, slot: int, analysis: Analysis) -> None:
+        stream = self.streams.get(group)
+        if stream is None:
+            stream = self.streams[group] = group.stream(Outputs(self.active))
+        engine = self.engine
+
+        def sink(row, qid=qid) -> None:
+            self.rows.append([qid, *row])
+
+        emitter = Emitter(analysis, engine.selection, engine.values_only, sink, owner)
+        program = group.machine.programs[owner]
+        if program.shared_output is None:
+            stream.outputs.emitters[slot] = emitter
+            return
+        template = stream.outputs.emitters.get(program.shared_output)
+        if template is None:
+            template = TemplateEmitter(program, owner)
+            stream.outputs.emitters[program.shared_output] = template
+        template.members[slot] = emitter
+
+    def forget(self, group: _Group, owner: int | None, slot: int) -> None:
+        stream = self.streams.get(group)
+        if stream is not None:
+            stream.outputs.drop(slot)
+            if owner is not None:
+                for run in stream.runs():
+                    run.forget(owner)
+
+    def start_document(self, number) -> None:
+        joined = []
+        if number is not None and self.pending:
+            pending, self.pending = self.pending, []
+            for qid, analysis in pending:
+                # partition runs outlive documents: a query joining them gets states of its
+                # own, so that no partial match of the others carries over into it
+                stream = self.streams.get(self.engine.groups.get(_partition_key(analysis)))
+                share = not (isinstance(stream, _Stream) and stream.partitions)
+                entry = self.engine._add(qid, analysis, share=share)
+                self._emitter(qid, *entry, analysis)
+                if not share:
+                    joined.append((self.streams[entry[0]], entry[1]))
+        for stream in self.streams.values():
+            stream.start_document(number)
+        self.doc = number
+        for stream, owner in joined:
+            stream.joined(owner)
+
+    def open(self, tag, attrs, ident, number) -> None:
+        for stream in self.streams.values():
+            stream.open(tag, attrs, ident, number)
+
+    def text(self, value, ident) -> None:
+        for stream in self.streams.values():
+            stream.text(value, ident)
+
+    def close(self) -> None:
+        for stream in self.streams.values():
+            stream.close()
+
+    def finish(self) -> None:
+        for stream in self.streams.values():
+            stream.finish()
 
 
 class _Documents:
     """Hands the events of each document to a run of its own (no partition by)."""
 
-    def __init__(self, engine: XSeqEngine, emitter: Emitter) -> None:
-        self.engine = engine
-        self.emitter = emitter
+    def __init__(self, group: _Group, outputs: Outputs) -> None:
+        self.group = group
+        self.outputs = outputs
         self.run: Run | None = None
         self.doc = None
 
     def start_document(self, number) -> None:
         """A new document begins (``None``: the stream ended); drop what a broken one left."""
         if self.run is not None and (len(self.run.frames) > 1 or self.run.skip):
-            self.emitter.abandon(self.run)  # its root never closed: the document was malformed
+            self.outputs.abandon(self.run)  # its root never closed: the document was malformed
         self.doc = number
+        self.run = None
         if number is not None:
-            self.run = Run(self.engine.program, self.emitter, Node(ROOT, None, number, -1))
+            self.run = Run(self.group.machine, self.outputs, Node(ROOT, None, number, -1))
             self.open, self.text, self.close = self.run.open, self.run.text, self.run.close
+
+    def runs(self) -> list:
+        return [self.run] if self.run is not None else []
+
+    def finish(self) -> None:
+        self.outputs.finish(None)
 
 
 class _Stream:
-    """Routes the events of the stream to the runs: one per document, or one per partition."""
+    """Routes the events of the stream to the runs: one per partition (partition by)."""
 
-    def __init__(self, engine: XSeqEngine, emitter: Emitter) -> None:
-        self.engine = engine
-        self.emitter = emitter
+    def __init__(self, group: _Group, outputs: Outputs) -> None:
+        self.group = group
+        self.outputs = outputs
         self.partitions: dict = {}
         self.hits: list = []
         self.routing: list = []  # (depth, run) of the partitioned elements open now
@@ -803,20 +1303,34 @@ class _Stream:
         self.doc, self.depth = number, 0
         if number is None:
             return
-        self.router = Run(self.engine.router, _Collector(self.hits), Node(ROOT, None, number, -1))
+        self.router = Run(self.group.router, _Collector(self.hits), Node(ROOT, None, number, -1))
+
+    def joined(self, owner: int) -> None:
+        """A query was added between documents: it starts at every partition's root."""
+        machine = self.group.machine
+        starts = [s for s in machine.start if machine.states[s].owner == owner]
+        for run in self.partitions.values():
+            run.closure([(s, SHARED, (), 0) for s in starts], run.frames[0], None, run.root)
+            run.flush_matches()
+
+    def runs(self) -> list:
+        return list(self.partitions.values())
+
+    def finish(self) -> None:
+        self.outputs.finish(list(self.partitions))
 
     def open(self, tag, attrs, ident, number) -> None:
         self.depth += 1
         self.router.open(tag, attrs, ident, number)
         if self.hits:
             self.hits.clear()
-            attribute = self.engine.partition_attribute
+            attribute = self.group.attribute
             key = next((v for n, v, _ in attrs if n == attribute), None)
             if key is not None:
                 target = self.partitions.get(key)
                 if target is None:
                     root = Node(ROOT, None, -1, -1)
-                    target = Run(self.engine.program, self.emitter, root, key)
+                    target = Run(self.group.machine, self.outputs, root, key)
                     self.partitions[key] = target
                 if len(target.frames) > 1 or target.skip:
                     target.suspend()
@@ -840,10 +1354,10 @@ class _Stream:
 
 
 class _Collector:
-    """The emitter of the partition router: it only notes that a partitioned element opened."""
+    """The outputs of the partition router: it only notes that a partitioned element opened."""
 
     def __init__(self, hits: list) -> None:
         self.hits = hits
 
-    def add(self, run: Run, matches: list) -> None:
+    def add(self, run: Run, slot: int, matches: list) -> None:
         self.hits.extend(matches)

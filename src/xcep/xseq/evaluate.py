@@ -67,16 +67,26 @@ def values(expr, node: Node | None, env: Env = None) -> list:
     if isinstance(expr, A.RelPath):
         return [n.string_value() for n in select(expr.path, node)]
     if isinstance(expr, A.VarRef):
-        path = expr.path
-        if type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != "*":
-            found = (n.attribute(path.name) for n in env(expr))  # the common case, made short
-            return [value for value in found if value is not None]
-        return [n.string_value() for n in ref_nodes(expr, env)]
+        memo = getattr(env, "memo", None)
+        if memo is not None:  # many conditions over one binding: each reference read once
+            found = memo.get(id(expr))
+            if found is None:
+                found = memo[id(expr)] = _ref_values(expr, env)
+            return found
+        return _ref_values(expr, env)
     if isinstance(expr, A.Tag):
         return [n.tag for n in env(expr.ref) if n.tag is not None]
     if isinstance(expr, A.Arith):
         return arith(expr.op, values(expr.left, node, env), values(expr.right, node, env))
     return [holds(expr, node, env)]  # a condition used as a value
+
+
+def _ref_values(expr: A.VarRef, env: Env) -> list:
+    path = expr.path
+    if type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != "*":
+        found = (n.attribute(path.name) for n in env(expr))  # the common case, made short
+        return [value for value in found if value is not None]
+    return [n.string_value() for n in ref_nodes(expr, env)]
 
 
 def ref_nodes(ref: A.VarRef, env: Env) -> list[Node]:

@@ -72,11 +72,13 @@ class Binding:
         )
 
 
-def make_env(analysis: Analysis, binding: Binding, iteration: bool):
+def make_env(analysis: Analysis, binding: Binding, iteration: bool, memo: bool = False):
     """The variable lookup for conditions and outputs over ``binding``.
 
     ``iteration``: inside a per-iteration condition, a bare Kleene-* variable
-    is its latest node; elsewhere it is all of its nodes.
+    is its latest node; elsewhere it is all of its nodes. ``memo``: the values
+    of each reference object are computed once (``env.memo``, read by
+    ``evaluate.values``; many conditions over the same binding share them).
     """
     index = analysis.index
     kleene = analysis.kleene
@@ -96,6 +98,8 @@ def make_env(analysis: Analysis, binding: Binding, iteration: bool):
         entry = binding.entries[kleene[ref.var]]
         return [entry] if slot and entry is not None and entry.kind != ROOT else []
 
+    if memo:
+        env.memo = {}
     return env
 
 

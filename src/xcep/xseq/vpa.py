@@ -51,6 +51,7 @@ class State:
     frame: str | None = None  # wait: child or sibling
     group: int | None = None
     test_here: bool = False  # match: the node test is checked here (self steps)
+    owner: int | None = 0  # the query's slot in a union automaton (None: shared)
 
     def label(self) -> str:
         step = self.step

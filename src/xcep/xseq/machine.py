@@ -1,0 +1,175 @@
+"""The automaton the engine runs: the union of the VPAs of one or more queries.
+
+Every query keeps its own states (their ``owner`` is the query's slot). The
+leading states that bind nothing are shared among the queries whose prefixes
+are the same, as a trie: the same wait (axis and node test), then the same
+match (node test and predicates), and so on until a query binds a variable or
+enters a Kleene-* group. A thousand queries under ``/site/people/person``
+read that prefix once, with one thread. A shared thread carries the
+``SHARED`` binding; the edge from a shared state into a query's own states
+goes through that query's ``begin`` state, which gives the thread the
+query's empty binding. Shared states have ``owner`` None.
+
+Queries come and go (``add``, ``remove``): removing one unlinks its begin
+states and the shared states no other query uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from xcep.xseq import ast as A
+from xcep.xseq.matches import Binding
+from xcep.xseq.vpa import State
+
+SHARED = Binding((), ())  # the binding of a thread in shared states: nothing bound yet
+
+
+class Machine:
+    """States of the union automaton, the per-wait test table, and the queries' programs."""
+
+    def __init__(self) -> None:
+        self.states: list[State] = []
+        self.programs: list = []  # slot -> Program (None once removed)
+        self.start: list[int] = []
+        self.tests: list = []  # wait state -> (name or None for any, the state it goes to)
+        self.pred_subtree: dict = {}  # state -> per predicate: does it read the subtree
+        self._trie: dict = {}  # (parent shared state or None, key) -> shared state
+        self._users: dict = {}  # shared state -> slots of the queries through it
+        self._parent: dict = {}  # shared state -> its parent (None: a start state)
+        self._key: dict = {}  # shared state -> its trie key
+        self._begins: dict = {}  # slot -> {parent or None: its begin state}
+        self.removed: set = set()  # shared states no query uses any more
+
+    def add(self, program, share: bool = True) -> int:
+        """Add a query's program; its slot. ``share=False`` shares no state with others."""
+        slot = len(self.programs)
+        self.programs.append(program)
+        self._begins[slot] = {}
+        vpa = program.vpa
+        own: dict = {}  # the query's state -> its copy
+
+        def owned(sid: int) -> int:
+            todo = [sid]
+            while todo:
+                s = todo.pop()
+                if s in own:
+                    continue
+                own[s] = self._new(replace(vpa.states[s], owner=slot, next=[]))
+                todo += vpa.states[s].next
+            for s, copy in own.items():
+                self.states[copy].next = [own[t] for t in vpa.states[s].next]
+            return own[sid]
+
+        def attach(parent: int | None, sids: list) -> None:
+            for sid in sids:
+                state = vpa.states[sid]
+                key = _share_key(state) if share else None
+                if key is None:
+                    begin = self._begins[slot].get(parent)
+                    if begin is None:
+                        begin = self._new(State(0, "begin", owner=slot))
+                        self._begins[slot][parent] = begin
+                        self._link(parent, begin)
+                    if owned(sid) not in self.states[begin].next:
+                        self.states[begin].next.append(own[sid])
+                    continue
+                shared = self._trie.get((parent, key))
+                if shared is None:
+                    shared = self._new(replace(state, owner=None, next=[]))
+                    self._trie[(parent, key)] = shared
+                    self._key[shared] = (parent, key)
+                    self._parent[shared] = parent
+                    self._users[shared] = set()
+                    self._link(parent, shared)
+                self._users[shared].add(slot)
+                attach(shared, state.next)
+
+        attach(None, vpa.start)
+        self._index()
+        return slot
+
+    def remove(self, slot: int) -> None:
+        """Unlink a query: its begin states and the shared states only it used."""
+        self.programs[slot] = None
+        for parent, begin in self._begins.pop(slot).items():
+            self._unlink(parent, begin)
+        for shared in sorted(self._users, reverse=True):  # children before their parents
+            users = self._users[shared]
+            users.discard(slot)
+            if not users:
+                del self._users[shared]
+                self.removed.add(shared)
+                parent = self._parent.pop(shared)
+                self._unlink(parent, shared)
+                del self._trie[self._key.pop(shared)]
+        self._index()
+
+    def owners(self) -> list[int]:
+        return [slot for slot, program in enumerate(self.programs) if program is not None]
+
+    # internals
+    def _new(self, state: State) -> int:
+        state.id = len(self.states)
+        self.states.append(state)
+        return state.id
+
+    def _link(self, parent: int | None, target: int) -> None:
+        if parent is None:
+            self.start.append(target)
+            return
+        state = self.states[parent]
+        if state.kind == "wait" and state.next:  # a wait goes to one state: fan out by a split
+            first = self.states[state.next[0]]
+            if first.kind != "split":
+                split = self._new(State(0, "split", next=[first.id]))
+                state.next = [split]
+                first = self.states[split]
+            first.next.append(target)
+            return
+        state.next.append(target)
+
+    def _unlink(self, parent: int | None, target: int) -> None:
+        if parent is None:
+            self.start.remove(target)
+            return
+        state = self.states[parent]
+        if target in state.next:
+            state.next.remove(target)
+        elif state.next and self.states[state.next[0]].kind == "split":
+            self.states[state.next[0]].next.remove(target)
+
+    def _index(self) -> None:
+        states = self.states
+        self.tests = [
+            (None if s.step.name == "*" else s.step.name, s.next[0] if s.next else None)
+            if s.kind == "wait"
+            else None
+            for s in states
+        ]
+        for state in states:
+            if state.step is not None and state.id not in self.pred_subtree:
+                self.pred_subtree[state.id] = [needs_subtree(p) for p in state.step.preds]
+
+
+def _share_key(state: State):
+    """What makes two queries' states the same, for states that bind nothing; else None."""
+    step = state.step
+    if state.kind == "wait":
+        return ("wait", state.mode, state.frame, step.kind, step.name)
+    if state.kind == "match" and step.var is None:
+        return ("match", state.test_here, step)
+    return None
+
+
+def needs_subtree(expr) -> bool:
+    """Whether deciding ``expr`` on a node reads more than its tag, attributes and ancestors."""
+    for node in A.walk(expr):
+        if isinstance(node, A.RelPath):
+            for step in A.walk(node.path):
+                if isinstance(step, A.Step) and step.axis not in (
+                    A.ATTRIBUTE,
+                    *A.BACKWARD_AXES,
+                ):
+                    return True
+    return False

@@ -1,0 +1,175 @@
+"""Many XSeq queries in one automaton (XSeqMultiEngine): every query's rows equal its
+own engine's, in the same order, under every selection policy; subscriptions and
+unsubscriptions while a stream runs; the union shares prefixes and templates."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.xseq_queries import documents, families
+
+from xcep.events import EventStream
+from xcep.xseq import XSeqEngine, XSeqMultiEngine
+from xcep.xseq.parser import QuerySyntaxError
+
+SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
+
+
+def batches(text: str, batch_size: int = 7, chunk_size: int = 65536):
+    source = io.BytesIO(text.encode())
+    return EventStream([source], batch_size=batch_size, chunk_size=chunk_size).batches()
+
+
+def alone(query: str, text: str, selection: str = "all") -> list:
+    return list(XSeqEngine(query, selection=selection).run(batches(text)))
+
+
+def per_query(rows: list) -> dict:
+    out: dict = {}
+    for qid, *row in rows:
+        out.setdefault(qid, []).append(row)
+    return out
+
+
+def streamable(queries: list[str]) -> dict:
+    out = {}
+    for i, query in enumerate(queries):
+        try:
+            XSeqEngine(query)
+        except QuerySyntaxError:
+            continue  # a documented stream limit: the property tests of the engine cover it
+        out[f"q{i}"] = query
+    return out
+
+
+@settings(max_examples=250, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    groups=st.lists(st.integers(1, 4).flatmap(families), min_size=1, max_size=4),
+    text=documents(),
+    selection=SELECTION,
+)
+def test_union_equals_each_query_alone(groups, text: str, selection: str) -> None:
+    queries = streamable([q for family in groups for q in family])
+    engine = XSeqMultiEngine(queries, selection=selection)
+    got = per_query(engine.run(batches(text)))
+    for qid, query in queries.items():
+        assert got.get(qid, []) == alone(query, text, selection), query
+
+
+def _site(first: int) -> str:
+    ids = range(first, first + 4)
+    people = "".join(f"<person id='p{i}'><name>n{i}</name></person>" for i in ids)
+    auctions = "".join(f"<auction><price>{p}</price></auction>" for p in (9, 7, 8, 5, 3))
+    return f"<site><people>{people}</people><auctions>{auctions}</auctions></site>"
+
+
+XMARKISH = "".join(_site(first) for first in range(3))
+FAMILY = {
+    **{f"person{i}": f"/site/people/person[@id = 'p{i}']/name/text()" for i in range(6)},
+    **{
+        f"falls{k}": "return last($X)/price/text() from /site/auctions/$Z (\\ $X)* "
+        f"where $X/price/text() < prev($X)/price/text() and last($X)/price/text() < {k}"
+        for k in (8, 6, 4)
+    },
+    "names": "//name/text()",
+}
+
+
+def test_a_template_family_shares_its_automaton() -> None:
+    engine = XSeqMultiEngine(FAMILY)
+    stats = engine.stats()["none"]
+    assert stats["queries"] == len(FAMILY)
+    # the falls family is one template; the person filters differ in a predicate of the path
+    assert stats["templates"] == 6 + 1 + 1
+    single = sum(len(XSeqEngine(q).vpa.states) for q in FAMILY.values())
+    assert stats["states"] < 0.7 * single  # the prefixes /site/people/person and /site once
+    got = per_query(engine.run(batches(XMARKISH)))
+    for qid, query in FAMILY.items():
+        assert got.get(qid, []) == alone(query, XMARKISH)
+
+
+def stream_with(engine, text: str, actions: dict):
+    """The batches of ``text`` (read 8 bytes at a time: no batch holds two documents'
+    starts), calling ``actions[n]`` (on the engine) before document ``n``'s events."""
+    for batch in batches(text, batch_size=3, chunk_size=8):
+        for number, _, _ in batch.document_runs():
+            action = actions.pop(number, None)
+            if action:
+                action(engine)
+        yield batch
+
+
+DOCS = ["<site><people><person id='p1'><name>a</name></person></people></site>"] * 4
+
+
+def test_subscribe_while_running_starts_at_the_next_document() -> None:
+    text = "".join(DOCS)
+    engine = XSeqMultiEngine({"first": "//name/text()"})
+    late = "return $P@id from //$P where tag($P) = 'person'"
+    actions = {2: lambda e: e.subscribe("late", late)}
+    got = per_query(engine.run(stream_with(engine, text, actions)))
+    assert got["first"] == alone("//name/text()", text)
+    assert got["late"] == alone(late, "".join(DOCS[2:]))  # documents 2 and 3 only
+
+
+def test_unsubscribe_while_running_stops_at_once() -> None:
+    text = "".join(DOCS)
+    count = "return count($N) from //$N where tag($N) = 'name'"
+    engine = XSeqMultiEngine({"a": "//name/text()", "b": "//name/text()", "c": count})
+    actions = {2: lambda e: (e.unsubscribe("b"), e.unsubscribe("c"))}
+    got = per_query(engine.run(stream_with(engine, text, actions)))
+    assert got["a"] == alone("//name/text()", text)
+    assert got["b"] == alone("//name/text()", "".join(DOCS[:2]))
+    assert "c" not in got  # an aggregate reports at the end: it was gone by then
+    assert engine.stats()["none"]["queries"] == 1
+
+
+def test_partitioned_query_joins_every_partition_from_the_next_document() -> None:
+    docs = [
+        "<s>" + "".join(f"<t c='{c}' p='{p}'/>" for c, p in zip("ABAB", ps, strict=True)) + "</s>"
+        for ps in ((5, 9, 4, 8), (3, 7, 2, 6), (1, 5, 0, 4))
+    ]
+    falls = "return $Z@p, count($X) from /s/$Z (\\ $X)* where $X@p < prev($X)@p partition by /s/t@c"
+    engine = XSeqMultiEngine({"early": falls})
+    actions = {1: lambda e: e.subscribe("late", falls)}
+    got = per_query(engine.run(stream_with(engine, "".join(docs), actions)))
+    assert got["early"] == alone(falls, "".join(docs))
+    assert sorted(got["late"]) == sorted(alone(falls, "".join(docs[1:])))
+
+
+def test_ids_are_checked() -> None:
+    engine = XSeqMultiEngine({"a": "//a"})
+    with pytest.raises(ValueError, match="already subscribed"):
+        engine.subscribe("a", "//b")
+    with pytest.raises(KeyError, match="no query"):
+        engine.unsubscribe("zzz")
+    with pytest.raises(QuerySyntaxError):
+        engine.subscribe("bad", "//a[")
+    assert "bad" not in engine.queries
+
+
+def test_cli_runs_a_queries_file_and_reports_bad_lines(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "site.xml"
+    data.write_text(XMARKISH)
+    queries = tmp_path / "queries.tsv"
+    chosen = {q: FAMILY[q] for q in ("person1", "person2", "falls8", "names")}
+    lines = ["# a comment", "", *(f"{qid}\t{text}" for qid, text in chosen.items())]
+    queries.write_text("\n".join([*lines, "broken\t/site/people/person[", "lonely"]) + "\n")
+    command = [sys.executable, "-m", "xcep", "xseq", "--queries", str(queries), str(data)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 1  # invalid queries were reported; the others ran
+    errors = done.stderr.splitlines()
+    assert errors[0].startswith(f"xcep: error: {queries}, line 7, query broken: query column 21")
+    assert errors[1] == f"xcep: error: {queries}, line 8: expected an id and a query"
+    got = per_query(json.loads(line) for line in done.stdout.splitlines())
+    for qid, query in chosen.items():
+        assert got[qid] == alone(query, XMARKISH)
+    strict = subprocess.run([*command, "--strict"], capture_output=True, text=True)
+    assert strict.returncode == 2 and strict.stdout == ""
