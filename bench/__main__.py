@@ -2,13 +2,14 @@
 
 import argparse
 
-from bench import events, spark, xpush, xquery, xscl, xseq, xseq_opt
+from bench import events, spark, xpush, xquery, xscl, xseq, xseq_multi, xseq_opt
 
 BENCHMARKS = {
     "events": events.run,
     "xpush": xpush.run,
     "xseq": xseq.run,
     "xseq-opt": xseq_opt.run,
+    "xseq-multi": xseq_multi.run,
     "xquery": xquery.run,
     "xscl": xscl.run,
     "spark": spark.run,

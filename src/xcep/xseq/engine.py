@@ -99,10 +99,7 @@ class Program:
         self.empty = Binding.empty(analysis)
         self.index = analysis.index
         self.kleene = analysis.kleene
-        self.per_match = list(analysis.per_match)
-        self.conjunct_refs = [_subtree_refs(c.cond) for c in self.per_match]
-        self.conjunct_vars = [[self.index[v] for v in c.variables] for c in self.per_match]
-        self.conjunct_kleene = [any(v in self.kleene for v in c.variables) for c in self.per_match]
+        self.set_per_match(analysis.per_match)
         self.iteration = {
             g: (items, [r for c in items for r in _subtree_refs(c.cond)])
             for g, items in analysis.iteration.items()
@@ -119,6 +116,29 @@ class Program:
         self.join_width = {
             n.group: len(n.items) for n in A.walk(analysis.path) if isinstance(n, A.Intersect)
         }
+
+    def set_per_match(self, conjuncts: list) -> None:
+        """The per-match conjuncts this automaton checks, each as early as it can."""
+        self.per_match = list(conjuncts)
+        self.conjunct_refs = [_subtree_refs(c.cond) for c in self.per_match]
+        self.conjunct_vars = [[self.index[v] for v in c.variables] for c in self.per_match]
+        self.conjunct_kleene = [any(v in self.kleene for v in c.variables) for c in self.per_match]
+
+    def join(self, slot: int, analysis: Analysis) -> None:
+        """Make the query of ``analysis`` a member of this template. The template checks
+        (early) the per-match conjuncts all its members have; each member checks the rest
+        when a match completes."""
+        if not self.members:
+            self.set_per_match(analysis.per_match)
+        common = [c for c in self.per_match if c in analysis.per_match]
+        demoted = [c for c in self.per_match if c not in common]
+        if demoted:
+            self.set_per_match(common)
+            for member in self.members.values():
+                member.add_conditions(demoted, self.interned)
+        member = Member(analysis, [c for c in analysis.per_match if c not in common], self.interned)
+        self.members[slot] = member
+        self.captured_vars |= member.captured_vars
 
 
 def _captured_vars(analysis: Analysis) -> set[str]:
@@ -141,11 +161,18 @@ class Member:
     references are interned in the template's table, so that the members' conditions
     read each value once per match (``make_env(memo=True)``)."""
 
-    def __init__(self, analysis: Analysis, refs: dict) -> None:
+    def __init__(self, analysis: Analysis, conjuncts: list, refs: dict) -> None:
         self.analysis = analysis
-        self.per_match = [replace(c, cond=_intern_refs(c.cond, refs)) for c in analysis.per_match]
-        self.refs = [r for c in self.per_match for r in _subtree_refs(c.cond)]
+        self.per_match: list = []
+        self.refs: list = []
+        self.add_conditions(conjuncts, refs)
         self.captured_vars = _captured_vars(analysis)
+
+    def add_conditions(self, conjuncts: list, refs: dict) -> None:
+        for conjunct in conjuncts:
+            conjunct = replace(conjunct, cond=_intern_refs(conjunct.cond, refs))
+            self.per_match.append(conjunct)
+            self.refs += _subtree_refs(conjunct.cond)
 
 
 def _intern_refs(node, table: dict):
@@ -535,9 +562,6 @@ class Run:
                 continue
             elif kind == "accept":
                 p = programs[state.owner]
-                if p.members is not None:
-                    self.accept_members(p, here, child, binding, checks)
-                    continue
                 remaining = [c for i, c in enumerate(p.per_match) if not done >> i & 1]
                 if remaining:
                     refs = [
@@ -549,6 +573,9 @@ class Run:
                     checks = self.check(p, remaining, refs, binding, checks, False)
                     if checks is None:
                         continue
+                if p.members is not None:
+                    self.accept_members(p, here, child, binding, checks)
+                    continue
                 if p.capture_end and here.kind == ELEMENT:
                     self.capture(here, child)
                 matches = self.new_matches.get(state.owner)
@@ -726,7 +753,10 @@ class Emitter:
         if self.aggregator is not None:
             self.aggregator.add(entry.run.key, entry.binding)
         else:
-            self.sink(output_row(self.analysis, entry.binding, entry.end, self.values_only))
+            self.sink(self.row(entry))
+
+    def row(self, entry: _Entry) -> list:
+        return output_row(self.analysis, entry.binding, entry.end, self.values_only)
 
     def park(self) -> bool:
         """Wait, off the active list, for the innermost open element the next row waits
@@ -812,6 +842,11 @@ class TemplateEmitter(Emitter):
         super().__init__(program.analysis, "all", False, None, owner)
         self.program = program
         self.members: dict[int, Emitter] = {}
+        self.outputs: dict = {}  # return clauses of the members, interned
+
+    def join(self, slot: int, emitter: Emitter) -> None:
+        self.members[slot] = emitter
+        emitter.returns = self.outputs.setdefault(emitter.analysis.query.returns, emitter)
 
     def add(self, run: Run, matches: list) -> None:
         super().add(run, matches)
@@ -825,9 +860,16 @@ class TemplateEmitter(Emitter):
         verdicts = entry.verdicts
         passed = verdicts.passed if verdicts else ()
         conditions = self.program.members
+        rows: dict = {}  # members with the same return clause print the same row
         for slot, emitter in self.members.items():
             if slot in passed or not conditions[slot].per_match:
-                emitter.emit(entry)
+                if emitter.aggregator is not None:
+                    emitter.emit(entry)
+                    continue
+                row = rows.get(id(emitter.returns))
+                if row is None:
+                    row = rows[id(emitter.returns)] = emitter.row(entry)
+                emitter.sink(row)
 
     def finish_rows(self, partitions: list | None) -> None:
         for emitter in self.members.values():
@@ -1148,12 +1190,9 @@ class XSeqMultiEngine:
                 program.shared_output = -1 - owner
             if share:
                 group.templates[tkey] = owner
-        program = group.machine.programs[owner]
         slot = self._slots
         self._slots += 1
-        member = Member(analysis, program.interned)
-        program.members[slot] = member
-        program.captured_vars |= member.captured_vars
+        group.machine.programs[owner].join(slot, analysis)
         self.queries[qid] = (group, owner, slot, analysis)
         return group, owner, slot
 
@@ -1206,7 +1245,7 @@ class _Live:
         if template is None:
             template = TemplateEmitter(program, owner)
             stream.outputs.emitters[program.shared_output] = template
-        template.members[slot] = emitter
+        template.join(slot, emitter)
 
     def forget(self, group: _Group, owner: int | None, slot: int) -> None:
         stream = self.streams.get(group)
