@@ -12,7 +12,13 @@ from xcep.events import EventStream, Input
 from xcep.schema import learn_schema, parse_dtd, read_dtd
 from xcep.xseq import XSeqEngine
 from xcep.xseq import ast as A
-from xcep.xseq.optimize import explicit_prefix, optimize
+from xcep.xseq.optimize import (
+    LEVELS,
+    explicit_prefix,
+    optimize,
+    unrolled_descendants,
+    where_into_steps,
+)
 from xcep.xseq.parser import parse_query
 
 DTD = parse_dtd(
@@ -73,6 +79,17 @@ QUERIES = [
     "return $X from //a/$X",
     "return count($X) from //a/$X",
     "return $X@y from //e/$X (\\ $Y)* where tag($X) = 'f'",
+    # Opt-2: a // below a named step
+    "/r/a//f/@y",
+    "//a[.//f/@y = 2]/@x",
+    "/r/b//c",
+    "/r/a[.//e = 1]//e",
+    "//a//e (\\ e)*",
+    # Opt-3: tag() and attribute conditions into the steps
+    "return $X, $Y@y from /r/$X//$Y where tag($X) = 'a' and tag($Y) = 'f' and $Y@y >= 2",
+    "return $A@x, count($C) from //$A (/$C)* where tag($A) = 'a' and $C@x = 1",
+    "return $X from (//$X | //b) where tag($X) = 'c'",  # a branch's variable stays
+    "return $X from //$X where tag($X) = 'c' or $X@x = 1",  # not a conjunct about one step
 ]
 
 
@@ -81,17 +98,21 @@ def rows(query: str, xml: str, **options) -> list:
     return list(XSeqEngine(query, **options).run(stream.batches()))
 
 
-@settings(max_examples=60)
-@given(st.lists(valid_documents(), min_size=1, max_size=3), st.sampled_from(QUERIES))
-def test_the_inferable_prefix_keeps_the_answers(documents, query):
+@settings(max_examples=120)
+@given(
+    st.lists(valid_documents(), min_size=1, max_size=3),
+    st.sampled_from(QUERIES),
+    st.sampled_from(LEVELS[1:]),
+)
+def test_every_rewrite_keeps_the_answers(documents, query, level):
     xml = "".join(documents)
     plain = rows(query, xml, opt="none")
-    assert rows(query, xml, schema=DTD, opt="prefix") == plain
+    assert rows(query, xml, schema=DTD, opt=level) == plain
     learned = learn_schema(
         EventStream([Input("<t>", file=io.BytesIO(xml.encode()), format="xml")]).batches(),
         documents=len(documents),
     )
-    assert rows(query, xml, schema=learned, opt="prefix") == plain
+    assert rows(query, xml, schema=learned, opt=level) == plain
 
 
 @pytest.mark.parametrize(
@@ -122,6 +143,32 @@ def test_xmark_prefixes(data_dir):
         assert A.to_text(explicit_prefix(parse_query(query), dtd).path) == expected
 
 
+@pytest.mark.parametrize(
+    ("query", "rewritten"),
+    [
+        ("/r/a//f", "/r/a/d/e/f"),  # every f below an a is at depth 3
+        ("/r//f", "/r//f"),  # below r: depth 3 (under b) or 4 (under a)
+        ("/r/a//c", "/r/a/c"),
+        ("/r/b//c", "/r/b/c"),
+        ("/r/a[.//f]", "/r/a[/self::node()/d/e/f]"),
+        ("/r/a//b", "/r/a//b"),  # no b below an a: left alone
+        ("/r/$X//f", "/r/$X//f"),  # which element: unknown
+    ],
+)
+def test_which_descendant_loops_are_unrolled(query, rewritten):
+    assert A.to_text(unrolled_descendants(parse_query(query), DTD).path) == rewritten
+
+
+def test_where_conjuncts_move_into_steps():
+    query = parse_query(
+        "return $X from /r/$X (\\ $Y)* where tag($X) = 'a' and $X@x > 1 and "
+        "$Y@x = prev($Y)@x and tag($Y) = 'a'"
+    )
+    moved = where_into_steps(query)
+    assert A.to_text(moved.path) == "/r/$X(a)[@x > 1] (\\$Y(a))*"
+    assert A.to_text(moved.where) == "$Y@x = prev($Y)@x"
+
+
 def test_partition_paths_are_rewritten_with_the_from_path():
     query = parse_query("return count($X) from //a/$X partition by //a@x")
     optimized = optimize(query, DTD)
@@ -134,7 +181,7 @@ def test_partition_paths_are_rewritten_with_the_from_path():
 
 def test_unknown_levels_are_refused():
     with pytest.raises(ValueError, match="optimization level"):
-        XSeqEngine("//a", schema=DTD, opt="loops")
+        XSeqEngine("//a", schema=DTD, opt="everything")
 
 
 def test_cli_dtd_and_opt(tmp_path, data_dir):

@@ -538,11 +538,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xseq.add_argument(
         "--opt",
-        choices=("none", "prefix"),
-        default="prefix",
-        help="schema-aware rewrites with --dtd or --learn-schema: prefix = spell out the one "
-        "ancestor chain "
-        "of a leading //name (default); none = run the query as written",
+        choices=("none", "prefix", "loops", "where", "all"),
+        default="all",
+        help="query rewrites (docs/xseq.md, Optimizer): prefix = spell out the ancestor chain of "
+        "a leading //name; loops = unroll a //name whose depth the schema fixes; where = move "
+        "tag() and attribute conditions of the where clause into the steps; all (default). "
+        "prefix and loops need --dtd or --learn-schema",
     )
     xseq.set_defaults(run=cmd_xseq)
 

@@ -199,6 +199,8 @@ def to_text(node) -> str:
     """XSeq text for an AST node (paths and conditions), for --explain and messages."""
     if isinstance(node, Step):
         test = f"${node.var}" if node.var else {TEXT: "text()"}.get(node.kind, node.name)
+        if node.var and node.name != WILDCARD:  # a node test the optimizer gave it
+            test += f"({node.name})"
         if node.kind == NODE and not node.var:
             test = "node()"
         axis = _AXIS_TEXT.get(node.axis, f"/{node.axis}::")

@@ -1042,10 +1042,10 @@ class XSeqEngine:
         selection: str = "all",
         values_only: bool = False,
         schema=None,
-        opt: str = "prefix",
+        opt: str = "all",
     ) -> None:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
-        (``xcep.xseq.optimize``: ``none`` or ``prefix``)."""
+        (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema)."""
         self.analysis = _compile(query, schema, opt)
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
@@ -1118,7 +1118,7 @@ class XSeqMultiEngine:
         selection: str = "all",
         values_only: bool = False,
         schema=None,
-        opt: str = "prefix",
+        opt: str = "all",
     ) -> None:
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")

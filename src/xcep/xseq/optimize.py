@@ -1,22 +1,33 @@
 """Schema-aware rewrites of an XSeq query (seed §4.2), each a small pure function
 from a ``Query`` to an equivalent ``Query`` on the documents the schema describes.
 
-Built so far: **Opt-1, the inferable prefix.** The seed's engine starts a
-run at every element, so it gains by *cutting* a prefix the schema implies
-(``//issue/articles/authors/author`` → ``//author``). This engine is the
-other way round: a child step lets its runs skip whole subtrees, while a
-``//`` step watches every element below it. Measured on XMark, cutting made
-queries 1.3-2× slower and spelling the prefix out made them 1.3-2× faster.
-So Opt-1 here uses the same inference in the direction that pays: a path
-that starts with ``//n`` becomes the one chain of ancestors the schema
-allows for ``n`` (``//increase`` → ``/site/open_auctions/open_auction/bidder/increase``,
-``//item`` → ``/site/regions/*/item``: a level with several possible
-elements becomes ``*``). Only when every ``n`` sits at the same depth under
-the same chain (no recursion, no choice of depth) is the path rewritten.
+- **Opt-1, the inferable prefix** (``prefix``). The seed's engine starts a
+  run at every element, so it gains by *cutting* a prefix the schema implies
+  (``//issue/articles/authors/author`` → ``//author``). This engine is the
+  other way round: a child step lets its runs skip whole subtrees, while a
+  ``//`` step watches every element below it. Measured on XMark, cutting made
+  queries 1.3-2× slower and spelling the prefix out made them 1.3-2× faster.
+  So Opt-1 here uses the same inference in the direction that pays: a path
+  that starts with ``//n`` becomes the one chain of ancestors the schema
+  allows for ``n`` (``//increase`` → ``/site/open_auctions/open_auction/bidder/increase``,
+  ``//item`` → ``/site/regions/*/item``: a level with several possible
+  elements becomes ``*``), when every ``n`` sits at the same depth.
+- **Opt-2, self-loops the schema rules out** (``loops``). A ``//n`` step after a
+  step on element ``c`` (in the path or in a predicate: ``book[.//year = 2000]``)
+  is the seed's E state with a self-loop, which watches every element below
+  ``c``. When every ``n`` below a ``c`` sits at the same depth, the loop can only
+  run a fixed number of times: it is unrolled into child steps
+  (``open_auction//increase`` → ``open_auction/bidder/increase``), and a run skips
+  the subtrees that cannot hold an ``n``. (The seed's A states do not exist here:
+  attributes are read with their open tag.)
+- **Opt-3, the where clause** (``where``). A conjunct ``tag($X) = 'n'`` becomes the
+  node test of ``$X``'s step (a run reaches only ``n`` elements instead of every
+  element, checking later), and a conjunct on ``$X``'s own attributes alone
+  (``$X@price > 100``) becomes a predicate of the step. These need no schema.
 
-The schema is a ``Dtd`` or a ``LearnedSchema`` (``xcep.schema``); answers are
-the same on every document the schema describes (for a learned one: every
-document like the sample). Opt-2 (loops) and Opt-3 (where) are not built yet.
+``optimize(query, schema, level)``: ``none``, one of them, or ``all``. The schema is
+a ``Dtd`` or a ``LearnedSchema`` (``xcep.schema``); answers are the same on every
+document the schema describes (for a learned one: every document like the sample).
 """
 
 from __future__ import annotations
@@ -25,17 +36,22 @@ from dataclasses import replace
 
 from xcep.xseq import ast as A
 
-LEVELS = ("none", "prefix")
+LEVELS = ("none", "prefix", "loops", "where", "all")
 _DEEPEST = 64  # longer chains are not worth spelling out
 
 
-def optimize(query: A.Query, schema, level: str = "prefix") -> A.Query:
-    """``query`` rewritten by the optimizations of ``level``."""
+def optimize(query: A.Query, schema, level: str = "all") -> A.Query:
+    """``query`` rewritten by the optimizations of ``level`` (the schema-aware ones only
+    when ``schema`` is given)."""
     if level not in LEVELS:
         raise ValueError(f"optimization level must be one of {', '.join(LEVELS)}, not {level!r}")
-    if level == "none" or schema is None:
-        return query
-    return explicit_prefix(query, schema)
+    if level in ("where", "all"):
+        query = where_into_steps(query)
+    if schema is not None and level in ("prefix", "all"):
+        query = explicit_prefix(query, schema)
+    if schema is not None and level in ("loops", "all"):
+        query = unrolled_descendants(query, schema)
+    return query
 
 
 def explicit_prefix(query: A.Query, schema) -> A.Query:
@@ -81,3 +97,185 @@ def ancestor_chain(name: str, parents) -> list[set[str]] | None:
         current = set().union(*above)
         levels.append(current)
     return None
+
+
+def unrolled_descendants(query: A.Query, schema) -> A.Query:
+    """Opt-2: ``c//n`` as ``c/l1/…/n`` when every ``n`` below a ``c`` has the same depth."""
+    path = _unroll(query.path, None, schema)
+    return query if path == query.path else replace(query, path=path)
+
+
+def _unroll(item, context: str | None, schema):
+    """``item`` rewritten, its first step read from an element named ``context``."""
+    if isinstance(item, A.Step):
+        return _unroll_step(item, context, schema)
+    if isinstance(item, A.Seq):
+        items = []
+        for part in item.items:
+            new = _unroll(part, context, schema)
+            items += new.items if isinstance(new, A.Seq) and not isinstance(part, A.Seq) else [new]
+            context = _name_after(part, context)
+        return A.Seq(tuple(items))
+    if isinstance(item, A.Union | A.Intersect):
+        return replace(item, items=tuple(_unroll(part, context, schema) for part in item.items))
+    if isinstance(item, A.Star):  # an iteration starts where the last one ended: unknown
+        return replace(item, body=_unroll(item.body, None, schema))
+    return item
+
+
+def _name_after(item, context: str | None) -> str | None:
+    """The element name a run stands on after ``item`` (None: several or unknown)."""
+    if isinstance(item, A.Step):
+        if item.axis == A.SELF:
+            return context
+        if item.kind == A.ELEMENT and item.axis != A.ATTRIBUTE and item.name != A.WILDCARD:
+            return item.name
+        return None
+    if isinstance(item, A.Seq):
+        for part in item.items:
+            context = _name_after(part, context)
+        return context
+    return None
+
+
+def _unroll_step(step: A.Step, context: str | None, schema):
+    preds = tuple(_unroll_predicate(p, _name_after(step, context), schema) for p in step.preds)
+    step = replace(step, preds=preds) if preds != step.preds else step
+    if not (
+        context is not None
+        and step.axis == A.DESCENDANT
+        and step.kind == A.ELEMENT
+        and step.name != A.WILDCARD
+    ):
+        return step
+    chain = chain_below(context, step.name, schema)
+    if chain is None:
+        return step
+    steps = [A.Step(A.CHILD, A.ELEMENT, level) for level in chain]
+    return A.Seq((*steps, replace(step, axis=A.CHILD)))
+
+
+def _unroll_predicate(cond, context: str | None, schema):
+    """Predicates read relative paths from the step's node: unroll them too."""
+    if context is None:
+        return cond
+    if isinstance(cond, A.RelPath):
+        return replace(cond, path=_unroll(cond.path, context, schema))
+    if isinstance(cond, A.And | A.Or | A.Compare | A.Arith):
+        left = _unroll_predicate(cond.left, context, schema)
+        right = _unroll_predicate(cond.right, context, schema)
+        return replace(cond, left=left, right=right)
+    if isinstance(cond, A.Not):
+        return replace(cond, arg=_unroll_predicate(cond.arg, context, schema))
+    return cond
+
+
+def chain_below(context: str, name: str, schema) -> list[str] | None:
+    """The element names (``*`` for a level with several) between a ``context`` element
+    and the ``name`` elements below it, when all of them sit at one depth below it;
+    ``None`` otherwise (two depths, recursion, or no ``name`` below ``context``)."""
+    levels: list[set[str]] = []  # levels[d]: the elements with a ``name`` d + 1 levels below
+    current = {name}
+    for _ in range(_DEEPEST):
+        current = set().union(*(schema.parents(n) for n in current))
+        if not current:
+            break
+        levels.append(current)
+    else:
+        return None  # recursion: no end to the ancestors
+    depths = [d for d, level in enumerate(levels) if context in level]
+    if len(depths) != 1:
+        return None
+    chain, above = [], {context}
+    for level in reversed(levels[: depths[0]]):  # down from the context
+        above = {c for a in above for c in schema.children(a)} & level
+        chain.append(next(iter(above)) if len(above) == 1 else A.WILDCARD)
+    return chain
+
+
+def where_into_steps(query: A.Query) -> A.Query:
+    """Opt-3: where-clause conjuncts about one variable's own node become its step's
+    node test (``tag($X) = 'n'``) or predicates (``$X@a op constant``)."""
+    if query.where is None:
+        return query
+    steps: dict = {}  # var -> its one step on every path of a match (None: not so)
+    for node in A.walk(query.path):
+        if isinstance(node, A.Step) and node.var:
+            steps[node.var] = None if node.var in steps else node
+    for node in A.walk(query.path):  # a branch's variable may be unbound in a match
+        if isinstance(node, A.Union | A.Intersect):
+            for inner in A.walk(node):
+                if isinstance(inner, A.Step) and inner.var:
+                    steps[inner.var] = None
+    kept, moved = [], {}  # var -> (name or None, predicates)
+    for conjunct in _conjuncts(query.where):
+        var, name, pred = _about_one_step(conjunct)
+        step = steps.get(var)
+        if step is None or (name is not None and step.name not in (A.WILDCARD, name)):
+            kept.append(conjunct)
+            continue
+        old_name, preds = moved.get(var, (None, ()))
+        moved[var] = (name or old_name, (*preds, pred) if pred is not None else preds)
+    if not moved:
+        return query
+
+    def rewrite(node):
+        if isinstance(node, A.Step):
+            if node.var in moved:
+                name, preds = moved[node.var]
+                return replace(node, name=name or node.name, preds=(*node.preds, *preds))
+            return node
+        if isinstance(node, A.Seq | A.Union | A.Intersect):
+            return replace(node, items=tuple(rewrite(i) for i in node.items))
+        if isinstance(node, A.Star):
+            return replace(node, body=rewrite(node.body))
+        return node
+
+    where = None
+    for conjunct in kept:
+        where = conjunct if where is None else A.And(where, conjunct)
+    return replace(query, path=rewrite(query.path), where=where)
+
+
+def _conjuncts(cond) -> list:
+    if isinstance(cond, A.And):
+        return _conjuncts(cond.left) + _conjuncts(cond.right)
+    return [cond]
+
+
+def _about_one_step(cond) -> tuple:
+    """(variable, element name, None) for ``tag($X) = 'n'``; (variable, None, predicate)
+    for a comparison of ``$X``'s attributes with constants; (None, None, None) else."""
+    if isinstance(cond, A.Compare) and cond.op == "=":
+        for tag, const in ((cond.left, cond.right), (cond.right, cond.left)):
+            if (
+                isinstance(tag, A.Tag)
+                and tag.ref.func is None
+                and tag.ref.path is None
+                and isinstance(const, A.Const)
+                and isinstance(const.value, str)
+            ):
+                return tag.ref.var, const.value, None
+    refs = [n for n in A.walk(cond) if isinstance(n, A.VarRef)]
+    if not refs or not isinstance(cond, A.Compare):
+        return None, None, None
+    var = refs[0].var
+    for node in A.walk(cond):
+        if not isinstance(node, A.Compare | A.Arith | A.Const | A.VarRef | A.Step):
+            return None, None, None
+        if isinstance(node, A.VarRef) and not (
+            node.var == var
+            and node.func is None
+            and isinstance(node.path, A.Step)
+            and node.path.axis == A.ATTRIBUTE
+        ):
+            return None, None, None
+
+    def as_predicate(node):
+        if isinstance(node, A.VarRef):
+            return A.RelPath(node.path, node.pos)
+        if isinstance(node, A.Compare | A.Arith):
+            return replace(node, left=as_predicate(node.left), right=as_predicate(node.right))
+        return node
+
+    return var, None, as_predicate(cond)
