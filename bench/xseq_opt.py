@@ -1,5 +1,6 @@
-"""The seed's Figure 6 for the optimizations built so far: queries over XMark inputs
-of 50 KB … 5 MB, run as written ("naive") and rewritten with the DTD (Opt-1).
+"""The seed's Figure 6: queries over XMark inputs of 50 KB … 5 MB, run as written
+("naive"), with each optimization alone (Opt-1 prefix, Opt-2 loops, Opt-3 where) and
+with all of them (Opt-All), the DTD given.
 
 ``python -m bench xseq-opt``. The inputs are XMark f0.1 thinned: every list
 of a section (items of a region, people, auctions, categories, edges) keeps
@@ -26,8 +27,12 @@ QUERIES = {
     "X2 (increases)": "//open_auction/bidder/increase/text()",
     "X1 (a person's name)": "//person[@id = 'person0']/name/text()",
     "item names": "//item/name/text()",
+    "bid dates (//, where)": "return $D/text() from /site/open_auctions/$A//$D "
+    "where tag($A) = 'open_auction' and tag($D) = 'date'",
+    "keywords (where)": "return count($K) from //$K where tag($K) = 'keyword'",
 }
-LEVELS = ["none", "prefix"]
+LEVELS = ["none", "prefix", "loops", "where", "all"]
+NAMES = {"none": "naive", "prefix": "Opt-1", "loops": "Opt-2", "where": "Opt-3", "all": "Opt-All"}
 
 
 def thinned_xmark(workdir: Path, size: int) -> Path:
@@ -82,7 +87,7 @@ def run(repeat: int = 3, quick: bool = False, workdir: Path | None = None) -> No
                             "agrees": found == expected,
                         }
                     )
-                    print(rows[-1])
+                    print(rows[-1], flush=True)
     write_results("xseq-opt", rows, {"queries": QUERIES, "repeat": repeat})
     plot(rows)
     print(table(rows))
@@ -90,9 +95,10 @@ def run(repeat: int = 3, quick: bool = False, workdir: Path | None = None) -> No
 
 def plot(rows: list[dict]) -> None:
     lines = {}
+    styles = {"none": "--", "prefix": "-", "loops": "-.", "where": ":", "all": "-"}
     for name in dict.fromkeys(r["query"] for r in rows):
-        for level, style in (("none", "--"), ("prefix", "-")):
-            label = f"{name}, {'naive' if level == 'none' else 'Opt-1'}"
+        for level, style in styles.items():
+            label = f"{name}, {NAMES[level]}"
             points = [
                 (r["bytes"], r["seconds"])
                 for r in rows
@@ -108,17 +114,18 @@ def table(rows: list[dict] | None = None) -> str:
 
     if rows is None:
         rows = json.loads((RESULTS / "xseq-opt.json").read_text())["results"]
+    heads = " | ".join(f"{NAMES[level]} s" for level in LEVELS)
     out = [
-        "| query | bytes | naive s | Opt-1 s | naive ÷ Opt-1 | rows |",
-        "|---|---|---|---|---|---|",
+        f"| query | bytes | {heads} | naive ÷ Opt-All | rows |",
+        "|---|---|" + "---|" * len(LEVELS) + "---|---|",
     ]
     for name in dict.fromkeys(r["query"] for r in rows):
         for size in sorted({r["bytes"] for r in rows if r["query"] == name}):
             cell = {r["level"]: r for r in rows if r["query"] == name and r["bytes"] == size}
-            naive, opt = cell["none"], cell["prefix"]
-            same = "" if opt["agrees"] else " (rows differ!)"
+            times = " | ".join(f"{cell[level]['seconds']:.4f}" for level in LEVELS)
+            same = "" if all(c["agrees"] for c in cell.values()) else " (rows differ!)"
+            ratio = cell["none"]["seconds"] / cell["all"]["seconds"]
             out.append(
-                f"| {name} | {size:,} | {naive['seconds']:.4f} | {opt['seconds']:.4f} | "
-                f"{naive['seconds'] / opt['seconds']:.2f}{same} | {naive['rows']:,} |"
+                f"| {name} | {size:,} | {times} | {ratio:.2f}{same} | {cell['none']['rows']:,} |"
             )
     return "\n".join(out)

@@ -246,6 +246,10 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     def consume(stream: EventStream) -> None:
         for row in engine.run(stream.batches()):
             stdout.write(dumps(row) + "\n")
+        if args.stats:
+            stats = engine.stats()
+            stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
+            print(json.dumps(stats), file=stderr)
 
     status = _read_inputs(args, stderr, consume)
     return EXIT_INPUT if invalid else status
@@ -506,6 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict",
         action="store_true",
         help="with --queries: stop when a query is invalid (default: report it, run the others)",
+    )
+    xseq.add_argument(
+        "--stats",
+        action="store_true",
+        help="print automaton states and the transition cache's hit ratio on stderr at the end",
     )
     xseq.add_argument(
         "--selection",

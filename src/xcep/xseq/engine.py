@@ -23,7 +23,7 @@ from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ELEMENT, ROOT, TEXT_NODE, Node, test_matches
 from xcep.xseq.evaluate import holds
-from xcep.xseq.machine import SHARED, Machine, needs_subtree
+from xcep.xseq.machine import SHARED, Machine, TransitionCache, needs_subtree
 from xcep.xseq.matches import (
     SELECTIONS,
     Aggregator,
@@ -260,7 +260,11 @@ class Frame:
     # the waiting runs, by wait mode; a list once a run waits here
     any = nxt = desc = txt = dtxt = _NONE
 
-    def __init__(self, tag, attrs, ident: int, doc: int, parent, dchain=(), dtchain=()) -> None:
+    _chains = None  # what its children inherit, once the first one opens
+
+    def __init__(
+        self, tag, attrs, ident: int, doc: int, parent, dchain=(), dtchain=(), dkey=None
+    ) -> None:
         self.tag = tag
         self.attrs = attrs  # [(name, value, node id)]
         self.ident = ident
@@ -268,12 +272,20 @@ class Frame:
         self.parent = parent
         self.dchain = dchain  # the desc lists of the frames above: they see opens here too
         self.dtchain = dtchain  # the same for descendant text
+        self.dkey = dkey  # the transition cache's name for the states waiting in dchain
 
-    def chains(self) -> tuple[tuple, tuple]:
-        """The (dchain, dtchain) a child of this frame inherits."""
-        dchain = (*self.dchain, self.desc) if self.desc else self.dchain
-        dtchain = (*self.dtchain, self.dtxt) if self.dtxt else self.dtchain
-        return dchain, dtchain
+    def chains(self, cache: TransitionCache) -> tuple:
+        """The (dchain, dtchain, dkey) a child of this frame inherits (its desc list is
+        complete once a child opens: waits are added when their frame's node opens)."""
+        chains = self._chains
+        if chains is None:
+            dchain, dkey = self.dchain, self.dkey
+            if self.desc:
+                dchain = (*dchain, self.desc)
+                dkey = cache.key(dchain)
+            dtchain = (*self.dtchain, self.dtxt) if self.dtxt else self.dtchain
+            chains = self._chains = (dchain, dtchain, dkey)
+        return chains
 
     def threads(self) -> Iterator:
         yield from self.any
@@ -284,7 +296,8 @@ class Frame:
 
 
 class Light(tuple):
-    """A stack entry for an element nothing waits in: (tag, attrs, ident, doc, dchain, dtchain).
+    """A stack entry for an element nothing waits in:
+    (tag, attrs, ident, doc, dchain, dtchain, dkey).
 
     Most elements of a document are such; a ``Light`` entry costs a tuple, and
     becomes a ``Frame`` only when a run must wait in it or read its node.
@@ -360,28 +373,36 @@ class Run:
         tests = self.m.tests
         found = []
         if parent.__class__ is Light:
-            dchain, dtchain = parent[4], parent[5]
-            groups = dchain  # only descendant waiters from above can match here
+            dchain, dtchain, dkey = parent[4], parent[5], parent[6]
         else:
-            dchain, dtchain = parent.chains()
+            dchain, dtchain, dkey = parent.chains(self.m.cache)
             waiting = parent.nxt
             if waiting:
                 parent.nxt = _NONE
-            groups = (waiting, parent.any, *dchain) if waiting or parent.any else dchain
-        for group in groups:
-            for thread in group:
-                test, target = tests[thread[0]]
-                if test is None or test == tag:
-                    found.append((target, *thread[1:]))
+            if waiting or parent.any:
+                for group in (waiting, parent.any):
+                    for thread in group:
+                        test, target = tests[thread[0]]
+                        if test is None or test == tag:
+                            found.append((target, *thread[1:]))
+        if dkey is not None:  # many descendant waiters: the cached transition
+            for g, i, target in self.m.cache.moves(dkey, tag, dchain, tests):
+                found.append((target, *dchain[g][i][1:]))
+        else:
+            for group in dchain:
+                for thread in group:
+                    test, target = tests[thread[0]]
+                    if test is None or test == tag:
+                        found.append((target, *thread[1:]))
         if not (found or self.capturing):
             if dchain or dtchain:
-                frames.append(Light((tag, attrs, ident, doc, dchain, dtchain)))
+                frames.append(Light((tag, attrs, ident, doc, dchain, dtchain, dkey)))
             else:
                 self.skip = 1  # nothing can happen below: skip the subtree
             return
         if parent.__class__ is Light:
             parent = self._real(len(frames) - 1)
-        frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain)
+        frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain, dkey)
         frames.append(frame)
         if self.capturing:
             node = self.node_of(frame)
@@ -396,8 +417,8 @@ class Run:
         """The frame at ``index`` of the stack, made a ``Frame`` if it was ``Light``."""
         entry = self.frames[index]
         if entry.__class__ is Light:
-            tag, attrs, ident, doc, dchain, dtchain = entry
-            entry = Frame(tag, attrs, ident, doc, self._real(index - 1), dchain, dtchain)
+            tag, attrs, ident, doc, dchain, dtchain, dkey = entry
+            entry = Frame(tag, attrs, ident, doc, self._real(index - 1), dchain, dtchain, dkey)
             self.frames[index] = entry
         return entry
 
@@ -408,8 +429,8 @@ class Run:
         # a Light entry is never capturing (captured elements get frames); only its dtchain
         light = frame.__class__ is Light
         groups = frame[5] if light else (frame.txt, frame.dtxt, *frame.dtchain)
-        states = self.m.states
-        found = [(states[t[0]].next[0], *t[1:]) for group in groups for t in group]
+        tests = self.m.tests
+        found = [(tests[t[0]][1], *t[1:]) for group in groups for t in group]
         if found and light:
             frame = self._real(len(self.frames) - 1)
         node = None
@@ -464,6 +485,7 @@ class Run:
                 if waiting:
                     kept = [t for t in waiting if states[t[0]].owner != owner and t[0] not in dead]
                     setattr(frame, name, kept)
+            frame._chains = None  # its next children see the lists without them
 
     # the ε-closure
     def closure(self, items: list, child: Frame | None, sibling: Frame | None, node) -> None:
@@ -1059,6 +1081,11 @@ class XSeqEngine:
     def vpa(self) -> Vpa:
         return self.program.vpa
 
+    def stats(self) -> dict:
+        """Automaton states and the transition cache's entries, hits and hit ratio."""
+        machine = self.group.machine
+        return {"states": len(self.vpa.states), "transition cache": machine.cache.stats()}
+
     def explain(self) -> str:
         """The parsed query (variables, conditions, partition) and the automaton, as text."""
         analysis = self.analysis
@@ -1172,6 +1199,7 @@ class XSeqMultiEngine:
                 "templates": len(owners),
                 "states": len(machine.states) - len(machine.removed),
                 "shared states": len(machine._users),
+                "transition cache": machine.cache.stats(),
             }
         return out
 
@@ -1349,6 +1377,7 @@ class _Stream:
         machine = self.group.machine
         starts = [s for s in machine.start if machine.states[s].owner == owner]
         for run in self.partitions.values():
+            run.frames[0]._chains = None
             run.closure([(s, SHARED, (), 0) for s in starts], run.frames[0], None, run.root)
             run.flush_matches()
 

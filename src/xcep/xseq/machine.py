@@ -40,6 +40,8 @@ class Machine:
         self._key: dict = {}  # shared state -> its trie key
         self._begins: dict = {}  # slot -> {parent or None: its begin state}
         self.removed: set = set()  # shared states no query uses any more
+        self.cache = TransitionCache()
+        self.dead = self._new(State(0, "split"))  # where a wait whose targets were removed goes
 
     def add(self, program, share: bool = True) -> int:
         """Add a query's program; its slot. ``share=False`` shares no state with others."""
@@ -142,14 +144,83 @@ class Machine:
     def _index(self) -> None:
         states = self.states
         self.tests = [
-            (None if s.step.name == "*" else s.step.name, s.next[0] if s.next else None)
+            (None if s.step.name == "*" else s.step.name, s.next[0] if s.next else self.dead)
             if s.kind == "wait"
             else None
             for s in states
         ]
+        self.cache.clear()  # the targets may have changed
         for state in states:
             if state.step is not None and state.id not in self.pred_subtree:
                 self.pred_subtree[state.id] = [needs_subtree(p) for p in state.step.preds]
+
+
+class TransitionCache:
+    """The open transition of the descendant waiters, determinized lazily (RE2's shape).
+
+    The threads that wait for a descendant of the open elements (``//`` steps) sit in
+    the ``desc`` lists of their frames; a child sees them all. Which of them move on an
+    open tag, and to which state, depends only on their wait states, in order, and on
+    the tag: the waiters' states are named once per frame (``key``: an int for the
+    tuple of states, when there are at least ``MIN_THREADS``) and each (name, tag) →
+    [(list, position, target state)] is computed on first use. After warm-up an open
+    costs a dictionary lookup, plus the threads' registers (bindings) carried over.
+    Past ``budget`` entries the table is flushed; names are never reused, so a frame
+    holding an old name just misses.
+    """
+
+    MIN_THREADS = 4  # fewer waiters are tested one by one: as cheap as a lookup
+
+    def __init__(self, budget: int = 100_000) -> None:
+        self.budget = budget
+        self.names: dict = {}  # tuple of wait states -> name
+        self.table: dict = {}  # (name, tag) -> moves
+        self.hits = self.misses = self.flushes = 0
+        self._next = 0
+
+    def key(self, chain: tuple) -> int | None:
+        if sum(map(len, chain)) < self.MIN_THREADS:
+            return None
+        states = tuple(tuple(t[0] for t in group) for group in chain)
+        name = self.names.get(states)
+        if name is None:
+            if len(self.names) >= self.budget:
+                self.names.clear()
+            name = self.names[states] = self._next
+            self._next += 1
+        return name
+
+    def moves(self, name: int, tag: str, chain: tuple, tests: list) -> tuple:
+        moves = self.table.get((name, tag))
+        if moves is not None:
+            self.hits += 1
+            return moves
+        self.misses += 1
+        found = []
+        for g, group in enumerate(chain):
+            for i, thread in enumerate(group):
+                test, target = tests[thread[0]]
+                if test is None or test == tag:
+                    found.append((g, i, target))
+        if len(self.table) >= self.budget:
+            self.table.clear()
+            self.flushes += 1
+        moves = self.table[(name, tag)] = tuple(found)
+        return moves
+
+    def clear(self) -> None:
+        self.table.clear()
+        self.names.clear()
+
+    def stats(self) -> dict:
+        lookups = self.hits + self.misses
+        return {
+            "entries": len(self.table),
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit ratio": round(self.hits / lookups, 4) if lookups else None,
+            "flushes": self.flushes,
+        }
 
 
 def _share_key(state: State):

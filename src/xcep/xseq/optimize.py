@@ -207,6 +207,13 @@ def where_into_steps(query: A.Query) -> A.Query:
             for inner in A.walk(node):
                 if isinstance(inner, A.Step) and inner.var:
                     steps[inner.var] = None
+    if query.partition is not None:  # the steps up to the partitioned one keep their form
+        items = query.path.items if isinstance(query.path, A.Seq) else (query.path,)
+        depth = len(query.partition[0].items) if isinstance(query.partition[0], A.Seq) else 1
+        for item in items[:depth]:
+            for inner in A.walk(item):
+                if isinstance(inner, A.Step) and inner.var:
+                    steps[inner.var] = None
     kept, moved = [], {}  # var -> (name or None, predicates)
     for conjunct in _conjuncts(query.where):
         var, name, pred = _about_one_step(conjunct)
