@@ -2,7 +2,7 @@
 
 import argparse
 
-from bench import events, spark, xpush, xquery, xscl, xseq, xseq_multi, xseq_opt
+from bench import events, spark, xpush, xquery, xscl, xseq, xseq_multi, xseq_opt, xseq_xpath
 
 BENCHMARKS = {
     "events": events.run,
@@ -10,6 +10,7 @@ BENCHMARKS = {
     "xseq": xseq.run,
     "xseq-opt": xseq_opt.run,
     "xseq-multi": xseq_multi.run,
+    "xseq-xpath": xseq_xpath.run,
     "xquery": xquery.run,
     "xscl": xscl.run,
     "spark": spark.run,

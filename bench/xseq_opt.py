@@ -30,6 +30,7 @@ QUERIES = {
     "bid dates (//, where)": "return $D/text() from /site/open_auctions/$A//$D "
     "where tag($A) = 'open_auction' and tag($D) = 'date'",
     "keywords (where)": "return count($K) from //$K where tag($K) = 'keyword'",
+    "cities of the over-30s (//)": "/site/people/person[.//age >= 30]//city/text()",
 }
 LEVELS = ["none", "prefix", "loops", "where", "all"]
 NAMES = {"none": "naive", "prefix": "Opt-1", "loops": "Opt-2", "where": "Opt-3", "all": "Opt-All"}
