@@ -21,8 +21,7 @@ from xcep.xseq.optimize import (
 )
 from xcep.xseq.parser import parse_query
 
-DTD = parse_dtd(
-    """
+DTD_TEXT = """
     <!ELEMENT r (a*, b?)>
     <!ELEMENT a (c | d)*>  <!ATTLIST a x CDATA #IMPLIED>
     <!ELEMENT b (c, e)>
@@ -30,8 +29,8 @@ DTD = parse_dtd(
     <!ELEMENT d (e*)>
     <!ELEMENT e (#PCDATA | f)*>
     <!ELEMENT f EMPTY>     <!ATTLIST f y CDATA #IMPLIED>
-    """
-)
+"""
+DTD = parse_dtd(DTD_TEXT)
 VALUES = ["1", "2", "3"]
 
 
@@ -215,3 +214,27 @@ def test_cli_dtd_and_opt(tmp_path, data_dir):
     (tmp_path / "bad.dtd").write_text("no declarations")
     code, _, err = xseq(query, "--dtd", str(tmp_path / "bad.dtd"), xmark)
     assert code == 2 and "--dtd" in err and "no <!ELEMENT>" in err
+
+
+def test_the_internal_subset_is_the_schema(tmp_path):
+    import subprocess
+    import sys
+
+    from xcep.schema import internal_subset
+
+    body = "<r><a x='1'><d><e>2<f y='3'/></e></d></a><b><c>1</c><e>1</e></b></r>\n"
+    inline = tmp_path / "inline.xml"
+    subset = "\n".join(line.strip() for line in DTD_TEXT.strip().splitlines())
+    inline.write_text(f'<?xml version="1.0"?>\n<!DOCTYPE r [\n{subset}\n]>\n{body}')
+    plain = tmp_path / "plain.xml"
+    plain.write_text(body)
+    assert internal_subset(plain) is None
+    assert internal_subset(inline).children("a") == DTD.children("a")
+
+    def xseq(*args):
+        command = [sys.executable, "-m", "xcep", "xseq", *args]
+        return subprocess.run(command, capture_output=True, text=True).stdout
+
+    assert "/r/a/d/e/f" in xseq("--explain", "text", "//a//f", str(inline))
+    assert "/r/a/d/e/f" not in xseq("--explain", "text", "//a//f", str(plain))
+    assert xseq("//a//f/@y", str(inline)) == xseq("//a//f/@y", str(plain)) == '["3"]\n'

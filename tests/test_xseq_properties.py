@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tests.xseq_queries import documents, queries, to_xpath
 
 from xcep.events import EventStream, parse
+from xcep.schema import learn_schema
 from xcep.xseq import XSeqEngine, evaluate, parse_query
 from xcep.xseq.parser import QuerySyntaxError
 
@@ -42,6 +43,25 @@ def test_engine_equals_reference(query: str, text: str, selection: str) -> None:
         return  # a generated query the language rejects (e.g. a variable bound twice)
     rows = engine_rows(query, text, selection=selection)
     assert rows is None or rows == expected, query
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=queries(),
+    text=documents(),
+    selection=SELECTION,
+    level=st.sampled_from(("none", "prefix", "loops", "where", "all")),
+)
+def test_engine_equals_reference_at_every_optimization_level(query, text, selection, level):
+    """The rewrites with the schema facts of the very documents keep the answers."""
+    try:
+        expected = evaluate(query, parse(text), selection=selection)
+    except QuerySyntaxError:
+        return
+    stream = EventStream([io.BytesIO(text.encode())])
+    schema = learn_schema(stream.batches(), documents=text.count("<r>"))
+    rows = engine_rows(query, text, selection=selection, schema=schema, opt=level)
+    assert rows is None or rows == expected, (query, level)
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])

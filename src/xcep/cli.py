@@ -12,6 +12,7 @@ import json
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from xcep import __version__
@@ -218,6 +219,12 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
 
         sample = EventStream(args.inputs, format=args.input_format, errors="skip")
         schema = learn_schema(sample.batches(), documents=args.learn_schema)
+    if schema is None and args.inputs and args.opt != "none":
+        from xcep.schema import internal_subset
+
+        first = Path(args.inputs[0])
+        if first.is_file() and first.suffix in (".xml", ".gz"):
+            schema = internal_subset(first)  # the document's own <!DOCTYPE r [ … ]>
     options = dict(selection=args.selection, values_only=args.values, schema=schema, opt=args.opt)
     invalid = 0
     if args.queries is not None:

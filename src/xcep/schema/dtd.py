@@ -231,3 +231,23 @@ def parse_dtd(text: str) -> Dtd:
 def read_dtd(path) -> Dtd:
     with open(path, encoding="utf-8") as f:
         return parse_dtd(f.read())
+
+
+_DOCTYPE = re.compile(rb"<!DOCTYPE\s+[^\s\[>]+[^\[>]*\[(.*?)\]\s*>", re.S)
+
+
+def internal_subset(path, limit: int = 1 << 20) -> Dtd | None:
+    """The DTD of the internal subset (``<!DOCTYPE r [ … ]>``) at the head of the XML
+    file ``path`` (gzip too), or None when it has none (or no element declarations)."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        head = f.read(limit)
+    found = _DOCTYPE.search(head)
+    if found is None:
+        return None
+    try:
+        return parse_dtd(found.group(1).decode("utf-8", "replace"))
+    except DtdError:
+        return None
