@@ -89,6 +89,9 @@ QUERIES = [
     "return $A@x, count($C) from //$A (/$C)* where tag($A) = 'a' and $C@x = 1",
     "return $X from (//$X | //b) where tag($X) = 'c'",  # a branch's variable stays
     "return $X from //$X where tag($X) = 'c' or $X@x = 1",  # not a conjunct about one step
+    "return count($X) from //$X where tag($X) = 'c' or tag($X) = 'e'",  # a union of names
+    "return $X, $Y from /r/a/$X (\\ $Y)* where (tag($X) = 'c' or tag($X) = 'd') "
+    "and tag($Y) = 'd' and tag($X) = 'd'",
 ]
 
 

@@ -195,7 +195,8 @@ def chain_below(context: str, name: str, schema) -> list[str] | None:
 
 def where_into_steps(query: A.Query) -> A.Query:
     """Opt-3: where-clause conjuncts about one variable's own node become its step's
-    node test (``tag($X) = 'n'``) or predicates (``$X@a op constant``)."""
+    node test (``tag($X) = 'n'``; ``tag($X) = 'a' or tag($X) = 'b'``: a union of the
+    step with each name) or predicates (``$X@a op constant``)."""
     if query.where is None:
         return query
     steps: dict = {}  # var -> its one step on every path of a match (None: not so)
@@ -214,23 +215,32 @@ def where_into_steps(query: A.Query) -> A.Query:
             for inner in A.walk(item):
                 if isinstance(inner, A.Step) and inner.var:
                     steps[inner.var] = None
-    kept, moved = [], {}  # var -> (name or None, predicates)
+    kept, moved = [], {}  # var -> (names or None for any, predicates)
     for conjunct in _conjuncts(query.where):
-        var, name, pred = _about_one_step(conjunct)
+        var, names, pred = _about_one_step(conjunct)
         step = steps.get(var)
-        if step is None or (name is not None and step.name not in (A.WILDCARD, name)):
+        old_names, preds = moved.get(var, (None, ()))
+        if names is not None and step is not None:
+            if step.name != A.WILDCARD:
+                names &= {step.name}
+            if old_names is not None:
+                names &= old_names
+        if step is None or names == set():  # no name left: keep it, the answer is empty
             kept.append(conjunct)
             continue
-        old_name, preds = moved.get(var, (None, ()))
-        moved[var] = (name or old_name, (*preds, pred) if pred is not None else preds)
+        moved[var] = (names or old_names, (*preds, pred) if pred is not None else preds)
     if not moved:
         return query
 
     def rewrite(node):
         if isinstance(node, A.Step):
             if node.var in moved:
-                name, preds = moved[node.var]
-                return replace(node, name=name or node.name, preds=(*node.preds, *preds))
+                names, preds = moved[node.var]
+                step = replace(node, preds=(*node.preds, *preds))
+                if names is None:
+                    return step
+                steps = tuple(replace(step, name=name) for name in sorted(names))
+                return steps[0] if len(steps) == 1 else A.Union(steps, node.pos)
             return node
         if isinstance(node, A.Seq | A.Union | A.Intersect):
             return replace(node, items=tuple(rewrite(i) for i in node.items))
@@ -250,9 +260,14 @@ def _conjuncts(cond) -> list:
     return [cond]
 
 
-def _about_one_step(cond) -> tuple:
-    """(variable, element name, None) for ``tag($X) = 'n'``; (variable, None, predicate)
-    for a comparison of ``$X``'s attributes with constants; (None, None, None) else."""
+def _tag_names(cond) -> tuple:
+    """(variable, {names}) for ``tag($X) = 'n'`` or a disjunction of such on one
+    variable; (None, None) else."""
+    if isinstance(cond, A.Or):
+        left, right = _tag_names(cond.left), _tag_names(cond.right)
+        if left[0] is not None and left[0] == right[0]:
+            return left[0], left[1] | right[1]
+        return None, None
     if isinstance(cond, A.Compare) and cond.op == "=":
         for tag, const in ((cond.left, cond.right), (cond.right, cond.left)):
             if (
@@ -262,7 +277,17 @@ def _about_one_step(cond) -> tuple:
                 and isinstance(const, A.Const)
                 and isinstance(const.value, str)
             ):
-                return tag.ref.var, const.value, None
+                return tag.ref.var, {const.value}
+    return None, None
+
+
+def _about_one_step(cond) -> tuple:
+    """(variable, {element names}, None) for ``tag($X) = 'n'`` (or a disjunction of
+    them); (variable, None, predicate) for a comparison of ``$X``'s attributes with
+    constants; (None, None, None) else."""
+    var, names = _tag_names(cond)
+    if var is not None:
+        return var, names, None
     refs = [n for n in A.walk(cond) if isinstance(n, A.VarRef)]
     if not refs or not isinstance(cond, A.Compare):
         return None, None, None
