@@ -263,7 +263,7 @@ class Frame:
     _chains = None  # what its children inherit, once the first one opens
 
     def __init__(
-        self, tag, attrs, ident: int, doc: int, parent, dchain=(), dtchain=(), dkey=None
+        self, tag, attrs, ident: int, doc: int, parent, dchain=(), dtchain=(), dkey=None, dnames=()
     ) -> None:
         self.tag = tag
         self.attrs = attrs  # [(name, value, node id)]
@@ -273,18 +273,21 @@ class Frame:
         self.dchain = dchain  # the desc lists of the frames above: they see opens here too
         self.dtchain = dtchain  # the same for descendant text
         self.dkey = dkey  # the transition cache's name for the states waiting in dchain
+        self.dnames = dnames  # the names they wait for (None: one waits for any element)
 
-    def chains(self, cache: TransitionCache) -> tuple:
-        """The (dchain, dtchain, dkey) a child of this frame inherits (its desc list is
-        complete once a child opens: waits are added when their frame's node opens)."""
+    def chains(self, cache: TransitionCache, tests: list) -> tuple:
+        """The (dchain, dtchain, dkey, dnames) a child of this frame inherits (its desc
+        list is complete once a child opens: waits are added when their frame opens)."""
         chains = self._chains
         if chains is None:
-            dchain, dkey = self.dchain, self.dkey
+            dchain, dkey, dnames = self.dchain, self.dkey, self.dnames
             if self.desc:
                 dchain = (*dchain, self.desc)
                 dkey = cache.key(dchain)
+                names = {tests[t[0]][0] for t in self.desc}
+                dnames = None if dnames is None or None in names else frozenset(dnames) | names
             dtchain = (*self.dtchain, self.dtxt) if self.dtxt else self.dtchain
-            chains = self._chains = (dchain, dtchain, dkey)
+            chains = self._chains = (dchain, dtchain, dkey, dnames)
         return chains
 
     def threads(self) -> Iterator:
@@ -295,15 +298,10 @@ class Frame:
         yield from self.dtxt
 
 
-class Light(tuple):
-    """A stack entry for an element nothing waits in:
-    (tag, attrs, ident, doc, dchain, dtchain, dkey).
-
-    Most elements of a document are such; a ``Light`` entry costs a tuple, and
-    becomes a ``Frame`` only when a run must wait in it or read its node.
-    """
-
-    __slots__ = ()
+# A stack entry for an element nothing waits in: a plain tuple
+# (tag, attrs, ident, doc, dchain, dtchain, dkey, dnames). Most elements of a document are
+# such; it becomes a ``Frame`` only when a run must wait in it or read its node.
+Light = tuple
 
 
 class Run:
@@ -373,9 +371,9 @@ class Run:
         tests = self.m.tests
         found = []
         if parent.__class__ is Light:
-            dchain, dtchain, dkey = parent[4], parent[5], parent[6]
+            dchain, dtchain, dkey, dnames = parent[4:]
         else:
-            dchain, dtchain, dkey = parent.chains(self.m.cache)
+            dchain, dtchain, dkey, dnames = parent.chains(self.m.cache, tests)
             waiting = parent.nxt
             if waiting:
                 parent.nxt = _NONE
@@ -385,7 +383,9 @@ class Run:
                         test, target = tests[thread[0]]
                         if test is None or test == tag:
                             found.append((target, *thread[1:]))
-        if dkey is not None:  # many descendant waiters: the cached transition
+        if not dchain or (dnames is not None and tag not in dnames):
+            pass  # no descendant waiter waits for this name
+        elif dkey is not None:  # many descendant waiters: the cached transition
             for g, i, target in self.m.cache.moves(dkey, tag, dchain, tests):
                 found.append((target, *dchain[g][i][1:]))
         else:
@@ -396,13 +396,13 @@ class Run:
                         found.append((target, *thread[1:]))
         if not (found or self.capturing):
             if dchain or dtchain:
-                frames.append(Light((tag, attrs, ident, doc, dchain, dtchain, dkey)))
+                frames.append((tag, attrs, ident, doc, dchain, dtchain, dkey, dnames))
             else:
                 self.skip = 1  # nothing can happen below: skip the subtree
             return
         if parent.__class__ is Light:
             parent = self._real(len(frames) - 1)
-        frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain, dkey)
+        frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain, dkey, dnames)
         frames.append(frame)
         if self.capturing:
             node = self.node_of(frame)
@@ -417,8 +417,7 @@ class Run:
         """The frame at ``index`` of the stack, made a ``Frame`` if it was ``Light``."""
         entry = self.frames[index]
         if entry.__class__ is Light:
-            tag, attrs, ident, doc, dchain, dtchain, dkey = entry
-            entry = Frame(tag, attrs, ident, doc, self._real(index - 1), dchain, dtchain, dkey)
+            entry = Frame(*entry[:4], self._real(index - 1), *entry[4:])
             self.frames[index] = entry
         return entry
 
@@ -428,7 +427,12 @@ class Run:
         frame = self.frames[-1]
         # a Light entry is never capturing (captured elements get frames); only its dtchain
         light = frame.__class__ is Light
-        groups = frame[5] if light else (frame.txt, frame.dtxt, *frame.dtchain)
+        if light:
+            groups = frame[5]
+            if not groups:
+                return
+        else:
+            groups = (frame.txt, frame.dtxt, *frame.dtchain)
         tests = self.m.tests
         found = [(tests[t[0]][1], *t[1:]) for group in groups for t in group]
         if found and light:
@@ -527,19 +531,10 @@ class Run:
                 step = state.step
                 if state.test_here and not test_matches(step, here):
                     continue
-                ok = True
-                for pred, deep in zip(step.preds, machine.pred_subtree[state_id], strict=True):
-                    if deep and not here.closed:
-                        self.capture(here, child)
-                        check = self.wait_for(
-                            lambda pred=pred, here=here: holds(pred, here), [here]
-                        )
-                        checks = (*checks, check)
-                    elif not holds(pred, here):
-                        ok = False
-                        break
-                if not ok:
-                    continue
+                if step.preds:
+                    checks = self.predicates(state_id, step, here, child, checks)
+                    if checks is None:
+                        continue
                 if step.var:
                     p = programs[state.owner]
                     binding = binding.bind(p.index[step.var], here, step.var in p.kleene)
@@ -607,6 +602,19 @@ class Run:
                 continue
             for target in state.next:
                 stack.append((target, binding, checks, done))
+
+    def predicates(self, state_id: int, step: A.Step, here, child, checks: tuple):
+        """The checks after the step's predicates on ``here`` (those that read the subtree
+        of an open element become pending checks); None if one fails."""
+        deeps = self.m.pred_subtree[state_id]
+        for pred, deep in zip(step.preds, deeps, strict=True):
+            if deep and not here.closed:
+                self.capture(here, child)
+                check = self.wait_for(lambda pred=pred, here=here: holds(pred, here), [here])
+                checks = (*checks, check)
+            elif not holds(pred, here):
+                return None
+        return checks
 
     def accept_members(self, p: Program, here, child, binding: Binding, checks: tuple) -> None:
         """A template's match: each member query checks its own per-match conditions, all
@@ -1301,6 +1309,13 @@ class _Live:
         self.doc = number
         for stream, owner in joined:
             stream.joined(owner)
+        if len(self.streams) == 1:  # one group: its events go straight to it
+            (only,) = self.streams.values()
+            self.open, self.text, self.close = only.open, only.text, only.close
+        else:
+            self.__dict__.pop("open", None)
+            self.__dict__.pop("text", None)
+            self.__dict__.pop("close", None)
 
     def open(self, tag, attrs, ident, number) -> None:
         for stream in self.streams.values():
