@@ -173,3 +173,40 @@ def test_cli_runs_a_queries_file_and_reports_bad_lines(tmp_path) -> None:
         assert got[qid] == alone(query, XMARKISH)
     strict = subprocess.run([*command, "--strict"], capture_output=True, text=True)
     assert strict.returncode == 2 and strict.stdout == ""
+
+
+VALUES = st.sampled_from(["1", "2.5", " 3 ", "10", "-4", "x", "", "2e1"])
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(st.lists(VALUES, max_size=3), min_size=1, max_size=6),
+    conditions=st.lists(
+        st.tuples(
+            st.sampled_from(["<", "<=", ">", ">=", "=", "!="]),
+            st.sampled_from([-4, 0, 1, 2.5, 3, 10, 20]),
+            st.booleans(),  # the constant on the left
+            st.sampled_from(["$X/v/text()", "$X@w"]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_indexed_thresholds_equal_each_comparison(items, conditions) -> None:
+    """Members differing in thresholds are decided by binary search over sorted
+    constants (xcep.xseq.conditions); each query's rows equal its own engine's."""
+    text = (
+        "<r>"
+        + "".join(
+            f"<i w='{vs[0] if vs else ''}'>" + "".join(f"<v>{v}</v>" for v in vs) + "</i>"
+            for vs in items
+        )
+        + "</r>"
+    )
+    queries = {}
+    for n, (op, constant, flipped, value) in enumerate(conditions):
+        test = f"{constant} {op} {value}" if flipped else f"{value} {op} {constant}"
+        queries[f"q{n}"] = f"return $X@w from /r/$X where {test} and tag($X) = 'i'"
+    got = per_query(XSeqMultiEngine(queries).run(batches(text)))
+    for qid, query in queries.items():
+        assert got.get(qid, []) == alone(query, text), query

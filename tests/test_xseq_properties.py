@@ -134,3 +134,11 @@ def test_paths_print_back_to_the_same_path(query: str) -> None:
     if parsed.where is not None:
         where = parse_query(f"return 1 from {to_text(parsed.path)} where {to_text(parsed.where)}")
         assert where.where == parsed.where
+
+
+@pytest.mark.parametrize(("op", "expected"), [("<", []), (">", [["x"]])])
+def test_a_value_that_is_no_number_compares_as_a_string(op, expected) -> None:
+    """'x' > -4 compares 'x' with '-4' by code point (docs/xseq.md), and does not fail."""
+    text = "<r><i><v>x</v></i></r>"
+    query = f"return $X/v/text() from /r/$X where $X/v/text() {op} -4"
+    assert engine_rows(query, text) == evaluate(query, parse(text)) == expected

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
+from xcep.xseq.conditions import MemberConditions
 from xcep.xseq.dom import ELEMENT, ROOT, TEXT_NODE, Node, test_matches
 from xcep.xseq.evaluate import holds
 from xcep.xseq.machine import SHARED, Machine, TransitionCache, needs_subtree
@@ -107,6 +108,8 @@ class Program:
         self.captured_vars = _captured_vars(analysis)
         self.members: dict | None = None  # a template's queries: slot -> Member
         self.interned: dict = {}  # a template's members' variable references
+        self.conditions = MemberConditions()  # its members' per-match conditions
+        self.member_refs: list = []  # the references those read subtrees through
         self.shared_output = None  # a template's TemplateEmitter key, when it has one
         # prev() of a first iteration is the group's entry node: capture it when read deeply
         self.captured_entries = {
@@ -134,11 +137,19 @@ class Program:
         demoted = [c for c in self.per_match if c not in common]
         if demoted:
             self.set_per_match(common)
-            for member in self.members.values():
+            for other, member in self.members.items():
                 member.add_conditions(demoted, self.interned)
+                self.conditions.set(other, member.per_match)
         member = Member(analysis, [c for c in analysis.per_match if c not in common], self.interned)
         self.members[slot] = member
+        self.conditions.set(slot, member.per_match)
         self.captured_vars |= member.captured_vars
+        refs = {id(r): r for m in self.members.values() for r in m.refs}
+        self.member_refs = list(refs.values())
+
+    def leave(self, slot: int) -> None:
+        del self.members[slot]
+        self.conditions.drop(slot)
 
 
 def _captured_vars(analysis: Analysis) -> set[str]:
@@ -562,7 +573,7 @@ class Run:
                 entries[state.group] = here  # the context node of this intersect
                 binding = Binding(binding.slots, tuple(entries))
             elif kind == "join":
-                key = (state.group, binding.slots, binding.entries[state.group], here)
+                key = (state.owner, state.group, binding.slots, binding.entries[state.group], here)
                 reached = self.joins.setdefault(key, {})
                 if state.mode in reached:
                     continue
@@ -620,24 +631,20 @@ class Run:
         """A template's match: each member query checks its own per-match conditions, all
         at once (one pending decision, each value read once)."""
         members = p.members
-        conditional = [(slot, m) for slot, m in members.items() if m.per_match]
+        conditional = p.conditions.members  # slot -> its conjuncts, for those with some
         verdicts = None
         if conditional:
             env = make_env(p.analysis, binding, False, memo=True)
+            conditions = p.conditions
 
             def decide() -> set:
-                return {
-                    slot
-                    for slot, member in conditional
-                    if all(holds(c.cond, None, env) for c in member.per_match)
-                }
+                return conditions.decide(env)
 
             open_nodes = {}
-            for _, member in conditional:
-                for ref in member.refs:
-                    for n in env(ref):
-                        if n.kind == ELEMENT and not n.closed:
-                            open_nodes[id(n)] = n
+            for ref in p.member_refs:
+                for n in env(ref):
+                    if n.kind == ELEMENT and not n.closed:
+                        open_nodes[id(n)] = n
             if open_nodes:
                 verdicts = self.wait_for(decide, list(open_nodes.values()), Verdicts)
                 passed = None
@@ -1189,7 +1196,7 @@ class XSeqMultiEngine:
             return
         group, owner, slot, _ = entry
         program = group.machine.programs[owner]
-        del program.members[slot]
+        program.leave(slot)
         if not program.members:
             group.machine.remove(owner)
             group.templates = {k: o for k, o in group.templates.items() if o != owner}

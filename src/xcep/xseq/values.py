@@ -68,7 +68,7 @@ def arith(op: str, left: list, right: list) -> list:
 
 def _as_string(value) -> str:
     if isinstance(value, float):
-        return format_number(value)
+        return str(format_number(value))  # 4.0 as "4", as XPath writes numbers
     return str(value)
 
 
