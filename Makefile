@@ -42,6 +42,8 @@ bench: $(STAMP)
 	$(PY) -m bench xpush
 	$(PY) -m bench xseq
 	$(PY) -m bench xseq-opt
+	$(PY) -m bench xseq-multi
+	$(PY) -m bench xseq-xpath
 	$(PY) -m bench xquery
 	$(PY) -m bench xscl
 	$(PY) -m bench spark
