@@ -210,3 +210,29 @@ def test_indexed_thresholds_equal_each_comparison(items, conditions) -> None:
     got = per_query(XSeqMultiEngine(queries).run(batches(text)))
     for qid, query in queries.items():
         assert got.get(qid, []) == alone(query, text), query
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    groups=st.lists(st.integers(1, 3).flatmap(families), min_size=2, max_size=4),
+    text=documents(),
+    dropped=st.sets(st.integers(0, 11)),
+)
+def test_unsubscribed_queries_leave_the_others_intact(groups, text: str, dropped) -> None:
+    queries = streamable([q for family in groups for q in family])
+    engine = XSeqMultiEngine(queries)
+    states = sum(stats["states"] for stats in engine.stats().values())
+    gone = [qid for i, qid in enumerate(queries) if i in dropped]
+    for qid in gone:
+        engine.unsubscribe(qid)
+    got = per_query(engine.run(batches(text)))
+    for qid, query in queries.items():
+        assert got.get(qid, []) == ([] if qid in gone else alone(query, text)), query
+    left = sum(stats["states"] for stats in engine.stats().values())
+    assert left <= states
+    if len(gone) == len(queries):
+        assert left == 0
+    for qid in gone:  # an id can be taken again
+        engine.subscribe(qid, queries[qid])
+    got = per_query(engine.run(batches(text)))
+    assert all(got.get(qid, []) == alone(query, text) for qid, query in queries.items())

@@ -379,6 +379,14 @@ class Run:
             return
         frames = self.frames
         parent = frames[-1]
+        if parent.__class__ is Light and not self.capturing:  # the common case, made short
+            dnames = parent[7]
+            if dnames is not None and tag not in dnames:  # no waiter for this name
+                if parent[4] or parent[5]:
+                    frames.append((tag, attrs, ident, doc, *parent[4:]))
+                else:
+                    self.skip = 1
+                return
         tests = self.m.tests
         found = []
         if parent.__class__ is Light:
@@ -1212,7 +1220,7 @@ class XSeqMultiEngine:
             out["none" if key is None else f"{key[0]}@{key[1]}"] = {
                 "queries": sum(len(machine.programs[o].members) for o in owners),
                 "templates": len(owners),
-                "states": len(machine.states) - len(machine.removed),
+                "states": machine.live_states(),
                 "shared states": len(machine._users),
                 "transition cache": machine.cache.stats(),
             }

@@ -41,7 +41,8 @@ class Machine:
         self._begins: dict = {}  # slot -> {parent or None: its begin state}
         self.removed: set = set()  # shared states no query uses any more
         self.cache = TransitionCache()
-        self.dead = self._new(State(0, "split"))  # where a wait whose targets were removed goes
+        self.dead = self._new(State(0, "split", owner=None))  # where a wait with no target goes
+        self._splits: dict = {}  # shared wait -> the split that fans its targets out
 
     def add(self, program, share: bool = True) -> int:
         """Add a query's program; its slot. ``share=False`` shares no state with others."""
@@ -107,6 +108,13 @@ class Machine:
                 del self._trie[self._key.pop(shared)]
         self._index()
 
+    def live_states(self) -> int:
+        """The states some query still uses."""
+        programs = self.programs
+        owned = sum(1 for s in self.states if s.owner is not None and programs[s.owner])
+        splits = sum(1 for wait in self._splits if wait in self._users)
+        return owned + len(self._users) + splits
+
     def owners(self) -> list[int]:
         return [slot for slot, program in enumerate(self.programs) if program is not None]
 
@@ -124,7 +132,8 @@ class Machine:
         if state.kind == "wait" and state.next:  # a wait goes to one state: fan out by a split
             first = self.states[state.next[0]]
             if first.kind != "split":
-                split = self._new(State(0, "split", next=[first.id]))
+                split = self._new(State(0, "split", next=[first.id], owner=None))
+                self._splits[parent] = split
                 state.next = [split]
                 first = self.states[split]
             first.next.append(target)
