@@ -109,7 +109,7 @@ class Program:
         self.members: dict | None = None  # a template's queries: slot -> Member
         self.interned: dict = {}  # a template's members' variable references
         self.conditions = MemberConditions()  # its members' per-match conditions
-        self.member_refs: list = []  # the references those read subtrees through
+        self.member_refs: dict = {}  # id -> the references those read subtrees through
         self.shared_output = None  # a template's TemplateEmitter key, when it has one
         # prev() of a first iteration is the group's entry node: capture it when read deeply
         self.captured_entries = {
@@ -144,8 +144,8 @@ class Program:
         self.members[slot] = member
         self.conditions.set(slot, member.per_match)
         self.captured_vars |= member.captured_vars
-        refs = {id(r): r for m in self.members.values() for r in m.refs}
-        self.member_refs = list(refs.values())
+        for reading in self.members.values() if demoted else (member,):
+            self.member_refs.update((id(r), r) for r in reading.refs)
 
     def leave(self, slot: int) -> None:
         del self.members[slot]
@@ -319,7 +319,7 @@ class Run:
     """One automaton run over one context: a document or a partition's virtual document."""
 
     def __init__(self, machine: Machine, outputs, root: Node, key=None) -> None:
-        self.m = machine
+        self.m = machine.ready()
         self.outputs = outputs  # .add(run, slot, matches): the matches of the query in slot
         self.key = key
         self.capturing = 0
@@ -565,6 +565,15 @@ class Run:
                     checks, done = result
             elif kind == "begin":
                 binding = programs[state.owner].empty
+            elif kind == "split" and state_id in machine.fanout:  # many @a = 'v' predicates
+                by_attribute, others = machine.fanout[state_id]
+                targets = list(others)
+                for attribute, by_value in by_attribute.items():
+                    value = here.attribute(attribute) if here.kind == ELEMENT else None
+                    targets += by_value.get(value, ())
+                for target in targets:
+                    stack.append((target, binding, checks, done))
+                continue
             elif kind == "enter":
                 if state.group in programs[state.owner].captured_entries and here.kind == ELEMENT:
                     self.capture(here, child)
@@ -649,7 +658,7 @@ class Run:
                 return conditions.decide(env)
 
             open_nodes = {}
-            for ref in p.member_refs:
+            for ref in p.member_refs.values():
                 for n in env(ref):
                     if n.kind == ELEMENT and not n.closed:
                         open_nodes[id(n)] = n
@@ -1404,7 +1413,7 @@ class _Stream:
 
     def joined(self, owner: int) -> None:
         """A query was added between documents: it starts at every partition's root."""
-        machine = self.group.machine
+        machine = self.group.machine.ready()
         starts = [s for s in machine.start if machine.states[s].owner == owner]
         for run in self.partitions.values():
             run.frames[0]._chains = None

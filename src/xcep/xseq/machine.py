@@ -40,7 +40,9 @@ class Machine:
         self._key: dict = {}  # shared state -> its trie key
         self._begins: dict = {}  # slot -> {parent or None: its begin state}
         self.removed: set = set()  # shared states no query uses any more
+        self._stale = True
         self.cache = TransitionCache()
+        self.fanout: dict = {}  # split -> its attribute index (``_attribute_index``)
         self.dead = self._new(State(0, "split", owner=None))  # where a wait with no target goes
         self._splits: dict = {}  # shared wait -> the split that fans its targets out
 
@@ -89,7 +91,7 @@ class Machine:
                 attach(shared, state.next)
 
         attach(None, vpa.start)
-        self._index()
+        self._stale = True  # the tables are rebuilt once, before the next run (``ready``)
         return slot
 
     def remove(self, slot: int) -> None:
@@ -106,7 +108,8 @@ class Machine:
                 parent = self._parent.pop(shared)
                 self._unlink(parent, shared)
                 del self._trie[self._key.pop(shared)]
-        self._index()
+        self._stale = True
+        self.ready()  # runs are live: their next event must see the new tables
 
     def live_states(self) -> int:
         """The states some query still uses."""
@@ -150,6 +153,13 @@ class Machine:
         elif state.next and self.states[state.next[0]].kind == "split":
             self.states[state.next[0]].next.remove(target)
 
+    def ready(self) -> Machine:
+        """Rebuild the tables the runs read if queries were added or removed."""
+        if self._stale:
+            self._stale = False
+            self._index()
+        return self
+
     def _index(self) -> None:
         states = self.states
         self.tests = [
@@ -162,6 +172,55 @@ class Machine:
         for state in states:
             if state.step is not None and state.id not in self.pred_subtree:
                 self.pred_subtree[state.id] = [needs_subtree(p) for p in state.step.preds]
+        self.fanout = {}
+        for split in self._splits.values():
+            index = _attribute_index([states[t] for t in states[split].next])
+            if index is not None:
+                self.fanout[split] = index
+
+
+def _attribute_index(targets: list):
+    """For a split whose targets are many steps ``name[@a = 'constant']`` (the queries
+    under one prefix that differ in an attribute value, as XPush's atomic predicates):
+    ({attribute: {value: [targets]}}, [the other targets]), so that one open looks
+    its attribute values up instead of testing every predicate; None for few."""
+    by_attribute: dict = {}
+    others = []
+    for state in targets:
+        found = _attribute_equality(state)
+        if found is None:
+            others.append(state.id)
+            continue
+        attribute, value = found
+        by_attribute.setdefault(attribute, {}).setdefault(value, []).append(state.id)
+    if sum(len(v) for values in by_attribute.values() for v in values.values()) < 8:
+        return None
+    return by_attribute, others
+
+
+def _attribute_equality(state: State):
+    """(attribute, value) when the state is the match of ``name[@a = 'v']``, ``v`` a string
+    that does not read as a number (so equality is string equality); None otherwise."""
+    from xcep.xseq.values import to_number
+
+    step = state.step
+    if state.kind != "match" or step.var or len(step.preds) != 1:
+        return None
+    pred = step.preds[0]
+    if not (isinstance(pred, A.Compare) and pred.op == "="):
+        return None
+    for path, const in ((pred.left, pred.right), (pred.right, pred.left)):
+        if (
+            isinstance(path, A.RelPath)
+            and isinstance(path.path, A.Step)
+            and path.path.axis == A.ATTRIBUTE
+            and path.path.name != A.WILDCARD
+            and isinstance(const, A.Const)
+            and isinstance(const.value, str)
+            and to_number(const.value) is None
+        ):
+            return path.path.name, const.value
+    return None
 
 
 class TransitionCache:
