@@ -236,3 +236,22 @@ def test_unsubscribed_queries_leave_the_others_intact(groups, text: str, dropped
         engine.subscribe(qid, queries[qid])
     got = per_query(engine.run(batches(text)))
     assert all(got.get(qid, []) == alone(query, text) for qid, query in queries.items())
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    keys=st.lists(st.sampled_from(["v1", "v2", "v3", "1", "01", "", "v1 "]), max_size=8),
+    extra=st.sampled_from(["/r/a[@x]/@k", "/r/a/@k", "/r/a[@k = 'v2' or @x]/@k"]),
+)
+def test_attribute_index_of_many_predicates(keys, extra) -> None:
+    """A split to 8+ steps ``a[@k = 'v']`` looks @k up (machine._attribute_index);
+    numeric-looking constants ('1' equals '01' as numbers) are tested as written."""
+    text = "<r>" + "".join(f"<a k='{k}' x='{i}'/>" for i, k in enumerate(keys)) + "<a/></r>"
+    constants = [f"v{i}" for i in range(10)] + ["1", "v1 "]
+    queries = {f"k{i}": f"/r/a[@k = '{c}']/@x" for i, c in enumerate(constants)}
+    queries["extra"] = extra
+    engine = XSeqMultiEngine(queries)
+    got = per_query(engine.run(batches(text)))
+    assert engine.groups[None].machine.fanout  # the index is in use
+    for qid, query in queries.items():
+        assert got.get(qid, []) == alone(query, text), query
