@@ -142,3 +142,16 @@ def test_a_value_that_is_no_number_compares_as_a_string(op, expected) -> None:
     text = "<r><i><v>x</v></i></r>"
     query = f"return $X/v/text() from /r/$X where $X/v/text() {op} -4"
     assert engine_rows(query, text) == evaluate(query, parse(text)) == expected
+
+
+def test_an_ancestor_step_above_an_operand_start_is_refused() -> None:
+    """In an operand that starts at a node of the path, an ancestor step may climb above
+    that node, which a stream has passed: refused with the limit named (it gave [])."""
+    query = "//$V0 (/b intersect /a/ancestor::c //b)"
+    with pytest.raises(QuerySyntaxError, match="must follow a step") as error:
+        XSeqEngine(query)
+    assert "column 24" in str(error.value)
+    text = "<r><c><a><a></a><b></b></a></c></r>"
+    assert evaluate(query, parse(text)) == [["<b/>"]]  # what the reference answers
+    top = "/r/c/a/ancestor::c"  # at the path's start the rewrite stays exact
+    assert engine_rows(top, text) == evaluate(top, parse(text)) == [["<c><a><a/><b/></a></c>"]]
