@@ -1,17 +1,23 @@
 """The automaton the engine runs: the union of the VPAs of one or more queries.
 
-Every query keeps its own states (their ``owner`` is the query's slot). The
-leading states that bind nothing are shared among the queries whose prefixes
-are the same, as a trie: the same wait (axis and node test), then the same
-match (node test and predicates), and so on until a query binds a variable or
-enters a Kleene-* group. A thousand queries under ``/site/people/person``
-read that prefix once, with one thread. A shared thread carries the
-``SHARED`` binding; the edge from a shared state into a query's own states
-goes through that query's ``begin`` state, which gives the thread the
-query's empty binding. Shared states have ``owner`` None.
+Every program (a query, or a template shared by several: ``Program.members``
+in the engine) keeps its own states (their ``owner`` is the program's slot).
+The leading states that bind nothing are shared among the programs whose
+prefixes are the same, as a trie: the same wait (axis and node test), then the
+same match (node test and predicates), and so on until a query binds a
+variable or enters a Kleene-* group. A thousand queries under
+``/site/people/person`` read that prefix once, with one thread. A shared
+thread carries the ``SHARED`` binding; the edge from a shared state into a
+program's own states goes through that program's ``begin`` state, which gives
+the thread its empty binding. Shared states have ``owner`` None. A shared wait
+with several targets fans out through a ``split``; a split to many
+``name[@a = 'v']`` steps looks the attribute value up (``fanout``).
 
-Queries come and go (``add``, ``remove``): removing one unlinks its begin
-states and the shared states no other query uses.
+Programs come and go (``add``, ``remove``): removing one unlinks its begin
+states and the shared states no other program uses. The tables the runs read
+(``tests``, ``fanout``, predicates reading subtrees) are rebuilt by ``ready``
+before the next run; ``TransitionCache`` determinizes the descendant waiters'
+open transition lazily.
 """
 
 from __future__ import annotations
