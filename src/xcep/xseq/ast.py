@@ -12,7 +12,7 @@ followed by a relative path such as ``@price`` or ``/salary/text()``),
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # axes
 SELF = "self"
@@ -183,6 +183,28 @@ def walk(node):
                     yield from walk(item)
         elif hasattr(value, "__slots__"):
             yield from walk(value)
+
+
+def map_condition(cond, fn):
+    """``cond`` rebuilt with ``fn`` applied to its nodes, top down: a node for which
+    ``fn`` returns something other than None is replaced by it (and not entered); the
+    others are rebuilt from their mapped operands (and/or, comparisons, arithmetic,
+    not, and the variable reference of tag() and $X[…])."""
+    mapped = fn(cond)
+    if mapped is not None:
+        return mapped
+    if isinstance(cond, And | Or | Compare | Arith):
+        left, right = map_condition(cond.left, fn), map_condition(cond.right, fn)
+        if left is cond.left and right is cond.right:
+            return cond
+        return replace(cond, left=left, right=right)
+    if isinstance(cond, Not):
+        arg = map_condition(cond.arg, fn)
+        return cond if arg is cond.arg else replace(cond, arg=arg)
+    if isinstance(cond, Tag | VarTest):
+        ref = map_condition(cond.ref, fn)
+        return cond if ref is cond.ref else replace(cond, ref=ref)
+    return cond
 
 
 _AXIS_TEXT = {

@@ -26,9 +26,9 @@ from xcep.xseq.dom import ELEMENT, ROOT, TEXT_NODE, Node, test_matches
 from xcep.xseq.evaluate import holds
 from xcep.xseq.machine import SHARED, Machine, TransitionCache, needs_subtree
 from xcep.xseq.matches import (
-    SELECTIONS,
     Aggregator,
     Binding,
+    check_selection,
     make_env,
     match_start,
     output_row,
@@ -188,17 +188,9 @@ class Member:
 
 def _intern_refs(node, table: dict):
     """``node`` with each variable reference replaced by the equal one of ``table``."""
-    if isinstance(node, A.VarRef):
-        return table.setdefault(node, node)
-    if isinstance(node, A.And | A.Or | A.Compare | A.Arith):
-        return replace(
-            node, left=_intern_refs(node.left, table), right=_intern_refs(node.right, table)
-        )
-    if isinstance(node, A.Not):
-        return replace(node, arg=_intern_refs(node.arg, table))
-    if isinstance(node, A.Tag | A.VarTest):
-        return replace(node, ref=_intern_refs(node.ref, table))
-    return node
+    return A.map_condition(
+        node, lambda n: table.setdefault(n, n) if isinstance(n, A.VarRef) else None
+    )
 
 
 class Verdicts(Check):
@@ -379,14 +371,6 @@ class Run:
             return
         frames = self.frames
         parent = frames[-1]
-        if parent.__class__ is Light and not self.capturing:  # the common case, made short
-            dnames = parent[7]
-            if dnames is not None and tag not in dnames:  # no waiter for this name
-                if parent[4] or parent[5]:
-                    frames.append((tag, attrs, ident, doc, *parent[4:]))
-                else:
-                    self.skip = 1
-                return
         tests = self.m.tests
         found = []
         if parent.__class__ is Light:
@@ -752,8 +736,7 @@ class Emitter:
     def __init__(
         self, analysis: Analysis, selection: str, values_only: bool, sink, owner: int = 0
     ) -> None:
-        if selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
+        check_selection(selection)
         self.analysis = analysis
         self.selection = selection
         self.values_only = values_only
@@ -1101,8 +1084,7 @@ class XSeqEngine:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema)."""
         self.analysis = _compile(query, schema, opt)
-        if selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
+        check_selection(selection)
         self.selection = selection
         self.values_only = values_only
         self.program = Program(self.analysis)
@@ -1179,8 +1161,7 @@ class XSeqMultiEngine:
         schema=None,
         opt: str = "all",
     ) -> None:
-        if selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {selection!r}")
+        check_selection(selection)
         self.selection = selection
         self.values_only = values_only
         self.schema = schema
@@ -1337,19 +1318,17 @@ class _Live:
             (only,) = self.streams.values()
             self.open, self.text, self.close = only.open, only.text, only.close
         else:
-            self.__dict__.pop("open", None)
-            self.__dict__.pop("text", None)
-            self.__dict__.pop("close", None)
+            self.open, self.text, self.close = self._open_all, self._text_all, self._close_all
 
-    def open(self, tag, attrs, ident, number) -> None:
+    def _open_all(self, tag, attrs, ident, number) -> None:
         for stream in self.streams.values():
             stream.open(tag, attrs, ident, number)
 
-    def text(self, value, ident) -> None:
+    def _text_all(self, value, ident) -> None:
         for stream in self.streams.values():
             stream.text(value, ident)
 
-    def close(self) -> None:
+    def _close_all(self) -> None:
         for stream in self.streams.values():
             stream.close()
 

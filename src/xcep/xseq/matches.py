@@ -197,6 +197,13 @@ class Aggregator:
 SELECTIONS = ("all", "maximal", "skip-past-last")
 
 
+def check_selection(policy: str) -> str:
+    """``policy`` if it is a selection policy; else a ValueError naming them."""
+    if policy not in SELECTIONS:
+        raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {policy!r}")
+    return policy
+
+
 def select_matches(matches: list, policy: str) -> list:
     """Apply a match-selection policy to ``matches``: (start key, end key, order key, item).
 
@@ -212,8 +219,7 @@ def select_matches(matches: list, policy: str) -> list:
         for start, end, _, _ in matches:
             longest[start] = max(longest.get(start, end), end)
         return [m for m in matches if m[1] == longest[m[0]]]
-    if policy != "skip-past-last":
-        raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, not {policy!r}")
+    check_selection(policy)
     chosen, last_end = [], None
     for start in sorted({m[0] for m in matches}):
         if last_end is not None and start <= last_end:

@@ -159,15 +159,13 @@ def _unroll_predicate(cond, context: str | None, schema):
     """Predicates read relative paths from the step's node: unroll them too."""
     if context is None:
         return cond
-    if isinstance(cond, A.RelPath):
-        return replace(cond, path=_unroll(cond.path, context, schema))
-    if isinstance(cond, A.And | A.Or | A.Compare | A.Arith):
-        left = _unroll_predicate(cond.left, context, schema)
-        right = _unroll_predicate(cond.right, context, schema)
-        return replace(cond, left=left, right=right)
-    if isinstance(cond, A.Not):
-        return replace(cond, arg=_unroll_predicate(cond.arg, context, schema))
-    return cond
+
+    def unrolled(node):
+        if isinstance(node, A.RelPath):
+            return replace(node, path=_unroll(node.path, context, schema))
+        return None
+
+    return A.map_condition(cond, unrolled)
 
 
 def chain_below(context: str, name: str, schema) -> list[str] | None:
@@ -303,11 +301,7 @@ def _about_one_step(cond) -> tuple:
         ):
             return None, None, None
 
-    def as_predicate(node):
-        if isinstance(node, A.VarRef):
-            return A.RelPath(node.path, node.pos)
-        if isinstance(node, A.Compare | A.Arith):
-            return replace(node, left=as_predicate(node.left), right=as_predicate(node.right))
-        return node
-
-    return var, None, as_predicate(cond)
+    predicate = A.map_condition(
+        cond, lambda n: A.RelPath(n.path, n.pos) if isinstance(n, A.VarRef) else None
+    )
+    return var, None, predicate
