@@ -36,6 +36,7 @@ from xcep.xseq.matches import (
 from xcep.xseq.optimize import optimize
 from xcep.xseq.parser import parse_query
 from xcep.xseq.semantics import Analysis, analyze
+from xcep.xseq.sequence import SequencePattern, compile_sequence
 from xcep.xseq.vpa import Vpa, compile_to_vpa
 
 PENDING = None
@@ -1080,9 +1081,12 @@ class XSeqEngine:
         values_only: bool = False,
         schema=None,
         opt: str = "all",
+        fast: bool = True,
     ) -> None:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
-        (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema)."""
+        (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
+        ``fast``: run a flat sequence pattern (``xcep.xseq.sequence``) on its fast path
+        when it qualifies (selection ``all``); False always runs the automaton."""
         self.analysis = _compile(query, schema, opt)
         check_selection(selection)
         self.selection = selection
@@ -1090,6 +1094,11 @@ class XSeqEngine:
         self.program = Program(self.analysis)
         self.group = _Group(self.analysis.partition)
         self.group.machine.add(self.program)
+        self.sequence = compile_sequence(self.analysis) if selection == "all" else None
+        if not fast:
+            self.sequence = "the fast path is off"
+        elif selection != "all":
+            self.sequence = f"selection {selection} runs on the automaton"
 
     @property
     def vpa(self) -> Vpa:
@@ -1118,6 +1127,10 @@ class XSeqEngine:
             path, attribute = analysis.partition
             lines.append(f"partition by: {A.to_text(path)}@{attribute}")
         lines.append(f"path run by the automaton: {A.to_text(analysis.path)}")
+        if isinstance(self.sequence, SequencePattern):
+            lines.append("evaluated as a flat sequence pattern (the fast path, docs/xseq.md)")
+        else:
+            lines.append(f"not a flat sequence pattern: {self.sequence}")
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
 
@@ -1129,6 +1142,8 @@ class XSeqEngine:
         (aggregates, matches a longer one might still replace). A later run over a longer
         prefix gives these rows again, first, in the same order.
         """
+        if isinstance(self.sequence, SequencePattern):
+            return self.sequence.run(batches, self.values_only, final)
         rows: list = []
         active: dict = {}
         outputs = Outputs(active)

@@ -174,6 +174,16 @@ class Aggregator:
             elif term.aggregate is not None:
                 aggregate.add(term_values(self.analysis, term.expr, binding, self.values_only))
 
+    def add_counts(self, key, counts: list[list[int]]) -> None:
+        """Matches of a return clause of ``count(…)`` terms only, each given as its counts."""
+        group = self.groups.get(key)
+        if group is None:
+            terms = self.analysis.query.returns
+            group = self.groups[key] = [[Aggregate(t.aggregate) for t in terms], []]
+        for counts_of_match in counts:
+            for aggregate, count in zip(group[0], counts_of_match, strict=True):
+                aggregate.count += count
+
     def rows(self, order: list | None = None) -> list[list]:
         """One row per group; ``order`` lists the partition keys in order of appearance."""
         if order is not None:

@@ -1,0 +1,708 @@
+"""Flat sequence patterns: the XSeq engine's fast path for event sequences.
+
+Many CEP queries walk one list of sibling elements with immediate-sibling
+steps only — ``/stocks/$Z (\\ $X)* (\\ $Y)*``, usually with ``partition by`` —
+and read nothing but attributes: on such a list the visibly pushdown
+automaton never pushes anything that matters, and it is a finite automaton
+over the list's elements. ``compile_sequence`` recognises these queries (or
+says why a query is not one) and ``SequenceRun`` runs them directly:
+
+- the list is found by depth and element names (the partition path, or the
+  from path's leading child steps), its elements read from the batch columns
+  (numpy picks the opens and closes at or above the list's depth, so events
+  inside the elements cost nothing), each element's referenced attributes
+  read once, as a string and a number;
+- per list (each parent element, or each partition across the stream) the
+  live partial matches are tuples ``(item, registers, decided)``: the pattern
+  item the match ends in, per variable its element (or, under a Kleene-*,
+  first, last, count and the nodes as a linked list when something reads them
+  all), and how many per-match conditions are decided;
+- an element advances each partial match by one item (iterating a Kleene-*,
+  or moving on past empty ones), checks step predicates and per-iteration
+  conditions compiled to closures, and decides each per-match condition as
+  soon as the variables it reads are final (so a partial match that can no
+  longer match dies at once);
+- matches, their order (end element, then binding), duplicates, the output
+  rows and the aggregates are the engine's (``xcep.xseq.matches``): an element
+  is stepped at its close, when the automaton engine emits the same rows.
+
+Only selection ``all`` runs here (the policies need every match's start and
+end, which the engine's emitter keeps). ``tests/test_xseq_sequence.py``
+compares this path with the reference evaluator and with the automaton.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from xcep.events import ATTR, CLOSE, OPEN, TEXT
+from xcep.xseq import ast as A
+from xcep.xseq.dom import ROOT, Node
+from xcep.xseq.matches import Aggregator, Binding, output_row
+from xcep.xseq.semantics import Analysis
+from xcep.xseq.values import _as_string, to_number
+
+_OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
+_MISSING = object()
+
+
+class NotFlat(Exception):
+    """The query is not a flat sequence pattern; the message says which construct."""
+
+
+_OPS = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def _pair(value) -> tuple:
+    """A value as (string, number or None): how comparisons see it (xcep.xseq.values)."""
+    return (_as_string(value), to_number(value))
+
+
+def _compare(op, left: list, right: list) -> bool:
+    for a in left:
+        for b in right:
+            if a[1] is not None and b[1] is not None:
+                if op(a[1], b[1]):
+                    return True
+            elif op(a[0], b[0]):
+                return True
+    return False
+
+
+class _Item:
+    """One step of the pattern: the head child step, ``\\ step`` or ``(\\ step)*``."""
+
+    __slots__ = ("conds", "group", "name", "preds", "slot", "star", "var")
+
+    def __init__(self, step: A.Step, star: bool, slot, preds: list) -> None:
+        self.name = None if step.name == A.WILDCARD else step.name
+        self.var = step.var
+        self.slot = slot  # the variable's register, or None
+        self.star = star
+        self.preds = preds  # step predicates (conditions on the element's attributes)
+        self.conds: list = []  # per-iteration conditions (Kleene-* items)
+        self.group = None  # the Kleene-* group of a star item
+
+
+class SequencePattern:
+    """A compiled flat sequence pattern (see the module docstring)."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        self.analysis = analysis
+        if analysis.mode == "nodes":
+            raise NotFlat("a plain path (no return clause)")
+        self.attributes: dict[str, int] = {}  # attribute name -> slot in an element's values
+        self.kleene_slots = {analysis.index[v] for v in analysis.kleene}
+        self.list_path, self.partition_attribute, steps = self._list(analysis)
+        self.items = self._items(steps)
+        self.last_mandatory = max(i for i, item in enumerate(self.items) if not item.star)
+        self.varless = any(item.var is None for item in self.items)
+        outputs = analysis.query.returns
+        self.count_only = all(
+            t.aggregate == "count" and isinstance(t.expr, A.VarRef) and t.expr.path is None
+            for t in outputs
+        )
+        for term in outputs:  # only checked: rows and aggregates are made from real nodes
+            self._check_output(term)
+        self.keep_nodes = not self.count_only or any(
+            isinstance(n, A.VarRef) and n.var in analysis.kleene and n.func is None
+            for c in analysis.per_match
+            for n in A.walk(c.cond)
+        )
+        for group, conjuncts in analysis.iteration.items():
+            item = next(i for i in self.items if i.star and i.group == group)
+            item.conds = [c.cond for c in conjuncts]
+        decided = sorted(
+            ((self._settled_at(c.cond), c.cond) for c in analysis.per_match), key=lambda p: p[0]
+        )
+        self.settle = [at for at, _ in decided]
+        self.per_match = [cond for _, cond in decided]  # in the order they become decidable
+        self.count_refs = [t.expr for t in outputs] if self.count_only else None
+        self.source, self.make_step = _StepSource(self).build()
+
+    # the shape of the from clause
+    def _list(self, analysis: Analysis):
+        """(names of the list's ancestors and, partitioned, of its elements; the partition
+        attribute or None; the steps from the list's first element on)."""
+        steps = list(analysis.path.items if isinstance(analysis.path, A.Seq) else (analysis.path,))
+        if analysis.partition is not None:
+            ppath, attribute = analysis.partition
+            names = []
+            for step in ppath.items if isinstance(ppath, A.Seq) else (ppath,):
+                if step.axis != A.CHILD:
+                    raise NotFlat("a partition by path with a // step")
+                names.append(step.name)
+            return names, attribute, steps
+        lead = 0  # the leading child steps: the list's ancestors, then its first element
+        while lead < len(steps) and isinstance(steps[lead], A.Step) and steps[lead].axis == A.CHILD:
+            lead += 1
+        prefix = steps[: lead - 1]
+        if not prefix or not all(_is_plain_child(s) and not s.var for s in prefix):
+            raise NotFlat("the from clause does not start with plain child steps to a list")
+        return [*(s.name for s in prefix), A.WILDCARD], None, steps[lead - 1 :]
+
+    def _items(self, steps: list) -> list[_Item]:
+        items = []
+        for i, node in enumerate(steps):
+            star = isinstance(node, A.Star)
+            step = node.body if star else node
+            if not isinstance(step, A.Step) or step.kind != A.ELEMENT:
+                raise NotFlat(f"the path item {A.to_text(node)!r} is not one element step")
+            axis = A.CHILD if i == 0 else A.NEXT_SIBLING
+            if step.axis != axis or (i == 0 and star):
+                raise NotFlat(
+                    "a flat sequence is a child step followed by \\ steps and (\\ step)*, "
+                    f"not {A.to_text(node)!r}"
+                )
+            slot = self.analysis.index[step.var] if step.var else None
+            item = _Item(step, star, slot, list(step.preds))
+            item.group = node.group if star else None
+            items.append(item)
+        return items
+
+    # conditions and values, compiled to closures fn(regs, element, pred)
+    def _attribute(self, path) -> int:
+        if not (
+            isinstance(path, A.Step)
+            and path.axis == A.ATTRIBUTE
+            and path.name != A.WILDCARD
+            and not path.preds
+        ):
+            raise NotFlat(f"{A.to_text(path)!r} reads inside an element (only @name is flat)")
+        return self.attributes.setdefault(path.name, len(self.attributes))
+
+    def _nodes(self, ref: A.VarRef, iteration: bool):
+        """fn(regs, element, pred) -> the elements ``ref`` (without its path) names."""
+        slot = self.analysis.index[ref.var]
+        if slot not in self.kleene_slots:
+            return lambda regs, e, p: [] if regs[slot] is None else [regs[slot]]
+        if ref.func == "prev":
+            return lambda regs, e, p: [] if regs[slot] is None else [p]
+        if ref.func == "first":
+            return lambda regs, e, p: [] if regs[slot] is None else [regs[slot][0]]
+        if ref.func == "last" or iteration:
+            return lambda regs, e, p: [] if regs[slot] is None else [regs[slot][1]]
+        return lambda regs, e, p: [] if regs[slot] is None else _all(regs[slot][3])
+
+    def _single(self, expr, iteration: bool):
+        """fn(regs, element, pred) -> the operand's one value (a pair) or None, for an operand
+        that never has more than one value; None for the others."""
+        if isinstance(expr, A.Const):
+            value = _pair(expr.value)
+            return lambda regs, e, p: value
+        if isinstance(expr, A.RelPath):
+            at = self._attribute(expr.path)
+            return lambda regs, e, p: e[3][at]
+        if not isinstance(expr, A.VarRef) or expr.path is None:
+            return None
+        at = self._attribute(expr.path)
+        slot = self.analysis.index[expr.var]
+        if slot not in self.kleene_slots:
+            return lambda regs, e, p: None if regs[slot] is None else regs[slot][3][at]
+        if expr.func == "prev":  # in its group's iteration: the list's previous element
+            return lambda regs, e, p: p[3][at]
+        if expr.func is None and iteration:  # in its group's iteration: this element
+            return lambda regs, e, p: e[3][at]
+        if expr.func == "first":
+            return lambda regs, e, p: None if regs[slot] is None else regs[slot][0][3][at]
+        if expr.func == "last":
+            return lambda regs, e, p: None if regs[slot] is None else regs[slot][1][3][at]
+        return None
+
+    def _values(self, expr, iteration: bool):
+        """fn(regs, element, pred) -> the operand's values as (string, number) pairs."""
+        if isinstance(expr, A.Const):
+            values = [_pair(expr.value)]
+            return lambda regs, e, p: values
+        if isinstance(expr, A.VarRef):
+            if expr.path is None:
+                raise NotFlat(f"{A.to_text(expr)} as a value is its content (read @name)")
+            at = self._attribute(expr.path)
+            nodes = self._nodes(expr, iteration)
+            slot = self.analysis.index[expr.var]
+            if slot not in self.kleene_slots:
+
+                def single(regs, e, p):
+                    node = regs[slot]
+                    if node is None or node[3][at] is None:
+                        return []
+                    return [node[3][at]]
+
+                return single
+            return lambda regs, e, p: [v for n in nodes(regs, e, p) if (v := n[3][at]) is not None]
+        if isinstance(expr, A.RelPath):  # a step predicate: the element's own attribute
+            at = self._attribute(expr.path)
+            return lambda regs, e, p: [] if e[3][at] is None else [e[3][at]]
+        if isinstance(expr, A.Tag):
+            nodes = self._nodes(expr.ref, iteration)
+            return lambda regs, e, p: [_pair(n[2]) for n in nodes(regs, e, p)]
+        if isinstance(expr, A.Arith):
+            left, right = self._values(expr.left, iteration), self._values(expr.right, iteration)
+            op = {"+": operator.add, "-": operator.sub, "*": operator.mul}.get(expr.op)
+
+            def arith(regs, e, p):
+                a, b = left(regs, e, p), right(regs, e, p)
+                if not a or not b or a[0][1] is None or b[0][1] is None:
+                    return []
+                if op is None:  # div
+                    return [_pair(a[0][1] / b[0][1])] if b[0][1] else []
+                return [_pair(op(a[0][1], b[0][1]))]
+
+            return arith
+        cond = self._condition(expr, iteration)  # a condition used as a value
+        return lambda regs, e, p: [_pair(cond(regs, e, p))]
+
+    def _condition(self, cond, iteration: bool):
+        """fn(regs, element, pred) -> the effective boolean value of ``cond``."""
+        if isinstance(cond, A.Compare):
+            op = _OPS[cond.op]
+            one, other = self._single(cond.left, iteration), self._single(cond.right, iteration)
+            if one is not None and other is not None:  # the common case: one value a side
+
+                def compare_one(regs, e, p):
+                    a, b = one(regs, e, p), other(regs, e, p)
+                    if a is None or b is None:
+                        return False
+                    if a[1] is not None and b[1] is not None:
+                        return op(a[1], b[1])
+                    return op(a[0], b[0])
+
+                return compare_one
+            left, right = self._values(cond.left, iteration), self._values(cond.right, iteration)
+            return lambda regs, e, p: _compare(op, left(regs, e, p), right(regs, e, p))
+        if isinstance(cond, A.And | A.Or):
+            left = self._condition(cond.left, iteration)
+            right = self._condition(cond.right, iteration)
+            if isinstance(cond, A.And):
+                return lambda regs, e, p: left(regs, e, p) and right(regs, e, p)
+            return lambda regs, e, p: left(regs, e, p) or right(regs, e, p)
+        if isinstance(cond, A.Not):
+            arg = self._condition(cond.arg, iteration)
+            return lambda regs, e, p: not arg(regs, e, p)
+        if isinstance(cond, A.Const):
+            value = bool(cond.value)
+            return lambda regs, e, p: value
+        if (isinstance(cond, A.VarRef) and cond.path is None) or isinstance(cond, A.Tag):
+            nodes = self._nodes(cond if isinstance(cond, A.VarRef) else cond.ref, iteration)
+            return lambda regs, e, p: bool(nodes(regs, e, p))
+        if isinstance(cond, A.VarRef | A.RelPath | A.Arith):
+            values = self._values(cond, iteration)
+            return lambda regs, e, p: bool(values(regs, e, p))
+        raise NotFlat(f"the condition {A.to_text(cond)!r}")
+
+    def _check_output(self, term: A.OutTerm) -> None:
+        """Outputs are made by the engine's code from real nodes: check they read no content."""
+        if term.aggregate == "count" and isinstance(term.expr, A.VarRef) and not term.expr.path:
+            return  # counts nodes, prints none
+
+        def check(node) -> None:
+            if isinstance(node, A.Tag | A.Const):
+                return
+            if isinstance(node, A.VarRef) and node.path is not None:
+                self._attribute(node.path)
+            elif isinstance(node, A.Compare | A.Arith | A.And | A.Or):
+                check(node.left)
+                check(node.right)
+            elif isinstance(node, A.Not):
+                check(node.arg)
+            else:
+                raise NotFlat(f"the output {A.to_text(term.expr)!r} reads an element's content")
+
+        check(term.expr)
+
+    def _settled_at(self, cond) -> int:
+        """The first item index at which every variable ``cond`` reads is final."""
+        at = 0
+        for node in A.walk(cond):
+            if isinstance(node, A.VarRef):
+                index = next(i for i, item in enumerate(self.items) if item.var == node.var)
+                final_after = self.items[index].star and node.func != "first"
+                at = max(at, index + 1 if final_after else index)
+        return at
+
+    def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
+        return SequenceRun(self, values_only).run(batches, final)
+
+
+def _is_plain_child(step) -> bool:
+    return (
+        isinstance(step, A.Step)
+        and step.axis == A.CHILD
+        and step.kind == A.ELEMENT
+        and not step.preds
+    )
+
+
+def _count(ref: A.VarRef, regs: tuple, p: SequencePattern) -> int:
+    """The number of nodes ``count(ref)`` counts in the match ``regs``."""
+    reg = regs[p.analysis.index[ref.var]]
+    if reg is None:
+        return 0
+    return reg[2] if ref.var in p.analysis.kleene and ref.func is None else 1
+
+
+def _all(chain) -> list:
+    """The nodes of a linked list (node, rest) in order."""
+    out = []
+    while chain is not None:
+        out.append(chain[0])
+        chain = chain[1]
+    out.reverse()
+    return out
+
+
+def compile_sequence(analysis: Analysis) -> SequencePattern | str:
+    """The query as a flat sequence pattern, or the reason it is not one."""
+    try:
+        return SequencePattern(analysis)
+    except NotFlat as why:
+        return str(why)
+
+
+class _List:
+    """The live partial matches of one list (a parent element's children, or a partition)."""
+
+    __slots__ = ("counts", "key", "pred", "root", "threads")
+
+    def __init__(self, key, counts: list) -> None:
+        self.key = key
+        self.counts = counts  # count-only return clauses: [matches, count of each term]
+        self.threads: list = []
+        self.pred = None  # the previous element of the list
+        self.root = Node(ROOT, None, -1, -1)  # the parent of the nodes made for outputs
+
+
+class SequenceRun:
+    """One pass of a ``SequencePattern`` over an event stream."""
+
+    def __init__(self, pattern: SequencePattern, values_only: bool) -> None:
+        self.p = pattern
+        self.values_only = values_only
+        self.rows: list = []
+        self.aggregator = (
+            Aggregator(pattern.analysis, values_only)
+            if pattern.analysis.mode in ("aggregate", "grouped")
+            else None
+        )
+        self.lists: dict = {}  # partition key -> _List
+        self.counts: dict = {}  # count-only return clauses: partition key -> the counts
+        terms = len(pattern.count_refs or ())
+        self.new_list = lambda key: _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
+        self.empty = tuple(None for _ in pattern.analysis.variables)
+
+    # events
+    def run(self, batches: Iterable, final: bool) -> Iterator[list]:
+        p = self.p
+        names_path = p.list_path
+        depth_of_list = len(names_path)
+        attribute = p.partition_attribute
+        wanted = p.attributes
+        keep_raw = not p.count_only
+        ok = [True] * (depth_of_list + 1)  # ok[d]: the open element at depth d is on the path
+        current: _List | None = None  # the list of the open parent (no partition by)
+        pending = None  # the open list element: [doc, ident, tag, values, raw, node]
+        doc = None
+        step = self.p.make_step(self.emit)
+        width = len(wanted)
+        numbers: dict = {}  # attribute value -> to_number(value), a cache
+        for batch in batches:
+            table = batch.symbols.names
+            symbols = batch.symbols  # name ids: .get does not add a name
+            key_id = symbols.get(attribute, -2) if attribute is not None else -2
+            wanted_ids = {symbols[n]: at for n, at in wanted.items() if n in symbols}
+            kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
+            depths = np.frombuffer(batch.depths, dtype=np.int32)
+            wanted_kinds = (kinds == _OPEN) if attribute is not None else (kinds != _ATTR)
+            picked = np.flatnonzero((depths <= depth_of_list) & wanted_kinds & (kinds != _TEXT))
+            kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
+            docs, nodes = batch.docs, batch.nodes
+            size = len(kinds_)
+            for i in picked.tolist():
+                depth = depths_[i]
+                if docs[i] != doc:  # a new document (the last may have been cut short)
+                    doc, pending, current = docs[i], None, None
+                if kinds_[i] == _CLOSE:  # lists of parents (no partition by) only
+                    if depth == depth_of_list:
+                        if pending is not None:
+                            step(current, pending)
+                            pending = None
+                    elif depth == depth_of_list - 1:
+                        current = None
+                    continue
+                name = table[names[i]]
+                want = names_path[depth - 1]
+                ok[depth] = ok[depth - 1] and (want == A.WILDCARD or want == name)
+                if depth < depth_of_list:
+                    if depth == depth_of_list - 1 and attribute is None and ok[depth]:
+                        current = self.new_list(None)
+                    continue
+                if not ok[depth]:
+                    continue
+                found, raw, key = [None] * width, [] if keep_raw else None, None
+                j = i + 1
+                while j < size and kinds_[j] == _ATTR:
+                    aid = names[j]
+                    if aid == key_id:
+                        key = values[j]
+                    at = wanted_ids.get(aid)
+                    if at is not None:
+                        value = values[j]
+                        number = numbers.get(value, _MISSING)
+                        if number is _MISSING:
+                            if len(numbers) > 65536:
+                                numbers.clear()
+                            number = numbers[value] = to_number(value)
+                        found[at] = (value, number)
+                    if raw is not None:
+                        raw.append((table[aid], values[j], nodes[j]))
+                    j += 1
+                element = [doc, nodes[i], name, found, raw, None]
+                if attribute is None:
+                    pending = element  # stepped at its close, as the automaton emits then
+                    continue
+                if key is None:
+                    continue  # in no partition
+                current = self.lists.get(key)
+                if current is None:
+                    current = self.lists[key] = self.new_list(key)
+                step(current, element)  # a partition's matches are kept if its document breaks
+            if self.rows:
+                yield from self.rows
+                self.rows.clear()
+        if final and self.aggregator is not None:
+            for key, counts in self.counts.items():
+                if counts[0]:  # a partition with matches
+                    self.aggregator.add_counts(key, [counts[1:]])
+            order = list(self.lists) if attribute is not None else None
+            yield from self.aggregator.rows(order)
+
+    # outputs
+    def emit(self, lst: _List, found: list) -> None:
+        """The matches that end at one element: in binding order, without duplicates."""
+        p = self.p
+        if len(found) > 1 and p.varless:
+            found = list({_identity(regs): regs for regs in found}.values())
+        if p.count_only:  # the order does not matter
+            counts = lst.counts
+            for regs in found:
+                counts[0] += 1
+                for i, ref in enumerate(p.count_refs):
+                    counts[i + 1] += _count(ref, regs, p)
+            return
+        if len(found) > 1:
+            kleene = p.kleene_slots
+            found.sort(key=lambda regs: _order(regs, kleene))
+        for regs in found:
+            binding = self.binding(lst, regs)
+            if self.aggregator is not None:
+                self.aggregator.add(lst.key, binding)
+            else:  # mode rows: the end node is not printed
+                self.rows.append(output_row(p.analysis, binding, None, self.values_only))
+
+    def binding(self, lst: _List, regs: tuple) -> Binding:
+        slots = []
+        for slot, reg in enumerate(regs):
+            if slot in self.p.kleene_slots:
+                slots.append(() if reg is None else tuple(self.node(lst, e) for e in _all(reg[3])))
+            else:
+                slots.append(None if reg is None else self.node(lst, reg))
+        return Binding(tuple(slots), (None,) * self.p.analysis.query.groups)
+
+    @staticmethod
+    def node(lst: _List, element: list) -> Node:
+        if element[5] is None:
+            element[5] = Node.element(element[2], element[0], element[1], lst.root, element[4])
+        return element[5]
+
+
+def _identity(regs: tuple) -> tuple:
+    """What makes two bindings the same match (bound elements, runs as first and length)."""
+    return tuple(
+        None if reg is None else (id(reg),) if reg.__class__ is list else (id(reg[0]), reg[2])
+        for reg in regs
+    )
+
+
+def _order(regs: tuple, kleene: set) -> tuple:
+    """The binding order of matches ending at one element (``Binding.sort_key``): a run of
+    consecutive list elements compares as (its first element, its length)."""
+    key = []
+    for slot, reg in enumerate(regs):
+        if reg is None:
+            key.append(())
+        elif slot in kleene:
+            key.append(((reg[0][0], reg[0][1]), reg[2]))
+        else:
+            key.append((reg[0], reg[1]))
+    return tuple(key)
+
+
+_PYTHON_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class _StepSource:
+    """Python source for a pattern's step function, conditions inlined where they read one
+    value a side (the others call the closures of ``SequencePattern._condition``).
+
+    step(list, e) advances each partial match ``(item, regs, decided)`` of the list by
+    element ``e`` (``p`` is the list's previous element): for each item the match can
+    move to, a block tests the name, the step predicates, binds the variable, checks the
+    iteration conditions and the per-match conditions decidable there, keeps the new
+    partial match and, when every later item is a Kleene-*, the match.
+    """
+
+    def __init__(self, pattern: SequencePattern) -> None:
+        self.p = pattern
+        self.namespace: dict = {"_identity": _identity}
+        self.lines: list[str] = []
+        self.fresh = 0
+
+    def build(self):
+        p = self.p
+        out = self.lines
+        out += ["def make_step(emit):", "    def step(lst, e):", "        p = lst.pred"]
+        out += ["        new = []", "        found = []", "        new_append = new.append"]
+        out += ["        found_append = found.append", "        for j, regs, done in lst.threads:"]
+        n = len(p.items)
+        for j in range(n):
+            targets = [j] if p.items[j].star else []
+            for k in range(j + 1, n):
+                targets.append(k)
+                if not p.items[k].star:
+                    break
+            if not targets:
+                continue
+            out.append(f"            {'if' if j == 0 else 'elif'} j == {j}:")
+            for k in targets:
+                self.block(k, "regs", "done", "                ")
+        out.append("            pass")
+        empty = self.constant(tuple(None for _ in p.analysis.variables))
+        self.block(0, empty, "0", "        ")
+        if p.varless:
+            out.append("        if len(new) > 1:")
+            out.append("            new = list({(t[0], _identity(t[1])): t for t in new}.values())")
+        out += ["        lst.threads = new", "        lst.pred = e", "        if found:"]
+        out += ["            emit(lst, found)", "    return step"]
+        source = "\n".join(out) + "\n"
+        exec(compile(source, "<xseq flat sequence>", "exec"), self.namespace)
+        return source, self.namespace["make_step"]
+
+    def block(self, k: int, regs: str, done: str, pad: str) -> None:
+        """The code that moves a partial match (``regs``, ``done``) to item ``k`` with e."""
+        p = self.p
+        item = p.items[k]
+        out = self.lines
+        out.append(f"{pad}while True:")
+        pad += "    "
+        if item.name is not None:
+            out.append(f"{pad}if e[2] != {item.name!r}:")
+            out.append(f"{pad}    break")
+        for pred in item.preds:
+            self.test(self.condition(pred, True, regs), pad)
+        bound = regs
+        if item.slot is not None:
+            slot, width = item.slot, len(p.analysis.variables)
+            if item.star:
+                chain = "(e, q[3])" if p.keep_nodes else "None"
+                first = "(e, None)" if p.keep_nodes else "None"
+                out.append(f"{pad}q = {regs}[{slot}]")
+                value = f"((e, e, 1, {first}) if q is None else (q[0], e, q[2] + 1, {chain}))"
+            else:
+                value = "e"
+            fields = [value if i == slot else f"{regs}[{i}]" for i in range(width)]
+            bound = f"r{k}"
+            out.append(f"{pad}{bound} = ({', '.join(fields)},)")
+        for cond in item.conds:
+            self.test(self.condition(cond, True, bound), pad)
+        settled = sum(1 for at in p.settle if at <= k)
+        for c in range(settled):
+            expr = self.condition(p.per_match[c], False, bound)
+            out.append(f"{pad}if {done} <= {c} and not ({expr}):")
+            out.append(f"{pad}    break")
+        decided = str(settled) if done == "0" else f"({done} if {done} > {settled} else {settled})"
+        out.append(f"{pad}new_append(({k}, {bound}, {decided}))")
+        if k >= p.last_mandatory:
+            rest = [self.condition(c, False, bound) for c in p.per_match[settled:]]
+            inner = pad
+            if rest:
+                out.append(f"{pad}if {' and '.join(f'({r})' for r in rest)}:")
+                inner += "    "
+            if p.count_only and not p.varless:  # a match: add its counts, in place
+                out.append(f"{inner}counts = lst.counts")
+                out.append(f"{inner}counts[0] += 1")
+                for i, ref in enumerate(p.count_refs):
+                    out.append(f"{inner}counts[{i + 1}] += {self.count(ref, bound)}")
+            else:
+                out.append(f"{inner}found_append({bound})")
+        out.append(f"{pad}break")
+
+    def count(self, ref: A.VarRef, regs: str) -> str:
+        """Source for the number of nodes ``count(ref)`` counts in a match."""
+        slot = self.p.analysis.index[ref.var]
+        if slot in self.p.kleene_slots and ref.func is None:
+            return f"(0 if {regs}[{slot}] is None else {regs}[{slot}][2])"
+        return f"(0 if {regs}[{slot}] is None else 1)"
+
+    def test(self, expr: str, pad: str) -> None:
+        self.lines.append(f"{pad}if not ({expr}):")
+        self.lines.append(f"{pad}    break")
+
+    def constant(self, value) -> str:
+        name = f"_k{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def single(self, expr, iteration: bool, regs: str) -> str | None:
+        """Source for an operand with at most one value (a pair, or None), else None."""
+        p = self.p
+        if isinstance(expr, A.Const):
+            return self.constant(_pair(expr.value))
+        if isinstance(expr, A.RelPath):
+            return f"e[3][{p._attribute(expr.path)}]"
+        if not isinstance(expr, A.VarRef) or expr.path is None:
+            return None
+        at = p._attribute(expr.path)
+        slot = p.analysis.index[expr.var]
+        if slot not in p.kleene_slots:
+            return f"(None if {regs}[{slot}] is None else {regs}[{slot}][3][{at}])"
+        if expr.func == "prev":
+            return f"p[3][{at}]"
+        if expr.func is None and iteration:
+            return f"e[3][{at}]"
+        if expr.func in ("first", "last"):
+            end = 0 if expr.func == "first" else 1
+            return f"(None if {regs}[{slot}] is None else {regs}[{slot}][{end}][3][{at}])"
+        return None
+
+    def condition(self, cond, iteration: bool, regs: str) -> str:
+        """Source for a condition's effective boolean value."""
+        if isinstance(cond, A.Compare):
+            left = self.single(cond.left, iteration, regs)
+            right = self.single(cond.right, iteration, regs)
+            if left is not None and right is not None:
+                a, b = f"a{self.fresh}", f"b{self.fresh}"
+                self.fresh += 1
+                op = _PYTHON_OPS[cond.op]
+                return (
+                    f"(({a} := {left}) is not None and ({b} := {right}) is not None and "
+                    f"({a}[1] {op} {b}[1] if {a}[1] is not None and {b}[1] is not None "
+                    f"else {a}[0] {op} {b}[0]))"
+                )
+        if isinstance(cond, A.And | A.Or):
+            word = " and " if isinstance(cond, A.And) else " or "
+            left = self.condition(cond.left, iteration, regs)
+            return f"({left}{word}{self.condition(cond.right, iteration, regs)})"
+        if isinstance(cond, A.Not):
+            return f"(not {self.condition(cond.arg, iteration, regs)})"
+        closure = self.constant(self.p._condition(cond, iteration))
+        return f"{closure}({regs}, e, p)"
