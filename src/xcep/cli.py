@@ -234,7 +234,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
             return EXIT_USAGE
     else:
         try:
-            engine = XSeqEngine(_query_text(args.query), **options)
+            engine = XSeqEngine(_query_text(args.query), fast=not args.automaton, **options)
         except QuerySyntaxError as error:
             print(f"xcep: error: {error}", file=stderr)
             return EXIT_USAGE
@@ -560,6 +560,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a leading //name; loops = unroll a //name whose depth the schema fixes; where = move "
         "tag() and attribute conditions of the where clause into the steps; all (default). "
         "prefix and loops need --dtd or --learn-schema",
+    )
+    xseq.add_argument(
+        "--automaton",
+        action="store_true",
+        help="always run the pushdown automaton, also for a flat sequence pattern (which runs "
+        "on its fast path by default; --explain says which; docs/xseq.md)",
     )
     xseq.set_defaults(run=cmd_xseq)
 

@@ -1105,9 +1105,16 @@ class XSeqEngine:
         return self.program.vpa
 
     def stats(self) -> dict:
-        """Automaton states and the transition cache's entries, hits and hit ratio."""
+        """Automaton states and the transition cache's entries, hits and hit ratio; on the
+        fast path, the lists (partitions) and partial matches of the last run."""
+        if isinstance(self.sequence, SequencePattern):
+            return {"evaluator": "flat sequence", **self.sequence.stats()}
         machine = self.group.machine
-        return {"states": len(self.vpa.states), "transition cache": machine.cache.stats()}
+        return {
+            "evaluator": "automaton",
+            "states": len(self.vpa.states),
+            "transition cache": machine.cache.stats(),
+        }
 
     def explain(self) -> str:
         """The parsed query (variables, conditions, partition) and the automaton, as text."""

@@ -331,7 +331,18 @@ class SequencePattern:
         return at
 
     def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
-        return SequenceRun(self, values_only).run(batches, final)
+        self.last_run = SequenceRun(self, values_only)
+        return self.last_run.run(batches, final)
+
+    def stats(self) -> dict:
+        """The lists (parents' or partitions) and live partial matches of the last run."""
+        run = getattr(self, "last_run", None)
+        if run is None:
+            return {"lists": 0, "partial matches": 0}
+        return {
+            "lists": run.made,
+            "partial matches": sum(len(lst.threads) for lst in run.lists.values()),
+        }
 
 
 def _is_plain_child(step) -> bool:
@@ -396,8 +407,12 @@ class SequenceRun:
         )
         self.lists: dict = {}  # partition key -> _List
         self.counts: dict = {}  # count-only return clauses: partition key -> the counts
-        terms = len(pattern.count_refs or ())
-        self.new_list = lambda key: _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
+        self.made = 0  # lists seen
+
+    def new_list(self, key) -> _List:
+        self.made += 1
+        terms = len(self.p.count_refs or ())
+        return _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
         self.empty = tuple(None for _ in pattern.analysis.variables)
 
     # events

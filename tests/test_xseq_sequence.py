@@ -1,0 +1,189 @@
+"""The flat sequence fast path (xcep.xseq.sequence) equals the reference evaluator and the
+automaton on random sequence queries over random streams of sibling elements."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xcep.cli import main
+from xcep.events import EventStream, parse
+from xcep.xseq import XSeqEngine, evaluate
+from xcep.xseq.parser import QuerySyntaxError
+from xcep.xseq.sequence import SequencePattern
+
+VALUES = ("1", "2", "3", "10", "2.5", "x", " 4 ")  # numbers, a non-number, spaces
+
+
+@st.composite
+def element(draw) -> str:
+    name = draw(st.sampled_from(("t", "t", "u")))
+    attributes = ""
+    for attribute, choices in (("k", ("A", "B")), ("p", VALUES), ("q", ("a", "b"))):
+        if draw(st.integers(0, 4)):  # sometimes missing
+            attributes += f' {attribute}="{draw(st.sampled_from(choices))}"'
+    inside = draw(st.sampled_from(("", "", "text", "<t p='9'/>", "<u><t/></u>")))
+    return f"<{name}{attributes}>{inside}</{name}>"
+
+
+@st.composite
+def streams(draw) -> list[str]:
+    """One to three documents <s> of flat lists, with text and other elements around."""
+    docs = []
+    for _ in range(draw(st.integers(1, 3))):
+        children = draw(st.lists(element(), min_size=0, max_size=9))
+        if draw(st.booleans()):
+            children.insert(draw(st.integers(0, len(children))), "words")
+        root = draw(st.sampled_from(("s", "s", "s", "o")))
+        docs.append(f"<{root}>{''.join(children)}</{root}>")
+    return docs
+
+
+@st.composite
+def sequence_queries(draw) -> str:
+    head_var = draw(st.booleans())
+    head = "$Z" if head_var else draw(st.sampled_from(("t", "*")))
+    if draw(st.integers(0, 3)) == 0:
+        head += draw(st.sampled_from(("[@p > 1]", "[@q = 'a']", "[not(@q)]")))
+    items, kleene, plain = [], [], ["Z"] if head_var else []
+    for i in range(draw(st.integers(1, 3))):
+        star = draw(st.booleans())
+        var = draw(st.integers(0, 4)) > 0
+        test = f"$V{i}" if var else draw(st.sampled_from(("t", "*")))
+        if draw(st.integers(0, 4)) == 0:
+            test += draw(st.sampled_from(("[@p != 'x']", "[@q]")))
+        items.append(f"(\\ {test})*" if star else f"\\ {test}")
+        if var:
+            (kleene if star else plain).append(f"V{i}")
+    conjuncts = []
+    for _ in range(draw(st.integers(0, 3))):
+        options = []
+        for v in kleene:
+            options += [
+                f"${v}@p < prev(${v})@p",
+                f"${v}@p >= prev(${v})@p",
+                f"${v}@q = 'a'",
+                f"first(${v})@p != last(${v})@p",
+            ]
+            options += [f"first(${v})@p < ${z}@p" for z in plain]
+            options += [f"last(${v})@p + 1 > ${z}@p" for z in plain]
+            options += [f"tag(${v}) = 't'", f"not(${v}@q = 'b')", f"${v}@p > 2"]
+        for z in plain:
+            options += [f"${z}@p > 1", f"tag(${z}) = 'u'", f"${z}@q != 'a' or ${z}@p = 3"]
+        if options:
+            conjuncts.append(draw(st.sampled_from(options)))
+    variables = plain + kleene
+    if not variables:  # nothing to return: bind the head (keeping its predicate)
+        head, variables = "$Z" + (head[head.find("[") :] if "[" in head else ""), ["Z"]
+    v = draw(st.sampled_from(variables))
+    returns = draw(
+        st.sampled_from(
+            (
+                f"count(${v})",
+                f"${v}@p",
+                f"${v}@p, tag(${v})",
+                f"count(${v}), max(${v}@p)",
+                f"sum(${v}@p), count(${variables[0]})",
+                f"${variables[0]}@q, count(${v})",  # grouped: per partition
+                f"${v}@p * 2",
+            )
+        )
+    )
+    where = f" where {' and '.join(conjuncts)}" if conjuncts else ""
+    partition = draw(st.sampled_from(("", " partition by /s/t@k", " partition by /s/*@k")))
+    return f"return {returns} from /s/{head} {' '.join(items)}{where}{partition}"
+
+
+def _batches(text: str):
+    return EventStream([io.BytesIO(text.encode())], batch_size=7).batches()
+
+
+def _rows(query: str, text: str, **options) -> list:
+    return list(XSeqEngine(query, **options).run(_batches(text)))
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(query=sequence_queries(), docs=streams())
+def test_fast_path_equals_reference_and_automaton(query: str, docs: list[str]) -> None:
+    try:
+        engine = XSeqEngine(query)
+    except QuerySyntaxError:
+        return  # e.g. a condition relating two Kleene-* groups
+    assert isinstance(engine.sequence, SequencePattern), (query, engine.sequence)
+    text = "".join(docs)
+    expected = evaluate(query, parse(text))
+    assert _rows(query, text) == expected, query
+    assert _rows(query, text, fast=False) == expected, query
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(query=sequence_queries(), docs=streams(), cut=st.integers(1, 3))
+def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int) -> None:
+    """--values prints the same; a prefix of the stream (whole documents, final=False)
+    gives the rows the automaton gives."""
+    try:
+        XSeqEngine(query)
+    except QuerySyntaxError:
+        return
+    text = "".join(docs)
+    assert _rows(query, text, values_only=True) == evaluate(query, parse(text), values_only=True)
+    prefix = "".join(docs[:cut])
+    rows = [
+        list(XSeqEngine(query, fast=fast).run(_batches(prefix), final=False))
+        for fast in (True, False)
+    ]
+    assert rows[0] == rows[1], query
+
+
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("//t", "a plain path"),
+        ("return $Z from /s/$Z (\\ $X)*", "content"),
+        ("return count($Z) from /s/$Z (/t)*", "not"),
+        ("return count($Z) from /s/$Z \\ $X where $X/t = 1", "inside an element"),
+        ("return count($Z) from //t/$Z \\ $X", "child steps"),
+        ("return count($Z) from //s/$Z \\ $X partition by //s/t@k", "//"),
+    ],
+)
+def test_queries_that_are_not_flat_say_why(query: str, why: str) -> None:
+    engine = XSeqEngine(query)
+    assert not isinstance(engine.sequence, SequencePattern)
+    assert why in engine.sequence
+    assert "not a flat sequence pattern" in engine.explain()
+
+
+def test_only_selection_all_and_the_switch_use_the_fast_path() -> None:
+    query = "return count($Z) from /s/$Z (\\ $X)* partition by /s/t@k"
+    assert isinstance(XSeqEngine(query).sequence, SequencePattern)
+    assert "flat sequence" in XSeqEngine(query).explain()
+    assert not isinstance(XSeqEngine(query, selection="maximal").sequence, SequencePattern)
+    assert not isinstance(XSeqEngine(query, fast=False).sequence, SequencePattern)
+
+
+def test_cli_explains_and_runs_both_evaluators(tmp_path) -> None:
+    data = tmp_path / "stocks.xml"
+    prices = (5, 4, 3, 6, 2, 1, 7, 7, 3)
+    data.write_text(
+        "<s>"
+        + "".join(f'<t k="{"AB"[i % 2]}" p="{p}"/>' for i, p in enumerate(prices))
+        + "</s>"
+    )
+    query = "return count($Z) from /s/$Z (\\ $X)* where $X@p < prev($X)@p partition by /s/t@k"
+    out = io.StringIO()
+    assert main(["xseq", query, "--explain"], out) == 0
+    assert "evaluated as a flat sequence pattern" in out.getvalue()
+    out = io.StringIO()
+    assert main(["xseq", query, "--explain", "--automaton"], out) == 0
+    assert "not a flat sequence pattern: the fast path is off" in out.getvalue()
+    rows = []
+    for extra in ([], ["--automaton"]):
+        out = io.StringIO()
+        assert main(["xseq", query, str(data), *extra], out) == 0
+        rows.append(out.getvalue())
+    # A: 5 3 2 7 3 -> runs 5>3>2: {5},{5,3},{5,3,2},{3},{3,2},{2},{7},{7,3},{3} = 9
+    # B: 4 6 1 7   -> {4},{6},{6,1},{1},{7} = 5
+    assert rows[0] == rows[1] == "[9]\n[5]\n"
