@@ -413,7 +413,6 @@ class SequenceRun:
         self.made += 1
         terms = len(self.p.count_refs or ())
         return _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
-        self.empty = tuple(None for _ in pattern.analysis.variables)
 
     # events
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
