@@ -13,10 +13,10 @@ says why a query is not one) and ``SequenceRun`` runs them directly:
   inside the elements cost nothing), each element's referenced attributes
   read once, as a string and a number;
 - per list (each parent element, or each partition across the stream) the
-  live partial matches are tuples ``(item, registers, decided)``: the pattern
-  item the match ends in, per variable its element (or, under a Kleene-*,
-  first, last, count and the nodes as a linked list when something reads them
-  all), and how many per-match conditions are decided;
+  live partial matches are pairs ``(item, registers)``: the pattern item the
+  match ends in and per variable its element (or, under a Kleene-*, first,
+  last, count and the nodes as a linked list when something reads them all);
+  the per-match conditions decidable at that item have held;
 - an element advances each partial match by one item (iterating a Kleene-*,
   or moving on past empty ones), checks step predicates and per-iteration
   conditions compiled to closures, and decides each per-match condition as
@@ -568,7 +568,7 @@ class _StepSource:
     """Python source for a pattern's step function, conditions inlined where they read one
     value a side (the others call the closures of ``SequencePattern._condition``).
 
-    step(list, e) advances each partial match ``(item, regs, decided)`` of the list by
+    step(list, e) advances each partial match ``(item, regs)`` of the list by
     element ``e`` (``p`` is the list's previous element): for each item the match can
     move to, a block tests the name, the step predicates, binds the variable, checks the
     iteration conditions and the per-match conditions decidable there, keeps the new
@@ -586,7 +586,7 @@ class _StepSource:
         out = self.lines
         out += ["def make_step(emit):", "    def step(lst, e):", "        p = lst.pred"]
         out += ["        new = []", "        found = []", "        new_append = new.append"]
-        out += ["        found_append = found.append", "        for j, regs, done in lst.threads:"]
+        out += ["        found_append = found.append", "        for j, regs in lst.threads:"]
         n = len(p.items)
         for j in range(n):
             targets = [j] if p.items[j].star else []
@@ -598,10 +598,10 @@ class _StepSource:
                 continue
             out.append(f"            {'if' if j == 0 else 'elif'} j == {j}:")
             for k in targets:
-                self.block(k, "regs", "done", "                ")
+                self.block(j, k, "regs", "                ")
         out.append("            pass")
         empty = self.constant(tuple(None for _ in p.analysis.variables))
-        self.block(0, empty, "0", "        ")
+        self.block(-1, 0, empty, "        ")
         if p.varless:
             out.append("        if len(new) > 1:")
             out.append("            new = list({(t[0], _identity(t[1])): t for t in new}.values())")
@@ -611,8 +611,22 @@ class _StepSource:
         exec(compile(source, "<xseq flat sequence>", "exec"), self.namespace)
         return source, self.namespace["make_step"]
 
-    def block(self, k: int, regs: str, done: str, pad: str) -> None:
-        """The code that moves a partial match (``regs``, ``done``) to item ``k`` with e."""
+    def known(self, after: int) -> dict:
+        """Per variable slot, whether a partial match that ends in item ``after`` has bound
+        it: "yes", "no" or "maybe" (a Kleene-* passed over may be empty)."""
+        known = {}
+        for i, item in enumerate(self.p.items):
+            if item.slot is not None:
+                if item.star:
+                    known[item.slot] = "yes" if i == after else "maybe" if i < after else "no"
+                else:
+                    known[item.slot] = "yes" if i <= after else "no"
+        return known
+
+    def block(self, j: int, k: int, regs: str, pad: str) -> None:
+        """The code that moves a partial match ``regs``, which ends in item ``j`` (-1: a new
+        one), to item ``k`` with ``e``. The per-match conditions that became decidable on
+        the way are checked (those decidable at ``j`` held already)."""
         p = self.p
         item = p.items[k]
         out = self.lines
@@ -621,33 +635,48 @@ class _StepSource:
         if item.name is not None:
             out.append(f"{pad}if e[2] != {item.name!r}:")
             out.append(f"{pad}    break")
+        self.state = self.known(j)
         for pred in item.preds:
-            self.test(self.condition(pred, True, regs), pad)
+            if not self.test(self.condition(pred, True, regs), pad):
+                return
+        before = self.state
+        self.state = self.known(k)
         bound = regs
         if item.slot is not None:
             slot, width = item.slot, len(p.analysis.variables)
             if item.star:
                 chain = "(e, q[3])" if p.keep_nodes else "None"
-                first = "(e, None)" if p.keep_nodes else "None"
-                out.append(f"{pad}q = {regs}[{slot}]")
-                value = f"((e, e, 1, {first}) if q is None else (q[0], e, q[2] + 1, {chain}))"
+                new = f"(e, e, 1, {'(e, None)' if p.keep_nodes else 'None'})"
+                more = f"(q[0], e, q[2] + 1, {chain})"
+                if before[slot] != "no":
+                    out.append(f"{pad}q = {regs}[{slot}]")
+                value = {"no": new, "yes": more}.get(
+                    before[slot], f"({new} if q is None else {more})"
+                )
             else:
                 value = "e"
-            fields = [value if i == slot else f"{regs}[{i}]" for i in range(width)]
+            fields = [
+                value if i == slot else "None" if before[i] == "no" else f"{regs}[{i}]"
+                for i in range(width)
+            ]
             bound = f"r{k}"
             out.append(f"{pad}{bound} = ({', '.join(fields)},)")
         for cond in item.conds:
-            self.test(self.condition(cond, True, bound), pad)
+            if not self.test(self.condition(cond, True, bound), pad):
+                return
+        held = sum(1 for at in p.settle if at <= j)
         settled = sum(1 for at in p.settle if at <= k)
-        for c in range(settled):
-            expr = self.condition(p.per_match[c], False, bound)
-            out.append(f"{pad}if {done} <= {c} and not ({expr}):")
-            out.append(f"{pad}    break")
-        decided = str(settled) if done == "0" else f"({done} if {done} > {settled} else {settled})"
-        out.append(f"{pad}new_append(({k}, {bound}, {decided}))")
+        for c in range(held, settled):
+            if not self.test(self.condition(p.per_match[c], False, bound), pad):
+                return
+        out.append(f"{pad}new_append(({k}, {bound}))")
         if k >= p.last_mandatory:
             rest = [self.condition(c, False, bound) for c in p.per_match[settled:]]
+            rest = [r for r in rest if r != "True"]
             inner = pad
+            if "False" in rest:
+                out.append(f"{pad}break")  # no match can end here
+                return
             if rest:
                 out.append(f"{pad}if {' and '.join(f'({r})' for r in rest)}:")
                 inner += "    "
@@ -663,13 +692,26 @@ class _StepSource:
     def count(self, ref: A.VarRef, regs: str) -> str:
         """Source for the number of nodes ``count(ref)`` counts in a match."""
         slot = self.p.analysis.index[ref.var]
-        if slot in self.p.kleene_slots and ref.func is None:
+        known = self.state[slot]
+        whole = slot in self.p.kleene_slots and ref.func is None
+        if known == "no":
+            return "0"
+        if known == "yes":
+            return f"{regs}[{slot}][2]" if whole else "1"
+        if whole:
             return f"(0 if {regs}[{slot}] is None else {regs}[{slot}][2])"
         return f"(0 if {regs}[{slot}] is None else 1)"
 
-    def test(self, expr: str, pad: str) -> None:
+    def test(self, expr: str, pad: str) -> bool:
+        """A guard of the block; False when it always fails (the rest of the block is dead)."""
+        if expr == "True":
+            return True
+        if expr == "False":
+            self.lines.append(f"{pad}break")
+            return False
         self.lines.append(f"{pad}if not ({expr}):")
         self.lines.append(f"{pad}    break")
+        return True
 
     def constant(self, value) -> str:
         name = f"_k{len(self.namespace)}"
@@ -687,22 +729,29 @@ class _StepSource:
             return None
         at = p._attribute(expr.path)
         slot = p.analysis.index[expr.var]
-        if slot not in p.kleene_slots:
-            return f"(None if {regs}[{slot}] is None else {regs}[{slot}][3][{at}])"
         if expr.func == "prev":
             return f"p[3][{at}]"
-        if expr.func is None and iteration:
+        if expr.func is None and iteration and slot in p.kleene_slots:
             return f"e[3][{at}]"
-        if expr.func in ("first", "last"):
-            end = 0 if expr.func == "first" else 1
-            return f"(None if {regs}[{slot}] is None else {regs}[{slot}][{end}][3][{at}])"
-        return None
+        if slot in p.kleene_slots and expr.func not in ("first", "last"):
+            return None  # all of a Kleene-* variable's nodes
+        node = f"{regs}[{slot}]"
+        if slot in p.kleene_slots:
+            node += "[0]" if expr.func == "first" else "[1]"
+        known = self.state[slot]
+        if known == "no":
+            return "None"
+        if known == "yes":
+            return f"{node}[3][{at}]"
+        return f"(None if {regs}[{slot}] is None else {node}[3][{at}])"
 
     def condition(self, cond, iteration: bool, regs: str) -> str:
-        """Source for a condition's effective boolean value."""
+        """Source for a condition's effective boolean value ("True"/"False" when known)."""
         if isinstance(cond, A.Compare):
             left = self.single(cond.left, iteration, regs)
             right = self.single(cond.right, iteration, regs)
+            if "None" in (left, right):
+                return "False"  # an empty operand: every comparison is false
             if left is not None and right is not None:
                 a, b = f"a{self.fresh}", f"b{self.fresh}"
                 self.fresh += 1
@@ -713,10 +762,17 @@ class _StepSource:
                     f"else {a}[0] {op} {b}[0]))"
                 )
         if isinstance(cond, A.And | A.Or):
-            word = " and " if isinstance(cond, A.And) else " or "
             left = self.condition(cond.left, iteration, regs)
-            return f"({left}{word}{self.condition(cond.right, iteration, regs)})"
+            right = self.condition(cond.right, iteration, regs)
+            absorbing, neutral = ("False", "True") if isinstance(cond, A.And) else ("True", "False")
+            if absorbing in (left, right):
+                return absorbing
+            if left == neutral or right == neutral:
+                return right if left == neutral else left
+            word = " and " if isinstance(cond, A.And) else " or "
+            return f"({left}{word}{right})"
         if isinstance(cond, A.Not):
-            return f"(not {self.condition(cond.arg, iteration, regs)})"
+            arg = self.condition(cond.arg, iteration, regs)
+            return {"True": "False", "False": "True"}.get(arg, f"(not {arg})")
         closure = self.constant(self.p._condition(cond, iteration))
         return f"{closure}({regs}, e, p)"
