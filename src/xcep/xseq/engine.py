@@ -999,6 +999,7 @@ def _drive(batches: Iterable[EventBatch], stream, active: dict, rows: list, fina
     """Feed the events of ``batches`` to ``stream``; yield the rows as they are known."""
     tag = attrs = opened = None  # an open tag waiting for its attributes
     open_ = text = close = None
+    attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
     for batch in batches:
         names = batch.symbols.names
         for number, start, end in batch.document_runs():
@@ -1008,23 +1009,20 @@ def _drive(batches: Iterable[EventBatch], stream, active: dict, rows: list, fina
             if number != stream.doc:
                 stream.start_document(number)
                 open_, text, close = stream.open, stream.text, stream.close
-            part = slice(start, end)
-            for kind, name, value, ident in zip(
-                batch.kinds[part],
-                batch.names[part],
-                batch.values[part],
-                batch.nodes[part],
-                strict=True,
-            ):
-                if kind == ATTR:
+            whole = start == 0 and end == len(batch.kinds)
+            columns = (batch.kinds, batch.names, batch.values, batch.nodes)
+            if not whole:
+                columns = tuple(column[start:end] for column in columns)
+            for kind, name, value, ident in zip(*columns, strict=False):  # equal lengths
+                if kind == attr:
                     attrs.append((names[name], value, ident))
                     continue
                 if tag is not None:
                     open_(tag, attrs, opened, number)
                     tag = None
-                if kind == OPEN:
+                if kind == opening:
                     tag, attrs, opened = names[name], [], ident
-                elif kind == TEXT:
+                elif kind == texts:
                     text(value, ident)
                 else:
                     close()
