@@ -168,9 +168,7 @@ def test_cli_explains_and_runs_both_evaluators(tmp_path) -> None:
     data = tmp_path / "stocks.xml"
     prices = (5, 4, 3, 6, 2, 1, 7, 7, 3)
     data.write_text(
-        "<s>"
-        + "".join(f'<t k="{"AB"[i % 2]}" p="{p}"/>' for i, p in enumerate(prices))
-        + "</s>"
+        "<s>" + "".join(f'<t k="{"AB"[i % 2]}" p="{p}"/>' for i, p in enumerate(prices)) + "</s>"
     )
     query = "return count($Z) from /s/$Z (\\ $X)* where $X@p < prev($X)@p partition by /s/t@k"
     out = io.StringIO()
