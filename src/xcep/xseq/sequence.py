@@ -33,7 +33,6 @@ compares this path with the reference evaluator and with the automaton.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -43,7 +42,7 @@ from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, Node
 from xcep.xseq.matches import Aggregator, Binding, output_row
 from xcep.xseq.semantics import Analysis
-from xcep.xseq.values import _as_string, to_number
+from xcep.xseq.values import COMPARISONS, arith, as_string, to_number
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 _MISSING = object()
@@ -53,19 +52,9 @@ class NotFlat(Exception):
     """The query is not a flat sequence pattern; the message says which construct."""
 
 
-_OPS = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-
-
 def _pair(value) -> tuple:
     """A value as (string, number or None): how comparisons see it (xcep.xseq.values)."""
-    return (_as_string(value), to_number(value))
+    return (as_string(value), to_number(value))
 
 
 def _compare(op, left: list, right: list) -> bool:
@@ -248,24 +237,20 @@ class SequencePattern:
             return lambda regs, e, p: [_pair(n[2]) for n in nodes(regs, e, p)]
         if isinstance(expr, A.Arith):
             left, right = self._values(expr.left, iteration), self._values(expr.right, iteration)
-            op = {"+": operator.add, "-": operator.sub, "*": operator.mul}.get(expr.op)
 
-            def arith(regs, e, p):
-                a, b = left(regs, e, p), right(regs, e, p)
-                if not a or not b or a[0][1] is None or b[0][1] is None:
-                    return []
-                if op is None:  # div
-                    return [_pair(a[0][1] / b[0][1])] if b[0][1] else []
-                return [_pair(op(a[0][1], b[0][1]))]
+            def calculate(regs, e, p):  # on the first value of each side, as values.arith
+                a = [v[1] if v[1] is not None else v[0] for v in left(regs, e, p)[:1]]
+                b = [v[1] if v[1] is not None else v[0] for v in right(regs, e, p)[:1]]
+                return [_pair(v) for v in arith(expr.op, a, b)]
 
-            return arith
+            return calculate
         cond = self._condition(expr, iteration)  # a condition used as a value
         return lambda regs, e, p: [_pair(cond(regs, e, p))]
 
     def _condition(self, cond, iteration: bool):
         """fn(regs, element, pred) -> the effective boolean value of ``cond``."""
         if isinstance(cond, A.Compare):
-            op = _OPS[cond.op]
+            op = COMPARISONS[cond.op]
             one, other = self._single(cond.left, iteration), self._single(cond.right, iteration)
             if one is not None and other is not None:  # the common case: one value a side
 

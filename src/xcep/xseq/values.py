@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import operator
 
-_COMPARE = {
+COMPARISONS = {  # XSeq comparison operators
     "=": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -39,8 +39,8 @@ def to_number(value) -> float | None:
 def compare_one(op: str, left, right) -> bool:
     a, b = to_number(left), to_number(right)
     if a is not None and b is not None:
-        return _COMPARE[op](a, b)
-    return _COMPARE[op](_as_string(left), _as_string(right))
+        return COMPARISONS[op](a, b)
+    return COMPARISONS[op](as_string(left), as_string(right))
 
 
 def compare(op: str, left: list, right: list) -> bool:
@@ -66,7 +66,8 @@ def arith(op: str, left: list, right: list) -> list:
     return [a / b] if b else []
 
 
-def _as_string(value) -> str:
+def as_string(value) -> str:
+    """A value as comparisons see it as a string (numbers as XPath writes them)."""
     if isinstance(value, float):
         return str(format_number(value))  # 4.0 as "4", as XPath writes numbers
     return str(value)
@@ -102,7 +103,7 @@ class Aggregate:
     def add(self, values: list) -> None:
         for value in values:
             self.count += 1
-            text = _as_string(value)
+            text = as_string(value)
             low, high = self.strings or (text, text)
             self.strings = (min(low, text), max(high, text))
             number = to_number(value)
