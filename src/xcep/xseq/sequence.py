@@ -183,31 +183,6 @@ class SequencePattern:
             return lambda regs, e, p: [] if regs[slot] is None else [regs[slot][1]]
         return lambda regs, e, p: [] if regs[slot] is None else _all(regs[slot][3])
 
-    def _single(self, expr, iteration: bool):
-        """fn(regs, element, pred) -> the operand's one value (a pair) or None, for an operand
-        that never has more than one value; None for the others."""
-        if isinstance(expr, A.Const):
-            value = _pair(expr.value)
-            return lambda regs, e, p: value
-        if isinstance(expr, A.RelPath):
-            at = self._attribute(expr.path)
-            return lambda regs, e, p: e[3][at]
-        if not isinstance(expr, A.VarRef) or expr.path is None:
-            return None
-        at = self._attribute(expr.path)
-        slot = self.analysis.index[expr.var]
-        if slot not in self.kleene_slots:
-            return lambda regs, e, p: None if regs[slot] is None else regs[slot][3][at]
-        if expr.func == "prev":  # in its group's iteration: the list's previous element
-            return lambda regs, e, p: p[3][at]
-        if expr.func is None and iteration:  # in its group's iteration: this element
-            return lambda regs, e, p: e[3][at]
-        if expr.func == "first":
-            return lambda regs, e, p: None if regs[slot] is None else regs[slot][0][3][at]
-        if expr.func == "last":
-            return lambda regs, e, p: None if regs[slot] is None else regs[slot][1][3][at]
-        return None
-
     def _values(self, expr, iteration: bool):
         """fn(regs, element, pred) -> the operand's values as (string, number) pairs."""
         if isinstance(expr, A.Const):
@@ -218,16 +193,6 @@ class SequencePattern:
                 raise NotFlat(f"{A.to_text(expr)} as a value is its content (read @name)")
             at = self._attribute(expr.path)
             nodes = self._nodes(expr, iteration)
-            slot = self.analysis.index[expr.var]
-            if slot not in self.kleene_slots:
-
-                def single(regs, e, p):
-                    node = regs[slot]
-                    if node is None or node[3][at] is None:
-                        return []
-                    return [node[3][at]]
-
-                return single
             return lambda regs, e, p: [v for n in nodes(regs, e, p) if (v := n[3][at]) is not None]
         if isinstance(expr, A.RelPath):  # a step predicate: the element's own attribute
             at = self._attribute(expr.path)
@@ -249,20 +214,8 @@ class SequencePattern:
 
     def _condition(self, cond, iteration: bool):
         """fn(regs, element, pred) -> the effective boolean value of ``cond``."""
-        if isinstance(cond, A.Compare):
+        if isinstance(cond, A.Compare):  # (the step source inlines one value a side)
             op = COMPARISONS[cond.op]
-            one, other = self._single(cond.left, iteration), self._single(cond.right, iteration)
-            if one is not None and other is not None:  # the common case: one value a side
-
-                def compare_one(regs, e, p):
-                    a, b = one(regs, e, p), other(regs, e, p)
-                    if a is None or b is None:
-                        return False
-                    if a[1] is not None and b[1] is not None:
-                        return op(a[1], b[1])
-                    return op(a[0], b[0])
-
-                return compare_one
             left, right = self._values(cond.left, iteration), self._values(cond.right, iteration)
             return lambda regs, e, p: _compare(op, left(regs, e, p), right(regs, e, p))
         if isinstance(cond, A.And | A.Or):
