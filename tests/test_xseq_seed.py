@@ -352,15 +352,29 @@ def _stock_file(path, transactions: int):
     return path
 
 
-def test_flat_streams_run_in_constant_memory(tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("query", "flat"),
+    [
+        (
+            "return last($X)@price from /stocks /$Z (\\ $X)* "
+            "where $X@price < prev($X)@price and $X/v/text() != prev($X)/v/text() "
+            "partition by /stocks/transaction@company",
+            False,  # reads the v children: the automaton
+        ),
+        (
+            "return last($X)@price, $Z@company from /stocks /$Z (\\ $X)* "
+            "where $X@price < prev($X)@price partition by /stocks/transaction@company",
+            True,  # the flat sequence fast path
+        ),
+    ],
+)
+def test_flat_streams_run_in_constant_memory(tmp_path, query: str, flat: bool) -> None:
     """Memory is bounded by depth and automaton state, not by the length of the stream."""
     import tracemalloc
 
-    query = (
-        "return last($X)@price from /stocks /$Z (\\ $X)* "
-        "where $X@price < prev($X)@price and $X/v/text() != prev($X)/v/text() "
-        "partition by /stocks/transaction@company"
-    )
+    from xcep.xseq.sequence import SequencePattern
+
+    assert isinstance(XSeqEngine(query).sequence, SequencePattern) == flat
     peaks = []
     for count in (2_000, 16_000):
         path = _stock_file(tmp_path / f"s{count}.xml", count)
