@@ -25,7 +25,11 @@ def element(draw) -> str:
     for attribute, choices in (("k", ("A", "B")), ("p", VALUES), ("q", ("a", "b"))):
         if draw(st.integers(0, 4)):  # sometimes missing
             attributes += f' {attribute}="{draw(st.sampled_from(choices))}"'
-    inside = draw(st.sampled_from(("", "", "text", "<t p='9'/>", "<u><t/></u>")))
+    inside = draw(
+        st.sampled_from(
+            ("", "", "text", "<t p='9'/>", "<u><t/></u>", "<v>3</v>", "<v>x</v>a<v>1<w/>5</v>")
+        )
+    )
     return f"<{name}{attributes}>{inside}</{name}>"
 
 
@@ -47,7 +51,7 @@ def sequence_queries(draw) -> str:
     head_var = draw(st.booleans())
     head = "$Z" if head_var else draw(st.sampled_from(("t", "*")))
     if draw(st.integers(0, 3)) == 0:
-        head += draw(st.sampled_from(("[@p > 1]", "[@q = 'a']", "[not(@q)]")))
+        head += draw(st.sampled_from(("[@p > 1]", "[@q = 'a']", "[not(@q)]", "[v/text() = 3]")))
     items, kleene, plain = [], [], ["Z"] if head_var else []
     for i in range(draw(st.integers(1, 3))):
         star = draw(st.booleans())
@@ -71,8 +75,11 @@ def sequence_queries(draw) -> str:
             options += [f"first(${v})@p < ${z}@p" for z in plain]
             options += [f"last(${v})@p + 1 > ${z}@p" for z in plain]
             options += [f"tag(${v}) = 't'", f"not(${v}@q = 'b')", f"${v}@p > 2"]
+            options += [f"${v}/v/text() > prev(${v})/v/text()", f"${v}/v/text() = 3"]
+            options += [f"last(${v})/v/text() >= ${z}/v/text()" for z in plain]
         for z in plain:
             options += [f"${z}@p > 1", f"tag(${z}) = 'u'", f"${z}@q != 'a' or ${z}@p = 3"]
+            options += [f"${z}/v/text() != 'x'"]
         if options:
             conjuncts.append(draw(st.sampled_from(options)))
     variables = plain + kleene
@@ -89,6 +96,8 @@ def sequence_queries(draw) -> str:
                 f"sum(${v}@p), count(${variables[0]})",
                 f"${variables[0]}@q, count(${v})",  # grouped: per partition
                 f"${v}@p * 2",
+                f"${v}/v/text(), ${v}@q",
+                f"max(${v}/v/text())",
             )
         )
     )
@@ -144,7 +153,7 @@ def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int) ->
         ("//t", "a plain path"),
         ("return $Z from /s/$Z (\\ $X)*", "content"),
         ("return count($Z) from /s/$Z (/t)*", "not"),
-        ("return count($Z) from /s/$Z \\ $X where $X/t = 1", "inside an element"),
+        ("return count($Z) from /s/$Z \\ $X where $X/t = 1", "more of an element"),
         ("return count($Z) from //t/$Z \\ $X", "child steps"),
         ("return count($Z) from //s/$Z \\ $X partition by //s/t@k", "//"),
     ],
@@ -185,3 +194,29 @@ def test_cli_explains_and_runs_both_evaluators(tmp_path) -> None:
     # A: 5 3 2 7 3 -> runs 5>3>2: {5},{5,3},{5,3,2},{3},{3,2},{2},{7},{7,3},{3} = 9
     # B: 4 6 1 7   -> {4},{6},{6,1},{1},{7} = 5
     assert rows[0] == rows[1] == "[9]\n[5]\n"
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prices=st.lists(st.sampled_from((1, 2, 3, "2.5", "x", None)), max_size=12),
+    query=st.sampled_from(
+        (
+            "return $Z/p/text(), $X/p/text() from /json/$Z (\\ $X)* "
+            "where $X/p/text() < prev($X)/p/text() and first($X)/p/text() < $Z/p/text()",
+            "return count($Z) from /json/$Z (\\ $X)* (\\ $Y)* "
+            "where $X/p/text() < prev($X)/p/text() and $Y/p/text() > prev($Y)/p/text()",
+            "return max($X/p/text()), count($X) from /json/$Z[c/text() = 'A'] (\\ $X)*",
+        )
+    ),
+)
+def test_json_arrays_run_on_the_fast_path(prices: list, query: str) -> None:
+    """A JSON array of objects is a list of elements whose fields are children's text."""
+    import json
+
+    assert isinstance(XSeqEngine(query).sequence, SequencePattern)
+    objects = [{"c": "AB"[i % 2], "p": p} for i, p in enumerate(prices)]
+    text = json.dumps({"s": objects})
+    expected = evaluate(query, parse(text, format="json"))
+    for fast in (True, False):
+        stream = EventStream([io.BytesIO(text.encode())], format="json", batch_size=5)
+        assert list(XSeqEngine(query, fast=fast).run(stream.batches())) == expected, fast

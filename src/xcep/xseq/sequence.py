@@ -39,7 +39,7 @@ import numpy as np
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT
 from xcep.xseq import ast as A
-from xcep.xseq.dom import ROOT, Node
+from xcep.xseq.dom import ROOT, TEXT_NODE, Node
 from xcep.xseq.matches import Aggregator, Binding, output_row
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import COMPARISONS, arith, as_string, to_number
@@ -90,7 +90,9 @@ class SequencePattern:
         self.analysis = analysis
         if analysis.mode == "nodes":
             raise NotFlat("a plain path (no return clause)")
-        self.attributes: dict[str, int] = {}  # attribute name -> slot in an element's values
+        # what conditions and outputs read of an element: ("@", attribute) or ("/", child
+        # element whose text() is read) -> slot in the element's values
+        self.fields: dict[tuple, int] = {}
         self.kleene_slots = {analysis.index[v] for v in analysis.kleene}
         self.list_path, self.partition_attribute, steps = self._list(analysis)
         self.items = self._items(steps)
@@ -160,15 +162,25 @@ class SequencePattern:
         return items
 
     # conditions and values, compiled to closures fn(regs, element, pred)
-    def _attribute(self, path) -> int:
-        if not (
-            isinstance(path, A.Step)
-            and path.axis == A.ATTRIBUTE
-            and path.name != A.WILDCARD
-            and not path.preds
-        ):
-            raise NotFlat(f"{A.to_text(path)!r} reads inside an element (only @name is flat)")
-        return self.attributes.setdefault(path.name, len(self.attributes))
+    def _field(self, path) -> int:
+        """The slot of ``@name`` or ``name/text()`` in an element's values."""
+        steps = path.items if isinstance(path, A.Seq) else (path,)
+        if all(isinstance(step, A.Step) and not step.preds for step in steps):
+            if len(steps) == 1 and steps[0].axis == A.ATTRIBUTE and steps[0].name != "*":
+                key = ("@", steps[0].name)
+                return self.fields.setdefault(key, len(self.fields))
+            if (
+                len(steps) == 2
+                and (steps[0].axis, steps[0].kind) == (A.CHILD, A.ELEMENT)
+                and steps[0].name != "*"
+                and (steps[1].axis, steps[1].kind) == (A.CHILD, A.TEXT)
+            ):
+                key = ("/", steps[0].name)
+                return self.fields.setdefault(key, len(self.fields))
+        raise NotFlat(f"{A.to_text(path)!r} reads more of an element than @name or name/text()")
+
+    def _is_attribute(self, slot: int) -> bool:
+        return next(kind for (kind, _), at in self.fields.items() if at == slot) == "@"
 
     def _nodes(self, ref: A.VarRef, iteration: bool):
         """fn(regs, element, pred) -> the elements ``ref`` (without its path) names."""
@@ -191,12 +203,16 @@ class SequencePattern:
         if isinstance(expr, A.VarRef):
             if expr.path is None:
                 raise NotFlat(f"{A.to_text(expr)} as a value is its content (read @name)")
-            at = self._attribute(expr.path)
+            at = self._field(expr.path)
             nodes = self._nodes(expr, iteration)
-            return lambda regs, e, p: [v for n in nodes(regs, e, p) if (v := n[3][at]) is not None]
-        if isinstance(expr, A.RelPath):  # a step predicate: the element's own attribute
-            at = self._attribute(expr.path)
-            return lambda regs, e, p: [] if e[3][at] is None else [e[3][at]]
+            if self._is_attribute(at):
+                return lambda regs, e, p: [v for n in nodes(regs, e, p) if (v := n[3][at])]
+            return lambda regs, e, p: [v for n in nodes(regs, e, p) for v in n[3][at]]
+        if isinstance(expr, A.RelPath):  # a step predicate: the element's own field
+            at = self._field(expr.path)
+            if self._is_attribute(at):
+                return lambda regs, e, p: [] if e[3][at] is None else [e[3][at]]
+            return lambda regs, e, p: e[3][at]
         if isinstance(expr, A.Tag):
             nodes = self._nodes(expr.ref, iteration)
             return lambda regs, e, p: [_pair(n[2]) for n in nodes(regs, e, p)]
@@ -247,7 +263,7 @@ class SequencePattern:
             if isinstance(node, A.Tag | A.Const):
                 return
             if isinstance(node, A.VarRef) and node.path is not None:
-                self._attribute(node.path)
+                self._field(node.path)
             elif isinstance(node, A.Compare | A.Arith | A.And | A.Or):
                 check(node.left)
                 check(node.right)
@@ -358,37 +374,70 @@ class SequenceRun:
         names_path = p.list_path
         depth_of_list = len(names_path)
         attribute = p.partition_attribute
-        wanted = p.attributes
+        attributes = {name: at for (kind, name), at in p.fields.items() if kind == "@"}
+        children = {name: at for (kind, name), at in p.fields.items() if kind == "/"}
+        deepest = depth_of_list + (2 if children else 0)  # down to the children's text
+        at_close = attribute is None or bool(children)  # step an element at its close
         keep_raw = not p.count_only
         ok = [True] * (depth_of_list + 1)  # ok[d]: the open element at depth d is on the path
         current: _List | None = None  # the list of the open parent (no partition by)
-        pending = None  # the open list element: [doc, ident, tag, values, raw, node]
+        pending = None  # the open list element: [doc, ident, tag, values, raw, node, children]
+        pending_list = child = None
         doc = None
         step = self.p.make_step(self.emit)
-        width = len(wanted)
+        width = len(p.fields)
         numbers: dict = {}  # attribute value -> to_number(value), a cache
+
+        def pair(value: str) -> tuple:
+            number = numbers.get(value, _MISSING)
+            if number is _MISSING:
+                if len(numbers) > 65536:
+                    numbers.clear()
+                number = numbers[value] = to_number(value)
+            return (value, number)
+
         for batch in batches:
             table = batch.symbols.names
             symbols = batch.symbols  # name ids: .get does not add a name
             key_id = symbols.get(attribute, -2) if attribute is not None else -2
-            wanted_ids = {symbols[n]: at for n, at in wanted.items() if n in symbols}
+            wanted_ids = {symbols[n]: at for n, at in attributes.items() if n in symbols}
             kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
             depths = np.frombuffer(batch.depths, dtype=np.int32)
-            wanted_kinds = (kinds == _OPEN) if attribute is not None else (kinds != _ATTR)
-            picked = np.flatnonzero((depths <= depth_of_list) & wanted_kinds & (kinds != _TEXT))
+            if children:
+                wanted_kinds = kinds != _ATTR
+            else:
+                wanted_kinds = (kinds == _OPEN) | (kinds == _CLOSE) if at_close else kinds == _OPEN
+            picked = np.flatnonzero((depths <= deepest) & wanted_kinds)
             kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
             docs, nodes = batch.docs, batch.nodes
             size = len(kinds_)
             for i in picked.tolist():
-                depth = depths_[i]
+                depth, kind = depths_[i], kinds_[i]
                 if docs[i] != doc:  # a new document (the last may have been cut short)
-                    doc, pending, current = docs[i], None, None
-                if kinds_[i] == _CLOSE:  # lists of parents (no partition by) only
+                    doc, pending, current, child = docs[i], None, None, None
+                if depth > depth_of_list:  # inside a list element: the children's text
+                    if pending is None:
+                        continue
+                    if depth == depth_of_list + 1:
+                        if kind == _OPEN:
+                            at = children.get(table[names[i]])
+                            child = None if at is None else (at, table[names[i]], nodes[i], [])
+                        elif kind == _CLOSE and child is not None:
+                            pending[3][child[0]] += [pair(v) for v, _ in child[3]]
+                            if keep_raw:
+                                pending[6].append(child[1:])
+                            child = None
+                    elif kind == _TEXT and child is not None:
+                        child[3].append((values[i], nodes[i]))
+                    continue
+                if kind == _TEXT:
+                    continue
+                if kind == _CLOSE:
                     if depth == depth_of_list:
                         if pending is not None:
-                            step(current, pending)
+                            step(pending_list, pending)
                             pending = None
-                    elif depth == depth_of_list - 1:
+                    elif depth == depth_of_list - 1 and attribute is None:
                         current = None
                     continue
                 name = table[names[i]]
@@ -401,6 +450,8 @@ class SequenceRun:
                 if not ok[depth]:
                     continue
                 found, raw, key = [None] * width, [] if keep_raw else None, None
+                for at in children.values():
+                    found[at] = []
                 j = i + 1
                 while j < size and kinds_[j] == _ATTR:
                     aid = names[j]
@@ -408,26 +459,21 @@ class SequenceRun:
                         key = values[j]
                     at = wanted_ids.get(aid)
                     if at is not None:
-                        value = values[j]
-                        number = numbers.get(value, _MISSING)
-                        if number is _MISSING:
-                            if len(numbers) > 65536:
-                                numbers.clear()
-                            number = numbers[value] = to_number(value)
-                        found[at] = (value, number)
+                        found[at] = pair(values[j])
                     if raw is not None:
                         raw.append((table[aid], values[j], nodes[j]))
                     j += 1
-                element = [doc, nodes[i], name, found, raw, None]
-                if attribute is None:
-                    pending = element  # stepped at its close, as the automaton emits then
-                    continue
-                if key is None:
-                    continue  # in no partition
-                current = self.lists.get(key)
-                if current is None:
-                    current = self.lists[key] = self.new_list(key)
-                step(current, element)  # a partition's matches are kept if its document breaks
+                element = [doc, nodes[i], name, found, raw, None, []]
+                if attribute is not None:
+                    if key is None:
+                        continue  # in no partition
+                    current = self.lists.get(key)
+                    if current is None:
+                        current = self.lists[key] = self.new_list(key)
+                if at_close:  # as the automaton emits then (and its children are read)
+                    pending, pending_list = element, current
+                else:  # a partition's matches are kept if its document breaks
+                    step(current, element)
             if self.rows:
                 yield from self.rows
                 self.rows.clear()
@@ -472,8 +518,18 @@ class SequenceRun:
 
     @staticmethod
     def node(lst: _List, element: list) -> Node:
+        """The element as a node for the engine's output code: its attributes and the
+        children whose text the query reads."""
         if element[5] is None:
-            element[5] = Node.element(element[2], element[0], element[1], lst.root, element[4])
+            doc = element[0]
+            node = element[5] = Node.element(element[2], doc, element[1], lst.root, element[4])
+            for name, ident, texts in element[6]:
+                child = Node.element(name, doc, ident, node, [])
+                for value, text_ident in texts:
+                    text = Node(TEXT_NODE, None, doc, text_ident, child)
+                    text.value = value
+                    child.children.append(text)
+                node.children.append(child)
         return element[5]
 
 
@@ -661,11 +717,13 @@ class _StepSource:
         p = self.p
         if isinstance(expr, A.Const):
             return self.constant(_pair(expr.value))
-        if isinstance(expr, A.RelPath):
-            return f"e[3][{p._attribute(expr.path)}]"
-        if not isinstance(expr, A.VarRef) or expr.path is None:
+        if not isinstance(expr, A.VarRef | A.RelPath) or expr.path is None:
             return None
-        at = p._attribute(expr.path)
+        at = p._field(expr.path)
+        if not p._is_attribute(at):
+            return None  # a child's text(): any number of values
+        if isinstance(expr, A.RelPath):
+            return f"e[3][{at}]"
         slot = p.analysis.index[expr.var]
         if expr.func == "prev":
             return f"p[3][{at}]"
