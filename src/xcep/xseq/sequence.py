@@ -2,29 +2,33 @@
 
 Many CEP queries walk one list of sibling elements with immediate-sibling
 steps only — ``/stocks/$Z (\\ $X)* (\\ $Y)*``, usually with ``partition by`` —
-and read nothing but attributes: on such a list the visibly pushdown
-automaton never pushes anything that matters, and it is a finite automaton
-over the list's elements. ``compile_sequence`` recognises these queries (or
+and read nothing of an element but its attributes or its children's text
+(JSON members): on such a list the visibly pushdown automaton never pushes
+anything that matters, and it is a finite automaton over the list's
+elements. ``compile_sequence`` recognises these queries (or
 says why a query is not one) and ``SequenceRun`` runs them directly:
 
 - the list is found by depth and element names (the partition path, or the
   from path's leading child steps), its elements read from the batch columns
-  (numpy picks the opens and closes at or above the list's depth, so events
-  inside the elements cost nothing), each element's referenced attributes
-  read once, as a string and a number;
+  (numpy picks the events at the list's depth and above, and down to the
+  children's text when the query reads it; the rest of an element's content
+  costs nothing); what the query reads of each element (``@name``,
+  ``name/text()``) is read once, as a string and a number;
 - per list (each parent element, or each partition across the stream) the
   live partial matches are pairs ``(item, registers)``: the pattern item the
   match ends in and per variable its element (or, under a Kleene-*, first,
   last, count and the nodes as a linked list when something reads them all);
   the per-match conditions decidable at that item have held;
 - an element advances each partial match by one item (iterating a Kleene-*,
-  or moving on past empty ones), checks step predicates and per-iteration
-  conditions compiled to closures, and decides each per-match condition as
-  soon as the variables it reads are final (so a partial match that can no
-  longer match dies at once);
+  or moving on past empty ones): a step function generated per pattern
+  (``_StepSource``) tests names, step predicates and per-iteration conditions
+  inlined as Python expressions, and decides each per-match condition as soon
+  as the variables it reads are final (so a partial match that can no longer
+  match dies at once);
 - matches, their order (end element, then binding), duplicates, the output
-  rows and the aggregates are the engine's (``xcep.xseq.matches``): an element
-  is stepped at its close, when the automaton engine emits the same rows.
+  rows and the aggregates are the engine's (``xcep.xseq.matches``); elements
+  of a parent's list are stepped at their close, when the automaton emits
+  the same rows.
 
 Only selection ``all`` runs here (the policies need every match's start and
 end, which the engine's emitter keeps). ``tests/test_xseq_sequence.py``
