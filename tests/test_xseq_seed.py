@@ -357,14 +357,15 @@ def _stock_file(path, transactions: int):
     [
         (
             "return last($X)@price from /stocks /$Z (\\ $X)* "
-            "where $X@price < prev($X)@price and $X/v/text() != prev($X)/v/text() "
+            "where $X@price < prev($X)@price and $X/v != prev($X)/v "
             "partition by /stocks/transaction@company",
-            False,  # reads the v children: the automaton
+            False,  # reads the v children's string values: the automaton
         ),
         (
             "return last($X)@price, $Z@company from /stocks /$Z (\\ $X)* "
-            "where $X@price < prev($X)@price partition by /stocks/transaction@company",
-            True,  # the flat sequence fast path
+            "where $X@price < prev($X)@price and $X/v/text() != prev($X)/v/text() "
+            "partition by /stocks/transaction@company",
+            True,  # attributes and children's text: the flat sequence fast path
         ),
     ],
 )

@@ -1092,11 +1092,13 @@ class XSeqEngine:
         self.program = Program(self.analysis)
         self.group = _Group(self.analysis.partition)
         self.group.machine.add(self.program)
-        self.sequence = compile_sequence(self.analysis) if selection == "all" else None
+        # the flat sequence fast path, or why the automaton runs the query
         if not fast:
             self.sequence = "the fast path is off"
         elif selection != "all":
             self.sequence = f"selection {selection} runs on the automaton"
+        else:
+            self.sequence = compile_sequence(self.analysis)
 
     @property
     def vpa(self) -> Vpa:

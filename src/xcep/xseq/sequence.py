@@ -395,7 +395,7 @@ class SequenceRun:
         def pair(value: str) -> tuple:
             number = numbers.get(value, _MISSING)
             if number is _MISSING:
-                if len(numbers) > 65536:
+                if len(numbers) > 4096:  # a bounded cache: repeated values hit it
                     numbers.clear()
                 number = numbers[value] = to_number(value)
             return (value, number)
