@@ -375,7 +375,7 @@ def test_flat_streams_run_in_constant_memory(tmp_path, query: str, flat: bool) -
 
     from xcep.xseq.sequence import SequencePattern
 
-    assert isinstance(XSeqEngine(query).sequence, SequencePattern) == flat
+    assert isinstance(XSeqEngine(query).fast_path, SequencePattern) == flat
     peaks = []
     for count in (2_000, 16_000):
         path = _stock_file(tmp_path / f"s{count}.xml", count)

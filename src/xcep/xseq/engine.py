@@ -35,6 +35,7 @@ from xcep.xseq.matches import (
 )
 from xcep.xseq.optimize import optimize
 from xcep.xseq.parser import parse_query
+from xcep.xseq.paths import PlainPath, compile_plain_path
 from xcep.xseq.semantics import Analysis, analyze
 from xcep.xseq.sequence import SequencePattern, compile_sequence
 from xcep.xseq.vpa import Vpa, compile_to_vpa
@@ -1083,8 +1084,9 @@ class XSeqEngine:
     ) -> None:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
-        ``fast``: run a flat sequence pattern (``xcep.xseq.sequence``) on its fast path
-        when it qualifies (selection ``all``); False always runs the automaton."""
+        ``fast``: run a plain path (``xcep.xseq.paths``) or a flat sequence pattern
+        (``xcep.xseq.sequence``) on its fast path when it qualifies (selection ``all``);
+        False always runs the automaton."""
         self.analysis = _compile(query, schema, opt)
         check_selection(selection)
         self.selection = selection
@@ -1092,13 +1094,15 @@ class XSeqEngine:
         self.program = Program(self.analysis)
         self.group = _Group(self.analysis.partition)
         self.group.machine.add(self.program)
-        # the flat sequence fast path, or why the automaton runs the query
+        # a fast path (plain path, flat sequence pattern), or why the automaton runs the query
         if not fast:
-            self.sequence = "the fast path is off"
+            self.fast_path = "the fast path is off"
         elif selection != "all":
-            self.sequence = f"selection {selection} runs on the automaton"
+            self.fast_path = f"selection {selection} runs on the automaton"
+        elif self.analysis.mode == "nodes":
+            self.fast_path = compile_plain_path(self.analysis)
         else:
-            self.sequence = compile_sequence(self.analysis)
+            self.fast_path = compile_sequence(self.analysis)
 
     @property
     def vpa(self) -> Vpa:
@@ -1107,8 +1111,10 @@ class XSeqEngine:
     def stats(self) -> dict:
         """Automaton states and the transition cache's entries, hits and hit ratio; on the
         fast path, the lists (partitions) and partial matches of the last run."""
-        if isinstance(self.sequence, SequencePattern):
-            return {"evaluator": "flat sequence", **self.sequence.stats()}
+        if isinstance(self.fast_path, SequencePattern):
+            return {"evaluator": "flat sequence", **self.fast_path.stats()}
+        if isinstance(self.fast_path, PlainPath):
+            return {"evaluator": "plain path", **self.fast_path.stats()}
         machine = self.group.machine
         return {
             "evaluator": "automaton",
@@ -1134,10 +1140,13 @@ class XSeqEngine:
             path, attribute = analysis.partition
             lines.append(f"partition by: {A.to_text(path)}@{attribute}")
         lines.append(f"path run by the automaton: {A.to_text(analysis.path)}")
-        if isinstance(self.sequence, SequencePattern):
-            lines.append("evaluated as a flat sequence pattern (the fast path, docs/xseq.md)")
+        if isinstance(self.fast_path, SequencePattern):
+            lines.append("evaluated as a flat sequence pattern (a fast path, docs/xseq.md)")
+        elif isinstance(self.fast_path, PlainPath):
+            lines.append("evaluated as a plain path (a fast path, docs/xseq.md)")
         else:
-            lines.append(f"not a flat sequence pattern: {self.sequence}")
+            kind = "plain path" if self.analysis.mode == "nodes" else "flat sequence pattern"
+            lines.append(f"not a {kind}: {self.fast_path}")
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
 
@@ -1149,8 +1158,8 @@ class XSeqEngine:
         (aggregates, matches a longer one might still replace). A later run over a longer
         prefix gives these rows again, first, in the same order.
         """
-        if isinstance(self.sequence, SequencePattern):
-            return self.sequence.run(batches, self.values_only, final)
+        if isinstance(self.fast_path, SequencePattern | PlainPath):
+            return self.fast_path.run(batches, self.values_only, final)
         rows: list = []
         active: dict = {}
         outputs = Outputs(active)

@@ -1,0 +1,357 @@
+"""Plain paths: the XSeq engine's fast path for node-set queries without predicates.
+
+A from clause of child and descendant steps with names or ``*``, Kleene-*
+groups of such steps, and optionally a last ``text()`` or ``@name`` step, with
+no variables, predicates or return clause (``//parlist/listitem
+(/parlist/listitem)*``), selects exactly the elements whose root-to-node
+sequence of names is in a regular language: ``/n`` reads ``n``, ``//n`` reads
+any names then ``n``, ``*`` any name. ``compile_plain_path`` builds that
+language's automaton (an NFA over names, determinized lazily: states are sets
+of NFA states, the transition table is a numpy array filled on first use, as
+in RE2), and ``PlainPathRun`` runs it a whole batch at a time:
+
+- numpy finds each open's parent (the last open one level up, level by level)
+  and looks the open's DFA state up from its parent's state and its name;
+  the states of the elements still open when a batch ends carry over;
+- a selected element is serialized from its events (only the events inside
+  selected elements are visited one by one), text and attribute steps take
+  the event's value; rows come out in document order, each as soon as its
+  element closed and the rows before it are out, as the automaton emits them.
+
+``tests/test_xseq_paths.py`` compares it with the reference evaluator and
+with the automaton.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+
+from xcep.events import ATTR, CLOSE, OPEN, TEXT
+from xcep.xseq import ast as A
+from xcep.xseq.semantics import Analysis
+
+_OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
+ANY = None  # the label of a wildcard or descendant move
+
+
+class NotPlain(Exception):
+    """The query is not a plain path; the message says which construct."""
+
+
+class _Nfa:
+    """Thompson's construction over element names; ``moves[s]`` = [(name or ANY, t)]."""
+
+    def __init__(self) -> None:
+        self.moves: list[list] = []
+        self.empty: list[list] = []  # ε-moves
+
+    def state(self) -> int:
+        self.moves.append([])
+        self.empty.append([])
+        return len(self.moves) - 1
+
+    def build(self, path, start: int) -> int:
+        """States for ``path`` from ``start``; returns its end state."""
+        if isinstance(path, A.Seq):
+            for item in path.items:
+                start = self.build(item, start)
+            return start
+        if isinstance(path, A.Star):
+            loop = self.state()
+            self.empty[start].append(loop)
+            end = self.build(path.body, loop)
+            self.empty[end].append(loop)
+            return loop
+        if not (
+            isinstance(path, A.Step)
+            and path.kind == A.ELEMENT
+            and path.axis in (A.CHILD, A.DESCENDANT)
+            and not path.preds
+            and not path.var
+        ):
+            raise NotPlain(f"the step {A.to_text(path)!r}")
+        if path.axis == A.DESCENDANT:
+            below = self.state()
+            self.empty[start].append(below)
+            self.moves[below].append((ANY, below))
+            start = below
+        end = self.state()
+        self.moves[start].append((None if path.name == A.WILDCARD else path.name, end))
+        return end
+
+    def closure(self, states) -> frozenset:
+        seen, stack = set(states), list(states)
+        while stack:
+            for t in self.empty[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return frozenset(seen)
+
+
+class PlainPath:
+    """A compiled plain path: the lazy DFA over names, and what the last step selects."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        query = analysis.query
+        if analysis.mode != "nodes" or analysis.partition is not None or query.where is not None:
+            raise NotPlain("a return, where or partition by clause")
+        steps = list(query.path.items) if isinstance(query.path, A.Seq) else [query.path]
+        last = steps[-1]
+        self.select = "element"  # or "text", or the attribute's name
+        if isinstance(last, A.Step) and last.kind == A.TEXT:
+            if last.axis != A.CHILD or last.preds:
+                raise NotPlain(f"the step {A.to_text(last)!r}")
+            self.select, steps = "text", steps[:-1]
+        elif isinstance(last, A.Step) and last.axis == A.ATTRIBUTE:
+            if last.name == A.WILDCARD or last.preds:
+                raise NotPlain(f"the step {A.to_text(last)!r}")
+            self.select, steps = ("@", last.name), steps[:-1]
+        if not steps:
+            raise NotPlain("a path without an element step")
+        nfa = _Nfa()
+        start = nfa.state()
+        self.final = nfa.build(A.Seq(tuple(steps)), start)
+        self.nfa = nfa
+        self.sets: list[frozenset] = []  # DFA state -> NFA states
+        self.ids: dict[frozenset, int] = {}
+        self.accepting: list[bool] = []
+        self.start = self._intern(nfa.closure([start]))
+        self.table = np.full((1, 1), -1, dtype=np.int32)  # [state, name id] -> state
+        self.dead = self._intern(frozenset())
+
+    def _intern(self, states: frozenset) -> int:
+        found = self.ids.get(states)
+        if found is None:
+            found = self.ids[states] = len(self.sets)
+            self.sets.append(states)
+            self.accepting.append(self.final in states)
+        return found
+
+    def moves(self, states: np.ndarray, names: np.ndarray, table: list) -> np.ndarray:
+        """The DFA states after ``names`` from ``states`` (element-wise), table filled lazily."""
+        rows, cols = max(len(self.sets), int(states.max()) + 1), len(table)
+        if self.table.shape[0] < rows or self.table.shape[1] < cols:
+            grown = np.full((max(rows, 2 * self.table.shape[0]), max(cols, 64)), -1, np.int32)
+            grown[: self.table.shape[0], : self.table.shape[1]] = self.table
+            self.table = grown
+        found = self.table[states, names]
+        missing = found < 0
+        if missing.any():
+            pairs = zip(states[missing].tolist(), names[missing].tolist(), strict=True)
+            for state, name in set(pairs):
+                label = table[name]
+                after = set()
+                for s in self.sets[state]:
+                    for want, t in self.nfa.moves[s]:
+                        if want is ANY or want == label:
+                            after.add(t)
+                target = self._intern(self.nfa.closure(after))
+                if self.table.shape[0] <= target:  # a new state: room for its row
+                    grown = np.full((2 * self.table.shape[0], self.table.shape[1]), -1, np.int32)
+                    grown[: self.table.shape[0]] = self.table
+                    self.table = grown
+                self.table[state, name] = target
+            found = self.table[states, names]
+        return found
+
+    def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
+        return PlainPathRun(self, values_only).run(batches, final)
+
+    def stats(self) -> dict:
+        return {"dfa states": len(self.sets), "table entries": int((self.table >= 0).sum())}
+
+
+def compile_plain_path(analysis: Analysis) -> PlainPath | str:
+    """The query as a plain path, or the reason it is not one."""
+    try:
+        return PlainPath(analysis)
+    except NotPlain as why:
+        return str(why)
+
+
+class _Writer:
+    """The serialization (or string value) of one selected element, fed its events."""
+
+    __slots__ = ("doc", "parts", "tags", "unclosed", "values_only")
+
+    def __init__(self, doc: int, values_only: bool) -> None:
+        self.doc = doc
+        self.values_only = values_only
+        self.parts: list[str] = []
+        self.tags: list[str] = []
+        self.unclosed = False  # an open tag whose '>' is not written yet
+
+    def feed(self, batch, start: int, end: int) -> bool:
+        """Events ``start:end`` of ``batch``; True once the element closed."""
+        kinds, names, values, table = batch.kinds, batch.names, batch.values, batch.symbols.names
+        parts, tags = self.parts, self.tags
+        if self.values_only:
+            for i in range(start, end):
+                kind = kinds[i]
+                if kind == _TEXT:
+                    parts.append(values[i])
+                elif kind == _OPEN:
+                    tags.append(None)
+                elif kind == _CLOSE:
+                    tags.pop()
+                    if not tags:
+                        return True
+            return False
+        for i in range(start, end):
+            kind = kinds[i]
+            if kind == _ATTR:
+                parts.append(f" {table[names[i]]}={quoteattr(values[i] or '')}")
+                continue
+            if kind == _CLOSE:
+                tag = tags.pop()
+                parts.append("/>" if self.unclosed else f"</{tag}>")
+                self.unclosed = False
+                if not tags:
+                    return True
+                continue
+            if self.unclosed:
+                parts.append(">")
+                self.unclosed = False
+            if kind == _OPEN:
+                tag = table[names[i]]
+                parts.append(f"<{tag}")
+                tags.append(tag)
+                self.unclosed = True
+            else:
+                parts.append(escape(values[i] or ""))
+        return False
+
+    def row(self) -> list:
+        return ["".join(self.parts)]
+
+
+def _last_before(events: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """For each index in ``at``, the position in ``events`` of the last one before it (-1)."""
+    return np.searchsorted(events, at) - 1
+
+
+class PlainPathRun:
+    """One pass of a ``PlainPath`` over an event stream."""
+
+    def __init__(self, path: PlainPath, values_only: bool) -> None:
+        self.p = path
+        self.values_only = values_only
+        self.carry: list[int] = [path.start]  # carry[d]: state of the open element at depth d
+        self.queue: deque = deque()  # in document order: (doc, row), or a _Writer
+        self.writing: list[_Writer] = []  # the selected elements still open
+
+    def run(self, batches: Iterable, final: bool) -> Iterator[list]:
+        queue = self.queue
+        for batch in batches:
+            self.batch(batch)
+            while queue:
+                head = queue[0]
+                if head.__class__ is tuple:
+                    yield queue.popleft()[1]
+                elif not head.tags:  # a selected element that closed
+                    yield queue.popleft().row()
+                else:
+                    break
+        queue.clear()  # what is left never closed: its document was cut short
+
+    def batch(self, batch) -> None:
+        p = self.p
+        kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
+        depths = np.frombuffer(batch.depths, dtype=np.int32)
+        names = np.frombuffer(batch.names, dtype=np.int32)
+        opens = np.flatnonzero(kinds == _OPEN)
+        states = np.empty(len(opens), dtype=np.int32)
+        open_depths = depths[opens]
+        top = int(open_depths.max(initial=0))
+        levels = [np.flatnonzero(open_depths == d) for d in range(top + 1)]
+        carry = self.carry
+        while len(carry) <= top:
+            carry.append(p.dead)
+        for d in range(1, top + 1):
+            here = levels[d]
+            if not len(here):
+                continue
+            if d == 1:  # a root element: its parent is the document
+                parents = np.full(len(here), p.start, dtype=np.int32)
+            elif not len(levels[d - 1]):  # the parents opened in an earlier batch
+                parents = np.full(len(here), carry[d - 1], dtype=np.int32)
+            else:
+                up = levels[d - 1]
+                before = _last_before(opens[up], opens[here])
+                parents = np.where(before >= 0, states[up[np.maximum(before, 0)]], carry[d - 1])
+            states[here] = p.moves(
+                parents.astype(np.int32), names[opens[here]], batch.symbols.names
+            )
+            carry[d] = int(states[here[-1]])
+        accepting = np.array(p.accepting, dtype=bool)
+        runs = list(batch.document_runs())
+        if p.select == "element":
+            self.elements(batch, opens[accepting[states]].tolist(), runs)
+        else:
+            self.values(batch, kinds, depths, opens, states, accepting, runs)
+
+    def elements(self, batch, selected: list, runs: list) -> None:
+        """Feed the open selected elements their events, start the new ones."""
+        ends = {doc: (start, end) for doc, start, end in runs}
+        size = len(batch.kinds)
+        broken = set()
+        for writer in self.writing:  # opened in an earlier batch
+            start, end = ends.get(writer.doc, (0, 0))
+            if start != 0 or (not writer.feed(batch, 0, end) and end < size):
+                broken.add(writer.doc)  # its document ended before the element closed
+        docs = batch.docs
+        for i in selected:
+            writer = _Writer(docs[i], self.values_only)
+            self.queue.append(writer)
+            self.writing.append(writer)
+            end = ends[docs[i]][1]
+            if not writer.feed(batch, i, end) and end < size:
+                broken.add(writer.doc)
+        self.writing = [w for w in self.writing if w.tags and w.doc not in broken]
+        if broken:  # the automaton drops what a malformed document had not emitted
+            self.queue = deque(
+                item
+                for item in self.queue
+                if (item[0] if item.__class__ is tuple else item.doc) not in broken
+            )
+
+    def values(self, batch, kinds, depths, opens, states, accepting, runs) -> None:
+        """The text or attribute events whose element is selected."""
+        if self.p.select == "text":
+            found = np.flatnonzero(kinds == _TEXT)
+            owner = _owner_at_depth(opens, depths, found, depths[found] - 1)
+        else:
+            name = batch.symbols.get(self.p.select[1])
+            if name is None:
+                return
+            names = np.frombuffer(batch.names, np.int32)
+            found = np.flatnonzero((kinds == _ATTR) & (names == name))
+            owner = _last_before(opens, found)  # an attribute follows its element's open
+        if not len(found):
+            return
+        owner_states = np.where(owner >= 0, states[np.maximum(owner, 0)], -1)
+        if self.p.select == "text":  # a text before any open of its parent's level here
+            missing = np.flatnonzero(owner < 0)
+            for at in missing.tolist():
+                owner_states[at] = self.carry[int(depths[found[at]]) - 1]
+        chosen = found[(owner_states >= 0) & accepting[np.maximum(owner_states, 0)]]
+        values, docs = batch.values, batch.docs
+        self.queue.extend((docs[i], [values[i]]) for i in chosen.tolist())
+
+
+def _owner_at_depth(opens, depths, found, want) -> np.ndarray:
+    """For each event in ``found``, the position in ``opens`` of the last open before it at
+    depth ``want`` (-1: it opened in an earlier batch)."""
+    owner = np.full(len(found), -1, dtype=np.int64)
+    open_depths = depths[opens]
+    for d in np.unique(want).tolist():
+        level = np.flatnonzero(open_depths == d)
+        mine = np.flatnonzero(want == d)
+        before = _last_before(opens[level], found[mine])
+        owner[mine] = np.where(before >= 0, level[np.maximum(before, 0)], -1)
+    return owner

@@ -1,0 +1,103 @@
+"""The plain path fast path (xcep.xseq.paths) equals the reference evaluator and the
+automaton on random paths of child and descendant steps, Kleene-* groups and a last
+text() or attribute step, over random documents cut into small batches."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.xseq_queries import TAGS, documents
+
+from xcep.events import EventStream, parse
+from xcep.xseq import XSeqEngine, evaluate
+from xcep.xseq.paths import PlainPath
+
+
+@st.composite
+def steps(draw, size: int) -> str:
+    out = ""
+    for _ in range(size):
+        axis = draw(st.sampled_from(("/", "/", "//")))
+        out += axis + draw(st.sampled_from((*TAGS, "*")))
+    return out
+
+
+@st.composite
+def plain_paths(draw) -> str:
+    path = draw(steps(draw(st.integers(1, 3))))
+    if draw(st.booleans()):
+        path += f"({draw(steps(draw(st.integers(1, 2))))})*"
+        if draw(st.booleans()):
+            path += draw(steps(1))
+    last = draw(st.sampled_from(("", "", "/text()", "/@x", "/@k")))
+    return path + last
+
+
+def _rows(query: str, text: str, **options) -> list:
+    stream = EventStream([io.BytesIO(text.encode())], batch_size=7)
+    return list(XSeqEngine(query, **options).run(stream.batches()))
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(query=plain_paths(), text=documents(), values_only=st.booleans())
+def test_plain_paths_equal_reference_and_automaton(query, text, values_only) -> None:
+    engine = XSeqEngine(query)
+    assert isinstance(engine.fast_path, PlainPath), (query, engine.fast_path)
+    expected = evaluate(query, parse(text), values_only=values_only)
+    assert _rows(query, text, values_only=values_only) == expected, query
+    assert _rows(query, text, values_only=values_only, fast=False) == expected, query
+
+
+def test_a_recursive_path_on_xmark(data_dir) -> None:
+    """The seed's Q3 on XMark: the same rows as the automaton, nested listitems included."""
+    query = "//parlist/listitem(/parlist/listitem)*"
+    path = data_dir / "xmark" / "xmark-f0.01.xml"
+    rows = [list(XSeqEngine(query, fast=f).run(EventStream([path]).batches())) for f in (1, 0)]
+    assert rows[0] == rows[1]
+    assert len(rows[0]) > 100 and any(r[0].count("<listitem>") > 1 for r in rows[0])
+
+
+def test_a_broken_document_loses_what_the_automaton_loses(tmp_path) -> None:
+    """A document cut short: the rows of its elements that never closed are dropped."""
+    data = tmp_path / "three.xml"
+    data.write_text('<r><a x="1"/></r>\n<r><a x="2"><b/><c>t</c></r>\n<r><a x="3"/></r>\n')
+    for query in ("//a", "//a/@x", "/r/a", "//c/text()", "//b"):
+        for size in (2, 5, 100):  # small batches release a broken document's first events
+            rows = [
+                list(XSeqEngine(query, fast=f).run(_skipping(data, size))) for f in (True, False)
+            ]
+            assert rows[0] == rows[1], (query, size)
+
+
+def _skipping(path, size: int):
+    return EventStream([path], errors="skip", batch_size=size).batches()
+
+
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("//a[@x]", "the step"),
+        ("//a/..", "the step"),
+        ("//a \\ b", "the step"),
+        ("//a/text()[. = 'u']", "the step"),
+        ("//$X", "the step"),
+        ("return $X from //$X", "return"),
+    ],
+)
+def test_paths_that_are_not_plain_say_why(query: str, why: str) -> None:
+    engine = XSeqEngine(query)
+    assert not isinstance(engine.fast_path, PlainPath)
+    assert why in engine.fast_path or "flat" in engine.explain()
+
+
+def test_explain_and_stats_name_the_evaluator() -> None:
+    engine = XSeqEngine("//a/b")
+    assert "evaluated as a plain path" in engine.explain()
+    stream = EventStream([io.BytesIO(b"<a><b/><a><b>t</b></a></a>")])
+    assert list(engine.run(stream.batches())) == [["<b/>"], ["<b>t</b>"]]
+    assert engine.stats()["evaluator"] == "plain path"
+    assert engine.stats()["dfa states"] >= 3
+    assert "off" in XSeqEngine("//a/b", fast=False).fast_path
