@@ -36,19 +36,40 @@ def plain_paths(draw) -> str:
     return path + last
 
 
-def _rows(query: str, text: str, **options) -> list:
-    stream = EventStream([io.BytesIO(text.encode())], batch_size=7)
+def _rows(query: str, text: str, batch: int = 7, **options) -> list:
+    stream = EventStream([io.BytesIO(text.encode())], batch_size=batch)
     return list(XSeqEngine(query, **options).run(stream.batches()))
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-@given(query=plain_paths(), text=documents(), values_only=st.booleans())
-def test_plain_paths_equal_reference_and_automaton(query, text, values_only) -> None:
+@given(query=plain_paths(), text=documents(), values_only=st.booleans(), batch=st.integers(1, 12))
+def test_plain_paths_equal_reference_and_automaton(query, text, values_only, batch) -> None:
     engine = XSeqEngine(query)
     assert isinstance(engine.fast_path, PlainPath), (query, engine.fast_path)
     expected = evaluate(query, parse(text), values_only=values_only)
-    assert _rows(query, text, values_only=values_only) == expected, query
+    assert _rows(query, text, batch, values_only=values_only) == expected, query
     assert _rows(query, text, values_only=values_only, fast=False) == expected, query
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "//parlist/listitem(/parlist/listitem)*",
+        "//listitem/text/text()",
+        "//parlist//keyword",
+        "/site//item/name/text()",
+        "/site/*/*/@id",
+    ],
+)
+def test_xmark_paths_at_every_batch_size(data_dir, query: str) -> None:
+    """Elements open across batch boundaries at every depth (a bug once took the state of a
+    later sibling for the parent's)."""
+    path = data_dir / "xmark" / "xmark-f0.01.xml"
+    expected = list(XSeqEngine(query, fast=False).run(EventStream([path]).batches()))
+    assert expected
+    for size in (1, 7, 100, 500, 8192):
+        stream = EventStream([path], batch_size=size)
+        assert list(XSeqEngine(query).run(stream.batches())) == expected, size
 
 
 def test_a_recursive_path_on_xmark(data_dir) -> None:
@@ -101,3 +122,16 @@ def test_explain_and_stats_name_the_evaluator() -> None:
     assert engine.stats()["evaluator"] == "plain path"
     assert engine.stats()["dfa states"] >= 3
     assert "off" in XSeqEngine("//a/b", fast=False).fast_path
+
+
+def test_answers_survive_table_flushes(monkeypatch, data_dir) -> None:
+    """With a tiny budget the transition table starts over again and again: same rows."""
+    import xcep.xseq.paths as paths
+
+    query = "//parlist/listitem(/parlist/listitem)*/text()"
+    path = data_dir / "xmark" / "xmark-f0.01.xml"
+    expected = list(XSeqEngine(query, fast=False).run(EventStream([path]).batches()))
+    monkeypatch.setattr(paths, "TABLE_BUDGET", 4)
+    engine = XSeqEngine(query)
+    assert list(engine.run(EventStream([path], batch_size=500).batches())) == expected
+    assert engine.stats()["table flushes"] > 0

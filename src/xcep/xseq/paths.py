@@ -36,6 +36,7 @@ from xcep.xseq.semantics import Analysis
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 ANY = None  # the label of a wildcard or descendant move
+TABLE_BUDGET = 1 << 24  # transition table entries (64 MB) before it is started afresh
 
 
 class NotPlain(Exception):
@@ -122,6 +123,7 @@ class PlainPath:
         self.accepting: list[bool] = []
         self.start = self._intern(nfa.closure([start]))
         self.table = np.full((1, 1), -1, dtype=np.int32)  # [state, name id] -> state
+        self.flushes = 0
         self.dead = self._intern(frozenset())
 
     def _intern(self, states: frozenset) -> int:
@@ -135,10 +137,19 @@ class PlainPath:
     def moves(self, states: np.ndarray, names: np.ndarray, table: list) -> np.ndarray:
         """The DFA states after ``names`` from ``states`` (element-wise), table filled lazily."""
         rows, cols = max(len(self.sets), int(states.max()) + 1), len(table)
-        if self.table.shape[0] < rows or self.table.shape[1] < cols:
-            grown = np.full((max(rows, 2 * self.table.shape[0]), max(cols, 64)), -1, np.int32)
-            grown[: self.table.shape[0], : self.table.shape[1]] = self.table
-            self.table = grown
+        height, width = self.table.shape
+        if height < rows or width < cols:  # more states or names: double what is short
+            shape = (
+                max(rows, 2 * height if height < rows else height),
+                max(cols, 2 * width if width < cols else width, 64),
+            )
+            if shape[0] * shape[1] > TABLE_BUDGET:  # start over: entries are filled again
+                self.table = np.full(shape, -1, np.int32)
+                self.flushes += 1
+            else:
+                grown = np.full(shape, -1, np.int32)
+                grown[:height, :width] = self.table
+                self.table = grown
         found = self.table[states, names]
         missing = found < 0
         if missing.any():
@@ -163,7 +174,11 @@ class PlainPath:
         return PlainPathRun(self, values_only).run(batches, final)
 
     def stats(self) -> dict:
-        return {"dfa states": len(self.sets), "table entries": int((self.table >= 0).sum())}
+        return {
+            "dfa states": len(self.sets),
+            "table entries": int((self.table >= 0).sum()),
+            "table flushes": self.flushes,
+        }
 
 
 def compile_plain_path(analysis: Analysis) -> PlainPath | str:
@@ -244,6 +259,7 @@ class PlainPathRun:
         self.carry: list[int] = [path.start]  # carry[d]: state of the open element at depth d
         self.queue: deque = deque()  # in document order: (doc, row), or a _Writer
         self.writing: list[_Writer] = []  # the selected elements still open
+        self.before: list[int] = []  # carry as it was when the current batch began
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
         queue = self.queue
@@ -269,9 +285,10 @@ class PlainPathRun:
         open_depths = depths[opens]
         top = int(open_depths.max(initial=0))
         levels = [np.flatnonzero(open_depths == d) for d in range(top + 1)]
-        carry = self.carry
+        carry = self.carry  # the states of the elements open when the batch began
         while len(carry) <= top:
             carry.append(p.dead)
+        self.before = list(carry)
         for d in range(1, top + 1):
             here = levels[d]
             if not len(here):
@@ -279,11 +296,13 @@ class PlainPathRun:
             if d == 1:  # a root element: its parent is the document
                 parents = np.full(len(here), p.start, dtype=np.int32)
             elif not len(levels[d - 1]):  # the parents opened in an earlier batch
-                parents = np.full(len(here), carry[d - 1], dtype=np.int32)
+                parents = np.full(len(here), self.before[d - 1], dtype=np.int32)
             else:
                 up = levels[d - 1]
                 before = _last_before(opens[up], opens[here])
-                parents = np.where(before >= 0, states[up[np.maximum(before, 0)]], carry[d - 1])
+                parents = np.where(
+                    before >= 0, states[up[np.maximum(before, 0)]], self.before[d - 1]
+                )
             states[here] = p.moves(
                 parents.astype(np.int32), names[opens[here]], batch.symbols.names
             )
@@ -338,7 +357,7 @@ class PlainPathRun:
         if self.p.select == "text":  # a text before any open of its parent's level here
             missing = np.flatnonzero(owner < 0)
             for at in missing.tolist():
-                owner_states[at] = self.carry[int(depths[found[at]]) - 1]
+                owner_states[at] = self.before[int(depths[found[at]]) - 1]
         chosen = found[(owner_states >= 0) & accepting[np.maximum(owner_states, 0)]]
         values, docs = batch.values, batch.docs
         self.queue.extend((docs[i], [values[i]]) for i in chosen.tolist())
