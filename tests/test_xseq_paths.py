@@ -70,6 +70,13 @@ def test_xmark_paths_at_every_batch_size(data_dir, query: str) -> None:
     for size in (1, 7, 100, 500, 8192):
         stream = EventStream([path], batch_size=size)
         assert list(XSeqEngine(query).run(stream.batches())) == expected, size
+    spaced = list(XSeqEngine(query, fast=False).run(_spaced(path, 8192)))
+    for size in (1, 7, 100):  # whitespace text between the elements, at every level
+        assert list(XSeqEngine(query).run(_spaced(path, size))) == spaced, size
+
+
+def _spaced(path, size: int):
+    return EventStream([path], batch_size=size, keep_whitespace=True).batches()
 
 
 def test_a_recursive_path_on_xmark(data_dir) -> None:

@@ -245,6 +245,14 @@ class _Writer:
         return ["".join(self.parts)]
 
 
+def _pick(values: np.ndarray, positions: np.ndarray, missing) -> np.ndarray:
+    """``values[positions]``, with ``missing`` where a position is -1 (also when ``values``
+    is empty)."""
+    if not len(values):
+        return np.full(len(positions), missing, dtype=np.int64)
+    return np.where(positions >= 0, values[np.maximum(positions, 0)], missing)
+
+
 def _last_before(events: np.ndarray, at: np.ndarray) -> np.ndarray:
     """For each index in ``at``, the position in ``events`` of the last one before it (-1)."""
     return np.searchsorted(events, at) - 1
@@ -295,14 +303,10 @@ class PlainPathRun:
                 continue
             if d == 1:  # a root element: its parent is the document
                 parents = np.full(len(here), p.start, dtype=np.int32)
-            elif not len(levels[d - 1]):  # the parents opened in an earlier batch
-                parents = np.full(len(here), self.before[d - 1], dtype=np.int32)
-            else:
+            else:  # the last open one level up; none here: it opened in an earlier batch
                 up = levels[d - 1]
                 before = _last_before(opens[up], opens[here])
-                parents = np.where(
-                    before >= 0, states[up[np.maximum(before, 0)]], self.before[d - 1]
-                )
+                parents = _pick(states, _pick(up, before, -1), self.before[d - 1])
             states[here] = p.moves(
                 parents.astype(np.int32), names[opens[here]], batch.symbols.names
             )
@@ -353,7 +357,7 @@ class PlainPathRun:
             owner = _last_before(opens, found)  # an attribute follows its element's open
         if not len(found):
             return
-        owner_states = np.where(owner >= 0, states[np.maximum(owner, 0)], -1)
+        owner_states = _pick(states, owner, -1)
         if self.p.select == "text":  # a text before any open of its parent's level here
             missing = np.flatnonzero(owner < 0)
             for at in missing.tolist():
@@ -371,6 +375,5 @@ def _owner_at_depth(opens, depths, found, want) -> np.ndarray:
     for d in np.unique(want).tolist():
         level = np.flatnonzero(open_depths == d)
         mine = np.flatnonzero(want == d)
-        before = _last_before(opens[level], found[mine])
-        owner[mine] = np.where(before >= 0, level[np.maximum(before, 0)], -1)
+        owner[mine] = _pick(level, _last_before(opens[level], found[mine]), -1)
     return owner
