@@ -564,8 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     xseq.add_argument(
         "--automaton",
         action="store_true",
-        help="always run the pushdown automaton, also for a flat sequence pattern (which runs "
-        "on its fast path by default; --explain says which; docs/xseq.md)",
+        help="always run the pushdown automaton, also for a plain path or a flat sequence "
+        "pattern (which run on fast paths by default; --explain says which; docs/xseq.md)",
     )
     xseq.set_defaults(run=cmd_xseq)
 
