@@ -1099,10 +1099,10 @@ class XSeqEngine:
             self.fast_path = "the fast path is off"
         elif selection != "all":
             self.fast_path = f"selection {selection} runs on the automaton"
-        elif self.analysis.mode == "nodes":
-            self.fast_path = compile_plain_path(self.analysis)
         else:
-            self.fast_path = compile_sequence(self.analysis)
+            self.fast_path = compile_plain_path(self.analysis)
+            if isinstance(self.fast_path, str) and self.analysis.mode != "nodes":
+                self.fast_path = compile_sequence(self.analysis)
 
     @property
     def vpa(self) -> Vpa:

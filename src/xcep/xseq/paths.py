@@ -67,12 +67,16 @@ class _Nfa:
             end = self.build(path.body, loop)
             self.empty[end].append(loop)
             return loop
+        if isinstance(path, A.Union):
+            end = self.state()
+            for item in path.items:
+                self.empty[self.build(item, start)].append(end)
+            return end
         if not (
             isinstance(path, A.Step)
             and path.kind == A.ELEMENT
             and path.axis in (A.CHILD, A.DESCENDANT)
             and not path.preds
-            and not path.var
         ):
             raise NotPlain(f"the step {A.to_text(path)!r}")
         if path.axis == A.DESCENDANT:
@@ -99,11 +103,36 @@ class PlainPath:
 
     def __init__(self, analysis: Analysis) -> None:
         query = analysis.query
-        if analysis.mode != "nodes" or analysis.partition is not None or query.where is not None:
-            raise NotPlain("a return, where or partition by clause")
+        if analysis.partition is not None or query.where is not None:
+            raise NotPlain("a where or partition by clause")
         steps = list(query.path.items) if isinstance(query.path, A.Seq) else [query.path]
         last = steps[-1]
-        self.select = "element"  # or "text", or the attribute's name
+        variables = [n.var for n in A.walk(query.path) if isinstance(n, A.Step) and n.var]
+        self.select = "element"  # or "text", ("@", attribute), or "count"
+        self.terms = 0
+        if analysis.mode == "aggregate":  # return count($X) from …/$X: count the nodes
+            counted = {
+                t.expr.var
+                for t in query.returns
+                if t.aggregate == "count"
+                and isinstance(t.expr, A.VarRef)
+                and not t.expr.func
+                and t.expr.path is None
+            }
+            ends = last.items if isinstance(last, A.Union) else (last,)  # Opt-3's tag() union
+            if not (
+                len(counted) == 1
+                and len(query.returns) == sum(1 for t in query.returns if t.aggregate == "count")
+                and all(isinstance(end, A.Step) for end in ends)
+                and len(variables) == len(ends)
+                and {end.var for end in ends} == counted
+            ):
+                raise NotPlain("a return clause other than count() of the last step's variable")
+            self.select, self.terms = "count", len(query.returns)
+        elif analysis.mode != "nodes":
+            raise NotPlain("a return clause with values")
+        elif variables:
+            raise NotPlain(f"the variable ${variables[0]}")
         if isinstance(last, A.Step) and last.kind == A.TEXT:
             if last.axis != A.CHILD or last.preds:
                 raise NotPlain(f"the step {A.to_text(last)!r}")
@@ -268,6 +297,7 @@ class PlainPathRun:
         self.queue: deque = deque()  # in document order: (doc, row), or a _Writer
         self.writing: list[_Writer] = []  # the selected elements still open
         self.before: list[int] = []  # carry as it was when the current batch began
+        self.count = 0  # select count: the selected elements closed so far
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
         queue = self.queue
@@ -282,6 +312,8 @@ class PlainPathRun:
                 else:
                     break
         queue.clear()  # what is left never closed: its document was cut short
+        if final and self.p.select == "count":
+            yield [self.count] * self.p.terms
 
     def batch(self, batch) -> None:
         p = self.p
@@ -313,7 +345,14 @@ class PlainPathRun:
             carry[d] = int(states[here[-1]])
         accepting = np.array(p.accepting, dtype=bool)
         runs = list(batch.document_runs())
-        if p.select == "element":
+        if p.select == "count":  # the selected elements that closed (as the automaton counts)
+            closes = np.flatnonzero(kinds == _CLOSE)
+            owner = _owner_at_depth(opens, depths, closes, depths[closes])
+            owner_states = _pick(states, owner, -1)
+            for at in np.flatnonzero(owner < 0).tolist():
+                owner_states[at] = self.before[int(depths[closes[at]])]
+            self.count += int(accepting[owner_states].sum())
+        elif p.select == "element":
             self.elements(batch, opens[accepting[states]].tolist(), runs)
         else:
             self.values(batch, kinds, depths, opens, states, accepting, runs)
