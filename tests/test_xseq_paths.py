@@ -123,6 +123,7 @@ def _skipping(path, size: int):
         ("//$X", "the variable"),
         ("return $X from //$X", "child steps"),  # not a plain path, nor a flat sequence
         ("return count($X) from //$X where $X@x = 1", "child steps"),
+        ("return count($X), count($X@x) from //$X", "child steps"),  # @x: not every node
     ],
 )
 def test_paths_that_are_not_plain_say_why(query: str, why: str) -> None:

@@ -111,18 +111,19 @@ class PlainPath:
         self.select = "element"  # or "text", ("@", attribute), or "count"
         self.terms = 0
         if analysis.mode == "aggregate":  # return count($X) from …/$X: count the nodes
-            counted = {
-                t.expr.var
+            counts = [  # count($X): the number of nodes of $X in a match
+                t.expr
                 for t in query.returns
                 if t.aggregate == "count"
                 and isinstance(t.expr, A.VarRef)
-                and not t.expr.func
+                and t.expr.func is None
                 and t.expr.path is None
-            }
+            ]
+            counted = {ref.var for ref in counts}
             ends = last.items if isinstance(last, A.Union) else (last,)  # Opt-3's tag() union
             if not (
-                len(counted) == 1
-                and len(query.returns) == sum(1 for t in query.returns if t.aggregate == "count")
+                len(counts) == len(query.returns)
+                and len(counted) == 1
                 and all(isinstance(end, A.Step) for end in ends)
                 and len(variables) == len(ends)
                 and {end.var for end in ends} == counted
