@@ -35,9 +35,9 @@ from xcep.xseq.matches import (
 )
 from xcep.xseq.optimize import optimize
 from xcep.xseq.parser import parse_query
-from xcep.xseq.paths import PlainPath, compile_plain_path
-from xcep.xseq.semantics import Analysis, analyze
-from xcep.xseq.sequence import SequencePattern, compile_sequence
+from xcep.xseq.paths import PlainPath
+from xcep.xseq.semantics import Analysis, NotFast, analyze
+from xcep.xseq.sequence import SequencePattern
 from xcep.xseq.vpa import Vpa, compile_to_vpa
 
 PENDING = None
@@ -1048,6 +1048,17 @@ def _compile(query, schema, opt: str) -> Analysis:
     return analyze(optimize(parsed, schema, opt))
 
 
+def compile_fast_path(analysis: Analysis):
+    """A plain path or a flat sequence pattern for the query, or why neither takes it."""
+    kinds = (PlainPath,) if analysis.mode == "nodes" else (PlainPath, SequencePattern)
+    for kind in kinds:
+        try:
+            return kind(analysis)
+        except NotFast as why:
+            reason = str(why)
+    return reason
+
+
 class _Group:
     """Queries with the same ``partition by`` (or none): one machine, one pass."""
 
@@ -1100,9 +1111,7 @@ class XSeqEngine:
         elif selection != "all":
             self.fast_path = f"selection {selection} runs on the automaton"
         else:
-            self.fast_path = compile_plain_path(self.analysis)
-            if isinstance(self.fast_path, str) and self.analysis.mode != "nodes":
-                self.fast_path = compile_sequence(self.analysis)
+            self.fast_path = compile_fast_path(self.analysis)
 
     @property
     def vpa(self) -> Vpa:

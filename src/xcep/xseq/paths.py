@@ -5,7 +5,7 @@ groups of such steps, and optionally a last ``text()`` or ``@name`` step, with
 no variables, predicates or return clause (``//parlist/listitem
 (/parlist/listitem)*``), selects exactly the elements whose root-to-node
 sequence of names is in a regular language: ``/n`` reads ``n``, ``//n`` reads
-any names then ``n``, ``*`` any name. ``compile_plain_path`` builds that
+any names then ``n``, ``*`` any name. ``PlainPath`` builds that
 language's automaton (an NFA over names, determinized lazily: states are sets
 of NFA states, the transition table is a numpy array filled on first use, as
 in RE2), and ``PlainPathRun`` runs it a whole batch at a time:
@@ -32,15 +32,11 @@ import numpy as np
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT
 from xcep.xseq import ast as A
-from xcep.xseq.semantics import Analysis
+from xcep.xseq.semantics import Analysis, NotFast
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 ANY = None  # the label of a wildcard or descendant move
 TABLE_BUDGET = 1 << 24  # transition table entries (64 MB) before it is started afresh
-
-
-class NotPlain(Exception):
-    """The query is not a plain path; the message says which construct."""
 
 
 class _Nfa:
@@ -78,7 +74,7 @@ class _Nfa:
             and path.axis in (A.CHILD, A.DESCENDANT)
             and not path.preds
         ):
-            raise NotPlain(f"the step {A.to_text(path)!r}")
+            raise NotFast(f"the step {A.to_text(path)!r}")
         if path.axis == A.DESCENDANT:
             below = self.state()
             self.empty[start].append(below)
@@ -104,7 +100,7 @@ class PlainPath:
     def __init__(self, analysis: Analysis) -> None:
         query = analysis.query
         if analysis.partition is not None or query.where is not None:
-            raise NotPlain("a where or partition by clause")
+            raise NotFast("a where or partition by clause")
         steps = list(query.path.items) if isinstance(query.path, A.Seq) else [query.path]
         last = steps[-1]
         variables = [n.var for n in A.walk(query.path) if isinstance(n, A.Step) and n.var]
@@ -128,22 +124,22 @@ class PlainPath:
                 and len(variables) == len(ends)
                 and {end.var for end in ends} == counted
             ):
-                raise NotPlain("a return clause other than count() of the last step's variable")
+                raise NotFast("a return clause other than count() of the last step's variable")
             self.select, self.terms = "count", len(query.returns)
         elif analysis.mode != "nodes":
-            raise NotPlain("a return clause with values")
+            raise NotFast("a return clause with values")
         elif variables:
-            raise NotPlain(f"the variable ${variables[0]}")
+            raise NotFast(f"the variable ${variables[0]}")
         if isinstance(last, A.Step) and last.kind == A.TEXT:
             if last.axis != A.CHILD or last.preds:
-                raise NotPlain(f"the step {A.to_text(last)!r}")
+                raise NotFast(f"the step {A.to_text(last)!r}")
             self.select, steps = "text", steps[:-1]
         elif isinstance(last, A.Step) and last.axis == A.ATTRIBUTE:
             if last.name == A.WILDCARD or last.preds:
-                raise NotPlain(f"the step {A.to_text(last)!r}")
+                raise NotFast(f"the step {A.to_text(last)!r}")
             self.select, steps = ("@", last.name), steps[:-1]
         if not steps:
-            raise NotPlain("a path without an element step")
+            raise NotFast("a path without an element step")
         nfa = _Nfa()
         start = nfa.state()
         self.final = nfa.build(A.Seq(tuple(steps)), start)
@@ -211,14 +207,6 @@ class PlainPath:
         }
 
 
-def compile_plain_path(analysis: Analysis) -> PlainPath | str:
-    """The query as a plain path, or the reason it is not one."""
-    try:
-        return PlainPath(analysis)
-    except NotPlain as why:
-        return str(why)
-
-
 class _Writer:
     """The serialization (or string value) of one selected element, fed its events."""
 
@@ -276,11 +264,10 @@ class _Writer:
 
 
 def _pick(values: np.ndarray, positions: np.ndarray, missing) -> np.ndarray:
-    """``values[positions]``, with ``missing`` where a position is -1 (also when ``values``
-    is empty)."""
-    if not len(values):
-        return np.full(len(positions), missing, dtype=np.int64)
-    return np.where(positions >= 0, values[np.maximum(positions, 0)], missing)
+    """``values[positions]``, and ``missing`` (a value, or one per position) where a position
+    is -1 (``values`` may then be empty)."""
+    taken = values[np.maximum(positions, 0)] if len(values) else np.zeros(len(positions), int)
+    return np.where(positions >= 0, taken, missing)
 
 
 def _last_before(events: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -297,7 +284,7 @@ class PlainPathRun:
         self.carry: list[int] = [path.start]  # carry[d]: state of the open element at depth d
         self.queue: deque = deque()  # in document order: (doc, row), or a _Writer
         self.writing: list[_Writer] = []  # the selected elements still open
-        self.before: list[int] = []  # carry as it was when the current batch began
+        self.before = np.zeros(1, dtype=np.int32)  # carry as it was when the batch began
         self.count = 0  # select count: the selected elements closed so far
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
@@ -325,38 +312,41 @@ class PlainPathRun:
         states = np.empty(len(opens), dtype=np.int32)
         open_depths = depths[opens]
         top = int(open_depths.max(initial=0))
-        levels = [np.flatnonzero(open_depths == d) for d in range(top + 1)]
         carry = self.carry  # the states of the elements open when the batch began
         while len(carry) <= top:
             carry.append(p.dead)
-        self.before = list(carry)
-        for d in range(1, top + 1):
-            here = levels[d]
+        self.before = np.array(carry, dtype=np.int32)
+        parents = _owner_at_depth(opens, depths, opens, open_depths - 1)
+        for d in range(1, top + 1):  # a level's parents are known before it
+            here = np.flatnonzero(open_depths == d)
             if not len(here):
                 continue
-            if d == 1:  # a root element: its parent is the document
-                parents = np.full(len(here), p.start, dtype=np.int32)
-            else:  # the last open one level up; none here: it opened in an earlier batch
-                up = levels[d - 1]
-                before = _last_before(opens[up], opens[here])
-                parents = _pick(states, _pick(up, before, -1), self.before[d - 1])
-            states[here] = p.moves(
-                parents.astype(np.int32), names[opens[here]], batch.symbols.names
-            )
+            above = _pick(states, parents[here], self.before[d - 1])
+            labels = names[opens[here]]
+            states[here] = p.moves(above.astype(np.int32), labels, batch.symbols.names)
             carry[d] = int(states[here[-1]])
         accepting = np.array(p.accepting, dtype=bool)
-        runs = list(batch.document_runs())
         if p.select == "count":  # the selected elements that closed (as the automaton counts)
             closes = np.flatnonzero(kinds == _CLOSE)
-            owner = _owner_at_depth(opens, depths, closes, depths[closes])
-            owner_states = _pick(states, owner, -1)
-            for at in np.flatnonzero(owner < 0).tolist():
-                owner_states[at] = self.before[int(depths[closes[at]])]
-            self.count += int(accepting[owner_states].sum())
+            closed = self.enclosing(opens, depths, states, closes, depths[closes])
+            self.count += int(accepting[closed].sum())
         elif p.select == "element":
-            self.elements(batch, opens[accepting[states]].tolist(), runs)
+            self.elements(batch, opens[accepting[states]].tolist(), list(batch.document_runs()))
+        elif p.select == "text":
+            found = np.flatnonzero(kinds == _TEXT)
+            owners = self.enclosing(opens, depths, states, found, depths[found] - 1)
+            self.values(batch, found[accepting[owners]])
         else:
-            self.values(batch, kinds, depths, opens, states, accepting, runs)
+            name = batch.symbols.get(p.select[1])
+            found = np.flatnonzero((kinds == _ATTR) & (names == name)) if name is not None else []
+            if len(found):  # an attribute follows its element's open, in the same batch
+                owners = _pick(states, _last_before(opens, found), p.dead)
+                self.values(batch, found[accepting[owners]])
+
+    def enclosing(self, opens, depths, states, events, want) -> np.ndarray:
+        """The DFA state of the element at depth ``want`` around each of ``events``: the last
+        open at that depth in this batch, or the one carried from an earlier batch."""
+        return _pick(states, _owner_at_depth(opens, depths, events, want), self.before[want])
 
     def elements(self, batch, selected: list, runs: list) -> None:
         """Feed the open selected elements their events, start the new ones."""
@@ -383,26 +373,8 @@ class PlainPathRun:
                 if (item[0] if item.__class__ is tuple else item.doc) not in broken
             )
 
-    def values(self, batch, kinds, depths, opens, states, accepting, runs) -> None:
-        """The text or attribute events whose element is selected."""
-        if self.p.select == "text":
-            found = np.flatnonzero(kinds == _TEXT)
-            owner = _owner_at_depth(opens, depths, found, depths[found] - 1)
-        else:
-            name = batch.symbols.get(self.p.select[1])
-            if name is None:
-                return
-            names = np.frombuffer(batch.names, np.int32)
-            found = np.flatnonzero((kinds == _ATTR) & (names == name))
-            owner = _last_before(opens, found)  # an attribute follows its element's open
-        if not len(found):
-            return
-        owner_states = _pick(states, owner, -1)
-        if self.p.select == "text":  # a text before any open of its parent's level here
-            missing = np.flatnonzero(owner < 0)
-            for at in missing.tolist():
-                owner_states[at] = self.before[int(depths[found[at]]) - 1]
-        chosen = found[(owner_states >= 0) & accepting[np.maximum(owner_states, 0)]]
+    def values(self, batch, chosen: np.ndarray) -> None:
+        """Rows for the selected text or attribute events."""
         values, docs = batch.values, batch.docs
         self.queue.extend((docs[i], [values[i]]) for i in chosen.tolist())
 

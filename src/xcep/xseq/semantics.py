@@ -14,6 +14,11 @@ from xcep.xseq import ast as A
 from xcep.xseq.parser import QuerySyntaxError, parse_query
 
 
+class NotFast(Exception):
+    """A query no fast path takes (xcep.xseq.paths, xcep.xseq.sequence); the message names
+    the construct that keeps it on the automaton."""
+
+
 @dataclass(frozen=True)
 class Conjunct:
     cond: object

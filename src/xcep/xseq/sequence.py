@@ -5,8 +5,8 @@ steps only â€” ``/stocks/$Z (\\ $X)* (\\ $Y)*``, usually with ``partition by`` â
 and read nothing of an element but its attributes or its children's text
 (JSON members): on such a list the visibly pushdown automaton never pushes
 anything that matters, and it is a finite automaton over the list's
-elements. ``compile_sequence`` recognises these queries (or
-says why a query is not one) and ``SequenceRun`` runs them directly:
+elements. ``SequencePattern`` recognises these queries (or raises ``NotFast``
+naming what keeps a query off) and ``SequenceRun`` runs them directly:
 
 - the list is found by depth and element names (the partition path, or the
   from path's leading child steps), its elements read from the batch columns
@@ -45,15 +45,11 @@ from xcep.events import ATTR, CLOSE, OPEN, TEXT
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, TEXT_NODE, Node
 from xcep.xseq.matches import Aggregator, Binding, output_row
-from xcep.xseq.semantics import Analysis
+from xcep.xseq.semantics import Analysis, NotFast
 from xcep.xseq.values import COMPARISONS, arith, as_string, to_number
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 _MISSING = object()
-
-
-class NotFlat(Exception):
-    """The query is not a flat sequence pattern; the message says which construct."""
 
 
 def _pair(value) -> tuple:
@@ -93,7 +89,7 @@ class SequencePattern:
     def __init__(self, analysis: Analysis) -> None:
         self.analysis = analysis
         if analysis.mode == "nodes":
-            raise NotFlat("a plain path (no return clause)")
+            raise NotFast("a plain path (no return clause)")
         # what conditions and outputs read of an element: ("@", attribute) or ("/", child
         # element whose text() is read) -> slot in the element's values
         self.fields: dict[tuple, int] = {}
@@ -135,7 +131,7 @@ class SequencePattern:
             names = []
             for step in ppath.items if isinstance(ppath, A.Seq) else (ppath,):
                 if step.axis != A.CHILD:
-                    raise NotFlat("a partition by path with a // step")
+                    raise NotFast("a partition by path with a // step")
                 names.append(step.name)
             return names, attribute, steps
         lead = 0  # the leading child steps: the list's ancestors, then its first element
@@ -143,7 +139,7 @@ class SequencePattern:
             lead += 1
         prefix = steps[: lead - 1]
         if not prefix or not all(_is_plain_child(s) and not s.var for s in prefix):
-            raise NotFlat("the from clause does not start with plain child steps to a list")
+            raise NotFast("the from clause does not start with plain child steps to a list")
         return [*(s.name for s in prefix), A.WILDCARD], None, steps[lead - 1 :]
 
     def _items(self, steps: list) -> list[_Item]:
@@ -152,10 +148,10 @@ class SequencePattern:
             star = isinstance(node, A.Star)
             step = node.body if star else node
             if not isinstance(step, A.Step) or step.kind != A.ELEMENT:
-                raise NotFlat(f"the path item {A.to_text(node)!r} is not one element step")
+                raise NotFast(f"the path item {A.to_text(node)!r} is not one element step")
             axis = A.CHILD if i == 0 else A.NEXT_SIBLING
             if step.axis != axis or (i == 0 and star):
-                raise NotFlat(
+                raise NotFast(
                     "a flat sequence is a child step followed by \\ steps and (\\ step)*, "
                     f"not {A.to_text(node)!r}"
                 )
@@ -181,7 +177,7 @@ class SequencePattern:
             ):
                 key = ("/", steps[0].name)
                 return self.fields.setdefault(key, len(self.fields))
-        raise NotFlat(f"{A.to_text(path)!r} reads more of an element than @name or name/text()")
+        raise NotFast(f"{A.to_text(path)!r} reads more of an element than @name or name/text()")
 
     def _is_attribute(self, slot: int) -> bool:
         return next(kind for (kind, _), at in self.fields.items() if at == slot) == "@"
@@ -206,7 +202,7 @@ class SequencePattern:
             return lambda regs, e, p: values
         if isinstance(expr, A.VarRef):
             if expr.path is None:
-                raise NotFlat(f"{A.to_text(expr)} as a value is its content (read @name)")
+                raise NotFast(f"{A.to_text(expr)} as a value is its content (read @name)")
             at = self._field(expr.path)
             nodes = self._nodes(expr, iteration)
             if self._is_attribute(at):
@@ -256,7 +252,7 @@ class SequencePattern:
         if isinstance(cond, A.VarRef | A.RelPath | A.Arith):
             values = self._values(cond, iteration)
             return lambda regs, e, p: bool(values(regs, e, p))
-        raise NotFlat(f"the condition {A.to_text(cond)!r}")
+        raise NotFast(f"the condition {A.to_text(cond)!r}")
 
     def _check_output(self, term: A.OutTerm) -> None:
         """Outputs are made by the engine's code from real nodes: check they read no content."""
@@ -274,7 +270,7 @@ class SequencePattern:
             elif isinstance(node, A.Not):
                 check(node.arg)
             else:
-                raise NotFlat(f"the output {A.to_text(term.expr)!r} reads an element's content")
+                raise NotFast(f"the output {A.to_text(term.expr)!r} reads an element's content")
 
         check(term.expr)
 
@@ -328,14 +324,6 @@ def _all(chain) -> list:
         chain = chain[1]
     out.reverse()
     return out
-
-
-def compile_sequence(analysis: Analysis) -> SequencePattern | str:
-    """The query as a flat sequence pattern, or the reason it is not one."""
-    try:
-        return SequencePattern(analysis)
-    except NotFlat as why:
-        return str(why)
 
 
 class _List:
