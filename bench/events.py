@@ -117,11 +117,16 @@ def xcep_source(path: Path) -> int:
     return sum(len(batch) for batch in EventStream([path]).batches())
 
 
+def xcep_expat_source(path: Path) -> int:
+    return sum(len(batch) for batch in EventStream([path], compiled=False).batches())
+
+
 CONTENDERS = {
     "expat (no handlers)": expat_floor,
     "lxml iterparse": lxml_iterparse,
     "etree iterparse": etree_iterparse,
     "lxml → events": lxml_events,
+    "xcep EventStream, expat callbacks only": xcep_expat_source,
     "xcep EventStream": xcep_source,
 }
 

@@ -139,23 +139,32 @@ def throughput(workdir: Path, repeat: int, quick: bool) -> list[dict]:
         cases.append(
             Case("event source", label, lambda p=path: _events(p), size)  # the parse floor
         )
+        cases.append(  # the foundation's source: expat with Python callbacks
+            Case(EXPAT_SOURCE, label, lambda p=path: _events(p, compiled=False), size)
+        )
         for name, query in XMARK_QUERIES.items():
             cases.append(Case(name, label, lambda q=query, p=path: _run_count(q, p), size))
     measure(cases, repeat)
     rows = [summarise(c) for c in cases]
     events = {c.input: c.count for c in cases if c.contender == "event source"}
     for row in rows:
-        base = next(
-            r for r in rows if r["input"] == row["input"] and r["contender"] == "event source"
+        base, expat = (
+            next(r for r in rows if r["input"] == row["input"] and r["contender"] == source)
+            for source in ("event source", EXPAT_SOURCE)
         )
         row["events_per_s"] = events[row["input"]] / row["median_s"]
         row["of_source"] = base["median_s"] / row["median_s"]
-        row["results"] = row.pop("count") if row["contender"] != "event source" else None
+        row["of_expat_source"] = expat["median_s"] / row["median_s"]
+        source = row["contender"] in ("event source", EXPAT_SOURCE)
+        row["results"] = None if source else row.pop("count")
     return rows
 
 
-def _events(path: Path) -> int:
-    return sum(len(batch) for batch in EventStream([path]).batches())
+EXPAT_SOURCE = "event source, expat callbacks only"
+
+
+def _events(path: Path, compiled: bool = True) -> int:
+    return sum(len(batch) for batch in EventStream([path], compiled=compiled).batches())
 
 
 def _run_count(query: str, path: Path) -> int:
@@ -238,13 +247,14 @@ def run(repeat: int = 3, quick: bool = False, parts: str = "throughput,sequences
 
 def throughput_table(rows: list[dict]) -> str:
     lines = [
-        "| input | contender | median s | MB/s | events/s | × event source |",
-        "|---|---|---|---|---|---|",
+        "| input | contender | median s | MB/s | events/s | × event source | × expat-only source |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['input']} | {r['contender']} | {r['median_s']:.2f} | {r['mb_per_s']:.1f} | "
-            f"{r['events_per_s']:,.0f} | {r['of_source']:.2f} |"
+            f"{r['events_per_s']:,.0f} | {r['of_source']:.2f} | "
+            f"{r.get('of_expat_source', float('nan')):.2f} |"
         )
     return "\n".join(lines)
 

@@ -140,7 +140,8 @@ class EventBatch:
 
 @dataclass(slots=True)
 class EventBuilder:
-    """Collects events into column lists and cuts them into ``EventBatch``es.
+    """Collects events into columns (arrays, and a list of values) and cuts them
+    into ``EventBatch``es.
 
     Events of the document being read are held back until the document is
     complete, so that a malformed document can be dropped whole
@@ -150,12 +151,12 @@ class EventBuilder:
 
     symbols: Symbols = field(default_factory=Symbols)
     batch_size: int = 8192
-    docs: list = field(default_factory=list)
-    kinds: list = field(default_factory=list)
-    names: list = field(default_factory=list)
+    docs: array = field(default_factory=lambda: array("q"))
+    kinds: array = field(default_factory=lambda: array("B"))
+    names: array = field(default_factory=lambda: array("i"))
     values: list = field(default_factory=list)
-    depths: list = field(default_factory=list)
-    nodes: list = field(default_factory=list)
+    depths: array = field(default_factory=lambda: array("i"))
+    nodes: array = field(default_factory=lambda: array("q"))
     complete: int = 0  # events before this index belong to complete documents
     doc_start: int = 0  # index of the first pending event of the current document
 
@@ -184,12 +185,12 @@ class EventBuilder:
             return None
         batch = EventBatch(
             self.symbols,
-            array("q", self.docs[:upto]),
-            array("B", self.kinds[:upto]),
-            array("i", self.names[:upto]),
+            self.docs[:upto],
+            self.kinds[:upto],
+            self.names[:upto],
             self.values[:upto],
-            array("i", self.depths[:upto]),
-            array("q", self.nodes[:upto]),
+            self.depths[:upto],
+            self.nodes[:upto],
         )
         for column in (self.docs, self.kinds, self.names, self.values, self.depths, self.nodes):
             del column[:upto]

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from xcep.errors import InputError
 from xcep.events.json_source import JsonReader
 from xcep.events.model import Event, EventBatch, EventBuilder, Kind, Symbols
@@ -44,11 +46,11 @@ class StreamStats:
     seconds: float = 0.0
 
     def add_batch(self, batch: EventBatch) -> None:
-        kinds = batch.kinds
+        kinds = batch.kinds.tobytes()
         for kind in Kind:
             self.events[str(kind)] += kinds.count(kind)
         if len(batch):
-            self.max_depth = max(self.max_depth, max(batch.depths))
+            self.max_depth = max(self.max_depth, int(np.frombuffer(batch.depths, np.int32).max()))
 
     def to_dict(self) -> dict:
         total = sum(self.events.values())

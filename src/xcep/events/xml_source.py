@@ -15,11 +15,24 @@ Choices (see docs/events.md):
   reader resumes at the next XML declaration ``<?xml`` when the input's first
   document had one, otherwise at the next line that starts with ``<`` and a
   name.
+
+Two tokenizers share this work. The compiled one (``_tokenizer.c``, built
+with the package when a C compiler is there) reads the common case: UTF-8,
+ASCII names, the predefined and character references, comments, CDATA,
+processing instructions, a DOCTYPE without internal subset. At anything else,
+and at anything that may be an error, it stops before it and hands the rest of
+the document over to expat, which is fed a prefix that reopens the elements
+still open (events muted) and then the bytes from where the compiled one
+stopped. So every document gives the events and the errors expat gives; the
+compiled tokenizer is only faster. ``SourceOptions(compiled=False)`` turns it
+off.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
+from dataclasses import dataclass
 from pyexpat import ErrorString, ExpatError, ParserCreate
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -37,6 +50,21 @@ _ENTITY_REF = re.compile(r"&([^;&\s]+);")
 _RESYNC_DECLARED = re.compile(rb"<\?xml[ \t\r\n?]")
 _RESYNC_LINE = re.compile(rb"\n<[A-Za-z_:\x80-\xff]")
 _BOM = b"\xef\xbb\xbf"
+_CONTINUATION = re.compile(rb"[\x80-\xbf]")  # UTF-8 bytes that do not start a character
+
+try:
+    from xcep.events import _tokenizer
+except ImportError:  # built without a C compiler: expat's callbacks do all the work
+    _tokenizer = None
+_END_TAG = re.compile(rb"</[^>]*>")
+_PROLOG, _BODY = 0, 1  # where the compiled tokenizer is in a document
+# After a root element: white space, comments and processing instructions (not the next
+# document's XML declaration) still belong to its document.
+_AFTER_ROOT = re.compile(
+    rb"(?:[ \t\r\n]+"  # white space
+    rb"|<!--(?:[^-]|-[^-])*-->"  # a comment
+    rb"|<\?(?!xml[ \t\r\n?])[A-Za-z_:][^?]*(?:\?(?!>)[^?]*)*\?>)*"  # a processing instruction
+)
 
 
 class _DocumentError(Exception):
@@ -59,11 +87,14 @@ class _Window:
         return self.base + len(self.data)
 
     def line_column(self, pos: int) -> tuple[int, int]:
+        """The line and column (in characters, as expat counts them) of ``pos``."""
         head = self.data[: pos - self.base]
         newlines = head.count(b"\n")
+        tail = head[head.rfind(b"\n") + 1 :]
+        width = len(tail) - len(_CONTINUATION.findall(tail))
         if newlines:
-            return self.line + newlines, len(head) - head.rfind(b"\n")
-        return self.line, self.column + len(head)
+            return self.line + newlines, width + 1
+        return self.line, self.column + width
 
     def drop_before(self, pos: int) -> None:
         if pos > self.base:
@@ -83,6 +114,7 @@ class XmlReader:
         self.window = _Window()
         self.eof = False
         self.declared: bool | None = None  # did the first document start with <?xml ?
+        self.scan = _tokenizer.scan if _tokenizer is not None and self.options.compiled else None
 
     def _fill(self) -> bool:
         """Read one more chunk into the window; False at the end of the input."""
@@ -116,14 +148,86 @@ class XmlReader:
 
     def _document(self, start: int) -> Iterator[EventBatch]:
         """Parse the document that starts at ``start``; return where the next may start."""
-        window, ctx, options = self.window, self.ctx, self.options
+        window, options = self.window, self.options
         if not (options.keep_raw and start - window.base < options.raw_limit):
             window.drop_before(start)
+        doc = self.ctx.new_document()
+        handover = None
+        if self.scan is not None:
+            handover = yield from self._scan_document(start, doc)
+            if isinstance(handover, int):
+                return handover
+        return (yield from self._expat_document(start, doc, handover))
+
+    def _scan_document(self, start: int, doc: int) -> Iterator[EventBatch]:
+        """The compiled tokenizer's part of a document: where the next one starts
+        when it read the whole document, else what expat needs to go on
+        (``None``: the whole document)."""
+        window, ctx, options = self.window, self.ctx, self.options
+        builder = ctx.builder
+        columns = (
+            builder.docs,
+            builder.kinds,
+            builder.names,
+            builder.values,
+            builder.depths,
+            builder.nodes,
+        )
+        stack = bytearray()  # (node, name id) of each open element, as int64 pairs
+        parts: list[str] = []  # text read since the last tag
+        next_node, phase, pos, prolog = 0, _PROLOG, start, b""
+        while True:
+            status, at, next_node, root_at = self.scan(
+                window.data,
+                pos - window.base,
+                self.eof,
+                phase,
+                doc,
+                next_node,
+                columns,
+                builder.symbols,
+                stack,
+                parts,
+                options.keep_whitespace,
+                options.max_depth,
+            )
+            pos = window.base + at
+            if root_at >= 0:
+                prolog = bytes(window.data[start - window.base : root_at])
+                phase = _BODY
+            if status == _tokenizer.DONE:
+                ctx.document_done()
+                return self._after_root(pos)
+            if status == _tokenizer.PROLOG:
+                return None
+            if status == _tokenizer.HANDOVER:
+                pairs = array("q", bytes(stack))
+                names = builder.symbols.names
+                opened = b"".join(b"<%s>" % names[name].encode() for name in pairs[1::2])
+                return _Handover(pos, prolog + opened, pairs[::2].tolist(), next_node, parts)
+            batch = builder.take()  # MORE: the window holds no more complete tokens
+            if batch is not None:
+                yield batch
+            raw = options.keep_raw and pos - start <= options.raw_limit
+            window.drop_before(start if raw else pos)
+            self._fill()
+
+    def _expat_document(
+        self, start: int, doc: int, handover: _Handover | None
+    ) -> Iterator[EventBatch]:
+        """Expat's part of a document: all of it, or the rest after ``handover``."""
+        window, ctx, options = self.window, self.ctx, self.options
         line0, column0 = window.line_column(start)
-        doc = ctx.new_document()
         parser = ParserCreate()
-        state = _Handlers(ctx, doc, parser)
-        fed = start
+        parser.ordered_attributes = True
+        parser.buffer_text = True
+        parser.buffer_size = 65536
+        if handover is None:
+            origin = fed = start  # the input position of the parser's first byte
+        else:  # reopen what is open, muted: no handlers yet
+            parser.Parse(handover.prefix, False)
+            origin, fed = handover.pos - len(handover.prefix), handover.pos
+        state = _Handlers(ctx, doc, parser, handover)
         try:
             while True:
                 if fed < window.end:
@@ -139,26 +243,31 @@ class XmlReader:
                 if batch is not None:
                     yield batch
                 if state.root_end is not None:
-                    keep = start + state.root_end
+                    keep = origin + state.root_end
                 elif options.keep_raw and fed - start <= options.raw_limit:
                     keep = start
                 else:
                     keep = fed
                 # expat may hold an incomplete token: keep it (it starts just past the last
                 # parse event), so that an error in it can be located and resynced from
-                window.drop_before(min(keep, start + parser.CurrentByteIndex))
+                window.drop_before(min(keep, origin + parser.CurrentByteIndex))
         except ExpatError as exc:
             if state.root_end is not None:  # the root closed: what follows is the next document
-                return start + parser.ErrorByteIndex
+                end = origin + state.root_end  # where its end tag starts, or past <root/>
+                tag = _END_TAG.match(window.data, end - window.base)
+                return self._after_root(end if tag is None else window.base + tag.end())
             message = ErrorString(exc.code)
             line, column = exc.lineno, exc.offset
-            error_pos = start + parser.ErrorByteIndex
+            error_pos = origin + parser.ErrorByteIndex
         except _DocumentError as exc:
             message = str(exc)
             line, column = parser.CurrentLineNumber, parser.CurrentColumnNumber
-            error_pos = start + parser.CurrentByteIndex
-        column = column + (column0 if line == 1 else 1)
-        error = InputError(message, self.source, doc, line0 + line - 1, column)
+            error_pos = origin + parser.CurrentByteIndex
+        if handover is None:
+            line, column = line0 + line - 1, column + (column0 if line == 1 else 1)
+        else:  # expat counted the prefix: count from the input instead
+            line, column = window.line_column(max(error_pos, window.base))
+        error = InputError(message, self.source, doc, line, column)
         next_start = self._resync(max(error_pos, start + 1, window.base), start)
         if start >= window.base and next_start - start <= options.raw_limit:
             error.raw = bytes(window.data[start - window.base : next_start - window.base])
@@ -167,6 +276,24 @@ class XmlReader:
         if batch is not None:
             yield batch
         return next_start
+
+    def _after_root(self, pos: int) -> int:
+        """Where the next document may start, after a root element that closed at ``pos``.
+
+        Decided here rather than by expat, whose idea of where junk after a document
+        starts depends on how the input was cut into chunks."""
+        window = self.window
+        while True:
+            end = window.base + _AFTER_ROOT.match(window.data, pos - window.base).end()
+            rest = window.data[end - window.base : end - window.base + (1 << 20)]
+            if rest.startswith(b"<!--"):
+                cut = b"-->" not in rest
+            elif rest.startswith(b"<?"):
+                cut = b"?>" not in rest
+            else:
+                cut = len(rest) < 4 and b"<!--".startswith(rest)
+            if not (cut and len(rest) < 1 << 20 and self._fill()):
+                return end
 
     def _resync(self, pos: int, start: int) -> int:
         """The position of the next document after the malformed one at ``start``."""
@@ -184,10 +311,23 @@ class XmlReader:
                 return window.end
 
 
+@dataclass(slots=True)
+class _Handover:
+    """Where the compiled tokenizer left a document to expat, and its state there."""
+
+    pos: int  # the input position expat goes on from
+    prefix: bytes  # what expat reads first, muted: the prolog and the open elements
+    stack: list[int]  # node index of each open element
+    next_node: int
+    parts: list[str]  # text read since the last tag
+
+
 class _Handlers:
     """The expat callbacks of one document, writing into the stream's builder."""
 
-    def __init__(self, ctx: StreamContext, doc: int, parser) -> None:
+    def __init__(
+        self, ctx: StreamContext, doc: int, parser, handover: _Handover | None = None
+    ) -> None:
         options = ctx.options
         builder = ctx.builder
         symbols = builder.symbols
@@ -196,9 +336,9 @@ class _Handlers:
         values, depths, nodes = builder.values.append, builder.depths.append, builder.nodes.append
         keep_whitespace = options.keep_whitespace
         max_depth = options.max_depth
-        text_parts: list[str] = []
-        stack: list[int] = []  # node index of each open element
-        next_node = 0
+        text_parts: list[str] = [] if handover is None else handover.parts
+        stack: list[int] = [] if handover is None else handover.stack  # node of each open element
+        next_node = 0 if handover is None else handover.next_node
         self.root_end: int | None = None
         self.parser = parser
         self.options = options
@@ -282,9 +422,6 @@ class _Handlers:
             text_parts.append(data)
 
         self.counted_text = counted_text
-        parser.ordered_attributes = True
-        parser.buffer_text = True
-        parser.buffer_size = 65536
         parser.StartElementHandler = start
         parser.EndElementHandler = end
         parser.CharacterDataHandler = text_parts.append

@@ -1,0 +1,1157 @@
+/* The compiled XML tokenizer: the hot loop of the XML event source.
+ *
+ * scan() turns the bytes of one document into the event columns of
+ * xcep.events.model.EventBuilder (the same events the expat callbacks of
+ * xml_source.py produce), for the common case only: UTF-8, ASCII names,
+ * elements, attributes, text with the predefined and character references,
+ * CDATA sections, comments and processing instructions, and a prolog made of
+ * an XML declaration and a DOCTYPE without an internal subset. It stops when
+ * the root element closes (DONE): what follows is xml_source.py's business.  It never
+ * decides that a document is malformed: at anything it does not handle, or
+ * that may be an error, it stops *before* it and says so (HANDOVER), and
+ * xml_source.py lets expat parse the rest of the document from there (after a
+ * prefix that reopens the elements still open), so every error is expat's.
+ * Like a lazy DFA with its slow path, the fast part only has to be right on
+ * what it accepts; the property tests compare both paths on random input.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* what scan() returns */
+enum { MORE = 0, DONE = 1, HANDOVER = 2, PROLOG = 3 };
+/* where a document's parse is */
+enum { IN_PROLOG = 0, IN_BODY = 1 };
+/* event kinds (xcep.events.model.Kind) */
+enum { K_OPEN = 0, K_ATTR = 1, K_TEXT = 2, K_CLOSE = 3 };
+/* results of the small parsers below */
+enum { OK = 0, CUT = 1, BAD = 2, FAIL = -1 };
+
+#define MAX_ATTRIBUTES 64
+
+static unsigned char CLASS[256];
+#define C_START 1 /* may start a name */
+#define C_NAME 2  /* may continue a name */
+#define C_SPACE 4 /* XML white space */
+#define C_PLAIN 8 /* a text byte needing no attention (in text and attribute values) */
+
+
+/* A growable array of fixed-size items, flushed into an array.array column. */
+typedef struct {
+    char *data;
+    Py_ssize_t used, capacity; /* in bytes */
+} Column;
+
+/* An open element on the stack (a bytearray of these, kept by the caller). */
+typedef struct {
+    long long node;
+    long long name;
+} Open;
+
+typedef struct {
+    const unsigned char *buf, *end;
+    int final;
+    Column kinds, names, depths, nodes; /* uint8, int32, int32, int64 */
+    Py_ssize_t count;                   /* events written */
+    PyObject *values;                   /* the values column: a list */
+    long long doc;
+    PyObject *symbols, *names_list, *stack, *parts; /* names_list: symbols.names */
+    long long next_node;
+    int keep_whitespace;
+    long max_depth;
+    char *scratch;
+    Py_ssize_t used, capacity;
+} Scan;
+
+/* Recently seen names and their ids (names are interned per stream: the
+ * cache belongs to one Symbols table, held so that its address stays its own). */
+#define CACHE_SLOTS 1024
+#define CACHED_LENGTH 40
+typedef struct {
+    Py_ssize_t length;
+    long long id;
+    unsigned char bytes[CACHED_LENGTH];
+} CachedName;
+static CachedName CACHE[CACHE_SLOTS];
+static PyObject *CACHE_OWNER;
+
+static void init_classes(void)
+{
+    for (int c = 0; c < 256; c++) {
+        int k = 0;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':')
+            k |= C_START | C_NAME;
+        if ((c >= '0' && c <= '9') || c == '.' || c == '-')
+            k |= C_NAME;
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+            k |= C_SPACE;
+        if (c >= 0x20 && c < 0x80 && c != '<' && c != '&' && c != ']' && c != '"' && c != '\'')
+            k |= C_PLAIN;
+        CLASS[c] = (unsigned char)k;
+    }
+}
+
+static int put(Scan *s, const void *data, Py_ssize_t n)
+{
+    if (s->used + n > s->capacity) {
+        Py_ssize_t capacity = (s->used + n) * 2 + 256;
+        char *grown = PyMem_Realloc(s->scratch, capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return FAIL;
+        }
+        s->scratch = grown;
+        s->capacity = capacity;
+    }
+    memcpy(s->scratch + s->used, data, n);
+    s->used += n;
+    return OK;
+}
+
+static int put_utf8(Scan *s, unsigned long c)
+{
+    unsigned char b[4];
+    int n;
+    if (c < 0x80) {
+        b[0] = (unsigned char)c;
+        n = 1;
+    } else if (c < 0x800) {
+        b[0] = 0xC0 | (c >> 6);
+        b[1] = 0x80 | (c & 0x3F);
+        n = 2;
+    } else if (c < 0x10000) {
+        b[0] = 0xE0 | (c >> 12);
+        b[1] = 0x80 | ((c >> 6) & 0x3F);
+        b[2] = 0x80 | (c & 0x3F);
+        n = 3;
+    } else {
+        b[0] = 0xF0 | (c >> 18);
+        b[1] = 0x80 | ((c >> 12) & 0x3F);
+        b[2] = 0x80 | ((c >> 6) & 0x3F);
+        b[3] = 0x80 | (c & 0x3F);
+        n = 4;
+    }
+    return put(s, b, n);
+}
+
+/* The length of the valid XML character encoded in UTF-8 at p (p[0] >= 0x80):
+ * 0 if it is not one, -1 if the buffer ends inside it. */
+static int utf8_char(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0], lo = 0x80, hi = 0xBF;
+    int n;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c == 0xE0) {
+        n = 3;
+        lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+        n = 3;
+    else if (c == 0xED) {
+        n = 3;
+        hi = 0x9F; /* no surrogates */
+    } else if (c == 0xF0) {
+        n = 4;
+        lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3)
+        n = 4;
+    else if (c == 0xF4) {
+        n = 4;
+        hi = 0x8F;
+    } else
+        return 0;
+    if (end - p < n)
+        return -1;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    if (c == 0xEF && p[1] == 0xBF && (p[2] == 0xBE || p[2] == 0xBF))
+        return 0; /* U+FFFE and U+FFFF are not XML characters */
+    return n;
+}
+
+static int is_xml_char(unsigned long c)
+{
+    return c == 0x9 || c == 0xA || c == 0xD || (c >= 0x20 && c <= 0xD7FF) ||
+           (c >= 0xE000 && c <= 0xFFFD) || (c >= 0x10000 && c <= 0x10FFFF);
+}
+
+/* The reference at p (p[0] == '&'), decoded into the scratch buffer.
+ * Returns its length, or 0 when it is not a predefined or character reference
+ * (BAD), or -1 when the buffer ends inside it. */
+static Py_ssize_t reference(Scan *s, const unsigned char *p)
+{
+    const unsigned char *q = p + 1, *limit = p + 12;
+    while (q < s->end && q < limit && *q != ';')
+        q++;
+    if (q == s->end)
+        return -1;
+    if (*q != ';')
+        return 0;
+    Py_ssize_t n = q - (p + 1);
+    const char *body = (const char *)p + 1;
+    char c = 0;
+    if (n == 2 && memcmp(body, "lt", 2) == 0)
+        c = '<';
+    else if (n == 2 && memcmp(body, "gt", 2) == 0)
+        c = '>';
+    else if (n == 3 && memcmp(body, "amp", 3) == 0)
+        c = '&';
+    else if (n == 4 && memcmp(body, "apos", 4) == 0)
+        c = '\'';
+    else if (n == 4 && memcmp(body, "quot", 4) == 0)
+        c = '"';
+    if (c) {
+        if (put(s, &c, 1) < 0)
+            return FAIL - 1; /* never a length: the caller checks PyErr_Occurred */
+        return n + 2;
+    }
+    if (n < 2 || body[0] != '#')
+        return 0;
+    unsigned long value = 0;
+    const char *d = body + 1, *stop = body + n;
+    int hex = *d == 'x';
+    if (hex)
+        d++;
+    if (d == stop)
+        return 0;
+    for (; d < stop; d++) {
+        int digit;
+        if (*d >= '0' && *d <= '9')
+            digit = *d - '0';
+        else if (hex && *d >= 'a' && *d <= 'f')
+            digit = *d - 'a' + 10;
+        else if (hex && *d >= 'A' && *d <= 'F')
+            digit = *d - 'A' + 10;
+        else
+            return 0;
+        value = value * (hex ? 16 : 10) + digit;
+        if (value > 0x10FFFF)
+            return 0;
+    }
+    if (!is_xml_char(value))
+        return 0;
+    if (put_utf8(s, value) < 0)
+        return FAIL - 1;
+    return n + 2;
+}
+
+/* ---- output ---- */
+
+static int append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return FAIL;
+    int r = PyList_Append(list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+static int column_put(Column *c, const void *item, Py_ssize_t size)
+{
+    if (c->used + size > c->capacity) {
+        Py_ssize_t capacity = (c->used + size) * 2 + 4096;
+        char *grown = PyMem_Realloc(c->data, capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return FAIL;
+        }
+        c->data = grown;
+        c->capacity = capacity;
+    }
+    memcpy(c->data + c->used, item, size);
+    c->used += size;
+    return OK;
+}
+
+static int emit(Scan *s, int kind, long long name, PyObject *value, Py_ssize_t depth,
+                long long node)
+{
+    unsigned char k = (unsigned char)kind;
+    int n = (int)name, d = (int)depth;
+    if (column_put(&s->kinds, &k, 1) < 0 || column_put(&s->names, &n, 4) < 0 ||
+        column_put(&s->depths, &d, 4) < 0 || column_put(&s->nodes, &node, 8) < 0 ||
+        PyList_Append(s->values, value) < 0)
+        return FAIL;
+    s->count++;
+    return OK;
+}
+
+/* Append what was written to the caller's array columns (all of them, so
+ * they stay as long as the values list even when an exception is pending). */
+static int flush_columns(Scan *s, PyObject *columns)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    int status = OK;
+    Column docs = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < s->count && status == OK; i++)
+        status = column_put(&docs, &s->doc, 8);
+    Column *parts[5] = {&docs, &s->kinds, &s->names, &s->depths, &s->nodes};
+    int index[5] = {0, 1, 2, 4, 5};
+    for (int i = 0; i < 5 && status == OK; i++) {
+        PyObject *r = PyObject_CallMethod(PyTuple_GET_ITEM(columns, index[i]), "frombytes", "y#",
+                                          parts[i]->data ? parts[i]->data : "", parts[i]->used);
+        if (r == NULL)
+            status = FAIL;
+        Py_XDECREF(r);
+    }
+    PyMem_Free(docs.data);
+    if (type != NULL) {
+        PyErr_Restore(type, value, traceback);
+        return FAIL;
+    }
+    return status;
+}
+
+static unsigned hash_name(const unsigned char *p, Py_ssize_t n)
+{
+    unsigned h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+/* The interned id of the ASCII name at p (symbols[name], adding it when new). */
+static long long name_id(Scan *s, const unsigned char *p, Py_ssize_t n)
+{
+    if (CACHE_OWNER != s->symbols) {
+        memset(CACHE, 0, sizeof CACHE);
+        Py_XDECREF(CACHE_OWNER);
+        Py_INCREF(s->symbols);
+        CACHE_OWNER = s->symbols;
+    }
+    CachedName *slot = &CACHE[hash_name(p, n) % CACHE_SLOTS];
+    if (slot->length == n && memcmp(slot->bytes, p, n) == 0)
+        return slot->id;
+    PyObject *name = PyUnicode_FromStringAndSize((const char *)p, n);
+    if (name == NULL)
+        return -1;
+    PyObject *id = PyDict_GetItemWithError(s->symbols, name);
+    if (id != NULL)
+        Py_INCREF(id);
+    else if (!PyErr_Occurred())
+        id = PyObject_GetItem(s->symbols, name); /* Symbols.__missing__ */
+    Py_DECREF(name);
+    if (id == NULL)
+        return -1;
+    long long value = PyLong_AsLongLong(id);
+    Py_DECREF(id);
+    if (value < 0)
+        return -1;
+    if (n <= CACHED_LENGTH) {
+        slot->length = n;
+        slot->id = value;
+        memcpy(slot->bytes, p, n);
+    }
+    return value;
+}
+
+static Py_ssize_t depth_of(Scan *s)
+{
+    return PyByteArray_GET_SIZE(s->stack) / (Py_ssize_t)sizeof(Open);
+}
+
+static Open *top_of(Scan *s)
+{
+    return (Open *)PyByteArray_AS_STRING(s->stack) + depth_of(s) - 1;
+}
+
+/* The text collected since the last tag, as one text event (unless it is
+ * white space only and white space is not kept). */
+static int flush_text(Scan *s)
+{
+    Py_ssize_t n = PyList_GET_SIZE(s->parts);
+    if (n == 0)
+        return OK;
+    PyObject *value;
+    if (n == 1) {
+        value = PyList_GET_ITEM(s->parts, 0);
+        Py_INCREF(value);
+    } else {
+        PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+        if (empty == NULL)
+            return FAIL;
+        value = PyUnicode_Join(empty, s->parts);
+        Py_DECREF(empty);
+        if (value == NULL)
+            return FAIL;
+    }
+    if (PyList_SetSlice(s->parts, 0, n, NULL) < 0) {
+        Py_DECREF(value);
+        return FAIL;
+    }
+    int keep = s->keep_whitespace;
+    if (!keep) { /* str.isspace(), as the expat path decides */
+        Py_ssize_t length = PyUnicode_GET_LENGTH(value);
+        int kind = PyUnicode_KIND(value);
+        const void *data = PyUnicode_DATA(value);
+        for (Py_ssize_t i = 0; i < length && !keep; i++)
+            keep = !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
+        keep = keep || length == 0;
+    }
+    int r = OK;
+    if (keep)
+        r = emit(s, K_TEXT, -1, value, depth_of(s) + 1, s->next_node++);
+    Py_DECREF(value);
+    return r;
+}
+
+/* ---- the small parsers: each returns OK (and moves *pp past what it read),
+ * CUT (the buffer ends inside), BAD (expat decides) or FAIL (exception) ---- */
+
+static const unsigned char *skip_space(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (CLASS[*p] & C_SPACE))
+        p++;
+    return p;
+}
+
+/* An ASCII name at *pp. */
+static int name(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp;
+    if (p == s->end)
+        return CUT;
+    if (!(CLASS[*p] & C_START))
+        return BAD;
+    while (++p < s->end && (CLASS[*p] & C_NAME))
+        ;
+    if (p == s->end)
+        return CUT;
+    if (*p >= 0x80)
+        return BAD; /* a non-ASCII name: expat knows its character classes */
+    *pp = p;
+    return OK;
+}
+
+static int cut_or_bad(Scan *s)
+{
+    return s->final ? BAD : CUT;
+}
+
+/* Character data at *pp up to the next '<', appended to s->parts as one str.
+ * On CUT, what could be decoded is appended and *pp moved past it. */
+static int text(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *start = *pp, *p = start, *span = start, *end = s->end;
+    int status = OK, copied = 0;
+    s->used = 0;
+    while (p < end) {
+        unsigned c = *p;
+        if (CLASS[c] & C_PLAIN || c == '\n' || c == '\t' || c == '"' || c == '\'') {
+            p++;
+            continue;
+        }
+        if (c == '<')
+            break;
+        if (c == '&' || c == '\r') {
+            if (put(s, span, p - span) < 0)
+                return FAIL;
+            copied = 1;
+            span = p;
+            if (c == '\r') {
+                if (p + 1 == end && !s->final) {
+                    status = CUT;
+                    break;
+                }
+                if (put(s, "\n", 1) < 0)
+                    return FAIL;
+                p += (p + 1 < end && p[1] == '\n') ? 2 : 1;
+            } else {
+                Py_ssize_t n = reference(s, p);
+                if (n <= 0) {
+                    if (PyErr_Occurred())
+                        return FAIL;
+                    status = n == 0 ? BAD : cut_or_bad(s);
+                    break;
+                }
+                p += n;
+            }
+            span = p;
+            continue;
+        }
+        if (c == ']') {
+            if (end - p < 3 && !s->final) {
+                status = CUT;
+                break;
+            }
+            if (end - p >= 3 && p[1] == ']' && p[2] == '>') {
+                status = BAD; /* "]]>" is not allowed in content */
+                break;
+            }
+            p++;
+            continue;
+        }
+        if (c >= 0x80) {
+            int n = utf8_char(p, end);
+            if (n > 0) {
+                p += n;
+                continue;
+            }
+            status = n == 0 ? BAD : cut_or_bad(s);
+            break;
+        }
+        status = BAD; /* a control character */
+        break;
+    }
+    if (p == end && status == OK)
+        status = cut_or_bad(s);
+    if (p > start) {
+        PyObject *part;
+        if (copied) {
+            if (put(s, span, p - span) < 0)
+                return FAIL;
+            part = PyUnicode_DecodeUTF8(s->scratch, s->used, NULL);
+        } else
+            part = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
+        if (append_new(s->parts, part) < 0)
+            return FAIL;
+    }
+    *pp = p;
+    return status;
+}
+
+/* A quoted attribute value at *pp, normalized as expat does (each literal
+ * white space character is a space, CR LF is one), as a new str in *value. */
+static int attribute_value(Scan *s, const unsigned char **pp, PyObject **value)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    if (p == end)
+        return CUT;
+    unsigned quote = *p;
+    if (quote != '"' && quote != '\'')
+        return BAD;
+    const unsigned char *start = ++p, *span = p;
+    int copied = 0;
+    s->used = 0;
+    for (;;) {
+        if (p == end)
+            return CUT;
+        unsigned c = *p;
+        if (CLASS[c] & C_PLAIN) {
+            p++;
+            continue;
+        }
+        if (c == quote)
+            break;
+        if (c == '"' || c == '\'' || c == ']') {
+            p++;
+            continue;
+        }
+        if (c == '<')
+            return BAD;
+        if (c == '&' || c == '\t' || c == '\n' || c == '\r') {
+            if (put(s, span, p - span) < 0)
+                return FAIL;
+            copied = 1;
+            if (c == '&') {
+                Py_ssize_t n = reference(s, p);
+                if (n <= 0)
+                    return PyErr_Occurred() ? FAIL : (n == 0 ? BAD : CUT);
+                p += n;
+            } else {
+                if (c == '\r' && p + 1 == end)
+                    return CUT;
+                if (put(s, " ", 1) < 0)
+                    return FAIL;
+                p += (c == '\r' && p[1] == '\n') ? 2 : 1;
+            }
+            span = p;
+            continue;
+        }
+        if (c >= 0x80) {
+            int n = utf8_char(p, end);
+            if (n <= 0)
+                return n == 0 ? BAD : CUT;
+            p += n;
+            continue;
+        }
+        return BAD; /* a control character */
+    }
+    if (copied) {
+        if (put(s, span, p - span) < 0)
+            return FAIL;
+        *value = PyUnicode_DecodeUTF8(s->scratch, s->used, NULL);
+    } else
+        *value = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
+    if (*value == NULL)
+        return FAIL;
+    *pp = p + 1;
+    return OK;
+}
+
+typedef struct {
+    const unsigned char *name;
+    Py_ssize_t length;
+    PyObject *value;
+} Attribute;
+
+static int is_namespace_declaration(const Attribute *a)
+{
+    return a->length >= 5 && memcmp(a->name, "xmlns", 5) == 0 &&
+           (a->length == 5 || a->name[5] == ':');
+}
+
+/* A start tag at *pp (p[0] == '<'): its events (after the text before it). */
+static int start_tag(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp + 1, *end = s->end, *tag_name = p;
+    Attribute attributes[MAX_ATTRIBUTES];
+    int count = 0, status, empty = 0;
+    status = name(s, &p);
+    if (status != OK)
+        return status;
+    Py_ssize_t tag_length = p - tag_name;
+    for (;;) {
+        const unsigned char *after = skip_space(p, end);
+        if (after == end) {
+            status = CUT;
+            goto done;
+        }
+        if (*after == '>') {
+            p = after + 1;
+            break;
+        }
+        if (*after == '/') {
+            if (after + 1 == end) {
+                status = CUT;
+                goto done;
+            }
+            if (after[1] != '>') {
+                status = BAD;
+                goto done;
+            }
+            p = after + 2;
+            empty = 1;
+            break;
+        }
+        if (after == p || count == MAX_ATTRIBUTES) { /* attributes need space before them */
+            status = BAD;
+            goto done;
+        }
+        p = after;
+        Attribute *a = &attributes[count];
+        a->name = p;
+        status = name(s, &p);
+        if (status != OK)
+            goto done;
+        a->length = p - a->name;
+        p = skip_space(p, end);
+        if (p == end) {
+            status = CUT;
+            goto done;
+        }
+        if (*p != '=') {
+            status = BAD;
+            goto done;
+        }
+        p = skip_space(p + 1, end);
+        status = attribute_value(s, &p, &a->value);
+        if (status != OK)
+            goto done;
+        for (int i = 0; i < count; i++)
+            if (attributes[i].length == a->length &&
+                memcmp(attributes[i].name, a->name, a->length) == 0) {
+                Py_DECREF(a->value);
+                status = BAD; /* a duplicate attribute */
+                goto done;
+            }
+        count++;
+    }
+    Py_ssize_t depth = depth_of(s) + 1;
+    if (depth > s->max_depth) {
+        status = BAD; /* expat's path reports the limit */
+        goto done;
+    }
+    status = FAIL;
+    if (flush_text(s) < 0)
+        goto done;
+    Open open = {s->next_node++, name_id(s, tag_name, tag_length)};
+    if (open.name < 0 || emit(s, K_OPEN, open.name, Py_None, depth, open.node) < 0)
+        goto done;
+    for (int i = 0; i < count; i++) {
+        if (is_namespace_declaration(&attributes[i]))
+            continue;
+        long long id = name_id(s, attributes[i].name, attributes[i].length);
+        if (id < 0 || emit(s, K_ATTR, id, attributes[i].value, depth + 1, s->next_node++) < 0)
+            goto done;
+    }
+    if (empty) {
+        if (emit(s, K_CLOSE, open.name, Py_None, depth, open.node) < 0)
+            goto done;
+    } else {
+        Py_ssize_t size = PyByteArray_GET_SIZE(s->stack);
+        if (PyByteArray_Resize(s->stack, size + sizeof(Open)) < 0)
+            goto done;
+        memcpy(PyByteArray_AS_STRING(s->stack) + size, &open, sizeof(Open));
+    }
+    status = OK;
+    *pp = p;
+done:
+    for (int i = 0; i < count; i++)
+        Py_DECREF(attributes[i].value);
+    return status;
+}
+
+/* An end tag at *pp (p[0..1] == "</"), closing the innermost open element. */
+static int end_tag(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp + 2, *tag_name = p, *end = s->end;
+    int status = name(s, &p);
+    if (status != OK)
+        return status;
+    Py_ssize_t length = p - tag_name;
+    p = skip_space(p, end);
+    if (p == end)
+        return CUT;
+    if (*p != '>')
+        return BAD;
+    Py_ssize_t depth = depth_of(s);
+    Open open = *top_of(s);
+    PyObject *open_name = PyList_GET_ITEM(s->names_list, open.name);
+    if (!PyUnicode_IS_COMPACT_ASCII(open_name) || PyUnicode_GET_LENGTH(open_name) != length ||
+        memcmp(PyUnicode_1BYTE_DATA(open_name), tag_name, length) != 0)
+        return BAD; /* a mismatched tag */
+    if (flush_text(s) < 0 || emit(s, K_CLOSE, open.name, Py_None, depth, open.node) < 0)
+        return FAIL;
+    if (PyByteArray_Resize(s->stack, (depth - 1) * sizeof(Open)) < 0)
+        return FAIL;
+    *pp = p + 1;
+    return OK;
+}
+
+/* Characters up to the terminator `stop` (checked to be XML characters);
+ * *pp is moved past the terminator. */
+static int chars_until(Scan *s, const unsigned char **pp, const char *stop)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    size_t n = strlen(stop);
+    for (;;) {
+        if ((size_t)(end - p) < n)
+            return cut_or_bad(s);
+        if (memcmp(p, stop, n) == 0)
+            break;
+        unsigned c = *p;
+        if (c >= 0x80) {
+            int k = utf8_char(p, end);
+            if (k <= 0)
+                return k == 0 ? BAD : cut_or_bad(s);
+            p += k;
+        } else if (c < 0x20 && !(CLASS[c] & C_SPACE))
+            return BAD;
+        else
+            p++;
+    }
+    *pp = p + n;
+    return OK;
+}
+
+/* A comment at *pp ("<!--"): skipped. "--" may only close it. */
+static int comment(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp + 4;
+    int status = chars_until(s, &p, "--");
+    if (status != OK)
+        return status;
+    if (p == s->end)
+        return cut_or_bad(s);
+    if (*p != '>')
+        return BAD;
+    *pp = p + 1;
+    return OK;
+}
+
+/* A processing instruction at *pp ("<?"): skipped. Targets like "xml" are left to expat. */
+static int processing_instruction(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp + 2, *target = p;
+    int status = name(s, &p);
+    if (status != OK)
+        return status;
+    if (p - target == 3 && (target[0] | 0x20) == 'x' && (target[1] | 0x20) == 'm' &&
+        (target[2] | 0x20) == 'l')
+        return BAD;
+    if (!(CLASS[*p] & C_SPACE)) {
+        if (*p != '?')
+            return BAD;
+    }
+    status = chars_until(s, &p, "?>");
+    if (status != OK)
+        return status;
+    *pp = p;
+    return OK;
+}
+
+/* A CDATA section at *pp ("<![CDATA["): its characters join the text. */
+static int cdata(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *start = *pp + 9, *p = start;
+    int status = chars_until(s, &p, "]]>");
+    if (status != OK)
+        return status;
+    /* line ends are normalized in CDATA too */
+    const unsigned char *q = start, *stop = p - 3, *span = start;
+    s->used = 0;
+    for (; q < stop; q++) {
+        if (*q == '\r') {
+            if (put(s, span, q - span) < 0 || put(s, "\n", 1) < 0)
+                return FAIL;
+            if (q + 1 < stop && q[1] == '\n')
+                q++;
+            span = q + 1;
+        }
+    }
+    if (put(s, span, stop - span) < 0)
+        return FAIL;
+    if (s->used && append_new(s->parts, PyUnicode_DecodeUTF8(s->scratch, s->used, NULL)) < 0)
+        return FAIL;
+    *pp = p;
+    return OK;
+}
+
+static int starts(const unsigned char *p, const unsigned char *end, const char *text)
+{
+    size_t n = strlen(text);
+    return (size_t)(end - p) >= n && memcmp(p, text, n) == 0;
+}
+
+/* "<!" at *pp: a comment or a CDATA section, or BAD; CUT when too short to tell. */
+static int markup_declaration(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    if (starts(p, end, "<!--"))
+        return comment(s, pp);
+    if (starts(p, end, "<![CDATA["))
+        return cdata(s, pp);
+    size_t available = end - p;
+    if ((available < 4 && memcmp(p, "<!--", available) == 0) ||
+        (available < 9 && memcmp(p, "<![CDATA[", available) == 0))
+        return cut_or_bad(s);
+    return BAD;
+}
+
+/* ---- the prolog: BOM, XML declaration, DOCTYPE without internal subset ---- */
+
+/* name="value" with the value's bytes in [*value, *value + *length). */
+static int pseudo_attribute(Scan *s, const unsigned char **pp, const char *key,
+                            const unsigned char **value, Py_ssize_t *length)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    size_t n = strlen(key);
+    if ((size_t)(end - p) < n)
+        return CUT;
+    if (memcmp(p, key, n) != 0)
+        return BAD;
+    p = skip_space(p + n, end);
+    if (p == end)
+        return CUT;
+    if (*p != '=')
+        return BAD;
+    p = skip_space(p + 1, end);
+    if (p == end)
+        return CUT;
+    unsigned quote = *p;
+    if (quote != '"' && quote != '\'')
+        return BAD;
+    const unsigned char *start = ++p;
+    while (p < end && *p != quote) {
+        if (!(CLASS[*p] & C_NAME))
+            return BAD;
+        p++;
+    }
+    if (p == end)
+        return CUT;
+    *value = start;
+    *length = p - start;
+    *pp = p + 1;
+    return OK;
+}
+
+static int same_ignoring_case(const unsigned char *p, Py_ssize_t n, const char *text)
+{
+    if ((size_t)n != strlen(text))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((p[i] | 0x20) != (unsigned char)(text[i] | 0x20))
+            return 0;
+    return 1;
+}
+
+static int xml_declaration(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp + 5, *end = s->end, *value;
+    Py_ssize_t length;
+    int status;
+    const unsigned char *after = skip_space(p, end);
+    if (after == p)
+        return after == end ? CUT : BAD;
+    p = after;
+    status = pseudo_attribute(s, &p, "version", &value, &length);
+    if (status != OK)
+        return status;
+    if (length != 3 || memcmp(value, "1.0", 3) != 0)
+        return BAD;
+    after = skip_space(p, end);
+    if (after != p && after < end && *after == 'e') {
+        p = after;
+        status = pseudo_attribute(s, &p, "encoding", &value, &length);
+        if (status != OK)
+            return status;
+        if (!same_ignoring_case(value, length, "utf-8"))
+            return BAD; /* expat decodes other encodings */
+        after = skip_space(p, end);
+    }
+    if (after != p && after < end && *after == 's') {
+        p = after;
+        status = pseudo_attribute(s, &p, "standalone", &value, &length);
+        if (status != OK)
+            return status;
+        if (!(length == 3 && memcmp(value, "yes", 3) == 0) &&
+            !(length == 2 && memcmp(value, "no", 2) == 0))
+            return BAD;
+        after = skip_space(p, end);
+    }
+    p = after;
+    if (end - p < 2)
+        return CUT;
+    if (p[0] != '?' || p[1] != '>')
+        return BAD;
+    *pp = p + 2;
+    return OK;
+}
+
+/* A quoted literal of plain ASCII characters (a system or public id). */
+static int literal(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    if (p == end)
+        return CUT;
+    unsigned quote = *p;
+    if (quote != '"' && quote != '\'')
+        return BAD;
+    for (p++; p < end && *p != quote; p++)
+        if (!(CLASS[*p] & C_NAME) && (*p == 0 || strchr(" /()+,=?;!*#@$%", *p) == NULL))
+            return BAD;
+    if (p == end)
+        return CUT;
+    *pp = p + 1;
+    return OK;
+}
+
+static int doctype(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp + 9, *end = s->end;
+    const unsigned char *after = skip_space(p, end);
+    if (after == p)
+        return after == end ? CUT : BAD;
+    p = after;
+    int status = name(s, &p);
+    if (status != OK)
+        return status;
+    after = skip_space(p, end);
+    if (after != p && after < end && (*after == 'S' || *after == 'P')) {
+        p = after;
+        int public = starts(p, end, "PUBLIC");
+        if (!public && !starts(p, end, "SYSTEM"))
+            return end - p < 6 ? CUT : BAD;
+        p += 6;
+        for (int i = 0; i < (public ? 2 : 1); i++) {
+            after = skip_space(p, end);
+            if (after == p)
+                return after == end ? CUT : BAD;
+            p = after;
+            status = literal(s, &p);
+            if (status != OK)
+                return status;
+        }
+        after = skip_space(p, end);
+    }
+    p = after;
+    if (p == end)
+        return CUT;
+    if (*p != '>')
+        return BAD; /* an internal subset: entities, so expat */
+    *pp = p + 1;
+    return OK;
+}
+
+/* Could the bytes at p (fewer than strlen(text)) still become text? */
+static int may_become(const unsigned char *p, const unsigned char *end, const char *text)
+{
+    size_t n = end - p;
+    return n < strlen(text) && memcmp(p, text, n) == 0;
+}
+
+static int prolog(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    int status;
+    if (may_become(p, end, "\xEF\xBB\xBF"))
+        return CUT;
+    if (starts(p, end, "\xEF\xBB\xBF"))
+        p += 3;
+    if (may_become(p, end, "<?xml "))
+        return CUT;
+    if (starts(p, end, "<?xml") && (CLASS[p[5]] & C_SPACE)) {
+        status = xml_declaration(s, &p);
+        if (status != OK)
+            return status;
+    }
+    p = skip_space(p, end);
+    if (may_become(p, end, "<!DOCTYPE"))
+        return CUT;
+    if (starts(p, end, "<!DOCTYPE")) {
+        status = doctype(s, &p);
+        if (status != OK)
+            return status;
+        p = skip_space(p, end);
+    }
+    if (end - p < 2)
+        return CUT;
+    if (p[0] != '<' || !(CLASS[p[1]] & C_START))
+        return BAD; /* comments, processing instructions: expat */
+    *pp = p;
+    return OK;
+}
+
+/* ---- scan() ---- */
+
+static int body(Scan *s, const unsigned char **pp)
+{
+    const unsigned char *end = s->end;
+    for (;;) {
+        const unsigned char *p = *pp;
+        int status;
+        if (depth_of(s) == 0)
+            return OK; /* the root closed */
+        if (p == end)
+            return cut_or_bad(s);
+        if (*p != '<')
+            status = text(s, pp);
+        else if (end - p < 2)
+            status = cut_or_bad(s);
+        else if (p[1] == '/')
+            status = end_tag(s, pp);
+        else if (p[1] == '!')
+            status = markup_declaration(s, pp);
+        else if (p[1] == '?')
+            status = processing_instruction(s, pp);
+        else
+            status = start_tag(s, pp);
+        if (status == CUT && s->final)
+            status = BAD;
+        if (status != OK)
+            return status;
+    }
+}
+
+static PyObject *scan(PyObject *module, PyObject *args)
+{
+    Py_buffer buffer;
+    Py_ssize_t pos;
+    int final, phase;
+    PyObject *columns;
+    Scan s;
+    memset(&s, 0, sizeof s);
+    if (!PyArg_ParseTuple(args, "y*npiLLO!O!O!O!pl:scan", &buffer, &pos, &final, &phase, &s.doc,
+                          &s.next_node, &PyTuple_Type, &columns, &PyDict_Type, &s.symbols,
+                          &PyByteArray_Type, &s.stack, &PyList_Type, &s.parts,
+                          &s.keep_whitespace, &s.max_depth))
+        return NULL;
+    PyObject *result = NULL;
+    if (pos < 0 || pos > buffer.len) {
+        PyErr_SetString(PyExc_ValueError, "position outside the buffer");
+        goto out;
+    }
+    if (PyTuple_GET_SIZE(columns) != 6 || !PyList_Check(PyTuple_GET_ITEM(columns, 3))) {
+        PyErr_SetString(PyExc_TypeError, "columns: docs, kinds, names, values (a list), depths, nodes");
+        goto out;
+    }
+    s.values = PyTuple_GET_ITEM(columns, 3);
+    s.names_list = PyObject_GetAttrString(s.symbols, "names");
+    if (s.names_list == NULL)
+        goto out;
+    if (!PyList_Check(s.names_list)) {
+        PyErr_SetString(PyExc_TypeError, "symbols.names must be a list");
+        goto out;
+    }
+    s.buf = buffer.buf;
+    s.end = s.buf + buffer.len;
+    s.final = final;
+    const unsigned char *p = s.buf + pos;
+    Py_ssize_t root_at = -1;
+    int status, answer;
+    if (phase == IN_PROLOG) {
+        const unsigned char *root = p;
+        status = prolog(&s, &root);
+        if (status == OK) {
+            const unsigned char *q = root;
+            status = start_tag(&s, &q);
+            if (status == OK) {
+                root_at = root - s.buf;
+                p = q;
+                phase = IN_BODY;
+                if (depth_of(&s) == 0) { /* an empty root element */
+                    answer = DONE;
+                    goto answer;
+                }
+            }
+        }
+        if (status == FAIL)
+            goto out;
+        if (status != OK) {
+            answer = status == CUT && !final ? MORE : PROLOG;
+            goto answer;
+        }
+    }
+    status = body(&s, &p);
+    if (status == FAIL)
+        goto out;
+    answer = status == OK ? DONE : status == CUT ? MORE : HANDOVER;
+answer:
+    result = Py_BuildValue("inLn", answer, (Py_ssize_t)(p - s.buf), s.next_node, root_at);
+out:
+    if (s.values != NULL && flush_columns(&s, columns) < 0)
+        Py_CLEAR(result);
+    Py_XDECREF(s.names_list);
+    PyMem_Free(s.kinds.data);
+    PyMem_Free(s.names.data);
+    PyMem_Free(s.depths.data);
+    PyMem_Free(s.nodes.data);
+    PyMem_Free(s.scratch);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buffer, pos, final, phase, doc, next_node, columns, symbols, stack, parts, "
+     "keep_whitespace, max_depth) -> (status, pos, next_node, root_at)\n\n"
+     "Events of one document from buffer[pos:] appended to the columns (arrays q B i, "
+     "a list, arrays i q); stack: a bytearray of (node, name id) int64 pairs; see "
+     "xcep/events/xml_source.py."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_tokenizer", "The compiled XML tokenizer of the XML event source.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__tokenizer(void)
+{
+    init_classes();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "MORE", MORE) < 0 || PyModule_AddIntConstant(m, "DONE", DONE) < 0 ||
+        PyModule_AddIntConstant(m, "HANDOVER", HANDOVER) < 0 ||
+        PyModule_AddIntConstant(m, "PROLOG", PROLOG) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
