@@ -8,9 +8,9 @@ DATA ?= ../shared/data
 
 .PHONY: demo demo-local test lint bench clean
 
-# the install also compiles the XML tokenizer (src/xcep/events/_tokenizer.c) when a C
-# compiler is there; without one, expat's callbacks do its work
-$(STAMP): pyproject.toml src/xcep/events/_tokenizer.c
+# the install also compiles the kernels (the XML tokenizer, the XPush table walk) when a
+# C compiler is there; without one, Python does their work
+$(STAMP): pyproject.toml src/xcep/events/_tokenizer.c src/xcep/xpush/_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'

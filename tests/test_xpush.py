@@ -2,6 +2,7 @@
 
 import io
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -155,7 +156,8 @@ def test_machine_agrees_with_lxml(paths, trees):
     want = lxml_answer(trees, theirs)
     for options in OPTIONS:
         machine = XPushMachine(dict(enumerate(ours)), options)
-        assert run_machine(machine, trees) == want, (options, ours)
+        # twice: the second pass runs on the tables the first one built (the compiled walk)
+        assert run_machine(machine, trees + trees) == want + want, (options, ours)
 
 
 def test_running_example_reproduces_the_seeds_trace():
@@ -366,11 +368,15 @@ def test_generated_workloads_agree_with_lxml(data_dir, seed, predicates, p_wild,
     texts = generator.workload(40, predicates=predicates, p_wild=p_wild, p_desc=p_desc)
     trees = [etree.fromstring(d) for d in sample]
     want = lxml_answer(trees, texts)
-    data = as_stream(sample)
+    data = as_stream(sample) * 2  # the second pass on the tables of the first
     for options in OPTIONS:
-        machine = XPushMachine(dict(enumerate(texts)), options)
-        stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
-        assert [ids for _, ids in machine.run(stream.batches())] == want, options
+        runs = []
+        for compiled in (True, False):  # the compiled table walk and the Python loop
+            machine = XPushMachine(dict(enumerate(texts)), replace(options, compiled=compiled))
+            stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
+            runs.append(([ids for _, ids in machine.run(stream.batches())], machine.stats))
+        assert runs[0] == runs[1]
+        assert runs[0][0] == want + want, options
 
 
 _MESSAGES: list = []

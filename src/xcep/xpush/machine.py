@@ -40,6 +40,11 @@ from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
 from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload, id_key
 
+try:
+    from xcep.xpush._walk import walk as _compiled_walk
+except ImportError:  # built without a C compiler: the Python loop does it all
+    _compiled_walk = None
+
 
 @dataclass
 class MachineStats:
@@ -61,6 +66,7 @@ class MachineOptions:
     order: bool = False
     early: bool = False
     max_entries: int = 10_000_000
+    compiled: bool = True  # follow the tables with the compiled walk (xcep.xpush._walk) if built
 
     def __post_init__(self) -> None:
         if self.early and not self.top_down:
@@ -523,6 +529,7 @@ class XPushMachine:
         # the tables, bound at every document start (a flush or rebuild replaces them)
         push = leaf = close = add = accept = values = None
         EMPTY = self.EMPTY
+        walk = _compiled_walk if self.options.compiled else None
         for batch in batches:
             if batch.symbols is not symbols:
                 symbols = batch.symbols
@@ -537,9 +544,20 @@ class XPushMachine:
                 + 2 * (len(kinds) - kinds.count(OPEN))
                 + kinds.count(CLOSE) * values_needed
             )
-            for d, kind, name, value in zip(
-                batch.docs, kinds, batch.names, batch.values, strict=True
-            ):
+            docs, names, values_column = batch.docs, batch.names, batch.values
+            i, n = 0, len(kinds)
+            while i < n:
+                if walk is not None and docs[i] == doc:
+                    # the tables' known entries, followed in C up to the first that is not
+                    i, qt, qb = walk(
+                        docs, kinds, names, values_column, doc, i, n, elem_labels, attr_labels,
+                        "#text", push, leaf, close, add, values if values_needed else None,
+                        texts if values_needed else None, EMPTY, stack, proven, qt, qb,
+                    )  # fmt: skip
+                    if i == n:
+                        break
+                d, kind, name, value = docs[i], kinds[i], names[i], values_column[i]
+                i += 1
                 if d != doc:  # a new document (a malformed one before it is dropped)
                     self._document_boundary()
                     push, leaf, close, add, accept, values = (
