@@ -7,6 +7,7 @@ from bench import events, spark, xpush, xquery, xscl, xseq, xseq_multi, xseq_opt
 BENCHMARKS = {
     "events": events.run,
     "xpush": xpush.run,
+    "xpush-kernels": xpush.run_kernels,
     "xseq": xseq.run,
     "xseq-opt": xseq_opt.run,
     "xseq-multi": xseq_multi.run,

@@ -53,10 +53,11 @@ def _run_config(job: dict) -> dict:
     dtd = parse_dtd(Path(job["dtd"]).read_text())
     options = dict(CONFIGS[job["config"]])
     train = options.pop("train", False)
+    compiled = job.get("compiled", True)  # the compiled kernels (tokenizer, table walk)
     start = time.perf_counter()
     machine = XPushMachine(
         dict(enumerate(filters)),
-        MachineOptions(**options, max_entries=job["max_entries"]),
+        MachineOptions(**options, max_entries=job["max_entries"], compiled=compiled),
         order_facts=dtd,
     )
     compile_s = time.perf_counter() - start
@@ -71,7 +72,9 @@ def _run_config(job: dict) -> dict:
     def progress(n: int) -> None:
         consumed[0] += n
 
-    stream = EventStream([io.BytesIO(data)], keep_whitespace=True, chunk_size=step)
+    stream = EventStream(
+        [io.BytesIO(data)], keep_whitespace=True, chunk_size=step, compiled=compiled
+    )
     answers_digest = 0
     matches = 0
     start = time.perf_counter()
@@ -87,7 +90,7 @@ def _run_config(job: dict) -> dict:
     stats = machine.stats_dict()
     # warm: the same data again, the machine keeping what it built (the seed's
     # "completed machine" measurement)
-    stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
+    stream = EventStream([io.BytesIO(data)], keep_whitespace=True, compiled=compiled)
     start = time.perf_counter()
     for _ in machine.run(stream.batches()):
         pass
@@ -281,6 +284,78 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
     write_results("xpush", rows, {"plan": plan, "complete": True})
     plot(rows)
     return rows
+
+
+def run_kernels(repeat: int = 1, quick: bool = False) -> list[dict]:
+    """The compiled kernels (XML tokenizer, table walk) against the pure-Python machine:
+    XMark messages, 1.15 predicates per filter, both in the same run, cold and warm."""
+    sizes = [1_000, 5_000] if quick else [10_000, 100_000]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        info = prepare(workdir, quick)["XMark f0.1 split"]
+        docs = info["docs"]
+        data = as_stream(docs)
+        data_path = workdir / "data.xml"
+        data_path.write_bytes(data)
+        dtd_path = workdir / "data.dtd"
+        dtd_path.write_text(info["dtd"])
+        generator = FilterGenerator(docs, seed=7)
+        for size in sizes:
+            filters = generator.workload(size, predicates=1.15)
+            filters_path = workdir / f"filters-{size}.json"
+            filters_path.write_text(json.dumps(filters))
+            peers = _peers(filters, data, docs, 100, 500)
+            peers.pop("lxml_sample_answers", None)
+            digests = set()
+            for config in ("basic", "TD-order-early-train"):
+                for compiled in (False, True):
+                    job = {
+                        "dataset": "XMark f0.1 split",
+                        "experiment": "kernels",
+                        "predicates_per_filter": 1.15,
+                        "filters_count": size,
+                        "config": config,
+                        "compiled": compiled,
+                        "filters": str(filters_path),
+                        "data": str(data_path),
+                        "dtd": str(dtd_path),
+                        "max_entries": 50_000_000,
+                    }
+                    row = _isolated(job)
+                    row.update(peers)
+                    digests.add(row["answers_digest"])
+                    rows.append(row)
+                    write_results("xpush-kernels", rows, {"sizes": sizes})
+                    print(
+                        f"{size:7} {config:22} compiled={compiled!s:5} "
+                        f"cold {row['filter_s']:6.2f}s warm {row['warm_s']:6.3f}s "
+                        f"× lxml cold {row['lxml_estimated_s'] / row['filter_s']:,.0f} "
+                        f"warm {row['lxml_estimated_s'] / row['warm_s']:,.0f}",
+                        flush=True,
+                    )
+            if len(digests) != 1:
+                raise AssertionError(f"the runs disagree at {size} filters")
+    print(kernels_markdown(rows))
+    return rows
+
+
+def kernels_markdown(rows: list[dict]) -> str:
+    lines = [
+        "| filters | config | kernels | cold s | cold MB/s | warm s | warm MB/s | lxml s (est.) "
+        "| × lxml cold | × lxml warm |",
+        "|" + "---|" * 10,
+    ]
+    for r in rows:
+        lxml = r["lxml_estimated_s"]
+        kernels = "compiled" if r["compiled"] else "Python"
+        lines.append(
+            f"| {r['filters_count']:,} | {r['config']} | {kernels}"
+            f" | {r['filter_s']:.2f} | {r['mb_per_s']:.2f} | {r['warm_s']:.3f} "
+            f"| {r['warm_mb_per_s']:.1f} | {lxml:,.0f} | {lxml / r['filter_s']:,.0f} "
+            f"| {lxml / r['warm_s']:,.0f} |"
+        )
+    return "\n".join(lines)
 
 
 def plot(rows: list[dict]) -> None:

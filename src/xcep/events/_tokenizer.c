@@ -341,7 +341,9 @@ static long long name_id(Scan *s, const unsigned char *p, Py_ssize_t n)
     Py_DECREF(id);
     if (value < 0)
         return -1;
-    if (n <= CACHED_LENGTH) {
+    /* the calls above may have run Python code, and another thread a scan of
+     * another stream: cache the name only if the cache is still this stream's */
+    if (n <= CACHED_LENGTH && CACHE_OWNER == s->symbols) {
         slot->length = n;
         slot->id = value;
         memcpy(slot->bytes, p, n);
