@@ -123,6 +123,8 @@ PROLOGS = [
     b"<!-- lead -->",
     b"<?pi lead?>\n",
     b"\xef\xbb\xbf<?xml",
+    b"\xef\xbb\xbf\r",
+    b"\xef\xbb\xbf\r\n \r",
 ]
 EPILOGS = [b"", b"\n", b"<!-- tail -->", b"<?pi tail?>", b"junk", b"<!-- a -- b -->", b"</a>",
            b"<!", b"<?xml", b"<?XML x?>", b"\n<!-- t -->\n"]  # fmt: skip
@@ -194,6 +196,14 @@ def test_large_documents_in_small_chunks(chunk):
     events, errors, docs, bad = read(data, chunk_size=chunk)
     assert (docs, bad, errors) == (1, 0, [])
     assert sum(1 for e in events if e[1] == "attr") == 600
+
+
+def test_lines_end_at_cr_as_expat_counts_them():
+    # found by fuzzing: an error after a handover is located from the input's bytes
+    cases = {b'\xef\xbb\xbf\r<a a=""><&lt;/a>': 2, b"\xef\xbb\xbf\r\n\r<a>\r\n<&lt;/a>": 4}
+    for data, line in cases.items():
+        assert_same(data)
+        assert read(data)[1][0][1] == line
 
 
 def test_xmark_reads_the_same(data_dir):

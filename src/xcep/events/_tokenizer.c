@@ -290,10 +290,12 @@ static int flush_columns(Scan *s, PyObject *columns)
     for (Py_ssize_t i = 0; i < s->count && status == OK; i++)
         status = column_put(&docs, &s->doc, 8);
     Column *parts[5] = {&docs, &s->kinds, &s->names, &s->depths, &s->nodes};
-    int index[5] = {0, 1, 2, 4, 5};
+    int index[5] = {0, 1, 2, 4, 5}, size[5] = {8, 1, 4, 4, 8};
     for (int i = 0; i < 5 && status == OK; i++) {
+        /* count items: an event whose writing failed half-way is not one */
         PyObject *r = PyObject_CallMethod(PyTuple_GET_ITEM(columns, index[i]), "frombytes", "y#",
-                                          parts[i]->data ? parts[i]->data : "", parts[i]->used);
+                                          parts[i]->data ? parts[i]->data : "",
+                                          s->count * size[i]);
         if (r == NULL)
             status = FAIL;
         Py_XDECREF(r);

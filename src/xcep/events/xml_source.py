@@ -89,8 +89,8 @@ class _Window:
     def line_column(self, pos: int) -> tuple[int, int]:
         """The line and column (in characters, as expat counts them) of ``pos``."""
         head = self.data[: pos - self.base]
-        newlines = head.count(b"\n")
-        tail = head[head.rfind(b"\n") + 1 :]
+        newlines = head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n")  # as expat
+        tail = head[max(head.rfind(b"\n"), head.rfind(b"\r")) + 1 :]
         width = len(tail) - len(_CONTINUATION.findall(tail))
         if newlines:
             return self.line + newlines, width + 1
