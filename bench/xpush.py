@@ -117,6 +117,21 @@ def _run_config(job: dict) -> dict:
     }
 
 
+def _job(dataset, experiment, preds, size, config, filters_path: Path, data_path: Path) -> dict:
+    """One configuration's run (``_run_config``); the DTD lies beside the data."""
+    return {
+        "dataset": dataset,
+        "experiment": experiment,
+        "predicates_per_filter": preds,
+        "filters_count": size,
+        "config": config,
+        "filters": str(filters_path),
+        "data": str(data_path),
+        "dtd": str(data_path.with_suffix(".dtd")),
+        "max_entries": 50_000_000,
+    }
+
+
 def _isolated(job: dict) -> dict:
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1, maxtasksperchild=1) as pool:
@@ -255,17 +270,7 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
                 peers.pop("lxml_sample_answers", None)
                 digests = set()
                 for config in configs:
-                    job = {
-                        "dataset": dataset,
-                        "experiment": experiment,
-                        "predicates_per_filter": preds,
-                        "filters_count": size,
-                        "config": config,
-                        "filters": str(filters_path),
-                        "data": str(data_path),
-                        "dtd": str(dtd_path),
-                        "max_entries": 50_000_000,
-                    }
+                    job = _job(dataset, experiment, preds, size, config, filters_path, data_path)
                     row = _isolated(job)
                     row.update(peers)
                     digests.add(row["answers_digest"])
@@ -310,19 +315,10 @@ def run_kernels(repeat: int = 1, quick: bool = False) -> list[dict]:
             digests = set()
             for config in ("basic", "TD-order-early-train"):
                 for compiled in (False, True):
-                    job = {
-                        "dataset": "XMark f0.1 split",
-                        "experiment": "kernels",
-                        "predicates_per_filter": 1.15,
-                        "filters_count": size,
-                        "config": config,
-                        "compiled": compiled,
-                        "filters": str(filters_path),
-                        "data": str(data_path),
-                        "dtd": str(dtd_path),
-                        "max_entries": 50_000_000,
-                    }
-                    row = _isolated(job)
+                    job = _job(
+                        "XMark f0.1 split", "kernels", 1.15, size, config, filters_path, data_path
+                    )
+                    row = _isolated({**job, "compiled": compiled})
                     row.update(peers)
                     digests.add(row["answers_digest"])
                     rows.append(row)

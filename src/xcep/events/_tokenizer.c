@@ -36,7 +36,8 @@ static unsigned char CLASS[256];
 #define C_PLAIN 8 /* a text byte needing no attention (in text and attribute values) */
 
 
-/* A growable array of fixed-size items, flushed into an array.array column. */
+/* A growable byte buffer: a column of fixed-size items (flushed into an
+ * array.array), or the scratch space of decoded text. */
 typedef struct {
     char *data;
     Py_ssize_t used, capacity; /* in bytes */
@@ -59,8 +60,7 @@ typedef struct {
     long long next_node;
     int keep_whitespace;
     long max_depth;
-    char *scratch;
-    Py_ssize_t used, capacity;
+    Column scratch;
 } Scan;
 
 /* Recently seen names and their ids (names are interned per stream: the
@@ -91,21 +91,27 @@ static void init_classes(void)
     }
 }
 
-static int put(Scan *s, const void *data, Py_ssize_t n)
+static int column_put(Column *c, const void *item, Py_ssize_t size)
 {
-    if (s->used + n > s->capacity) {
-        Py_ssize_t capacity = (s->used + n) * 2 + 256;
-        char *grown = PyMem_Realloc(s->scratch, capacity);
+    if (c->used + size > c->capacity) {
+        Py_ssize_t capacity = (c->used + size) * 2 + 4096;
+        char *grown = PyMem_Realloc(c->data, capacity);
         if (grown == NULL) {
             PyErr_NoMemory();
             return FAIL;
         }
-        s->scratch = grown;
-        s->capacity = capacity;
+        c->data = grown;
+        c->capacity = capacity;
     }
-    memcpy(s->scratch + s->used, data, n);
-    s->used += n;
+    memcpy(c->data + c->used, item, size);
+    c->used += size;
     return OK;
+}
+
+/* the scratch buffer: decoded text and attribute values before they become str */
+static int put(Scan *s, const void *data, Py_ssize_t n)
+{
+    return column_put(&s->scratch, data, n);
 }
 
 static int put_utf8(Scan *s, unsigned long c)
@@ -247,23 +253,6 @@ static int append_new(PyObject *list, PyObject *item)
     int r = PyList_Append(list, item);
     Py_DECREF(item);
     return r;
-}
-
-static int column_put(Column *c, const void *item, Py_ssize_t size)
-{
-    if (c->used + size > c->capacity) {
-        Py_ssize_t capacity = (c->used + size) * 2 + 4096;
-        char *grown = PyMem_Realloc(c->data, capacity);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return FAIL;
-        }
-        c->data = grown;
-        c->capacity = capacity;
-    }
-    memcpy(c->data + c->used, item, size);
-    c->used += size;
-    return OK;
 }
 
 static int emit(Scan *s, int kind, long long name, PyObject *value, Py_ssize_t depth,
@@ -442,7 +431,7 @@ static int text(Scan *s, const unsigned char **pp)
 {
     const unsigned char *start = *pp, *p = start, *span = start, *end = s->end;
     int status = OK, copied = 0;
-    s->used = 0;
+    s->scratch.used = 0;
     while (p < end) {
         unsigned c = *p;
         if (CLASS[c] & C_PLAIN || c == '\n' || c == '\t' || c == '"' || c == '\'') {
@@ -508,7 +497,7 @@ static int text(Scan *s, const unsigned char **pp)
         if (copied) {
             if (put(s, span, p - span) < 0)
                 return FAIL;
-            part = PyUnicode_DecodeUTF8(s->scratch, s->used, NULL);
+            part = PyUnicode_DecodeUTF8(s->scratch.data, s->scratch.used, NULL);
         } else
             part = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
         if (append_new(s->parts, part) < 0)
@@ -530,7 +519,7 @@ static int attribute_value(Scan *s, const unsigned char **pp, PyObject **value)
         return BAD;
     const unsigned char *start = ++p, *span = p;
     int copied = 0;
-    s->used = 0;
+    s->scratch.used = 0;
     for (;;) {
         if (p == end)
             return CUT;
@@ -578,7 +567,7 @@ static int attribute_value(Scan *s, const unsigned char **pp, PyObject **value)
     if (copied) {
         if (put(s, span, p - span) < 0)
             return FAIL;
-        *value = PyUnicode_DecodeUTF8(s->scratch, s->used, NULL);
+        *value = PyUnicode_DecodeUTF8(s->scratch.data, s->scratch.used, NULL);
     } else
         *value = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
     if (*value == NULL)
@@ -798,7 +787,7 @@ static int cdata(Scan *s, const unsigned char **pp)
         return status;
     /* line ends are normalized in CDATA too */
     const unsigned char *q = start, *stop = p - 3, *span = start;
-    s->used = 0;
+    s->scratch.used = 0;
     for (; q < stop; q++) {
         if (*q == '\r') {
             if (put(s, span, q - span) < 0 || put(s, "\n", 1) < 0)
@@ -810,7 +799,7 @@ static int cdata(Scan *s, const unsigned char **pp)
     }
     if (put(s, span, stop - span) < 0)
         return FAIL;
-    if (s->used && append_new(s->parts, PyUnicode_DecodeUTF8(s->scratch, s->used, NULL)) < 0)
+    if (s->scratch.used && append_new(s->parts, PyUnicode_DecodeUTF8(s->scratch.data, s->scratch.used, NULL)) < 0)
         return FAIL;
     *pp = p;
     return OK;
@@ -1059,6 +1048,7 @@ static PyObject *scan(PyObject *module, PyObject *args)
     int final, phase;
     PyObject *columns;
     Scan s;
+    (void)module;
     memset(&s, 0, sizeof s);
     if (!PyArg_ParseTuple(args, "y*npiLLO!O!O!O!pl:scan", &buffer, &pos, &final, &phase, &s.doc,
                           &s.next_node, &PyTuple_Type, &columns, &PyDict_Type, &s.symbols,
@@ -1125,7 +1115,7 @@ out:
     PyMem_Free(s.names.data);
     PyMem_Free(s.depths.data);
     PyMem_Free(s.nodes.data);
-    PyMem_Free(s.scratch);
+    PyMem_Free(s.scratch.data);
     PyBuffer_Release(&buffer);
     return result;
 }
@@ -1142,7 +1132,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_tokenizer", "The compiled XML tokenizer of the XML event source.",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__tokenizer(void)
