@@ -198,6 +198,17 @@ def test_large_documents_in_small_chunks(chunk):
     assert sum(1 for e in events if e[1] == "attr") == 600
 
 
+@pytest.mark.parametrize("chunk", [3, 5, 64])
+@pytest.mark.parametrize(
+    "data", [b"<a></a><b/></a>", b"<a/></a>", b"<a>x/></a></b>", b'<a x="/>"/></a><c/>']
+)
+def test_an_end_tag_after_a_root_is_junk_on_both_paths(data, chunk):
+    # found by fuzzing: after <b/>, the expat path took the stray </a> for the root's end tag
+    compiled, expat = read(data, chunk_size=chunk), read(data, compiled=False, chunk_size=chunk)
+    assert (compiled[0], compiled[2:]) == (expat[0], expat[2:])
+    assert [e[0] for e in compiled[1]] == [e[0] for e in expat[1]] == [compiled[2]]
+
+
 def test_lines_end_at_cr_as_expat_counts_them():
     # found by fuzzing: an error after a handover is located from the input's bytes
     cases = {b'\xef\xbb\xbf\r<a a=""><&lt;/a>': 2, b"\xef\xbb\xbf\r\n\r<a>\r\n<&lt;/a>": 4}

@@ -93,6 +93,8 @@ static void init_classes(void)
 
 static int column_put(Column *c, const void *item, Py_ssize_t size)
 {
+    if (size == 0)
+        return OK;
     if (c->used + size > c->capacity) {
         Py_ssize_t capacity = (c->used + size) * 2 + 4096;
         char *grown = PyMem_Realloc(c->data, capacity);

@@ -243,7 +243,7 @@ class XmlReader:
                 if batch is not None:
                     yield batch
                 if state.root_end is not None:
-                    keep = origin + state.root_end
+                    keep = origin + state.root_end - 2  # and what tells <root/> from </root>
                 elif options.keep_raw and fed - start <= options.raw_limit:
                     keep = start
                 else:
@@ -253,8 +253,10 @@ class XmlReader:
                 window.drop_before(min(keep, origin + parser.CurrentByteIndex))
         except ExpatError as exc:
             if state.root_end is not None:  # the root closed: what follows is the next document
-                end = origin + state.root_end  # where its end tag starts, or past <root/>
-                tag = _END_TAG.match(window.data, end - window.base)
+                end = origin + state.root_end
+                at = end - window.base
+                empty = state.root_quiet and at >= 2 and window.data[at - 2 : at] == b"/>"
+                tag = None if empty else _END_TAG.match(window.data, at)
                 return self._after_root(end if tag is None else window.base + tag.end())
             message = ErrorString(exc.code)
             line, column = exc.lineno, exc.offset
@@ -339,7 +341,9 @@ class _Handlers:
         text_parts: list[str] = [] if handover is None else handover.parts
         stack: list[int] = [] if handover is None else handover.stack  # node of each open element
         next_node = 0 if handover is None else handover.next_node
-        self.root_end: int | None = None
+        self.root_end: int | None = None  # where the root's end tag starts, or past <root/>
+        self.root_content: int | None = None
+        self.root_quiet = False  # may the root be <root/>? (nothing read inside it)
         self.parser = parser
         self.options = options
         self.entity_sizes: dict[str, int] = {}
@@ -389,6 +393,8 @@ class _Handlers:
                     nodes(node)
                     node += 1
             next_node = node
+            if depth == 1:
+                self.root_content = node  # the node its content would start with
 
         def end(name: str) -> None:
             if text_parts:
@@ -406,6 +412,7 @@ class _Handlers:
             nodes(stack.pop())
             if depth == 1:
                 self.root_end = parser.CurrentByteIndex
+                self.root_quiet = next_node == self.root_content  # nothing read inside
                 ctx.document_done()
 
         def counted_text(data: str) -> None:
