@@ -217,7 +217,7 @@ class XmlReader:
     ) -> Iterator[EventBatch]:
         """Expat's part of a document: all of it, or the rest after ``handover``."""
         window, ctx, options = self.window, self.ctx, self.options
-        line0, column0 = window.line_column(start)
+        line0, column0 = window.line_column(start) if handover is None else (0, 0)
         parser = ParserCreate()
         parser.ordered_attributes = True
         parser.buffer_text = True
@@ -286,16 +286,16 @@ class XmlReader:
         starts depends on how the input was cut into chunks."""
         window = self.window
         while True:
-            end = window.base + _AFTER_ROOT.match(window.data, pos - window.base).end()
-            rest = window.data[end - window.base : end - window.base + (1 << 20)]
-            if rest.startswith(b"<!--"):
-                cut = b"-->" not in rest
-            elif rest.startswith(b"<?"):
-                cut = b"?>" not in rest
+            data = window.data
+            at = _AFTER_ROOT.match(data, pos - window.base).end()
+            if data.startswith(b"<!--", at):  # an unfinished comment, or a bad one
+                cut = data.find(b"-->", at) < 0
+            elif data.startswith(b"<?", at):
+                cut = data.find(b"?>", at) < 0
             else:
-                cut = len(rest) < 4 and b"<!--".startswith(rest)
-            if not (cut and len(rest) < 1 << 20 and self._fill()):
-                return end
+                cut = len(data) - at < 4 and b"<!--".startswith(data[at:])
+            if not (cut and len(data) - at < 1 << 20 and self._fill()):
+                return window.base + at
 
     def _resync(self, pos: int, start: int) -> int:
         """The position of the next document after the malformed one at ``start``."""
