@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[peers]'
 	$(PY) -m bench events
 	$(PY) -m bench xpush
+	$(PY) -m bench xpush-kernels
 	$(PY) -m bench xseq
 	$(PY) -m bench xseq-opt
 	$(PY) -m bench xseq-multi
