@@ -33,7 +33,8 @@ static unsigned char CLASS[256];
 #define C_START 1 /* may start a name */
 #define C_NAME 2  /* may continue a name */
 #define C_SPACE 4 /* XML white space */
-#define C_PLAIN 8 /* a text byte needing no attention (in text and attribute values) */
+#define C_PLAIN 8 /* a byte needing no attention in attribute values (and in text) */
+#define C_TEXT 16 /* a byte needing no attention in text */
 
 
 /* A growable byte buffer: a column of fixed-size items (flushed into an
@@ -87,6 +88,8 @@ static void init_classes(void)
             k |= C_SPACE;
         if (c >= 0x20 && c < 0x80 && c != '<' && c != '&' && c != ']' && c != '"' && c != '\'')
             k |= C_PLAIN;
+        if ((k & C_PLAIN) || c == '"' || c == '\'' || c == '\n' || c == '\t')
+            k |= C_TEXT;
         CLASS[c] = (unsigned char)k;
     }
 }
@@ -436,7 +439,7 @@ static int text(Scan *s, const unsigned char **pp)
     s->scratch.used = 0;
     while (p < end) {
         unsigned c = *p;
-        if (CLASS[c] & C_PLAIN || c == '\n' || c == '\t' || c == '"' || c == '\'') {
+        if (CLASS[c] & C_TEXT) {
             p++;
             continue;
         }
@@ -509,17 +512,28 @@ static int text(Scan *s, const unsigned char **pp)
     return status;
 }
 
+/* The quote character opening a literal at *pp; *pp moves past it. */
+static int opening_quote(Scan *s, const unsigned char **pp, unsigned *quote)
+{
+    if (*pp == s->end)
+        return CUT;
+    *quote = **pp;
+    if (*quote != '"' && *quote != '\'')
+        return BAD;
+    (*pp)++;
+    return OK;
+}
+
 /* A quoted attribute value at *pp, normalized as expat does (each literal
  * white space character is a space, CR LF is one), as a new str in *value. */
 static int attribute_value(Scan *s, const unsigned char **pp, PyObject **value)
 {
     const unsigned char *p = *pp, *end = s->end;
-    if (p == end)
-        return CUT;
-    unsigned quote = *p;
-    if (quote != '"' && quote != '\'')
-        return BAD;
-    const unsigned char *start = ++p, *span = p;
+    unsigned quote;
+    int status = opening_quote(s, &p, &quote);
+    if (status != OK)
+        return status;
+    const unsigned char *start = p, *span = p;
     int copied = 0;
     s->scratch.used = 0;
     for (;;) {
@@ -830,6 +844,28 @@ static int markup_declaration(Scan *s, const unsigned char **pp)
 
 /* ---- the prolog: BOM, XML declaration, DOCTYPE without internal subset ---- */
 
+/* A quoted literal of name characters and the ASCII characters in `extra`,
+ * its bytes in [*value, *value + *length). */
+static int quoted(Scan *s, const unsigned char **pp, const char *extra,
+                  const unsigned char **value, Py_ssize_t *length)
+{
+    const unsigned char *p = *pp, *end = s->end;
+    unsigned quote;
+    int status = opening_quote(s, &p, &quote);
+    if (status != OK)
+        return status;
+    const unsigned char *start = p;
+    for (; p < end && *p != quote; p++)
+        if (!(CLASS[*p] & C_NAME) && (*p == 0 || strchr(extra, *p) == NULL))
+            return BAD;
+    if (p == end)
+        return CUT;
+    *value = start;
+    *length = p - start;
+    *pp = p + 1;
+    return OK;
+}
+
 /* name="value" with the value's bytes in [*value, *value + *length). */
 static int pseudo_attribute(Scan *s, const unsigned char **pp, const char *key,
                             const unsigned char **value, Py_ssize_t *length)
@@ -846,23 +882,10 @@ static int pseudo_attribute(Scan *s, const unsigned char **pp, const char *key,
     if (*p != '=')
         return BAD;
     p = skip_space(p + 1, end);
-    if (p == end)
-        return CUT;
-    unsigned quote = *p;
-    if (quote != '"' && quote != '\'')
-        return BAD;
-    const unsigned char *start = ++p;
-    while (p < end && *p != quote) {
-        if (!(CLASS[*p] & C_NAME))
-            return BAD;
-        p++;
-    }
-    if (p == end)
-        return CUT;
-    *value = start;
-    *length = p - start;
-    *pp = p + 1;
-    return OK;
+    int status = quoted(s, &p, "", value, length);
+    if (status == OK)
+        *pp = p;
+    return status;
 }
 
 static int same_ignoring_case(const unsigned char *p, Py_ssize_t n, const char *text)
@@ -918,24 +941,6 @@ static int xml_declaration(Scan *s, const unsigned char **pp)
     return OK;
 }
 
-/* A quoted literal of plain ASCII characters (a system or public id). */
-static int literal(Scan *s, const unsigned char **pp)
-{
-    const unsigned char *p = *pp, *end = s->end;
-    if (p == end)
-        return CUT;
-    unsigned quote = *p;
-    if (quote != '"' && quote != '\'')
-        return BAD;
-    for (p++; p < end && *p != quote; p++)
-        if (!(CLASS[*p] & C_NAME) && (*p == 0 || strchr(" /()+,=?;!*#@$%", *p) == NULL))
-            return BAD;
-    if (p == end)
-        return CUT;
-    *pp = p + 1;
-    return OK;
-}
-
 static int doctype(Scan *s, const unsigned char **pp)
 {
     const unsigned char *p = *pp + 9, *end = s->end;
@@ -958,7 +963,9 @@ static int doctype(Scan *s, const unsigned char **pp)
             if (after == p)
                 return after == end ? CUT : BAD;
             p = after;
-            status = literal(s, &p);
+            const unsigned char *id;
+            Py_ssize_t id_length;
+            status = quoted(s, &p, " /()+,=?;!*#@$%", &id, &id_length); /* system, public id */
             if (status != OK)
                 return status;
         }
