@@ -30,10 +30,14 @@ flushed and rebuilt lazily (``stats.flushes``).
 from __future__ import annotations
 
 import io
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from heapq import heapify, heappop, heappush
+from itertools import accumulate, chain
+
+import numpy as np
 
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
@@ -44,6 +48,10 @@ try:
     from xcep.xpush._walk import walk as _compiled_walk
 except ImportError:  # built without a C compiler: the Python loop does it all
     _compiled_walk = None
+try:
+    from xcep.xpush._states import StateKernel
+except ImportError:  # built without a C compiler: states are built in Python
+    StateKernel = None
 
 
 @dataclass
@@ -66,11 +74,16 @@ class MachineOptions:
     order: bool = False
     early: bool = False
     max_entries: int = 10_000_000
-    compiled: bool = True  # follow the tables with the compiled walk (xcep.xpush._walk) if built
+    compiled: bool = True  # the compiled walk and state construction (_walk, _states) if built
 
     def __post_init__(self) -> None:
         if self.early and not self.top_down:
             raise ValueError("early notification needs top-down pruning (top_down=True)")
+
+
+def _wildcard(label: str) -> str | None:
+    """The wildcard that also matches ``label`` (none for text)."""
+    return "@*" if label[0] == "@" else ("*" if label[0] != "#" else None)
 
 
 def _label_matches(pattern: str, label: str) -> bool:
@@ -91,7 +104,8 @@ class _Compiled:
     true_leaves: frozenset[int]
     not_states: frozenset[int]
     index: PredicateIndex
-    initial: dict[int, tuple[int, ...]]  # initial state → filter numbers
+    initial: dict[int, tuple[int, ...]]  # initial state → filters (their ranks)
+    ids: list  # rank → filter id: filters are known by their position in ascending id order
     early: dict[int, tuple[int, ...]] = field(default_factory=dict)  # early state → filters
     prec: dict[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
     needs_element_values: bool = False
@@ -103,6 +117,19 @@ class _Compiled:
     @cached_property
     def early_states(self) -> frozenset[int]:
         return frozenset(self.early)
+
+    @cached_property
+    def kernel(self):
+        """The compiled eval and t_pop over this AFA (``xcep.xpush._states``), if built."""
+        if StateKernel is None:
+            return None
+        early = bytearray(len(self.afa))
+        for s in self.early:
+            early[s] = 1
+        return StateKernel(
+            bytes(self.afa.kind), *_offsets(self.afa.eps), *_offsets(self.watchers),
+            bytes(early), self.back,
+        )  # fmt: skip
 
 
 def compile_workload(workload: Workload, options: MachineOptions, order_facts=None) -> _Compiled:
@@ -120,7 +147,9 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
         for t in successors:
             parents[t].append(s)
     predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
-    initial = _by_state(afa.initial)
+    ids = sorted(workload.numbers, key=id_key)
+    rank = {workload.numbers[fid]: position for position, fid in enumerate(ids)}
+    initial = _by_state(afa.initial, rank)
     compiled = _Compiled(
         afa=afa,
         back=back,
@@ -129,7 +158,8 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
         not_states=frozenset(s for s in range(n) if afa.kind[s] == NOT),
         index=PredicateIndex(predicates),
         initial=initial,
-        early=_by_state(afa.early),
+        ids=ids,
+        early=_by_state(afa.early, rank),
         needs_element_values=bool(predicates),
     )
     if options.order and order_facts is not None:
@@ -137,10 +167,16 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
     return compiled
 
 
-def _by_state(filters: dict[int, int]) -> dict[int, tuple[int, ...]]:
+def _offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
+    """Lists of states as flat int32 arrays: offsets (one more than lists) and items."""
+    return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
+
+
+def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[int, ...]]:
+    """{filter number: state} → {state: ranks of its filters}."""
     out: dict[int, tuple[int, ...]] = {}
     for f, s in filters.items():
-        out[s] = (*out.get(s, ()), f)
+        out[s] = (*out.get(s, ()), rank[f])
     return out
 
 
@@ -233,11 +269,7 @@ class XPushMachine:
 
     def _build(self) -> None:
         self.compiled = compile_workload(self.workload, self.options, self.order_facts)
-        names = self.workload.names_of
-        order = sorted(range(len(names)), key=lambda f: id_key(names[f]))
-        self.rank = [0] * len(names)  # filter number → position in ascending id order
-        for position, f in enumerate(order):
-            self.rank[f] = position
+        self.kernel = self.compiled.kernel if self.options.compiled else None
         self.flush(count=False)
 
     def flush(self, count: bool = True) -> None:
@@ -259,6 +291,7 @@ class XPushMachine:
         self.filter_sets: list[frozenset[int]] = [frozenset()]  # id 0: no filter
         self.filter_set_ids: dict[frozenset[int], int] = {frozenset(): 0}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
+        self._qt_kernel_args: dict[int, tuple] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
             self.q0t = self._intern(initial)
@@ -324,10 +357,26 @@ class XPushMachine:
             self._qt_extras[qt] = extras
         return extras
 
-    def _eval(self, base, qt: int) -> set[int]:
+    def _kernel_args(self, qt: int) -> tuple:
+        """A top-down state as the state kernel takes it: (enabled states as a bitmap, or
+        None for all; the enabled TRUE leaves and NOT states as int32 arrays)."""
+        args = self._qt_kernel_args.get(qt)
+        if args is None:
+            enabled = self._enabled(qt)
+            mask = None
+            if enabled is not None:
+                flags = np.zeros(len(self.compiled.afa), dtype=np.bool_)
+                flags[np.fromiter(enabled, dtype=np.int64, count=len(enabled))] = True
+                mask = np.packbits(flags, bitorder="little").tobytes()
+                self.held += len(mask) // 8  # counted like entries of 8 bytes
+            trues, nots = self._extras(qt)
+            args = self._qt_kernel_args[qt] = (mask, array("i", trues), array("i", nots))
+        return args
+
+    def _eval(self, bases: tuple, qt: int) -> set[int]:
         """eval(q): the states matched at a node, given those matched through its children.
 
-        States in ``base`` and the enabled TRUE leaves match. Combinators above
+        States in ``bases`` (a tuple of sets) and the enabled TRUE leaves match. Combinators above
         them are decided in increasing state order (ε-successors first), each
         when one of its successors matches: any successor for OR, the *watched*
         one — the successor shared by the fewest states — for AND (an AND needs
@@ -338,8 +387,7 @@ class XPushMachine:
         kind, eps, watchers = c.afa.kind, c.afa.eps, c.watchers
         enabled = self._enabled(qt)
         trues, nots = self._extras(qt)
-        matched = set(base)
-        matched |= trues
+        matched = set(trues).union(*bases)
         heap = [w for s in matched for w in watchers[s]]
         heap.extend(nots)
         heapify(heap)
@@ -364,6 +412,24 @@ class XPushMachine:
                     heappush(heap, w)
         return matched
 
+    def _eval_pop(self, bases: tuple, qt: int, label: str, parent_qt: int) -> tuple[int, int]:
+        """eval at a node with top-down state ``qt``, then t_pop to its parent (``_pop``):
+        in C when the kernel is built (``xcep.xpush._states``), else in Python."""
+        if self.kernel is None:
+            return self._pop(self._eval(bases, qt), label, parent_qt)
+        up, proven = self.kernel.eval_pop(
+            bases, *self._kernel_args(qt), label, _wildcard(label),
+            self._kernel_args(parent_qt)[0], bool(self.compiled.early),
+        )  # fmt: skip
+        return self._intern(up), self._notes(proven)
+
+    def _notes(self, proven) -> int:
+        """The interned set of filters that early states ``proven`` prove (0: none)."""
+        if not proven:
+            return 0
+        filters = frozenset().union(*map(self.compiled.early.__getitem__, proven))
+        return self._intern_filters(filters)
+
     def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, int]:
         """t_pop: the parent's states that the matched child states complete, and (with
         early notification) the set of filters they prove, both interned."""
@@ -372,9 +438,9 @@ class XPushMachine:
         if c.early:
             proven = matched & c.early_states
             if proven:
-                notes = self._intern_filters(frozenset(f for s in proven for f in c.early[s]))
+                notes = self._notes(proven)
                 matched = matched - proven
-        wildcard = "@*" if label[0] == "@" else ("*" if label[0] != "#" else None)
+        wildcard = _wildcard(label)
         up: set[int] = set()
         back = c.back
         for s in matched:
@@ -433,11 +499,10 @@ class XPushMachine:
         if child_qt is None:
             child_qt = self._compute_push(qt, label)
         if not self._tests_values(child_qt):
-            result = self._pop(self._eval(set(), child_qt), label, qt)
+            result = self._eval_pop((), child_qt, label, qt)
             self.leaf[(qt, label)] = result
             return result
-        matched = self._eval(self._value_states(child_qt, value), child_qt)
-        result = self._pop(matched, label, qt)
+        result = self._eval_pop((self._value_states(child_qt, value),), child_qt, label, qt)
         self.leaf.setdefault((qt, label), {})[value] = result
         self.held += 1
         return result
@@ -457,8 +522,7 @@ class XPushMachine:
 
     def _close(self, parent_qt: int, qt: int, qb: int, vq: int, label: str) -> tuple:
         self.stats.misses += 1
-        base = set(self.sets[qb]) | self.sets[vq]
-        result = self._pop(self._eval(base, qt), label, parent_qt)
+        result = self._eval_pop((self.sets[qb], self.sets[vq]), qt, label, parent_qt)
         self.close[(parent_qt, qb, vq, label)] = result
         return result
 
@@ -475,16 +539,20 @@ class XPushMachine:
 
     def _accept(self, qb: int, vq: int) -> int:
         self.stats.misses += 1
-        matched = self._eval(set(self.sets[qb]) | self.sets[vq], self.q0t)
         c = self.compiled
-        found = {f for s in matched if s in c.initial for f in c.initial[s]}
-        found.update(f for s in matched if s in c.early for f in c.early[s])
-        result = self._intern_filters(frozenset(found))
+        bases = (self.sets[qb], self.sets[vq])
+        if self.kernel is None:
+            matched = self._eval(bases, self.q0t)
+        else:
+            matched = self.kernel.eval(bases, *self._kernel_args(self.q0t))
+        proving = [c.initial[s] for s in matched & c.initial.keys()]
+        proving += [c.early[s] for s in matched & c.early.keys()]
+        result = self._intern_filters(frozenset().union(*proving))
         self.accept[(qb, vq)] = result
         return result
 
     def _intern_filters(self, filters: frozenset[int]) -> int:
-        """Sets of filter numbers (answers, early notifications) have their own ids."""
+        """Sets of filters (their ranks: answers, early notifications) have their own ids."""
         return self._hash_cons(filters, self.filter_sets, self.filter_set_ids)
 
     def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
@@ -493,9 +561,9 @@ class XPushMachine:
         ``found`` is the accepted set, ``proven`` the sets early notification
         reported on the way (all interned); answers are cached by both.
         """
-        names_of = self.workload.names_of
-        numbers = set(self.filter_sets[found]).union(*(self.filter_sets[n] for n in proven))
-        result = tuple(names_of[f] for f in sorted(numbers, key=self.rank.__getitem__))
+        sets = self.filter_sets
+        ranks = sorted(sets[found].union(*map(sets.__getitem__, proven)))
+        result = tuple(map(self.compiled.ids.__getitem__, ranks))
         self.answers[(found, proven)] = result
         self.held += len(result) + len(proven) + 1
         return result
