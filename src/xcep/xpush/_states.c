@@ -1,16 +1,20 @@
 /* State construction of the XPush machine in C (machine.py, _eval and _pop).
  *
- * A StateKernel holds a workload's AFA as flat arrays (the kind of each state,
- * its ε-successors and its watchers, both as offset + target arrays) and the
- * machine's back table (state -> {label: states stepping into it}). It
- * computes what the Python methods compute, on the same sets:
+ * A StateKernel holds a workload's AFA as flat arrays (the kind of each state;
+ * per state its ε-successors, its watchers and the filters it proves as an
+ * early or an initial state, each as offsets + items) and the machine's back
+ * table (state -> {label: states stepping into it}). It computes what the
+ * Python methods compute (XPushMachine._eval, _pop, _accept), on the same sets:
  *
- *   eval(bases, enabled, trues, nots) -> set
- *       eval(q): the states matched at a node (XPushMachine._eval);
- *   eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled,
- *            early) -> (frozenset up, frozenset proven or None)
- *       eval then t_pop (XPushMachine._pop): the parent's states that the
- *       matched states complete, and the early states among them.
+ *   eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled)
+ *       -> (frozenset up, bytes proven or None)
+ *       eval(q), then t_pop: the parent's states that the matched states
+ *       complete, and the filters that the matched early states prove;
+ *   accept(bases, enabled, trues, nots) -> bytes
+ *       eval at the document node, and the filters it proves.
+ *
+ * Filters are their ranks (position in ascending id order); a set of filters
+ * is the bytes of its sorted native int32s.
  *
  * bases is a tuple of iterables of states (their union is the base); enabled
  * and parent_enabled are the top-down states as bitmaps (bit s of byte s / 8,
@@ -85,31 +89,38 @@ static int32_t heap_pop(IntVec *h)
     return top;
 }
 
+/* Lists of ints per state: the items of state s are items[at[s] .. at[s + 1]]. */
+typedef struct {
+    int32_t *at, *items;
+} Lists;
+
 typedef struct {
     PyObject_HEAD
     Py_ssize_t n;
-    uint8_t *kind, *early;
-    int32_t *eps_at, *eps, *watch_at, *watch;
-    PyObject *back; /* list: state -> dict or None */
+    uint8_t *kind;
+    Lists eps, watch;     /* ε-successors; watchers (see XPushMachine._eval) */
+    Lists early, initial; /* the filters (their ranks) an early / initial state proves */
+    PyObject *back;       /* list: state -> {label: tuple of states} or None */
     uint32_t gen;
-    uint32_t *matched, *decided, *up_seen;
-    IntVec list, heap, up;
+    uint32_t *matched, *decided, *seen;
+    IntVec list, heap, up, found; /* matched states, to decide, the parent's, filters */
 } StateKernel;
 
 static void kernel_dealloc(StateKernel *self)
 {
+    Lists *lists[] = {&self->eps, &self->watch, &self->early, &self->initial};
+    for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
+        PyMem_Free(lists[k]->at);
+        PyMem_Free(lists[k]->items);
+    }
     PyMem_Free(self->kind);
-    PyMem_Free(self->early);
-    PyMem_Free(self->eps_at);
-    PyMem_Free(self->eps);
-    PyMem_Free(self->watch_at);
-    PyMem_Free(self->watch);
     PyMem_Free(self->matched);
     PyMem_Free(self->decided);
-    PyMem_Free(self->up_seen);
+    PyMem_Free(self->seen);
     PyMem_Free(self->list.data);
     PyMem_Free(self->heap.data);
     PyMem_Free(self->up.data);
+    PyMem_Free(self->found.data);
     Py_XDECREF(self->back);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -130,34 +141,37 @@ static void *copy_buffer(Py_buffer *buffer, Py_ssize_t count, Py_ssize_t size, c
     return out;
 }
 
-/* Offsets (n + 1 of them, from 0, not decreasing) and targets (states < n). */
-static int check_csr(const int32_t *at, const int32_t *targets, Py_ssize_t count, Py_ssize_t n,
-                     const char *what)
+/* Load (offsets, items) for n states: offsets from 0, not decreasing, items in [0, limit). */
+static int load_lists(Lists *lists, Py_buffer *at, Py_buffer *items, Py_ssize_t n,
+                      Py_ssize_t limit, const char *what)
 {
-    if (at[0] != 0 || at[n] != count) {
-        PyErr_Format(PyExc_ValueError, "%s: bad offsets", what);
+    Py_ssize_t count = items->len / 4;
+    if (!(lists->at = copy_buffer(at, n + 1, 4, what)) ||
+        !(lists->items = copy_buffer(items, count, 4, what)))
+        return -1;
+    int ok = lists->at[0] == 0 && lists->at[n] == count;
+    for (Py_ssize_t s = 0; s < n && ok; s++)
+        ok = lists->at[s + 1] >= lists->at[s];
+    for (Py_ssize_t i = 0; i < count && ok; i++)
+        ok = lists->items[i] >= 0 && lists->items[i] < limit;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "%s: bad offsets or items", what);
         return -1;
     }
-    for (Py_ssize_t s = 0; s < n; s++)
-        if (at[s + 1] < at[s]) {
-            PyErr_Format(PyExc_ValueError, "%s: bad offsets", what);
-            return -1;
-        }
-    for (Py_ssize_t i = 0; i < count; i++)
-        if (targets[i] < 0 || targets[i] >= n) {
-            PyErr_Format(PyExc_ValueError, "%s: state out of range", what);
-            return -1;
-        }
     return 0;
 }
 
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"kind", "eps_at", "eps", "watch_at", "watch", "early", "back", NULL};
-    Py_buffer kind, eps_at, eps, watch_at, watch, early;
+    static char *keywords[] = {"kind", "eps", "watchers", "early", "initial", "filters", "back",
+                               NULL};
+    Py_buffer kind, buffers[8];
+    Py_ssize_t filters;
     PyObject *back;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*y*y*y*O!", keywords, &kind, &eps_at, &eps,
-                                     &watch_at, &watch, &early, &PyList_Type, &back))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*(y*y*)(y*y*)(y*y*)(y*y*)nO!", keywords, &kind,
+                                     &buffers[0], &buffers[1], &buffers[2], &buffers[3],
+                                     &buffers[4], &buffers[5], &buffers[6], &buffers[7], &filters,
+                                     &PyList_Type, &back))
         return NULL;
     StateKernel *self = (StateKernel *)type->tp_alloc(type, 0);
     Py_ssize_t n = kind.len;
@@ -167,30 +181,22 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->gen = 0;
     Py_INCREF(back);
     self->back = back;
-    if (PyList_GET_SIZE(back) != n) {
-        PyErr_SetString(PyExc_ValueError, "back: one entry per state");
-        goto fail;
-    }
-    if (n >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "too many states");
+    if (PyList_GET_SIZE(back) != n || n >= INT32_MAX || filters < 0 || filters >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "back: one entry per state (fewer than 2**31)");
         goto fail;
     }
     if (!(self->kind = copy_buffer(&kind, n, 1, "kind")) ||
-        !(self->early = copy_buffer(&early, n, 1, "early")) ||
-        !(self->eps_at = copy_buffer(&eps_at, n + 1, 4, "eps_at")) ||
-        !(self->eps = copy_buffer(&eps, eps.len / 4, 4, "eps")) ||
-        !(self->watch_at = copy_buffer(&watch_at, n + 1, 4, "watch_at")) ||
-        !(self->watch = copy_buffer(&watch, watch.len / 4, 4, "watch")))
-        goto fail;
-    if (check_csr(self->eps_at, self->eps, eps.len / 4, n, "eps") < 0 ||
-        check_csr(self->watch_at, self->watch, watch.len / 4, n, "watch") < 0)
+        load_lists(&self->eps, &buffers[0], &buffers[1], n, n, "eps") < 0 ||
+        load_lists(&self->watch, &buffers[2], &buffers[3], n, n, "watchers") < 0 ||
+        load_lists(&self->early, &buffers[4], &buffers[5], n, filters, "early") < 0 ||
+        load_lists(&self->initial, &buffers[6], &buffers[7], n, filters, "initial") < 0)
         goto fail;
     for (Py_ssize_t s = 0; s < n; s++)
-        if (self->kind[s] > NOT || (self->kind[s] == NOT && self->eps_at[s + 1] == self->eps_at[s])) {
+        if (self->kind[s] > NOT || (self->kind[s] == NOT && self->eps.at[s + 1] == self->eps.at[s])) {
             PyErr_SetString(PyExc_ValueError, "kind: OR, AND or NOT (with a successor)");
             goto fail;
         }
-    uint32_t **stamps[] = {&self->matched, &self->decided, &self->up_seen};
+    uint32_t **stamps[] = {&self->matched, &self->decided, &self->seen};
     for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
         if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint32_t)))) {
             PyErr_NoMemory();
@@ -201,11 +207,8 @@ fail:
     Py_CLEAR(self);
 done:
     PyBuffer_Release(&kind);
-    PyBuffer_Release(&eps_at);
-    PyBuffer_Release(&eps);
-    PyBuffer_Release(&watch_at);
-    PyBuffer_Release(&watch);
-    PyBuffer_Release(&early);
+    for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++)
+        PyBuffer_Release(&buffers[k]);
     return (PyObject *)self;
 }
 
@@ -216,7 +219,7 @@ static void next_generation(StateKernel *self)
         size_t bytes = (size_t)self->n * sizeof(uint32_t);
         memset(self->matched, 0, bytes);
         memset(self->decided, 0, bytes);
-        memset(self->up_seen, 0, bytes);
+        memset(self->seen, 0, bytes);
         self->gen = 1;
     }
 }
@@ -292,8 +295,8 @@ static int stamp_all(StateKernel *self, PyObject *states, uint32_t *stamps, IntV
 
 static int push_watchers(StateKernel *self, int32_t s)
 {
-    for (int32_t i = self->watch_at[s]; i < self->watch_at[s + 1]; i++)
-        if (heap_push(&self->heap, self->watch[i]) < 0)
+    for (int32_t i = self->watch.at[s]; i < self->watch.at[s + 1]; i++)
+        if (heap_push(&self->heap, self->watch.items[i]) < 0)
             return -1;
     return 0;
 }
@@ -339,7 +342,8 @@ static int evaluate(StateKernel *self, PyObject *bases, Py_buffer *enabled_buffe
         decided[s] = gen;
         if (!has(enabled, s))
             continue;
-        const int32_t *first = self->eps + self->eps_at[s], *end = self->eps + self->eps_at[s + 1];
+        const int32_t *first = self->eps.items + self->eps.at[s];
+        const int32_t *end = self->eps.items + self->eps.at[s + 1];
         int ok;
         if (self->kind[s] == AND) {
             ok = 1;
@@ -361,10 +365,10 @@ static int evaluate(StateKernel *self, PyObject *bases, Py_buffer *enabled_buffe
     return 0;
 }
 
-/* A set (or a fresh frozenset) of the states in `v`. */
-static PyObject *set_of(IntVec *v, int frozen)
+/* A fresh frozenset of the states in `v`. */
+static PyObject *frozenset_of(IntVec *v)
 {
-    PyObject *out = frozen ? PyFrozenSet_New(NULL) : PySet_New(NULL);
+    PyObject *out = PyFrozenSet_New(NULL);
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < v->len; i++) {
@@ -379,14 +383,51 @@ static PyObject *set_of(IntVec *v, int frozen)
     return out;
 }
 
-static PyObject *kernel_eval(StateKernel *self, PyObject *args)
+static int compare_ints(const void *a, const void *b)
 {
-    PyObject *bases;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The items in `v`, sorted and unique, as the bytes of native int32s. */
+static PyObject *sorted_bytes(IntVec *v)
+{
+    Py_ssize_t kept = 0;
+    if (v->len)
+        qsort(v->data, (size_t)v->len, sizeof(int32_t), compare_ints);
+    for (Py_ssize_t i = 0; i < v->len; i++)
+        if (kept == 0 || v->data[i] != v->data[kept - 1])
+            v->data[kept++] = v->data[i];
+    return PyBytes_FromStringAndSize((const char *)v->data, kept * (Py_ssize_t)sizeof(int32_t));
+}
+
+/* Append the items of state s in `lists` to `out`. */
+static int append_items(Lists *lists, int32_t s, IntVec *out)
+{
+    for (int32_t i = lists->at[s]; i < lists->at[s + 1]; i++)
+        if (vec_push(out, lists->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* At the document node: eval, then the filters the matched initial and early states prove. */
+static PyObject *kernel_accept(StateKernel *self, PyObject *args)
+{
+    PyObject *bases, *out = NULL;
     Py_buffer enabled, trues, nots;
     if (!PyArg_ParseTuple(args, "Oz*y*y*", &bases, &enabled, &trues, &nots))
         return NULL;
-    PyObject *out = evaluate(self, bases, &enabled, &trues, &nots) < 0 ? NULL
-                                                                       : set_of(&self->list, 0);
+    if (evaluate(self, bases, &enabled, &trues, &nots) < 0)
+        goto done;
+    self->found.len = 0;
+    for (Py_ssize_t i = 0; i < self->list.len; i++) {
+        int32_t s = self->list.data[i];
+        if (append_items(&self->initial, s, &self->found) < 0 ||
+            append_items(&self->early, s, &self->found) < 0)
+            goto done;
+    }
+    out = sorted_bytes(&self->found);
+done:
     PyBuffer_Release(&enabled);
     PyBuffer_Release(&trues);
     PyBuffer_Release(&nots);
@@ -405,40 +446,34 @@ static int step_up(StateKernel *self, PyObject *states, const uint8_t *parent_en
         Py_ssize_t t = state_of(self, PyTuple_GET_ITEM(states, i));
         if (t < 0)
             return -1;
-        if (!has(parent_enabled, (int32_t)t) || self->up_seen[t] == gen)
+        if (!has(parent_enabled, (int32_t)t) || self->seen[t] == gen)
             continue;
-        self->up_seen[t] = gen;
+        self->seen[t] = gen;
         if (vec_push(&self->up, (int32_t)t) < 0)
             return -1;
     }
     return 0;
 }
 
-/* eval, then t_pop to the parent: (frozenset up, frozenset proven or None). */
+/* eval, then t_pop to the parent: (frozenset up, bytes proven or None). */
 static PyObject *pop(StateKernel *self, PyObject *bases, Py_buffer *enabled, Py_buffer *trues,
-                     Py_buffer *nots, PyObject *label, PyObject *wildcard, Py_buffer *parent,
-                     int early)
+                     Py_buffer *nots, PyObject *label, PyObject *wildcard, Py_buffer *parent)
 {
     const uint8_t *parent_enabled;
+    IntVec *proven = &self->found;
     if (wildcard != Py_None && !PyUnicode_Check(wildcard)) {
         PyErr_SetString(PyExc_TypeError, "wildcard must be a str or None");
         return NULL;
     }
     if (bitmap(self, parent, &parent_enabled) < 0 || evaluate(self, bases, enabled, trues, nots) < 0)
         return NULL;
-    PyObject *proven = NULL;
     self->up.len = 0;
+    proven->len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
         int32_t s = self->list.data[i];
-        if (early && self->early[s]) {
-            PyObject *state = PyLong_FromLong(s);
-            if (proven == NULL)
-                proven = PyFrozenSet_New(NULL);
-            if (state == NULL || proven == NULL || PySet_Add(proven, state) < 0) {
-                Py_XDECREF(state);
-                goto fail;
-            }
-            Py_DECREF(state);
+        if (self->early.at[s + 1] > self->early.at[s]) { /* an early state: proves, goes no higher */
+            if (append_items(&self->early, s, proven) < 0)
+                return NULL;
             continue;
         }
         PyObject *by_label = PyList_GET_ITEM(self->back, s);
@@ -446,39 +481,39 @@ static PyObject *pop(StateKernel *self, PyObject *bases, Py_buffer *enabled, Py_
             continue;
         if (!PyDict_Check(by_label)) {
             PyErr_SetString(PyExc_TypeError, "back table entries must be dicts or None");
-            goto fail;
+            return NULL;
         }
         PyObject *exact = PyDict_GetItemWithError(by_label, label);
         if (exact == NULL && PyErr_Occurred())
-            goto fail;
+            return NULL;
         if (exact != NULL && step_up(self, exact, parent_enabled) < 0)
-            goto fail;
+            return NULL;
         if (wildcard != Py_None) {
             PyObject *loose = PyDict_GetItemWithError(by_label, wildcard);
             if (loose == NULL && PyErr_Occurred())
-                goto fail;
+                return NULL;
             if (loose != NULL && step_up(self, loose, parent_enabled) < 0)
-                goto fail;
+                return NULL;
         }
     }
-    PyObject *up = set_of(&self->up, 1);
-    if (up == NULL)
-        goto fail;
-    return Py_BuildValue("(NN)", up, proven ? proven : Py_NewRef(Py_None));
-fail:
-    Py_XDECREF(proven);
-    return NULL;
+    PyObject *up = frozenset_of(&self->up);
+    PyObject *filters = proven->len ? sorted_bytes(proven) : Py_NewRef(Py_None);
+    if (up == NULL || filters == NULL) {
+        Py_XDECREF(up);
+        Py_XDECREF(filters);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", up, filters);
 }
 
 static PyObject *kernel_eval_pop(StateKernel *self, PyObject *args)
 {
     PyObject *bases, *label, *wildcard, *out;
     Py_buffer enabled, trues, nots, parent;
-    int early;
-    if (!PyArg_ParseTuple(args, "Oz*y*y*UOz*p", &bases, &enabled, &trues, &nots, &label, &wildcard,
-                          &parent, &early))
+    if (!PyArg_ParseTuple(args, "Oz*y*y*UOz*", &bases, &enabled, &trues, &nots, &label, &wildcard,
+                          &parent))
         return NULL;
-    out = pop(self, bases, &enabled, &trues, &nots, label, wildcard, &parent, early);
+    out = pop(self, bases, &enabled, &trues, &nots, label, wildcard, &parent);
     PyBuffer_Release(&enabled);
     PyBuffer_Release(&trues);
     PyBuffer_Release(&nots);
@@ -487,11 +522,12 @@ static PyObject *kernel_eval_pop(StateKernel *self, PyObject *args)
 }
 
 static PyMethodDef kernel_methods[] = {
-    {"eval", (PyCFunction)kernel_eval, METH_VARARGS,
-     "eval(bases, enabled, trues, nots) -> set: the states matched at a node"},
+    {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
+     "accept(bases, enabled, trues, nots) -> bytes\n"
+     "eval at the document node; the filters its initial and early states prove"},
     {"eval_pop", (PyCFunction)kernel_eval_pop, METH_VARARGS,
-     "eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled, early)\n"
-     "-> (frozenset up, frozenset proven or None): eval, then t_pop to the parent"},
+     "eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled)\n"
+     "-> (frozenset up, bytes proven or None): eval, then t_pop to the parent"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -500,8 +536,9 @@ static PyTypeObject StateKernelType = {
     .tp_basicsize = sizeof(StateKernel),
     .tp_dealloc = (destructor)kernel_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "StateKernel(kind, eps_at, eps, watch_at, watch, early, back): eval and t_pop "
-              "over a workload's AFA (offsets and targets as native int32 bytes)",
+    .tp_doc = "StateKernel(kind, eps, watchers, early, initial, filters, back): eval and t_pop "
+              "over a workload's AFA; eps, watchers, early and initial are (offsets, items) "
+              "pairs of native int32 arrays",
     .tp_methods = kernel_methods,
     .tp_new = kernel_new,
 };

@@ -119,17 +119,28 @@ class _Compiled:
         return frozenset(self.early)
 
     @cached_property
+    def id_array(self) -> np.ndarray:
+        """``ids`` as a numpy array of objects (rank → filter id)."""
+        out = np.empty(len(self.ids), dtype=object)
+        for rank, fid in enumerate(self.ids):  # element by element: an id may be a tuple
+            out[rank] = fid
+        return out
+
+    @cached_property
     def kernel(self):
         """The compiled eval and t_pop over this AFA (``xcep.xpush._states``), if built."""
         if StateKernel is None:
             return None
-        early = bytearray(len(self.afa))
-        for s in self.early:
-            early[s] = 1
+        states = range(len(self.afa))
         return StateKernel(
-            bytes(self.afa.kind), *_offsets(self.afa.eps), *_offsets(self.watchers),
-            bytes(early), self.back,
-        )  # fmt: skip
+            bytes(self.afa.kind),
+            _offsets(self.afa.eps),
+            _offsets(self.watchers),
+            _offsets([self.early.get(s, ()) for s in states]),
+            _offsets([self.initial.get(s, ()) for s in states]),
+            len(self.ids),
+            self.back,
+        )
 
 
 def compile_workload(workload: Workload, options: MachineOptions, order_facts=None) -> _Compiled:
@@ -168,8 +179,13 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
 
 
 def _offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
-    """Lists of states as flat int32 arrays: offsets (one more than lists) and items."""
+    """Lists of ints as flat int32 arrays: offsets (one more than lists) and items."""
     return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
+
+
+def _filter_set(groups) -> bytes:
+    """A set of filters as the machine keeps it: its ranks, sorted, as int32 bytes."""
+    return array("i", sorted(set().union(*groups))).tobytes()
 
 
 def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[int, ...]]:
@@ -288,8 +304,8 @@ class XPushMachine:
         self.accept: dict = {}
         self.values: dict = {}
         self.answers: dict = {}
-        self.filter_sets: list[frozenset[int]] = [frozenset()]  # id 0: no filter
-        self.filter_set_ids: dict[frozenset[int], int] = {frozenset(): 0}
+        self.filter_sets: list[bytes] = [b""]  # id 0: no filter
+        self.filter_set_ids: dict[bytes, int] = {b"": 0}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         self._qt_kernel_args: dict[int, tuple] = {}
         if self.options.top_down:
@@ -315,20 +331,15 @@ class XPushMachine:
 
     # ----- set operations behind the tables -----
 
-    def _hash_cons(self, key: frozenset[int], sets: list, ids: dict) -> int:
-        """The small integer of ``key`` in the table (``sets``, ``ids``), added if new."""
-        ident = ids.get(key)
-        if ident is None:
-            ident = len(sets)
-            ids[key] = ident
-            sets.append(key)
-            self.held += len(key) + 1
-        return ident
-
     def _intern(self, states) -> int:
         """Hash-cons a set of AFA states to a small integer."""
         key = states if isinstance(states, frozenset) else frozenset(states)
-        return self._hash_cons(key, self.sets, self.ids)
+        ident = self.ids.get(key)
+        if ident is None:
+            ident = self.ids[key] = len(self.sets)
+            self.sets.append(key)
+            self.held += len(key) + 1
+        return ident
 
     def _eps_close(self, states) -> set[int]:
         eps = self.compiled.afa.eps
@@ -418,17 +429,9 @@ class XPushMachine:
         if self.kernel is None:
             return self._pop(self._eval(bases, qt), label, parent_qt)
         up, proven = self.kernel.eval_pop(
-            bases, *self._kernel_args(qt), label, _wildcard(label),
-            self._kernel_args(parent_qt)[0], bool(self.compiled.early),
-        )  # fmt: skip
-        return self._intern(up), self._notes(proven)
-
-    def _notes(self, proven) -> int:
-        """The interned set of filters that early states ``proven`` prove (0: none)."""
-        if not proven:
-            return 0
-        filters = frozenset().union(*map(self.compiled.early.__getitem__, proven))
-        return self._intern_filters(filters)
+            bases, *self._kernel_args(qt), label, _wildcard(label), self._kernel_args(parent_qt)[0]
+        )
+        return self._intern(up), 0 if proven is None else self._intern_filters(proven)
 
     def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, int]:
         """t_pop: the parent's states that the matched child states complete, and (with
@@ -438,7 +441,7 @@ class XPushMachine:
         if c.early:
             proven = matched & c.early_states
             if proven:
-                notes = self._notes(proven)
+                notes = self._intern_filters(_filter_set(map(c.early.__getitem__, proven)))
                 matched = matched - proven
         wildcard = _wildcard(label)
         up: set[int] = set()
@@ -531,8 +534,10 @@ class XPushMachine:
         prec = self.compiled.prec
         left = self.sets[qs]
         right = self.sets[q]
-        if prec:
-            right = {s for s in right if s not in prec or any(p <= left for p in prec[s])}
+        if prec:  # the order optimization: drop what can no longer complete an AND
+            guarded = right & prec.keys()
+            if guarded:
+                right = right - {s for s in guarded if not any(p <= left for p in prec[s])}
         result = self._intern(left | right)
         self.add[(qs, q)] = result
         return result
@@ -543,17 +548,23 @@ class XPushMachine:
         bases = (self.sets[qb], self.sets[vq])
         if self.kernel is None:
             matched = self._eval(bases, self.q0t)
+            proving = [c.initial[s] for s in matched & c.initial.keys()]
+            proving += [c.early[s] for s in matched & c.early.keys()]
+            found = _filter_set(proving)
         else:
-            matched = self.kernel.eval(bases, *self._kernel_args(self.q0t))
-        proving = [c.initial[s] for s in matched & c.initial.keys()]
-        proving += [c.early[s] for s in matched & c.early.keys()]
-        result = self._intern_filters(frozenset().union(*proving))
+            found = self.kernel.accept(bases, *self._kernel_args(self.q0t))
+        result = self._intern_filters(found)
         self.accept[(qb, vq)] = result
         return result
 
-    def _intern_filters(self, filters: frozenset[int]) -> int:
-        """Sets of filters (their ranks: answers, early notifications) have their own ids."""
-        return self._hash_cons(filters, self.filter_sets, self.filter_set_ids)
+    def _intern_filters(self, filters: bytes) -> int:
+        """Sets of filters (accepted, proven early; see ``_filter_set``) have their own ids."""
+        ident = self.filter_set_ids.get(filters)
+        if ident is None:
+            ident = self.filter_set_ids[filters] = len(self.filter_sets)
+            self.filter_sets.append(filters)
+            self.held += len(filters) // 4 + 1
+        return ident
 
     def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
         """A document's answer: the ids of its filters, in ascending id order.
@@ -562,8 +573,12 @@ class XPushMachine:
         reported on the way (all interned); answers are cached by both.
         """
         sets = self.filter_sets
-        ranks = sorted(sets[found].union(*map(sets.__getitem__, proven)))
-        result = tuple(map(self.compiled.ids.__getitem__, ranks))
+        ranks = np.frombuffer(sets[found], dtype=np.int32)
+        if proven:
+            parts = b"".join([sets[found], *map(sets.__getitem__, proven)])
+            ranks = np.sort(np.frombuffer(parts, dtype=np.int32))
+            ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))]
+        result = tuple(self.compiled.id_array[ranks].tolist())
         self.answers[(found, proven)] = result
         self.held += len(result) + len(proven) + 1
         return result

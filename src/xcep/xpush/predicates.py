@@ -166,9 +166,10 @@ class PredicateIndex:
                     self.number_eq[p.number()].append(state)
                 else:
                     ranges[p.op].append((p.number(), state))
-        self.ranges = {op: sorted(items) for op, items in ranges.items()}
-        self.range_keys = {op: [c for c, _ in items] for op, items in self.ranges.items()}
-        self.numeric = bool(self.number_eq or self.ranges or self.all_number_ne)
+        ordered = {op: sorted(items) for op, items in ranges.items()}
+        self.range_keys = {op: [c for c, _ in items] for op, items in ordered.items()}
+        self.range_states = {op: [s for _, s in items] for op, items in ordered.items()}
+        self.numeric = bool(self.number_eq or self.range_keys or self.all_number_ne)
         self.prefixes = _Trie(prefixes) if prefixes else None
         self.infixes = _AhoCorasick(infixes) if infixes else None
 
@@ -183,17 +184,16 @@ class PredicateIndex:
                 true |= self.all_number_ne.difference(self.number_ne.get(x, ()))
             if not math.isnan(x):
                 true.update(self.number_eq.get(x, ()))
-                for op, items in self.ranges.items():
-                    keys = self.range_keys[op]
+                for op, keys in self.range_keys.items():
+                    states = self.range_states[op]  # in the order of their constants
                     if op == "<":  # x < c: the constants above x
-                        chosen = items[bisect_right(keys, x) :]
+                        true.update(states[bisect_right(keys, x) :])
                     elif op == "<=":
-                        chosen = items[bisect_left(keys, x) :]
+                        true.update(states[bisect_left(keys, x) :])
                     elif op == ">":  # x > c: the constants below x
-                        chosen = items[: bisect_left(keys, x)]
+                        true.update(states[: bisect_left(keys, x)])
                     else:
-                        chosen = items[: bisect_right(keys, x)]
-                    true.update(state for _, state in chosen)
+                        true.update(states[: bisect_right(keys, x)])
         if self.prefixes is not None:
             true |= self.prefixes.prefixes_of(value)
         if self.infixes is not None:
