@@ -156,9 +156,15 @@ def test_machine_agrees_with_lxml(paths, trees):
     theirs = [to_text(p, existential=True) for p in paths]
     want = lxml_answer(trees, theirs)
     for options in OPTIONS:
-        machine = XPushMachine(dict(enumerate(ours)), options)
-        # twice: the second pass runs on the tables the first one built (the compiled walk)
-        assert run_machine(machine, trees + trees) == want + want, (options, ours)
+        machines = []
+        for compiled in (True, False):  # the compiled kernels (walk, states) and Python
+            machine = XPushMachine(dict(enumerate(ours)), replace(options, compiled=compiled))
+            # twice: the second pass runs on the tables the first one built (the compiled walk)
+            assert run_machine(machine, trees + trees) == want + want, (options, compiled, ours)
+            machines.append(machine)
+        # the same states, built in the same order
+        assert machines[0].sets == machines[1].sets, (options, ours)
+        assert machines[0].filter_sets == machines[1].filter_sets, (options, ours)
 
 
 def test_running_example_reproduces_the_seeds_trace():
@@ -375,7 +381,8 @@ def test_generated_workloads_agree_with_lxml(data_dir, seed, predicates, p_wild,
         for compiled in (True, False):  # the compiled table walk and the Python loop
             machine = XPushMachine(dict(enumerate(texts)), replace(options, compiled=compiled))
             stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
-            runs.append(([ids for _, ids in machine.run(stream.batches())], machine.stats))
+            answers = [ids for _, ids in machine.run(stream.batches())]
+            runs.append((answers, machine.stats, machine.sets, machine.filter_sets))
         assert runs[0] == runs[1]
         assert runs[0][0] == want + want, options
 
@@ -389,10 +396,54 @@ def _xmark_messages(data_dir, split_documents):
     return _MESSAGES
 
 
-def test_the_compiled_walk_is_built():
+def test_the_compiled_kernels_are_built():
     """CI builds the kernels (a C compiler is there); elsewhere they are optional."""
     from xcep.xpush import machine
 
-    if machine._compiled_walk is None and not os.environ.get("CI"):
-        pytest.skip("the compiled table walk is not built here (no C compiler)")
-    assert machine._compiled_walk is not None
+    built = machine._compiled_walk is not None and machine.StateKernel is not None
+    if not built and not os.environ.get("CI"):
+        pytest.skip("the compiled kernels are not built here (no C compiler)")
+    assert built
+    assert XPushMachine({1: "/a[b]"}).kernel is not None
+    assert XPushMachine({1: "/a[b]"}, MachineOptions(compiled=False)).kernel is None
+
+
+def test_the_state_kernel_checks_what_it_is_given():
+    from array import array
+
+    from xcep.xpush import machine
+
+    if machine.StateKernel is None:
+        pytest.skip("the state kernel is not built here (no C compiler)")
+    c = XPushMachine({1: "/a[b and c]"}).compiled
+    good = dict(
+        kind=bytes(c.afa.kind),
+        eps=machine._offsets(c.afa.eps),
+        watchers=machine._offsets(c.watchers),
+        early=machine._offsets([()] * len(c.afa)),
+        initial=machine._offsets([c.initial.get(s, ()) for s in range(len(c.afa))]),
+        filters=1,
+        back=c.back,
+    )
+    kernel = machine.StateKernel(**good)
+    n = len(c.afa)
+    empty = array("i")
+    found = kernel.accept((frozenset(range(n)),), None, empty, empty)
+    assert array("i", found).tolist() == [0]  # every state matched: the filter is proven
+    assert kernel.accept((frozenset(),), None, empty, empty) == b""
+    bad = {
+        "eps": (good["eps"][0], array("i", [n] * len(good["eps"][1]))),  # a state out of range
+        "watchers": (array("i", [1] * (n + 1)), good["watchers"][1]),  # offsets not from 0
+        "initial": (good["initial"][0], array("i", [5] * len(good["initial"][1]))),  # no filter 5
+        "kind": bytes([7]) * n,
+        "back": c.back[:-1],
+    }
+    for name, value in bad.items():
+        with pytest.raises(ValueError):
+            machine.StateKernel(**{**good, name: value})
+    with pytest.raises(ValueError, match="out of range"):
+        kernel.accept((frozenset([n]),), None, empty, empty)
+    with pytest.raises(ValueError, match="bitmap"):
+        kernel.accept((frozenset(),), bytes(n // 8 + 2), empty, empty)
+    with pytest.raises(ValueError, match="out of range"):
+        kernel.eval_pop((), None, array("i", [-1]), empty, "a", "*", None)

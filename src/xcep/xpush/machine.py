@@ -39,6 +39,7 @@ from itertools import accumulate, chain
 
 import numpy as np
 
+from xcep._gc import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
 from xcep.xpush.predicates import Predicate, PredicateIndex
@@ -276,7 +277,8 @@ class XPushMachine:
     ) -> None:
         self.options = options or MachineOptions()
         self.order_facts = order_facts
-        self.workload = filters if isinstance(filters, Workload) else Workload(filters)
+        with collector_paused():  # parsing and compiling many filters: every object new
+            self.workload = filters if isinstance(filters, Workload) else Workload(filters)
         self.stats = MachineStats()
         self._pending_change = False
         self._build()
@@ -284,8 +286,9 @@ class XPushMachine:
     # ----- building and flushing -----
 
     def _build(self) -> None:
-        self.compiled = compile_workload(self.workload, self.options, self.order_facts)
-        self.kernel = self.compiled.kernel if self.options.compiled else None
+        with collector_paused():
+            self.compiled = compile_workload(self.workload, self.options, self.order_facts)
+            self.kernel = self.compiled.kernel if self.options.compiled else None
         self.flush(count=False)
 
     def flush(self, count: bool = True) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 
+from xcep._gc import collector_paused
 from xcep.errors import XcepError, located
 from xcep.xpush.afa import AFA
 from xcep.xpush.ast import Path
@@ -124,12 +125,13 @@ class Workload:
         """Load a filters file: (workload, errors). With ``strict`` the first error raises."""
         errors: list[FilterError] = []
         workload = cls()
-        for item in read_filters_file(path, None if strict else errors):
-            try:
-                workload.add(item.fid, item.text, item.line)
-            except FilterError as exc:
-                if strict:
-                    raise
-                errors.append(exc)
+        with collector_paused():  # parsing many filters: every object new
+            for item in read_filters_file(path, None if strict else errors):
+                try:
+                    workload.add(item.fid, item.text, item.line)
+                except FilterError as exc:
+                    if strict:
+                        raise
+                    errors.append(exc)
         errors.sort(key=lambda e: e.line or 0)
         return workload, errors

@@ -14,14 +14,13 @@ error code and the query line and column.
 
 from __future__ import annotations
 
-import gc
 import io
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 from elementpath.tree_builders import get_node_tree
 
+from xcep._gc import collector_paused
 from xcep.events import EventStream, Input
 from xcep.xquery import ast
 from xcep.xquery.documents import documents_from_batches
@@ -48,7 +47,7 @@ class XQuery:
         context item and ``$input``; several are ``$input`` in stream order and
         there is no context item.
         """
-        with _collector_paused():  # building trees: nothing to collect, every object new
+        with collector_paused():  # building trees: nothing to collect, every object new
             docs = _documents(source)
             context = docs[0] if len(docs) == 1 else None
             evaluator = Evaluator(self.text, context)
@@ -75,19 +74,6 @@ class XQuery:
 def compile(text: str) -> XQuery:
     """Parse ``text`` (an XQuery main module body) into an ``XQuery``."""
     return XQuery(text)
-
-
-@contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector: while a large tree is built it would
-    scan the growing heap again and again (a third of the building time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _documents(source) -> list[ET.ElementTree]:
