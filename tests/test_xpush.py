@@ -447,3 +447,9 @@ def test_the_state_kernel_checks_what_it_is_given():
         kernel.accept((frozenset(),), bytes(n // 8 + 2), empty, empty)
     with pytest.raises(ValueError, match="out of range"):
         kernel.eval_pop((), None, array("i", [-1]), empty, "a", "*", None)
+    ranks = [array("i", [0, 2]).tobytes(), array("i", [1, 2]).tobytes()]
+    assert machine._compiled_answer(tuple(ranks), ["a", "b", "c"]) == ("a", "b", "c")
+    with pytest.raises(ValueError, match="out of range"):
+        machine._compiled_answer(tuple(ranks), ["a", "b"])
+    with pytest.raises(TypeError):
+        machine._compiled_answer((b"abc",), ["a"])

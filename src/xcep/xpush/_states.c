@@ -11,7 +11,9 @@
  *       eval(q), then t_pop: the parent's states that the matched states
  *       complete, and the filters that the matched early states prove;
  *   accept(bases, enabled, trues, nots) -> bytes
- *       eval at the document node, and the filters it proves.
+ *       eval at the document node, and the filters it proves;
+ *   answer(sets, ids) -> tuple (a module function)
+ *       the ids (a list, by rank) of the filters in the union of the sets.
  *
  * Filters are their ranks (position in ascending id order); a set of filters
  * is the bytes of its sorted native int32s.
@@ -389,8 +391,8 @@ static int compare_ints(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The items in `v`, sorted and unique, as the bytes of native int32s. */
-static PyObject *sorted_bytes(IntVec *v)
+/* Sort the items in `v` and drop the repeated ones. */
+static void sort_unique(IntVec *v)
 {
     Py_ssize_t kept = 0;
     if (v->len)
@@ -398,7 +400,14 @@ static PyObject *sorted_bytes(IntVec *v)
     for (Py_ssize_t i = 0; i < v->len; i++)
         if (kept == 0 || v->data[i] != v->data[kept - 1])
             v->data[kept++] = v->data[i];
-    return PyBytes_FromStringAndSize((const char *)v->data, kept * (Py_ssize_t)sizeof(int32_t));
+    v->len = kept;
+}
+
+/* The items in `v`, sorted and unique, as the bytes of native int32s. */
+static PyObject *sorted_bytes(IntVec *v)
+{
+    sort_unique(v);
+    return PyBytes_FromStringAndSize((const char *)v->data, v->len * (Py_ssize_t)sizeof(int32_t));
 }
 
 /* Append the items of state s in `lists` to `out`. */
@@ -543,9 +552,51 @@ static PyTypeObject StateKernelType = {
     .tp_new = kernel_new,
 };
 
+/* A document's answer: the ids of the filters in the union of sets (bytes of sorted int32
+ * ranks), in rank order. */
+static PyObject *answer(PyObject *module, PyObject *args)
+{
+    PyObject *sets, *ids, *out = NULL;
+    IntVec ranks = {NULL, 0, 0};
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &sets, &PyList_Type, &ids))
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sets); k++) {
+        PyObject *set = PyTuple_GET_ITEM(sets, k);
+        if (!PyBytes_Check(set) || PyBytes_GET_SIZE(set) % 4) {
+            PyErr_SetString(PyExc_TypeError, "a set of filters is bytes of int32 ranks");
+            goto done;
+        }
+        const int32_t *items = (const int32_t *)PyBytes_AS_STRING(set);
+        for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(set) / 4; i++)
+            if (vec_push(&ranks, items[i]) < 0)
+                goto done;
+    }
+    sort_unique(&ranks);
+    Py_ssize_t count = ranks.len;
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (ranks.data[i] < 0 || ranks.data[i] >= PyList_GET_SIZE(ids)) {
+            PyErr_Format(PyExc_ValueError, "filter %d out of range", ranks.data[i]);
+            goto done;
+        }
+    out = PyTuple_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++)
+        PyTuple_SET_ITEM(out, i, Py_NewRef(PyList_GET_ITEM(ids, ranks.data[i])));
+done:
+    PyMem_Free(ranks.data);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"answer", answer, METH_VARARGS,
+     "answer(sets, ids) -> tuple: the ids (a list, by rank) of the filters in the union of "
+     "sets (a tuple of bytes of sorted int32 ranks), in rank order"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_states", "State construction of the XPush machine in C.", -1, NULL,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_states", "State construction of the XPush machine in C.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__states(void)

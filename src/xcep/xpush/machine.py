@@ -51,8 +51,9 @@ except ImportError:  # built without a C compiler: the Python loop does it all
     _compiled_walk = None
 try:
     from xcep.xpush._states import StateKernel
+    from xcep.xpush._states import answer as _compiled_answer
 except ImportError:  # built without a C compiler: states are built in Python
-    StateKernel = None
+    StateKernel = _compiled_answer = None
 
 
 @dataclass
@@ -576,12 +577,16 @@ class XPushMachine:
         reported on the way (all interned); answers are cached by both.
         """
         sets = self.filter_sets
-        ranks = np.frombuffer(sets[found], dtype=np.int32)
-        if proven:
-            parts = b"".join([sets[found], *map(sets.__getitem__, proven)])
-            ranks = np.sort(np.frombuffer(parts, dtype=np.int32))
-            ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))]
-        result = tuple(self.compiled.id_array[ranks].tolist())
+        if self.kernel is not None:
+            parts = (sets[found], *map(sets.__getitem__, proven))
+            result = _compiled_answer(parts, self.compiled.ids)
+        else:
+            ranks = np.frombuffer(sets[found], dtype=np.int32)
+            if proven:
+                parts = b"".join([sets[found], *map(sets.__getitem__, proven)])
+                ranks = np.sort(np.frombuffer(parts, dtype=np.int32))
+                ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))]
+            result = tuple(self.compiled.id_array[ranks].tolist())
         self.answers[(found, proven)] = result
         self.held += len(result) + len(proven) + 1
         return result
