@@ -13,7 +13,9 @@
  *   accept(bases, enabled, trues, nots) -> bytes
  *       eval at the document node, and the filters it proves;
  *   answer(sets, ids) -> tuple (a module function)
- *       the ids (a list, by rank) of the filters in the union of the sets.
+ *       the ids (a list, by rank) of the filters in the union of the sets;
+ *   untrack(states) (a module function)
+ *       take a frozenset of ints out of the cyclic garbage collector's view.
  *
  * Filters are their ranks (position in ascending id order); a set of filters
  * is the bytes of its sorted native int32s.
@@ -367,7 +369,7 @@ static int evaluate(StateKernel *self, PyObject *bases, Py_buffer *enabled_buffe
     return 0;
 }
 
-/* A fresh frozenset of the states in `v`. */
+/* A fresh frozenset of the states in `v`, untracked (see untrack below). */
 static PyObject *frozenset_of(IntVec *v)
 {
     PyObject *out = PyFrozenSet_New(NULL);
@@ -382,6 +384,7 @@ static PyObject *frozenset_of(IntVec *v)
         }
         Py_DECREF(state);
     }
+    PyObject_GC_UnTrack(out);
     return out;
 }
 
@@ -587,7 +590,40 @@ done:
     return out;
 }
 
+/* A frozenset of ints cannot be part of a reference cycle, so the cyclic collector
+ * need not look at it; the machine holds hundreds of thousands of such states, and
+ * every collection would visit each of their elements. (CPython untracks tuples and
+ * dicts of atomic items by itself, but never sets.) */
+static PyObject *untrack(PyObject *module, PyObject *states)
+{
+    (void)module;
+    if (!PyFrozenSet_CheckExact(states)) {
+        PyErr_SetString(PyExc_TypeError, "untrack takes a frozenset of ints");
+        return NULL;
+    }
+    PyObject *iterator = PyObject_GetIter(states), *item;
+    if (iterator == NULL)
+        return NULL;
+    int ints = 1;
+    while (ints && (item = PyIter_Next(iterator)) != NULL) {
+        ints = PyLong_CheckExact(item);
+        Py_DECREF(item);
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!ints) {
+        PyErr_SetString(PyExc_TypeError, "untrack takes a frozenset of ints");
+        return NULL;
+    }
+    if (PyObject_GC_IsTracked(states))
+        PyObject_GC_UnTrack(states);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"untrack", untrack, METH_O,
+     "untrack(states): take a frozenset of ints out of the cyclic garbage collector's view"},
     {"answer", answer, METH_VARARGS,
      "answer(sets, ids) -> tuple: the ids (a list, by rank) of the filters in the union of "
      "sets (a tuple of bytes of sorted int32 ranks), in rank order"},

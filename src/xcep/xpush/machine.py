@@ -50,10 +50,10 @@ try:
 except ImportError:  # built without a C compiler: the Python loop does it all
     _compiled_walk = None
 try:
-    from xcep.xpush._states import StateKernel
+    from xcep.xpush._states import StateKernel, untrack
     from xcep.xpush._states import answer as _compiled_answer
 except ImportError:  # built without a C compiler: states are built in Python
-    StateKernel = _compiled_answer = None
+    StateKernel = _compiled_answer = untrack = None
 
 
 @dataclass
@@ -343,6 +343,8 @@ class XPushMachine:
             ident = self.ids[key] = len(self.sets)
             self.sets.append(key)
             self.held += len(key) + 1
+            if untrack is not None:  # ints only: no cycles, nothing for the collector to see
+                untrack(key)
         return ident
 
     def _eps_close(self, states) -> set[int]:
