@@ -1,5 +1,6 @@
 """XPush against lxml: random documents, random filters, every optimisation setting."""
 
+import gc
 import io
 import os
 import random
@@ -453,3 +454,9 @@ def test_the_state_kernel_checks_what_it_is_given():
         machine._compiled_answer(tuple(ranks), ["a", "b"])
     with pytest.raises(TypeError):
         machine._compiled_answer((b"abc",), ["a"])
+    states = frozenset([1, 2])
+    machine.untrack(states)
+    assert not gc.is_tracked(states)
+    for bad in (frozenset([1, "a"]), {1, 2}, (1, 2)):
+        with pytest.raises(TypeError):
+            machine.untrack(bad)
