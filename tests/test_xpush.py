@@ -442,6 +442,11 @@ def test_the_state_kernel_checks_what_it_is_given():
     for name, value in bad.items():
         with pytest.raises(ValueError):
             machine.StateKernel(**{**good, name: value})
+    for back in ([{"a": [0]}] * n, [{1: (0,)}] * n, [0] * n):  # {label: tuple of states}
+        with pytest.raises(TypeError):
+            machine.StateKernel(**{**good, "back": back})
+    with pytest.raises(ValueError, match="out of range"):
+        machine.StateKernel(**{**good, "back": [{"a": (n,)}] * n})
     with pytest.raises(ValueError, match="out of range"):
         kernel.accept((frozenset([n]),), None, empty, empty)
     with pytest.raises(ValueError, match="bitmap"):

@@ -3,8 +3,9 @@
  * A StateKernel holds a workload's AFA as flat arrays (the kind of each state;
  * per state its ε-successors, its watchers and the filters it proves as an
  * early or an initial state, each as offsets + items) and the machine's back
- * table (state -> {label: states stepping into it}). It computes what the
- * Python methods compute (XPushMachine._eval, _pop, _accept), on the same sets:
+ * table (state -> {label: states stepping into it}, flattened the same way,
+ * labels by id). It computes what the Python methods compute
+ * (XPushMachine._eval, _pop, _accept), on the same sets:
  *
  *   eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled)
  *       -> (frozenset up, bytes proven or None)
@@ -104,7 +105,12 @@ typedef struct {
     uint8_t *kind;
     Lists eps, watch;     /* ε-successors; watchers (see XPushMachine._eval) */
     Lists early, initial; /* the filters (their ranks) an early / initial state proves */
-    PyObject *back;       /* list: state -> {label: tuple of states} or None */
+    /* the back table, state -> {label: states stepping into it}: the entries of state s
+     * are back_at[s] .. back_at[s + 1]; entry e is for label id back_label[e] (ids from
+     * the labels dict) and its states are back_states' items of e */
+    int32_t *back_at, *back_label;
+    Lists back_states;
+    PyObject *labels;
     uint32_t gen;
     uint32_t *matched, *decided, *seen;
     IntVec list, heap, up, found; /* matched states, to decide, the parent's, filters */
@@ -112,7 +118,7 @@ typedef struct {
 
 static void kernel_dealloc(StateKernel *self)
 {
-    Lists *lists[] = {&self->eps, &self->watch, &self->early, &self->initial};
+    Lists *lists[] = {&self->eps, &self->watch, &self->early, &self->initial, &self->back_states};
     for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
         PyMem_Free(lists[k]->at);
         PyMem_Free(lists[k]->items);
@@ -125,7 +131,9 @@ static void kernel_dealloc(StateKernel *self)
     PyMem_Free(self->heap.data);
     PyMem_Free(self->up.data);
     PyMem_Free(self->found.data);
-    Py_XDECREF(self->back);
+    PyMem_Free(self->back_at);
+    PyMem_Free(self->back_label);
+    Py_XDECREF(self->labels);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -165,6 +173,95 @@ static int load_lists(Lists *lists, Py_buffer *at, Py_buffer *items, Py_ssize_t 
     return 0;
 }
 
+/* The state an int object stands for, or -1 with an error. */
+static Py_ssize_t state_of(StateKernel *self, PyObject *item)
+{
+    Py_ssize_t s = PyLong_AsSsize_t(item);
+    if (s == -1 && PyErr_Occurred())
+        return -1;
+    if (s < 0 || s >= self->n) {
+        PyErr_Format(PyExc_ValueError, "state %zd out of range", s);
+        return -1;
+    }
+    return s;
+}
+
+/* The id of a label (added when new), or -1 with an error. */
+static int32_t label_id(StateKernel *self, PyObject *label, int add)
+{
+    PyObject *found = PyDict_GetItemWithError(self->labels, label);
+    if (found != NULL)
+        return (int32_t)PyLong_AsLong(found);
+    if (PyErr_Occurred() || !add)
+        return -1;
+    PyObject *id = PyLong_FromSsize_t(PyDict_GET_SIZE(self->labels));
+    if (id == NULL || PyDict_SetItem(self->labels, label, id) < 0) {
+        Py_XDECREF(id);
+        return -1;
+    }
+    Py_DECREF(id);
+    return (int32_t)(PyDict_GET_SIZE(self->labels) - 1);
+}
+
+/* The back table (a list: state -> {label: tuple of states} or None) as flat arrays. */
+static int load_back(StateKernel *self, PyObject *back)
+{
+    Py_ssize_t n = self->n, entries = 0, states = 0, pos;
+    PyObject *label, *targets;
+    if (!(self->labels = PyDict_New()))
+        return -1;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *by_label = PyList_GET_ITEM(back, s);
+        if (by_label == Py_None)
+            continue;
+        if (!PyDict_Check(by_label)) {
+            PyErr_SetString(PyExc_TypeError, "back: a dict or None per state");
+            return -1;
+        }
+        for (pos = 0; PyDict_Next(by_label, &pos, &label, &targets);) {
+            if (!PyUnicode_Check(label) || !PyTuple_Check(targets)) {
+                PyErr_SetString(PyExc_TypeError, "back: {label: tuple of states}");
+                return -1;
+            }
+            entries++;
+            states += PyTuple_GET_SIZE(targets);
+        }
+    }
+    if (entries >= INT32_MAX || states >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "back: too many entries");
+        return -1;
+    }
+    self->back_at = PyMem_Malloc((size_t)(n + 1) * sizeof(int32_t));
+    self->back_label = PyMem_Malloc((size_t)(entries ? entries : 1) * sizeof(int32_t));
+    self->back_states.at = PyMem_Malloc((size_t)(entries + 1) * sizeof(int32_t));
+    self->back_states.items = PyMem_Malloc((size_t)(states ? states : 1) * sizeof(int32_t));
+    if (!self->back_at || !self->back_label || !self->back_states.at || !self->back_states.items) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int32_t e = 0, k = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        self->back_at[s] = e;
+        PyObject *by_label = PyList_GET_ITEM(back, s);
+        if (by_label == Py_None)
+            continue;
+        for (pos = 0; PyDict_Next(by_label, &pos, &label, &targets); e++) {
+            self->back_states.at[e] = k;
+            if ((self->back_label[e] = label_id(self, label, 1)) < 0)
+                return -1;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(targets); i++) {
+                Py_ssize_t t = state_of(self, PyTuple_GET_ITEM(targets, i));
+                if (t < 0)
+                    return -1;
+                self->back_states.items[k++] = (int32_t)t;
+            }
+        }
+    }
+    self->back_at[n] = e;
+    self->back_states.at[e] = k;
+    return 0;
+}
+
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kind", "eps", "watchers", "early", "initial", "filters", "back",
@@ -183,8 +280,6 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         goto done;
     self->n = n;
     self->gen = 0;
-    Py_INCREF(back);
-    self->back = back;
     if (PyList_GET_SIZE(back) != n || n >= INT32_MAX || filters < 0 || filters >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "back: one entry per state (fewer than 2**31)");
         goto fail;
@@ -193,7 +288,8 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         load_lists(&self->eps, &buffers[0], &buffers[1], n, n, "eps") < 0 ||
         load_lists(&self->watch, &buffers[2], &buffers[3], n, n, "watchers") < 0 ||
         load_lists(&self->early, &buffers[4], &buffers[5], n, filters, "early") < 0 ||
-        load_lists(&self->initial, &buffers[6], &buffers[7], n, filters, "initial") < 0)
+        load_lists(&self->initial, &buffers[6], &buffers[7], n, filters, "initial") < 0 ||
+        load_back(self, back) < 0)
         goto fail;
     for (Py_ssize_t s = 0; s < n; s++)
         if (self->kind[s] > NOT || (self->kind[s] == NOT && self->eps.at[s + 1] == self->eps.at[s])) {
@@ -226,19 +322,6 @@ static void next_generation(StateKernel *self)
         memset(self->seen, 0, bytes);
         self->gen = 1;
     }
-}
-
-/* The state an int object stands for, or -1 with an error. */
-static Py_ssize_t state_of(StateKernel *self, PyObject *item)
-{
-    Py_ssize_t s = PyLong_AsSsize_t(item);
-    if (s == -1 && PyErr_Occurred())
-        return -1;
-    if (s < 0 || s >= self->n) {
-        PyErr_Format(PyExc_ValueError, "state %zd out of range", s);
-        return -1;
-    }
-    return s;
 }
 
 /* A bitmap of the states (None: NULL), checked to cover them all; -1 with an error. */
@@ -446,19 +529,13 @@ done:
     return out;
 }
 
-/* Add the states of a tuple from the back table to self->up (enabled at the parent). */
-static int step_up(StateKernel *self, PyObject *states, const uint8_t *parent_enabled)
+/* Add the states of back table entry e to self->up (those enabled at the parent). */
+static int step_up(StateKernel *self, int32_t e, const uint8_t *parent_enabled)
 {
-    if (!PyTuple_Check(states)) {
-        PyErr_SetString(PyExc_TypeError, "back table entries must be tuples of states");
-        return -1;
-    }
     uint32_t gen = self->gen;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(states); i++) {
-        Py_ssize_t t = state_of(self, PyTuple_GET_ITEM(states, i));
-        if (t < 0)
-            return -1;
-        if (!has(parent_enabled, (int32_t)t) || self->seen[t] == gen)
+    for (int32_t i = self->back_states.at[e]; i < self->back_states.at[e + 1]; i++) {
+        int32_t t = self->back_states.items[i];
+        if (!has(parent_enabled, t) || self->seen[t] == gen)
             continue;
         self->seen[t] = gen;
         if (vec_push(&self->up, (int32_t)t) < 0)
@@ -479,6 +556,11 @@ static PyObject *pop(StateKernel *self, PyObject *bases, Py_buffer *enabled, Py_
     }
     if (bitmap(self, parent, &parent_enabled) < 0 || evaluate(self, bases, enabled, trues, nots) < 0)
         return NULL;
+    int32_t exact = label_id(self, label, 0), loose = -1; /* -1: no state steps on it */
+    if (exact < 0 && PyErr_Occurred())
+        return NULL;
+    if (wildcard != Py_None && (loose = label_id(self, wildcard, 0)) < 0 && PyErr_Occurred())
+        return NULL;
     self->up.len = 0;
     proven->len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
@@ -488,25 +570,10 @@ static PyObject *pop(StateKernel *self, PyObject *bases, Py_buffer *enabled, Py_
                 return NULL;
             continue;
         }
-        PyObject *by_label = PyList_GET_ITEM(self->back, s);
-        if (by_label == Py_None)
-            continue;
-        if (!PyDict_Check(by_label)) {
-            PyErr_SetString(PyExc_TypeError, "back table entries must be dicts or None");
-            return NULL;
-        }
-        PyObject *exact = PyDict_GetItemWithError(by_label, label);
-        if (exact == NULL && PyErr_Occurred())
-            return NULL;
-        if (exact != NULL && step_up(self, exact, parent_enabled) < 0)
-            return NULL;
-        if (wildcard != Py_None) {
-            PyObject *loose = PyDict_GetItemWithError(by_label, wildcard);
-            if (loose == NULL && PyErr_Occurred())
+        for (int32_t e = self->back_at[s]; e < self->back_at[s + 1]; e++)
+            if ((self->back_label[e] == exact || self->back_label[e] == loose) &&
+                step_up(self, e, parent_enabled) < 0)
                 return NULL;
-            if (loose != NULL && step_up(self, loose, parent_enabled) < 0)
-                return NULL;
-        }
     }
     PyObject *up = frozenset_of(&self->up);
     PyObject *filters = proven->len ? sorted_bytes(proven) : Py_NewRef(Py_None);
