@@ -424,8 +424,6 @@ def test_the_state_kernel_checks_what_it_is_given():
         early=machine._offsets([()] * len(c.afa)),
         initial=machine._offsets([c.initial.get(s, ()) for s in range(len(c.afa))]),
         filters=1,
-        guards=machine._offsets([()] * len(c.afa)),
-        groups=machine._offsets([]),
         back=c.back,
     )
     kernel = machine.StateKernel(**good)
@@ -439,7 +437,6 @@ def test_the_state_kernel_checks_what_it_is_given():
         "watchers": (array("i", [1] * (n + 1)), good["watchers"][1]),  # offsets not from 0
         "initial": (good["initial"][0], array("i", [5] * len(good["initial"][1]))),  # no filter 5
         "kind": bytes([7]) * n,
-        "guards": machine._offsets([(0,)] * len(c.afa)),  # no group 0
         "back": c.back[:-1],
     }
     for name, value in bad.items():

@@ -94,10 +94,9 @@ static int32_t heap_pop(IntVec *h)
     return top;
 }
 
-/* Lists of ints (mostly one per state): the items of list s are items[at[s] .. at[s + 1]]. */
+/* Lists of ints per state: the items of state s are items[at[s] .. at[s + 1]]. */
 typedef struct {
     int32_t *at, *items;
-    Py_ssize_t count; /* of lists */
 } Lists;
 
 typedef struct {
@@ -106,9 +105,6 @@ typedef struct {
     uint8_t *kind;
     Lists eps, watch;     /* ε-successors; watchers (see XPushMachine._eval) */
     Lists early, initial; /* the filters (their ranks) an early / initial state proves */
-    /* the order optimization (XPushMachine._add): a state with guards is added to a
-     * bottom-up state only if all the states of one of its groups are there */
-    Lists guards, groups;
     /* the back table, state -> {label: states stepping into it}: the entries of state s
      * are back_at[s] .. back_at[s + 1]; entry e is for label id back_label[e] (ids from
      * the labels dict) and its states are back_states' items of e */
@@ -122,8 +118,7 @@ typedef struct {
 
 static void kernel_dealloc(StateKernel *self)
 {
-    Lists *lists[] = {&self->eps,    &self->watch,  &self->early,      &self->initial,
-                      &self->guards, &self->groups, &self->back_states};
+    Lists *lists[] = {&self->eps, &self->watch, &self->early, &self->initial, &self->back_states};
     for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
         PyMem_Free(lists[k]->at);
         PyMem_Free(lists[k]->items);
@@ -158,8 +153,8 @@ static void *copy_buffer(Py_buffer *buffer, Py_ssize_t count, Py_ssize_t size, c
     return out;
 }
 
-/* Load a pair (offsets, items) of int32 buffers for n lists (n < 0: as many as the offsets
- * say): offsets from 0, not decreasing, items in [0, limit). The pair is taken apart here,
+/* Load a pair (offsets, items) of int32 buffers for n lists: offsets from 0, not
+ * decreasing, items in [0, limit). The pair is taken apart here,
  * not by PyArg_ParseTupleAndKeywords: it sizes its list of buffers to release by the
  * top-level arguments, and nested buffer units overflowed it (found with AddressSanitizer). */
 static int load_lists(Lists *lists, PyObject *pair, Py_ssize_t n, Py_ssize_t limit,
@@ -177,18 +172,12 @@ static int load_lists(Lists *lists, PyObject *pair, Py_ssize_t n, Py_ssize_t lim
         return -1;
     }
     Py_ssize_t count = items.len / 4;
-    if (n < 0)
-        n = at.len / 4 - 1;
-    int ok = n >= 0 && (lists->at = copy_buffer(&at, n + 1, 4, what)) != NULL &&
+    int ok = (lists->at = copy_buffer(&at, n + 1, 4, what)) != NULL &&
              (lists->items = copy_buffer(&items, count, 4, what)) != NULL;
     PyBuffer_Release(&at);
     PyBuffer_Release(&items);
-    if (!ok) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "%s: no offsets", what);
+    if (!ok)
         return -1;
-    }
-    lists->count = n;
     ok = lists->at[0] == 0 && lists->at[n] == count;
     for (Py_ssize_t s = 0; s < n && ok; s++)
         ok = lists->at[s + 1] >= lists->at[s];
@@ -292,14 +281,13 @@ static int load_back(StateKernel *self, PyObject *back)
 
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"kind",    "eps",    "watchers", "early", "initial",
-                               "filters", "guards", "groups",   "back",  NULL};
+    static char *keywords[] = {"kind", "eps", "watchers", "early", "initial", "filters", "back",
+                               NULL};
     Py_buffer kind;
     Py_ssize_t filters;
-    PyObject *eps, *watchers, *early, *initial, *guards, *groups, *back;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*OOOOnOOO!", keywords, &kind, &eps, &watchers,
-                                     &early, &initial, &filters, &guards, &groups, &PyList_Type,
-                                     &back))
+    PyObject *eps, *watchers, *early, *initial, *back;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*OOOOnO!", keywords, &kind, &eps, &watchers,
+                                     &early, &initial, &filters, &PyList_Type, &back))
         return NULL;
     StateKernel *self = (StateKernel *)type->tp_alloc(type, 0);
     Py_ssize_t n = kind.len;
@@ -316,8 +304,6 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         load_lists(&self->watch, watchers, n, n, "watchers") < 0 ||
         load_lists(&self->early, early, n, filters, "early") < 0 ||
         load_lists(&self->initial, initial, n, filters, "initial") < 0 ||
-        load_lists(&self->groups, groups, -1, n, "groups") < 0 ||
-        load_lists(&self->guards, guards, n, self->groups.count, "guards") < 0 ||
         load_back(self, back) < 0)
         goto fail;
     for (Py_ssize_t s = 0; s < n; s++)
@@ -627,51 +613,7 @@ static PyObject *kernel_eval_pop(StateKernel *self, PyObject *args)
     return out;
 }
 
-/* t_add^b with the order optimization: left | right, less the states of right whose
- * guards all fail (no group entirely in left); a fresh, untracked frozenset. */
-static PyObject *kernel_add(StateKernel *self, PyObject *args)
-{
-    PyObject *left, *right, *out = NULL, *iterator = NULL, *item;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyFrozenSet_Type, &left, &PyFrozenSet_Type, &right))
-        return NULL;
-    next_generation(self);
-    uint32_t gen = self->gen, *in_left = self->matched;
-    self->list.len = 0;
-    if (stamp_all(self, left, in_left, &self->list) < 0 || !(out = PyFrozenSet_New(left)) ||
-        !(iterator = PyObject_GetIter(right)))
-        goto fail;
-    while ((item = PyIter_Next(iterator)) != NULL) {
-        Py_ssize_t s = state_of(self, item);
-        int keep = s >= 0 && in_left[s] != gen;
-        if (keep && self->guards.at[s + 1] > self->guards.at[s]) {
-            keep = 0;
-            for (int32_t g = self->guards.at[s]; g < self->guards.at[s + 1] && !keep; g++) {
-                int32_t group = self->guards.items[g];
-                keep = 1;
-                for (int32_t i = self->groups.at[group]; i < self->groups.at[group + 1] && keep; i++)
-                    keep = in_left[self->groups.items[i]] == gen;
-            }
-        }
-        if (keep && PySet_Add(out, item) < 0)
-            s = -1;
-        Py_DECREF(item);
-        if (s < 0)
-            goto fail;
-    }
-    if (PyErr_Occurred())
-        goto fail;
-    Py_DECREF(iterator);
-    PyObject_GC_UnTrack(out);
-    return out;
-fail:
-    Py_XDECREF(iterator);
-    Py_XDECREF(out);
-    return NULL;
-}
-
 static PyMethodDef kernel_methods[] = {
-    {"add", (PyCFunction)kernel_add, METH_VARARGS,
-     "add(left, right) -> frozenset: t_add^b, with the order optimization's guards"},
     {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
      "accept(bases, enabled, trues, nots) -> bytes\n"
      "eval at the document node; the filters its initial and early states prove"},
@@ -686,9 +628,9 @@ static PyTypeObject StateKernelType = {
     .tp_basicsize = sizeof(StateKernel),
     .tp_dealloc = (destructor)kernel_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "StateKernel(kind, eps, watchers, early, initial, filters, guards, groups, back): "
-              "eval, t_pop and t_add over a workload's AFA; eps, watchers, early, initial, "
-              "guards and groups are (offsets, items) pairs of native int32 arrays",
+    .tp_doc = "StateKernel(kind, eps, watchers, early, initial, filters, back): eval and t_pop "
+              "over a workload's AFA; eps, watchers, early and initial are (offsets, items) "
+              "pairs of native int32 arrays",
     .tp_methods = kernel_methods,
     .tp_new = kernel_new,
 };

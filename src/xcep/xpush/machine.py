@@ -134,12 +134,6 @@ class _Compiled:
         if StateKernel is None:
             return None
         states = range(len(self.afa))
-        groups = [tuple(group) for s in sorted(self.prec) for group in self.prec[s]]
-        guards, counted = [], 0
-        for s in states:  # the order optimization's groups of each guarded state, by number
-            count = len(self.prec.get(s, ()))
-            guards.append(tuple(range(counted, counted + count)))
-            counted += count
         return StateKernel(
             bytes(self.afa.kind),
             _offsets(self.afa.eps),
@@ -147,8 +141,6 @@ class _Compiled:
             _offsets([self.early.get(s, ()) for s in states]),
             _offsets([self.initial.get(s, ()) for s in states]),
             len(self.ids),
-            _offsets(guards),
-            _offsets(groups),
             self.back,
         )
 
@@ -548,14 +540,11 @@ class XPushMachine:
         prec = self.compiled.prec
         left = self.sets[qs]
         right = self.sets[q]
-        if self.kernel is not None:
-            result = self._intern(self.kernel.add(left, right))
-        else:
-            if prec:  # the order optimization: drop what can no longer complete an AND
-                guarded = right & prec.keys()
-                if guarded:
-                    right = right - {s for s in guarded if not any(p <= left for p in prec[s])}
-            result = self._intern(left | right)
+        if prec:  # the order optimization: drop what can no longer complete an AND
+            guarded = right & prec.keys()
+            if guarded:
+                right = right - {s for s in guarded if not any(p <= left for p in prec[s])}
+        result = self._intern(left | right)
         self.add[(qs, q)] = result
         return result
 
