@@ -229,6 +229,36 @@ def test_answers_survive_flushes_and_workload_changes():
     assert got == [[renumber[i] for i in ids] for ids in want2]
 
 
+@settings(max_examples=60)
+@given(
+    st.lists(filters, min_size=1, max_size=6),
+    st.lists(st.tuples(st.booleans(), filters, st.integers(0, 20)), min_size=1, max_size=6),
+    st.lists(documents(), min_size=1, max_size=3),
+    st.sampled_from(OPTIONS),
+)
+def test_workload_changes_answer_like_a_new_machine(paths, changes, trees, options):
+    """Filters added and removed between documents: the machine keeps its AFA (adding
+    the new filters to it, dropping the removed ones' initial and early states) and
+    answers as a machine built afresh on the workload it ends with."""
+    texts = {i: to_text(p) for i, p in enumerate(paths) if usable(p)}
+    machine = XPushMachine(dict(texts), options)
+    run_machine(machine, trees)
+    afa = machine.compiled.afa
+    removed = 0
+    for number, (adding, path, pick) in enumerate(changes):
+        if adding and usable(path):
+            texts[100 + number] = to_text(path)
+            machine.add_filter(100 + number, texts[100 + number])
+        elif not adding and texts:
+            fid = sorted(texts)[pick % len(texts)]
+            del texts[fid]
+            machine.remove_filter(fid)
+            removed += 1
+    assert run_machine(machine, trees) == run_machine(XPushMachine(dict(texts), options), trees)
+    if 4 * removed <= len(texts):  # few removed: the AFA was kept, not rebuilt
+        assert machine.compiled.afa is afa
+
+
 def test_malformed_document_gets_no_answer_and_costs_nothing_else():
     decl = b'<?xml version="1.0"?>'
     data = decl + b"<a><b>1</b></a>\n" + decl + b"<a><b>\n" + decl + b"<a/>"

@@ -111,6 +111,7 @@ class _Compiled:
     early: dict[int, tuple[int, ...]] = field(default_factory=dict)  # early state → filters
     prec: dict[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
     needs_element_values: bool = False
+    size: int = 0  # AFA states compiled here (a workload's AFA grows as filters are added)
 
     @property
     def predicate_states(self) -> frozenset[int]:
@@ -133,10 +134,10 @@ class _Compiled:
         """The compiled eval and t_pop over this AFA (``xcep.xpush._states``), if built."""
         if StateKernel is None:
             return None
-        states = range(len(self.afa))
+        states = range(self.size)
         return StateKernel(
-            bytes(self.afa.kind),
-            _offsets(self.afa.eps),
+            bytes(self.afa.kind[: self.size]),
+            _offsets(self.afa.eps[: self.size]),
             _offsets(self.watchers),
             _offsets([self.early.get(s, ()) for s in states]),
             _offsets([self.initial.get(s, ()) for s in states]),
@@ -174,6 +175,7 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
         ids=ids,
         early=_by_state(afa.early, rank),
         needs_element_values=bool(predicates),
+        size=n,
     )
     if options.order and order_facts is not None:
         compiled.prec = _order_preconditions(afa, parents, back, initial, order_facts)
@@ -382,7 +384,7 @@ class XPushMachine:
             enabled = self._enabled(qt)
             mask = None
             if enabled is not None:
-                flags = np.zeros(len(self.compiled.afa), dtype=np.bool_)
+                flags = np.zeros(self.compiled.size, dtype=np.bool_)
                 flags[np.fromiter(enabled, dtype=np.int64, count=len(enabled))] = True
                 mask = np.packbits(flags, bitorder="little").tobytes()
                 self.held += len(mask) // 8  # counted like entries of 8 bytes
@@ -792,7 +794,7 @@ class XPushMachine:
         sizes = [len(s) for s in self.sets]
         return {
             "filters": len(self.workload),
-            "afa_states": len(self.compiled.afa),
+            "afa_states": self.compiled.size,
             "atomic_predicates": self.compiled.index.count,
             "states": len(self.sets),
             "average_state_size": round(sum(sizes) / len(sizes), 2) if sizes else 0,

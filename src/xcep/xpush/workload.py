@@ -82,13 +82,23 @@ def read_filters_file(
 
 
 class Workload:
-    """Filters by id, with their compiled AFA states."""
+    """Filters by id, with their compiled AFA states.
+
+    The AFA is kept between compilations: filters added since are compiled into
+    it, removed ones are taken out of its initial and early states (their other
+    states stay, reached by no filter), until more than a quarter of the filters
+    have been removed since it was built, when it is built afresh.
+    """
 
     def __init__(self, filters: dict | Iterable[tuple] = ()) -> None:
         self.paths: dict = {}  # id → rewritten Path
         self.texts: dict = {}  # id → filter text
         self.numbers: dict = {}  # id → filter number in the AFA
         self.names_of: list = []  # filter number → id
+        self._afa: AFA | None = None  # the last compilation, and how it was made
+        self._afa_unique_early = False
+        self._uncompiled: list = []  # ids added since
+        self._removed = 0  # filters removed since
         items = filters.items() if isinstance(filters, dict) else filters
         for fid, text in items:
             self.add(fid, text)
@@ -107,17 +117,31 @@ class Workload:
         number = len(self.names_of)
         self.names_of.append(fid)
         self.paths[fid], self.texts[fid], self.numbers[fid] = path, text, number
+        self._uncompiled.append(fid)
 
     def remove(self, fid) -> None:
         if fid not in self.paths:
             raise FilterError("no such filter", fid)
+        number = self.numbers[fid]
         del self.paths[fid], self.texts[fid], self.numbers[fid]
+        if self._afa is not None:  # its states are left to no filter
+            self._afa.initial.pop(number, None)
+            self._afa.early.pop(number, None)
+            self._removed += 1
 
     def compile(self, unique_early: bool = False) -> AFA:
-        """One AFA for all current filters (common sub-filters shared)."""
-        afa = AFA()
-        for fid, path in self.paths.items():
+        """One AFA for all current filters (common sub-filters shared): the last one with
+        the filters added since, or a new one (see the class)."""
+        afa = self._afa
+        if afa is None or self._afa_unique_early != unique_early or 4 * self._removed > len(self):
+            afa = self._afa = AFA()
+            self._afa_unique_early, self._removed = unique_early, 0
+            adding = self.paths
+        else:
+            adding = {fid: self.paths[fid] for fid in self._uncompiled if fid in self.paths}
+        for fid, path in adding.items():
             afa.add_filter(self.numbers[fid], path, unique_early)
+        self._uncompiled = []
         return afa
 
     @classmethod
