@@ -1,4 +1,4 @@
-/* State construction of the XPush machine in C (machine.py, _eval and _pop).
+/* State construction of the XPush machine in C (machine.py: _eval, _pop, _accept, _answer).
  *
  * A StateKernel holds a workload's AFA as flat arrays (the kind of each state;
  * per state its ε-successors, its watchers and the filters it proves as an
