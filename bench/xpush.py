@@ -138,6 +138,17 @@ def _isolated(job: dict) -> dict:
         return pool.apply(_run_config, (job,))
 
 
+def _measure(job: dict, peers: dict, rows: list, digests: set, name: str, meta: dict) -> dict:
+    """Run one configuration in a fresh process, add the peers' figures, keep the row
+    (saved after every run) and its answers' digest (the runs must agree)."""
+    row = _isolated(job)
+    row.update(peers)
+    digests.add(row["answers_digest"])
+    rows.append(row)
+    write_results(name, rows, meta)
+    return row
+
+
 def _peers(
     filters: list[str], data: bytes, docs: list[bytes], sample_docs: int, sample_filters: int
 ):
@@ -280,11 +291,8 @@ def run(repeat: int = 1, quick: bool = False, plan: dict | None = None) -> list[
                 digests = set()
                 for config in configs:
                     job = _job(dataset, experiment, preds, size, config, filters_path, data_path)
-                    row = _isolated(job)
-                    row.update(peers)
-                    digests.add(row["answers_digest"])
-                    rows.append(row)
-                    write_results("xpush", rows, {"plan": plan, "complete": False})
+                    meta = {"plan": plan, "complete": False}
+                    row = _measure(job, peers, rows, digests, "xpush", meta)
                     print(
                         f"{dataset:18} {experiment:11} {preds:5} {size:7} {config:22} "
                         f"{row['filter_s']:7.2f}s {row['mb_per_s']:6.2f} MB/s "
@@ -327,11 +335,8 @@ def run_kernels(repeat: int = 1, quick: bool = False) -> list[dict]:
                     job = _job(
                         "XMark f0.1 split", "kernels", 1.15, size, config, filters_path, data_path
                     )
-                    row = _isolated({**job, "compiled": compiled})
-                    row.update(peers)
-                    digests.add(row["answers_digest"])
-                    rows.append(row)
-                    write_results("xpush-kernels", rows, {"sizes": sizes})
+                    job = {**job, "compiled": compiled}
+                    row = _measure(job, peers, rows, digests, "xpush-kernels", {"sizes": sizes})
                     print(
                         f"{size:7} {config:22} compiled={compiled!s:5} "
                         f"cold {row['filter_s']:6.2f}s warm {row['warm_s']:6.3f}s "

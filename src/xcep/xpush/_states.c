@@ -681,6 +681,8 @@ static PyObject *untrack(PyObject *module, PyObject *states)
         PyErr_SetString(PyExc_TypeError, "untrack takes a frozenset of ints");
         return NULL;
     }
+    if (!PyObject_GC_IsTracked(states)) /* e.g. built by this kernel: nothing to check */
+        Py_RETURN_NONE;
     PyObject *iterator = PyObject_GetIter(states), *item;
     if (iterator == NULL)
         return NULL;
@@ -696,8 +698,7 @@ static PyObject *untrack(PyObject *module, PyObject *states)
         PyErr_SetString(PyExc_TypeError, "untrack takes a frozenset of ints");
         return NULL;
     }
-    if (PyObject_GC_IsTracked(states))
-        PyObject_GC_UnTrack(states);
+    PyObject_GC_UnTrack(states);
     Py_RETURN_NONE;
 }
 

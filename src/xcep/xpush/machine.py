@@ -581,14 +581,13 @@ class XPushMachine:
         reported on the way (all interned); answers are cached by both.
         """
         sets = self.filter_sets
+        parts = (sets[found], *map(sets.__getitem__, proven))
         if self.kernel is not None:
-            parts = (sets[found], *map(sets.__getitem__, proven))
             result = _compiled_answer(parts, self.compiled.ids)
-        else:
-            ranks = np.frombuffer(sets[found], dtype=np.int32)
+        else:  # each part is sorted: only several need sorting and their repeats dropped
+            ranks = np.frombuffer(b"".join(parts), dtype=np.int32)
             if proven:
-                parts = b"".join([sets[found], *map(sets.__getitem__, proven)])
-                ranks = np.sort(np.frombuffer(parts, dtype=np.int32))
+                ranks = np.sort(ranks)
                 ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))]
             result = tuple(self.compiled.id_array[ranks].tolist())
         self.answers[(found, proven)] = result
