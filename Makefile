@@ -10,7 +10,7 @@ DATA ?= ../shared/data
 
 # the install also compiles the kernels (the XML tokenizer, the XPush table walk) when a
 # C compiler is there; without one, Python does their work
-$(STAMP): pyproject.toml src/xcep/events/_tokenizer.c src/xcep/xpush/_walk.c src/xcep/xpush/_states.c
+$(STAMP): pyproject.toml src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'

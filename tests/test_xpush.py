@@ -1,6 +1,5 @@
 """XPush against lxml: random documents, random filters, every optimisation setting."""
 
-import gc
 import io
 import os
 import random
@@ -158,14 +157,14 @@ def test_machine_agrees_with_lxml(paths, trees):
     want = lxml_answer(trees, theirs)
     for options in OPTIONS:
         machines = []
-        for compiled in (True, False):  # the compiled kernels (walk, states) and Python
+        for compiled in (True, False):  # the compiled core (states, tables, walk) and Python
             machine = XPushMachine(dict(enumerate(ours)), replace(options, compiled=compiled))
             # twice: the second pass runs on the tables the first one built (the compiled walk)
             assert run_machine(machine, trees + trees) == want + want, (options, compiled, ours)
             machines.append(machine)
         # the same states, built in the same order
-        assert machines[0].sets == machines[1].sets, (options, ours)
-        assert machines[0].filter_sets == machines[1].filter_sets, (options, ours)
+        assert list(machines[0].sets) == list(machines[1].sets), (options, ours)
+        assert list(machines[0].filter_sets) == list(machines[1].filter_sets), (options, ours)
 
 
 def test_running_example_reproduces_the_seeds_trace():
@@ -409,11 +408,11 @@ def test_generated_workloads_agree_with_lxml(data_dir, seed, predicates, p_wild,
     data = as_stream(sample) * 2  # the second pass on the tables of the first
     for options in OPTIONS:
         runs = []
-        for compiled in (True, False):  # the compiled table walk and the Python loop
+        for compiled in (True, False):  # the compiled core and the Python machine
             machine = XPushMachine(dict(enumerate(texts)), replace(options, compiled=compiled))
             stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
             answers = [ids for _, ids in machine.run(stream.batches())]
-            runs.append((answers, machine.stats, machine.sets, machine.filter_sets))
+            runs.append((answers, machine.stats, list(machine.sets), list(machine.filter_sets)))
         assert runs[0] == runs[1]
         assert runs[0][0] == want + want, options
 
@@ -431,7 +430,7 @@ def test_the_compiled_kernels_are_built():
     """CI builds the kernels (a C compiler is there); elsewhere they are optional."""
     from xcep.xpush import machine
 
-    built = machine._compiled_walk is not None and machine.StateKernel is not None
+    built = machine.StateKernel is not None
     if not built and not os.environ.get("CI"):
         pytest.skip("the compiled kernels are not built here (no C compiler)")
     assert built
@@ -447,27 +446,31 @@ def test_the_state_kernel_checks_what_it_is_given():
     if machine.StateKernel is None:
         pytest.skip("the state kernel is not built here (no C compiler)")
     c = XPushMachine({1: "/a[b and c]"}).compiled
+    n = len(c.afa)
     good = dict(
         kind=bytes(c.afa.kind),
+        true_leaves=array("i", sorted(c.true_leaves)),
         eps=machine._offsets(c.afa.eps),
         watchers=machine._offsets(c.watchers),
-        early=machine._offsets([()] * len(c.afa)),
-        initial=machine._offsets([c.initial.get(s, ()) for s in range(len(c.afa))]),
+        early=machine._offsets([()] * n),
+        initial=machine._offsets([c.initial.get(s, ()) for s in range(n)]),
         filters=1,
         back=c.back,
     )
     kernel = machine.StateKernel(**good)
-    n = len(c.afa)
-    empty = array("i")
-    found = kernel.accept((frozenset(range(n)),), None, empty, empty)
-    assert array("i", found).tolist() == [0]  # every state matched: the filter is proven
-    assert kernel.accept((frozenset(),), None, empty, empty) == b""
+    every, none, everywhere = (kernel.states.intern(x) for x in (range(n), (), (-1,)))
+    assert kernel.filters[kernel.accept((every,), everywhere)] == array("i", [0]).tobytes()
+    assert kernel.accept((none,), everywhere) == 0  # the empty set of filters
+    assert kernel.accept((frozenset(range(n)),), everywhere) == 1  # a set given by its states
+    assert kernel.answer(1, (0, 1), ["f"]) == ("f",)
     bad = {
         "eps": (good["eps"][0], array("i", [n] * len(good["eps"][1]))),  # a state out of range
         "watchers": (array("i", [1] * (n + 1)), good["watchers"][1]),  # offsets not from 0
         "initial": (good["initial"][0], array("i", [5] * len(good["initial"][1]))),  # no filter 5
         "kind": bytes([7]) * n,
         "back": c.back[:-1],
+        "true_leaves": array("i", [n]),
+        "prec": (machine._offsets([()] * n), machine._offsets([[n]])),  # a set of no state
     }
     for name, value in bad.items():
         with pytest.raises(ValueError):
@@ -475,23 +478,21 @@ def test_the_state_kernel_checks_what_it_is_given():
     for back in ([{"a": [0]}] * n, [{1: (0,)}] * n, [0] * n):  # {label: tuple of states}
         with pytest.raises(TypeError):
             machine.StateKernel(**{**good, "back": back})
+    with pytest.raises(TypeError):
+        machine.StateKernel(**{**good, "prec": (1, 2, 3)})
     with pytest.raises(ValueError, match="out of range"):
         machine.StateKernel(**{**good, "back": [{"a": (n,)}] * n})
     with pytest.raises(ValueError, match="out of range"):
-        kernel.accept((frozenset([n]),), None, empty, empty)
-    with pytest.raises(ValueError, match="bitmap"):
-        kernel.accept((frozenset(),), bytes(n // 8 + 2), empty, empty)
+        kernel.accept((frozenset([n]),), everywhere)
     with pytest.raises(ValueError, match="out of range"):
-        kernel.eval_pop((), None, array("i", [-1]), empty, "a", "*", None)
-    ranks = [array("i", [0, 2]).tobytes(), array("i", [1, 2]).tobytes()]
-    assert machine._compiled_answer(tuple(ranks), ["a", "b", "c"]) == ("a", "b", "c")
+        kernel.states.intern([n])
     with pytest.raises(ValueError, match="out of range"):
-        machine._compiled_answer(tuple(ranks), ["a", "b"])
-    with pytest.raises(TypeError):
-        machine._compiled_answer((b"abc",), ["a"])
-    states = frozenset([1, 2])
-    machine.untrack(states)
-    assert not gc.is_tracked(states)
-    for bad in (frozenset([1, "a"]), {1, 2}, (1, 2)):
-        with pytest.raises(TypeError):
-            machine.untrack(bad)
+        kernel.filters.intern(array("i", [1]).tobytes())  # one filter: rank 0 only
+    with pytest.raises(IndexError):
+        kernel.eval_pop((every,), 99, "a", everywhere)  # no top-down state 99
+    with pytest.raises(IndexError):
+        kernel.add(every, 99)
+    with pytest.raises(ValueError, match="filters expected"):
+        kernel.answer(1, (), ["f", "g"])
+    kernel.clear()
+    assert len(kernel.states) == 0 and list(kernel.filters) == [b""]

@@ -1,57 +1,70 @@
-/* State construction of the XPush machine in C (machine.py: _eval, _pop, _accept, _answer).
+/* The compiled core of the XPush machine (machine.py: run, _eval, _pop, _add, _accept, _answer).
  *
  * A StateKernel holds a workload's AFA as flat arrays (the kind of each state;
  * per state its ε-successors, its watchers and the filters it proves as an
- * early or an initial state, each as offsets + items) and the machine's back
+ * early or an initial state, each as offsets + items), the machine's back
  * table (state -> {label: states stepping into it}, flattened the same way,
- * labels by id). It computes what the Python methods compute
- * (XPushMachine._eval, _pop, _accept), on the same sets:
+ * labels by id) and the order optimization's preconditions. It owns the
+ * machine's interned sets: `states` (sets of AFA states: the top-down and
+ * bottom-up machine states) and `filters` (sets of filters: accepted, proven
+ * early), both SetStores of sorted int32 arrays with a hash table, known by
+ * their ids. On those ids it computes what the Python methods compute on
+ * frozensets and bytes (XPushMachine._eval, _pop, _add, _accept, _answer):
  *
- *   eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled)
- *       -> (frozenset up, bytes proven or None)
- *       eval(q), then t_pop: the parent's states that the matched states
- *       complete, and the filters that the matched early states prove;
- *   accept(bases, enabled, trues, nots) -> bytes
- *       eval at the document node, and the filters it proves;
- *   answer(sets, ids) -> tuple (a module function)
- *       the ids (a list, by rank) of the filters in the union of the sets;
- *   untrack(states) (a module function)
- *       take a frozenset of ints out of the cyclic garbage collector's view.
+ *   eval_pop(bases, qt, label, parent_qt) -> (up, proven)
+ *       eval(q) at a node with top-down state qt, then t_pop: the parent's
+ *       states the matched ones complete, and the filters the matched early
+ *       states prove (both interned);
+ *   add(left, right) -> the union (t_add^b), less what the order optimization drops;
+ *   accept(bases, qt) -> the filters proven at the document node;
+ *   answer(found, proven, ids) -> a document's answer: the ids of its filters;
+ *   walk(...) -> the table walk: the machine's dict tables followed over a
+ *       document's events in C, the missing close and add entries computed here
+ *       and stored, the other misses (push, leaf, element values: they need the
+ *       predicate index) computed by the Python methods it is given.
  *
- * Filters are their ranks (position in ascending id order); a set of filters
- * is the bytes of its sorted native int32s.
- *
- * bases is a tuple of iterables of states (their union is the base); enabled
- * and parent_enabled are the top-down states as bitmaps (bit s of byte s / 8,
- * least significant first; None: every state is enabled); trues and nots are
- * the TRUE leaves and NOT states enabled there, as int32 arrays. Membership
- * uses arrays of stamps (one generation per call), so a call costs time in
- * what it touches, not in the size of the AFA or of the top-down state.
+ * Filters are their ranks (position in ascending id order). bases is a tuple of
+ * set ids or iterables of states (their union is the base). A top-down state's
+ * enabled states are kept as a bitmap, built once per state; membership uses
+ * arrays of stamps (one generation per call), so a call costs time in what it
+ * touches, not in the size of the AFA.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 enum { OR = 0, AND = 1, NOT = 2 };
+enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 
 typedef struct {
     int32_t *data;
     Py_ssize_t len, cap;
 } IntVec;
 
-static int vec_push(IntVec *v, int32_t x)
+/* Make room for `extra` more items in `v`. */
+static int vec_reserve(IntVec *v, Py_ssize_t extra)
 {
-    if (v->len == v->cap) {
-        Py_ssize_t cap = v->cap ? 2 * v->cap : 256;
-        int32_t *data = PyMem_Realloc(v->data, (size_t)cap * sizeof(int32_t));
-        if (data == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->data = data;
-        v->cap = cap;
+    if (v->len + extra <= v->cap)
+        return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 256;
+    while (cap < v->len + extra)
+        cap *= 2;
+    int32_t *data = PyMem_Realloc(v->data, (size_t)cap * sizeof(int32_t));
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
+    v->data = data;
+    v->cap = cap;
+    return 0;
+}
+
+static inline int vec_push(IntVec *v, int32_t x)
+{
+    if (v->len == v->cap && vec_reserve(v, 1) < 0)
+        return -1;
     v->data[v->len++] = x;
     return 0;
 }
@@ -94,46 +107,384 @@ static int32_t heap_pop(IntVec *h)
     return top;
 }
 
+/* Sort the items in `v` (all in [0, 64 * words of `bits`)) and drop the repeated ones.
+ * Few items: insertion sort; more: `bits`, a zeroed bitmap, set and then read back over
+ * the words the items touch (and left zeroed). */
+static void sort_unique(IntVec *v, uint64_t *bits)
+{
+    int32_t *d = v->data;
+    Py_ssize_t n = v->len, kept = 0, ordered = 1;
+    for (Py_ssize_t i = 1; i < n && ordered; i++) /* often so: one state's filters */
+        ordered = d[i - 1] < d[i];
+    if (ordered)
+        return;
+    if (n < 48) {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            int32_t x = d[i];
+            Py_ssize_t j = i;
+            for (; j > 0 && d[j - 1] > x; j--)
+                d[j] = d[j - 1];
+            d[j] = x;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (kept == 0 || d[i] != d[kept - 1])
+                d[kept++] = d[i];
+    } else {
+        int32_t low = d[0] >> 6, high = low;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t w = d[i] >> 6;
+            bits[w] |= (uint64_t)1 << (d[i] & 63);
+            low = w < low ? w : low;
+            high = w > high ? w : high;
+        }
+        for (int32_t w = low; w <= high; w++)
+            for (uint64_t b = bits[w]; b; b &= b - 1)
+                d[kept++] = (w << 6) + __builtin_ctzll(b);
+        memset(bits + low, 0, (size_t)(high - low + 1) * sizeof(uint64_t));
+    }
+    v->len = kept;
+}
+
+static int compare_ints(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ----- SetStore: interned sets of ints, each a sorted int32 array, known by its id ----- */
+
+typedef struct {
+    PyObject_HEAD
+    int as_bytes;      /* items come back as bytes of int32 (sets of filters), else frozensets */
+    int32_t limit;     /* items are in [-1, limit): -1 marks the top-down state "all" */
+    IntVec items;      /* set k is items[at[k] .. at[k + 1]] */
+    Py_ssize_t *at, count, cap;
+    uint64_t *hash;    /* per set */
+    int32_t *slots;    /* open addressing: set ids, -1 for none */
+    Py_ssize_t slot_count;
+    Py_ssize_t held;   /* elements of all sets plus one per set (the machine's memory measure) */
+} SetStore;
+
+static PyTypeObject SetStoreType;
+
+static uint64_t hash_items(const int32_t *x, Py_ssize_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (uint32_t)x[i];
+        h *= 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static void store_clear(SetStore *st)
+{
+    st->items.len = 0;
+    st->count = 0;
+    st->held = 0;
+    if (st->slots)
+        memset(st->slots, 0xFF, (size_t)st->slot_count * sizeof(int32_t));
+}
+
+static int store_grow_slots(SetStore *st)
+{
+    Py_ssize_t count = st->slot_count ? 2 * st->slot_count : 1024;
+    int32_t *slots = PyMem_Malloc((size_t)count * sizeof(int32_t));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(slots, 0xFF, (size_t)count * sizeof(int32_t));
+    for (Py_ssize_t k = 0; k < st->count; k++) {
+        size_t i = (size_t)st->hash[k] & (size_t)(count - 1);
+        while (slots[i] >= 0)
+            i = (i + 1) & (size_t)(count - 1);
+        slots[i] = (int32_t)k;
+    }
+    PyMem_Free(st->slots);
+    st->slots = slots;
+    st->slot_count = count;
+    return 0;
+}
+
+/* The id of the set of the n sorted, unique items x (added when new), or -1 with an
+ * error. x must not point into the store. */
+static Py_ssize_t store_intern(SetStore *st, const int32_t *x, Py_ssize_t n)
+{
+    if (2 * (st->count + 1) > st->slot_count && store_grow_slots(st) < 0)
+        return -1;
+    uint64_t h = hash_items(x, n);
+    size_t mask = (size_t)st->slot_count - 1, i = (size_t)h & mask;
+    for (int32_t k; (k = st->slots[i]) >= 0; i = (i + 1) & mask)
+        if (st->hash[k] == h && st->at[k + 1] - st->at[k] == n &&
+            (n == 0 || memcmp(st->items.data + st->at[k], x, (size_t)n * sizeof(int32_t)) == 0))
+            return k;
+    if (st->count + 2 > st->cap) {
+        Py_ssize_t cap = st->cap ? 2 * st->cap : 1024;
+        if (cap >= INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "too many interned sets");
+            return -1;
+        }
+        Py_ssize_t *at = PyMem_Realloc(st->at, (size_t)(cap + 1) * sizeof(Py_ssize_t));
+        if (at == NULL)
+            return PyErr_NoMemory(), -1;
+        st->at = at;
+        uint64_t *hash = PyMem_Realloc(st->hash, (size_t)cap * sizeof(uint64_t));
+        if (hash == NULL)
+            return PyErr_NoMemory(), -1;
+        st->hash = hash;
+        st->cap = cap;
+    }
+    if (vec_reserve(&st->items, n) < 0)
+        return -1;
+    Py_ssize_t k = st->count++;
+    st->at[0] = 0;
+    if (n)
+        memcpy(st->items.data + st->items.len, x, (size_t)n * sizeof(int32_t));
+    st->items.len += n;
+    st->at[k + 1] = st->items.len;
+    st->hash[k] = h;
+    st->slots[i] = (int32_t)k;
+    st->held += n + 1;
+    return k;
+}
+
+static inline const int32_t *store_items(SetStore *st, Py_ssize_t k, Py_ssize_t *n)
+{
+    *n = st->at[k + 1] - st->at[k];
+    return st->items.data + st->at[k];
+}
+
+/* The set an int object names, or -1 with an error. */
+static Py_ssize_t store_id(SetStore *st, PyObject *id)
+{
+    Py_ssize_t k = PyLong_AsSsize_t(id);
+    if (k == -1 && PyErr_Occurred())
+        return -1;
+    if (k < 0 || k >= st->count) {
+        PyErr_Format(PyExc_IndexError, "no interned set %zd", k);
+        return -1;
+    }
+    return k;
+}
+
+static SetStore *store_new(int as_bytes, int32_t limit)
+{
+    SetStore *st = PyObject_New(SetStore, &SetStoreType);
+    if (st == NULL)
+        return NULL;
+    st->as_bytes = as_bytes;
+    st->limit = limit;
+    st->items = (IntVec){NULL, 0, 0};
+    st->at = NULL;
+    st->hash = NULL;
+    st->slots = NULL;
+    st->count = st->cap = st->slot_count = st->held = 0;
+    return st;
+}
+
+static void store_dealloc(SetStore *st)
+{
+    PyMem_Free(st->items.data);
+    PyMem_Free(st->at);
+    PyMem_Free(st->hash);
+    PyMem_Free(st->slots);
+    PyObject_Free(st);
+}
+
+static Py_ssize_t store_length(SetStore *st)
+{
+    return st->count;
+}
+
+static PyObject *store_item(SetStore *st, Py_ssize_t k)
+{
+    if (k < 0 || k >= st->count) {
+        PyErr_SetString(PyExc_IndexError, "no such interned set");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const int32_t *x = store_items(st, k, &n);
+    if (st->as_bytes)
+        return PyBytes_FromStringAndSize((const char *)x, n * (Py_ssize_t)sizeof(int32_t));
+    PyObject *out = PyFrozenSet_New(NULL);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *item = PyLong_FromLong(x[i]);
+        if (item == NULL || PySet_Add(out, item) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    return out;
+}
+
+/* intern(states): the id of a set given as an iterable of ints (or, for sets of filters,
+ * bytes of int32), added when new. */
+static PyObject *store_intern_method(SetStore *st, PyObject *items)
+{
+    IntVec v = {NULL, 0, 0};
+    PyObject *out = NULL;
+    if (PyBytes_Check(items)) {
+        if (PyBytes_GET_SIZE(items) % 4) {
+            PyErr_SetString(PyExc_ValueError, "bytes of int32 items expected");
+            return NULL;
+        }
+        const int32_t *x = (const int32_t *)PyBytes_AS_STRING(items);
+        for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(items) / 4; i++)
+            if (vec_push(&v, x[i]) < 0)
+                goto done;
+    } else {
+        PyObject *iterator = PyObject_GetIter(items), *item;
+        if (iterator == NULL)
+            return NULL;
+        while ((item = PyIter_Next(iterator)) != NULL) {
+            long x = PyLong_AsLong(item);
+            Py_DECREF(item);
+            if (x == -1 && PyErr_Occurred())
+                break;
+            if (x < -1 || x >= st->limit) {
+                PyErr_Format(PyExc_ValueError, "item %ld out of range", x);
+                break;
+            }
+            if (vec_push(&v, (int32_t)x) < 0)
+                break;
+        }
+        Py_DECREF(iterator);
+        if (PyErr_Occurred())
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < v.len; i++)
+        if (v.data[i] < -1 || v.data[i] >= st->limit) {
+            PyErr_Format(PyExc_ValueError, "item %d out of range", v.data[i]);
+            goto done;
+        }
+    if (v.len > 1)
+        qsort(v.data, (size_t)v.len, sizeof(int32_t), compare_ints);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < v.len; i++)
+        if (kept == 0 || v.data[i] != v.data[kept - 1])
+            v.data[kept++] = v.data[i];
+    Py_ssize_t k = store_intern(st, v.data, kept);
+    out = k < 0 ? NULL : PyLong_FromSsize_t(k);
+done:
+    PyMem_Free(v.data);
+    return out;
+}
+
+static PyObject *store_get_held(SetStore *st, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSsize_t(st->held);
+}
+
+static PyMethodDef store_methods[] = {
+    {"intern", (PyCFunction)store_intern_method, METH_O,
+     "intern(items) -> id: a set given as an iterable of ints (or bytes of int32), interned"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef store_getset[] = {
+    {"held", (getter)store_get_held, NULL, "elements of all sets plus one per set", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods store_sequence = {
+    .sq_length = (lenfunc)store_length,
+    .sq_item = (ssizeargfunc)store_item,
+};
+
+static PyTypeObject SetStoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xpush._states.SetStore",
+    .tp_basicsize = sizeof(SetStore),
+    .tp_dealloc = (destructor)store_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Interned sets of ints (a StateKernel's states or filters): store[id] -> the set",
+    .tp_methods = store_methods,
+    .tp_getset = store_getset,
+    .tp_as_sequence = &store_sequence,
+};
+
+/* ----- StateKernel ----- */
+
 /* Lists of ints per state: the items of state s are items[at[s] .. at[s + 1]]. */
 typedef struct {
     int32_t *at, *items;
 } Lists;
 
+/* A top-down state as eval needs it, built on first use: its enabled states as a bitmap
+ * (bit s of byte s / 8, least significant first) and the TRUE leaves and NOT states
+ * enabled there; `all` for the top-down state of a machine without top-down pruning. */
+typedef struct {
+    int ready, all;
+    uint8_t *bits;
+    int32_t *extras; /* ntrue TRUE leaves, then nnot NOT states */
+    int32_t ntrue, nnot;
+} TopDown;
+
 typedef struct {
     PyObject_HEAD
-    Py_ssize_t n;
-    uint8_t *kind;
+    Py_ssize_t n, nfilters;
+    uint8_t *kind, *true_leaf;
     Lists eps, watch;     /* ε-successors; watchers (see XPushMachine._eval) */
     Lists early, initial; /* the filters (their ranks) an early / initial state proves */
+    /* the order optimization: the precondition sets of a state (XPushMachine._add), as
+     * set numbers; the states of each set */
+    Lists prec, prec_sets;
+    int has_prec;
     /* the back table, state -> {label: states stepping into it}: the entries of state s
      * are back_at[s] .. back_at[s + 1]; entry e is for label id back_label[e] (ids from
      * the labels dict) and its states are back_states' items of e */
     int32_t *back_at, *back_label;
     Lists back_states;
     PyObject *labels;
+    int32_t star, attr_star; /* the label ids of * and @* (-1: nothing steps on them) */
+    SetStore *states, *filters;
+    TopDown *topdown; /* by id of the top-down state */
+    Py_ssize_t topdown_count, held;
+    Py_ssize_t closing; /* the top-down state of the element make_close closes */
+    IntVec all_extras; /* every TRUE leaf, then every NOT state */
+    int32_t all_ntrue;
     uint32_t gen;
     uint32_t *matched, *decided, *seen;
+    uint64_t *state_bits, *filter_bits; /* zeroed bitmaps for sort_unique */
     IntVec list, heap, up, found; /* matched states, to decide, the parent's, filters */
 } StateKernel;
 
+static void free_topdown(StateKernel *self)
+{
+    for (Py_ssize_t k = 0; k < self->topdown_count; k++) {
+        PyMem_Free(self->topdown[k].bits);
+        PyMem_Free(self->topdown[k].extras);
+    }
+    PyMem_Free(self->topdown);
+    self->topdown = NULL;
+    self->topdown_count = 0;
+}
+
 static void kernel_dealloc(StateKernel *self)
 {
-    Lists *lists[] = {&self->eps, &self->watch, &self->early, &self->initial, &self->back_states};
+    Lists *lists[] = {&self->eps,  &self->watch,     &self->early,      &self->initial,
+                      &self->prec, &self->prec_sets, &self->back_states};
     for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
         PyMem_Free(lists[k]->at);
         PyMem_Free(lists[k]->items);
     }
+    IntVec *vecs[] = {&self->all_extras, &self->list, &self->heap, &self->up, &self->found};
+    for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
+        PyMem_Free(vecs[k]->data);
+    free_topdown(self);
     PyMem_Free(self->kind);
+    PyMem_Free(self->true_leaf);
     PyMem_Free(self->matched);
     PyMem_Free(self->decided);
     PyMem_Free(self->seen);
-    PyMem_Free(self->list.data);
-    PyMem_Free(self->heap.data);
-    PyMem_Free(self->up.data);
-    PyMem_Free(self->found.data);
+    PyMem_Free(self->state_bits);
+    PyMem_Free(self->filter_bits);
     PyMem_Free(self->back_at);
     PyMem_Free(self->back_label);
     Py_XDECREF(self->labels);
+    Py_XDECREF(self->states);
+    Py_XDECREF(self->filters);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -153,7 +504,8 @@ static void *copy_buffer(Py_buffer *buffer, Py_ssize_t count, Py_ssize_t size, c
     return out;
 }
 
-/* Load a pair (offsets, items) of int32 buffers for n lists: offsets from 0, not
+/* Load a pair (offsets, items) of int32 buffers for n lists (n < 0: as many as there are;
+ * the number of lists is returned): offsets from 0, not
  * decreasing, items in [0, limit). The pair is taken apart here,
  * not by PyArg_ParseTupleAndKeywords: it sizes its list of buffers to release by the
  * top-level arguments, and nested buffer units overflowed it (found with AddressSanitizer). */
@@ -167,6 +519,8 @@ static int load_lists(Lists *lists, PyObject *pair, Py_ssize_t n, Py_ssize_t lim
     }
     if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 0), &at, PyBUF_SIMPLE) < 0)
         return -1;
+    if (n < 0) /* as many lists as the offsets give */
+        n = at.len >= 4 ? at.len / 4 - 1 : 0;
     if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 1), &items, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&at);
         return -1;
@@ -187,7 +541,7 @@ static int load_lists(Lists *lists, PyObject *pair, Py_ssize_t n, Py_ssize_t lim
         PyErr_Format(PyExc_ValueError, "%s: bad offsets or items", what);
         return -1;
     }
-    return 0;
+    return n;
 }
 
 /* The state an int object stands for, or -1 with an error. */
@@ -279,22 +633,34 @@ static int load_back(StateKernel *self, PyObject *back)
     return 0;
 }
 
+/* Forget every interned set (the machine's flush): the sets of filters start again with
+ * the empty one (id 0). */
+static int clear_sets(StateKernel *self)
+{
+    store_clear(self->states);
+    store_clear(self->filters);
+    free_topdown(self);
+    self->held = 0;
+    return store_intern(self->filters, NULL, 0) < 0 ? -1 : 0;
+}
+
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"kind", "eps", "watchers", "early", "initial", "filters", "back",
-                               NULL};
-    Py_buffer kind;
+    static char *keywords[] = {"kind",    "true_leaves", "eps",  "watchers", "early",
+                               "initial", "filters",     "back", "prec",     NULL};
+    Py_buffer kind, trues;
     Py_ssize_t filters;
-    PyObject *eps, *watchers, *early, *initial, *back;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*OOOOnO!", keywords, &kind, &eps, &watchers,
-                                     &early, &initial, &filters, &PyList_Type, &back))
+    PyObject *eps, *watchers, *early, *initial, *back, *prec = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*OOOOnO!|O", keywords, &kind, &trues,
+                                     &eps, &watchers, &early, &initial, &filters, &PyList_Type,
+                                     &back, &prec))
         return NULL;
     StateKernel *self = (StateKernel *)type->tp_alloc(type, 0);
     Py_ssize_t n = kind.len;
     if (self == NULL)
         goto done;
     self->n = n;
-    self->gen = 0;
+    self->nfilters = filters;
     if (PyList_GET_SIZE(back) != n || n >= INT32_MAX || filters < 0 || filters >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "back: one entry per state (fewer than 2**31)");
         goto fail;
@@ -306,22 +672,72 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         load_lists(&self->initial, initial, n, filters, "initial") < 0 ||
         load_back(self, back) < 0)
         goto fail;
+    if (prec != Py_None) {
+        if (!PyTuple_Check(prec) || PyTuple_GET_SIZE(prec) != 2) {
+            PyErr_SetString(PyExc_TypeError, "prec: None or a pair (sets per state, states per set)");
+            goto fail;
+        }
+        Py_ssize_t sets = load_lists(&self->prec_sets, PyTuple_GET_ITEM(prec, 1), -1, n, "prec sets");
+        if (sets < 0 || load_lists(&self->prec, PyTuple_GET_ITEM(prec, 0), n, sets, "prec") < 0)
+            goto fail;
+        self->has_prec = 1;
+    }
     for (Py_ssize_t s = 0; s < n; s++)
         if (self->kind[s] > NOT || (self->kind[s] == NOT && self->eps.at[s + 1] == self->eps.at[s])) {
             PyErr_SetString(PyExc_ValueError, "kind: OR, AND or NOT (with a successor)");
             goto fail;
         }
-    uint32_t **stamps[] = {&self->matched, &self->decided, &self->seen};
-    for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
-        if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint32_t)))) {
-            PyErr_NoMemory();
+    if (!(self->true_leaf = PyMem_Calloc(n ? (size_t)n : 1, 1)))
+        goto nomemory;
+    Py_ssize_t true_count;
+    const int32_t *true_states = trues.buf;
+    if (trues.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "true_leaves: int32 items expected");
+        goto fail;
+    }
+    true_count = trues.len / 4;
+    for (Py_ssize_t i = 0; i < true_count; i++) {
+        if (true_states[i] < 0 || true_states[i] >= n) {
+            PyErr_Format(PyExc_ValueError, "true_leaves: state %d out of range", true_states[i]);
             goto fail;
         }
+        self->true_leaf[true_states[i]] = 1;
+    }
+    for (int32_t s = 0; s < n; s++)
+        if (self->true_leaf[s] && vec_push(&self->all_extras, s) < 0)
+            goto fail;
+    self->all_ntrue = (int32_t)self->all_extras.len;
+    for (int32_t s = 0; s < n; s++)
+        if (self->kind[s] == NOT && vec_push(&self->all_extras, s) < 0)
+            goto fail;
+    uint32_t **stamps[] = {&self->matched, &self->decided, &self->seen};
+    for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
+        if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint32_t))))
+            goto nomemory;
+    if (!(self->state_bits = PyMem_Calloc((size_t)n / 64 + 1, sizeof(uint64_t))) ||
+        !(self->filter_bits = PyMem_Calloc((size_t)filters / 64 + 1, sizeof(uint64_t))))
+        goto nomemory;
+    PyObject *star = PyUnicode_FromString("*"), *attr_star = PyUnicode_FromString("@*");
+    if (star == NULL || attr_star == NULL) {
+        Py_XDECREF(star);
+        Py_XDECREF(attr_star);
+        goto fail;
+    }
+    self->star = label_id(self, star, 0);
+    self->attr_star = label_id(self, attr_star, 0);
+    Py_DECREF(star);
+    Py_DECREF(attr_star);
+    if (PyErr_Occurred() || !(self->states = store_new(0, (int32_t)n)) ||
+        !(self->filters = store_new(1, (int32_t)filters)) || clear_sets(self) < 0)
+        goto fail;
     goto done;
+nomemory:
+    PyErr_NoMemory();
 fail:
     Py_CLEAR(self);
 done:
     PyBuffer_Release(&kind);
+    PyBuffer_Release(&trues);
     return (PyObject *)self;
 }
 
@@ -337,57 +753,98 @@ static void next_generation(StateKernel *self)
     }
 }
 
-/* A bitmap of the states (None: NULL), checked to cover them all; -1 with an error. */
-static int bitmap(StateKernel *self, Py_buffer *buffer, const uint8_t **bits)
-{
-    *bits = buffer->buf;
-    if (buffer->buf != NULL && buffer->len != (self->n + 7) / 8) {
-        PyErr_Format(PyExc_ValueError, "a bitmap of %zd states has %zd bytes, not %zd", self->n,
-                     (self->n + 7) / 8, buffer->len);
-        return -1;
-    }
-    return 0;
-}
-
 static inline int has(const uint8_t *bits, int32_t s)
 {
     return bits == NULL || (bits[s >> 3] >> (s & 7)) & 1;
 }
 
-/* States from an int32 buffer, checked; NULL with an error. */
-static const int32_t *states_in(StateKernel *self, Py_buffer *buffer, Py_ssize_t *count)
+/* The top-down state with id qt as eval needs it (built on first use), or NULL with an
+ * error. The pointer holds until the next call. */
+static TopDown *topdown_of(StateKernel *self, Py_ssize_t qt)
 {
-    const int32_t *states = buffer->buf;
-    *count = buffer->len / 4;
-    if (buffer->len % 4) {
-        PyErr_SetString(PyExc_ValueError, "states: int32 items expected");
+    if (qt < 0 || qt >= self->states->count) {
+        PyErr_Format(PyExc_IndexError, "no interned set %zd", qt);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < *count; i++)
-        if (states[i] < 0 || states[i] >= self->n) {
-            PyErr_Format(PyExc_ValueError, "state %d out of range", states[i]);
-            return NULL;
-        }
-    return states;
+    if (qt >= self->topdown_count) {
+        Py_ssize_t count = self->states->count + 64;
+        TopDown *grown = PyMem_Realloc(self->topdown, (size_t)count * sizeof(TopDown));
+        if (grown == NULL)
+            return PyErr_NoMemory(), NULL;
+        memset(grown + self->topdown_count, 0, (size_t)(count - self->topdown_count) * sizeof(TopDown));
+        self->topdown = grown;
+        self->topdown_count = count;
+    }
+    TopDown *td = &self->topdown[qt];
+    if (td->ready)
+        return td;
+    Py_ssize_t count;
+    const int32_t *x = store_items(self->states, qt, &count);
+    if (count && x[0] == -1) {
+        td->all = td->ready = 1;
+        return td;
+    }
+    size_t bytes = ((size_t)self->n + 7) / 8;
+    int32_t ntrue = 0, nnot = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        ntrue += self->true_leaf[x[i]];
+        nnot += self->kind[x[i]] == NOT;
+    }
+    if (!(td->bits = PyMem_Calloc(bytes ? bytes : 1, 1)) ||
+        !(td->extras = PyMem_Malloc((size_t)(ntrue + nnot + 1) * sizeof(int32_t))))
+        return PyErr_NoMemory(), NULL;
+    td->ntrue = td->nnot = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        td->bits[x[i] >> 3] |= (uint8_t)(1 << (x[i] & 7));
+        if (self->true_leaf[x[i]])
+            td->extras[td->ntrue++] = x[i];
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (self->kind[x[i]] == NOT)
+            td->extras[td->ntrue + td->nnot++] = x[i];
+    td->ready = 1;
+    self->held += (Py_ssize_t)(bytes / 8); /* counted like entries of 8 bytes */
+    return td;
 }
 
-/* Stamp every state of an iterable in `stamps` and append the new ones to `list`. */
-static int stamp_all(StateKernel *self, PyObject *states, uint32_t *stamps, IntVec *list)
+static void eval_begin(StateKernel *self)
 {
-    PyObject *iterator = PyObject_GetIter(states);
+    next_generation(self);
+    self->list.len = 0;
+    self->heap.len = 0;
+}
+
+/* Add states (from a store: no -1 but the "all" marker, skipped) to eval's base. */
+static int eval_base(StateKernel *self, const int32_t *x, Py_ssize_t count)
+{
+    uint32_t gen = self->gen, *matched = self->matched;
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (x[i] >= 0 && matched[x[i]] != gen) {
+            matched[x[i]] = gen;
+            if (vec_push(&self->list, x[i]) < 0)
+                return -1;
+        }
+    return 0;
+}
+
+/* Add a base given as an interned set's id or as an iterable of states. */
+static int eval_base_object(StateKernel *self, PyObject *base)
+{
+    if (PyLong_Check(base)) {
+        Py_ssize_t k = store_id(self->states, base), count;
+        if (k < 0)
+            return -1;
+        const int32_t *x = store_items(self->states, k, &count);
+        return eval_base(self, x, count);
+    }
+    PyObject *iterator = PyObject_GetIter(base), *item;
     if (iterator == NULL)
         return -1;
-    PyObject *item;
     while ((item = PyIter_Next(iterator)) != NULL) {
-        Py_ssize_t s = state_of(self, item);
+        int32_t s = (int32_t)state_of(self, item);
         Py_DECREF(item);
-        if (s < 0)
+        if (s < 0 || eval_base(self, &s, 1) < 0)
             break;
-        if (stamps[s] != self->gen) {
-            stamps[s] = self->gen;
-            if (vec_push(list, (int32_t)s) < 0)
-                break;
-        }
     }
     Py_DECREF(iterator);
     return PyErr_Occurred() ? -1 : 0;
@@ -401,39 +858,22 @@ static int push_watchers(StateKernel *self, int32_t s)
     return 0;
 }
 
-/* eval(q) into self->list; the same order of decisions as XPushMachine._eval. */
-static int evaluate(StateKernel *self, PyObject *bases, Py_buffer *enabled_buffer,
-                    Py_buffer *trues_buffer, Py_buffer *nots_buffer)
+/* eval(q) at a node with top-down state td, over the base added since eval_begin: the
+ * matched states in self->list, in the order of XPushMachine._eval's decisions. */
+static int eval_run(StateKernel *self, TopDown *td)
 {
-    const uint8_t *enabled;
-    const int32_t *trues, *nots;
-    Py_ssize_t true_count, not_count;
-    if (!PyTuple_Check(bases)) {
-        PyErr_SetString(PyExc_TypeError, "bases must be a tuple of sets of states");
-        return -1;
-    }
-    if (bitmap(self, enabled_buffer, &enabled) < 0 ||
-        !(trues = states_in(self, trues_buffer, &true_count)) ||
-        !(nots = states_in(self, nots_buffer, &not_count)))
-        return -1;
-    next_generation(self);
+    const uint8_t *enabled = td->all ? NULL : td->bits;
+    const int32_t *extras = td->all ? self->all_extras.data : td->extras;
+    int32_t ntrue = td->all ? self->all_ntrue : td->ntrue;
+    int32_t nnot = td->all ? (int32_t)self->all_extras.len - self->all_ntrue : td->nnot;
     uint32_t gen = self->gen, *matched = self->matched, *decided = self->decided;
-    self->list.len = 0;
-    self->heap.len = 0;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(bases); k++)
-        if (stamp_all(self, PyTuple_GET_ITEM(bases, k), matched, &self->list) < 0)
-            return -1;
-    for (Py_ssize_t i = 0; i < true_count; i++)
-        if (matched[trues[i]] != gen) {
-            matched[trues[i]] = gen;
-            if (vec_push(&self->list, trues[i]) < 0)
-                return -1;
-        }
+    if (eval_base(self, extras, ntrue) < 0)
+        return -1;
     for (Py_ssize_t i = 0; i < self->list.len; i++)
         if (push_watchers(self, self->list.data[i]) < 0)
             return -1;
-    for (Py_ssize_t i = 0; i < not_count; i++)
-        if (heap_push(&self->heap, nots[i]) < 0)
+    for (int32_t i = 0; i < nnot; i++)
+        if (heap_push(&self->heap, extras[ntrue + i]) < 0)
             return -1;
     while (self->heap.len) {
         int32_t s = heap_pop(&self->heap);
@@ -465,81 +905,15 @@ static int evaluate(StateKernel *self, PyObject *bases, Py_buffer *enabled_buffe
     return 0;
 }
 
-/* A fresh frozenset of the states in `v`, untracked (see untrack below). */
-static PyObject *frozenset_of(IntVec *v)
-{
-    PyObject *out = PyFrozenSet_New(NULL);
-    if (out == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < v->len; i++) {
-        PyObject *state = PyLong_FromLong(v->data[i]);
-        if (state == NULL || PySet_Add(out, state) < 0) {
-            Py_XDECREF(state);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(state);
-    }
-    PyObject_GC_UnTrack(out);
-    return out;
-}
-
-static int compare_ints(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sort the items in `v` and drop the repeated ones. */
-static void sort_unique(IntVec *v)
-{
-    Py_ssize_t kept = 0;
-    if (v->len)
-        qsort(v->data, (size_t)v->len, sizeof(int32_t), compare_ints);
-    for (Py_ssize_t i = 0; i < v->len; i++)
-        if (kept == 0 || v->data[i] != v->data[kept - 1])
-            v->data[kept++] = v->data[i];
-    v->len = kept;
-}
-
-/* The items in `v`, sorted and unique, as the bytes of native int32s. */
-static PyObject *sorted_bytes(IntVec *v)
-{
-    sort_unique(v);
-    return PyBytes_FromStringAndSize((const char *)v->data, v->len * (Py_ssize_t)sizeof(int32_t));
-}
-
 /* Append the items of state s in `lists` to `out`. */
 static int append_items(Lists *lists, int32_t s, IntVec *out)
 {
-    for (int32_t i = lists->at[s]; i < lists->at[s + 1]; i++)
-        if (vec_push(out, lists->items[i]) < 0)
-            return -1;
+    Py_ssize_t count = lists->at[s + 1] - lists->at[s];
+    if (count == 0 || vec_reserve(out, count) < 0)
+        return count == 0 ? 0 : -1;
+    memcpy(out->data + out->len, lists->items + lists->at[s], (size_t)count * sizeof(int32_t));
+    out->len += count;
     return 0;
-}
-
-/* At the document node: eval, then the filters the matched initial and early states prove. */
-static PyObject *kernel_accept(StateKernel *self, PyObject *args)
-{
-    PyObject *bases, *out = NULL;
-    Py_buffer enabled, trues, nots;
-    if (!PyArg_ParseTuple(args, "Oz*y*y*", &bases, &enabled, &trues, &nots))
-        return NULL;
-    if (evaluate(self, bases, &enabled, &trues, &nots) < 0)
-        goto done;
-    self->found.len = 0;
-    for (Py_ssize_t i = 0; i < self->list.len; i++) {
-        int32_t s = self->list.data[i];
-        if (append_items(&self->initial, s, &self->found) < 0 ||
-            append_items(&self->early, s, &self->found) < 0)
-            goto done;
-    }
-    out = sorted_bytes(&self->found);
-done:
-    PyBuffer_Release(&enabled);
-    PyBuffer_Release(&trues);
-    PyBuffer_Release(&nots);
-    return out;
 }
 
 /* Add the states of back table entry e to self->up (those enabled at the parent). */
@@ -551,76 +925,497 @@ static int step_up(StateKernel *self, int32_t e, const uint8_t *parent_enabled)
         if (!has(parent_enabled, t) || self->seen[t] == gen)
             continue;
         self->seen[t] = gen;
-        if (vec_push(&self->up, (int32_t)t) < 0)
+        if (vec_push(&self->up, t) < 0)
             return -1;
     }
     return 0;
 }
 
-/* eval, then t_pop to the parent: (frozenset up, bytes proven or None). */
-static PyObject *pop(StateKernel *self, PyObject *bases, Py_buffer *enabled, Py_buffer *trues,
-                     Py_buffer *nots, PyObject *label, PyObject *wildcard, Py_buffer *parent)
+/* eval at a node with top-down state qt (over the base added since eval_begin), then
+ * t_pop to its parent: the ids of the parent's new states and of the proven filters. */
+static int eval_pop(StateKernel *self, Py_ssize_t qt, PyObject *label, Py_ssize_t parent_qt,
+                    Py_ssize_t *up_id, Py_ssize_t *proven_id)
 {
-    const uint8_t *parent_enabled;
-    IntVec *proven = &self->found;
-    if (wildcard != Py_None && !PyUnicode_Check(wildcard)) {
-        PyErr_SetString(PyExc_TypeError, "wildcard must be a str or None");
-        return NULL;
-    }
-    if (bitmap(self, parent, &parent_enabled) < 0 || evaluate(self, bases, enabled, trues, nots) < 0)
-        return NULL;
+    TopDown *td = topdown_of(self, qt);
+    if (td == NULL || eval_run(self, td) < 0 || (td = topdown_of(self, parent_qt)) == NULL)
+        return -1;
+    const uint8_t *parent_enabled = td->all ? NULL : td->bits;
     int32_t exact = label_id(self, label, 0), loose = -1; /* -1: no state steps on it */
     if (exact < 0 && PyErr_Occurred())
-        return NULL;
-    if (wildcard != Py_None && (loose = label_id(self, wildcard, 0)) < 0 && PyErr_Occurred())
-        return NULL;
+        return -1;
+    Py_UCS4 first = PyUnicode_GET_LENGTH(label) ? PyUnicode_READ_CHAR(label, 0) : '#';
+    loose = first == '@' ? self->attr_star : first == '#' ? -1 : self->star;
     self->up.len = 0;
-    proven->len = 0;
+    self->found.len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
         int32_t s = self->list.data[i];
         if (self->early.at[s + 1] > self->early.at[s]) { /* an early state: proves, goes no higher */
-            if (append_items(&self->early, s, proven) < 0)
-                return NULL;
+            if (append_items(&self->early, s, &self->found) < 0)
+                return -1;
             continue;
         }
         for (int32_t e = self->back_at[s]; e < self->back_at[s + 1]; e++)
             if ((self->back_label[e] == exact || self->back_label[e] == loose) &&
                 step_up(self, e, parent_enabled) < 0)
-                return NULL;
+                return -1;
     }
-    PyObject *up = frozenset_of(&self->up);
-    PyObject *filters = proven->len ? sorted_bytes(proven) : Py_NewRef(Py_None);
-    if (up == NULL || filters == NULL) {
-        Py_XDECREF(up);
-        Py_XDECREF(filters);
-        return NULL;
+    sort_unique(&self->up, self->state_bits);
+    sort_unique(&self->found, self->filter_bits);
+    if ((*up_id = store_intern(self->states, self->up.data, self->up.len)) < 0 ||
+        (*proven_id = store_intern(self->filters, self->found.data, self->found.len)) < 0)
+        return -1;
+    return 0;
+}
+
+/* t_add^b: left | right, less the states of right the order optimization drops (those
+ * with preconditions none of which left holds all of); the id of the result. */
+static Py_ssize_t add_sets(StateKernel *self, Py_ssize_t left, Py_ssize_t right)
+{
+    Py_ssize_t nl, nr, i = 0, j = 0;
+    const int32_t *l = store_items(self->states, left, &nl);
+    const int32_t *r = store_items(self->states, right, &nr);
+    uint32_t gen = 0;
+    if (self->has_prec) {
+        next_generation(self);
+        gen = self->gen;
+        for (Py_ssize_t k = 0; k < nl; k++)
+            if (l[k] >= 0)
+                self->matched[l[k]] = gen;
     }
-    return Py_BuildValue("(NN)", up, filters);
+    IntVec *out = &self->up;
+    out->len = 0;
+    while (i < nl || j < nr) {
+        int32_t x;
+        if (j == nr || (i < nl && l[i] < r[j]))
+            x = l[i++];
+        else if (i < nl && l[i] == r[j]) {
+            x = l[i++];
+            j++;
+        } else {
+            x = r[j++];
+            if (self->has_prec && x >= 0 && self->prec.at[x + 1] > self->prec.at[x]) {
+                int kept = 0; /* some precondition set all in left */
+                for (int32_t g = self->prec.at[x]; g < self->prec.at[x + 1] && !kept; g++) {
+                    int32_t set = self->prec.items[g];
+                    kept = 1;
+                    for (int32_t k = self->prec_sets.at[set]; k < self->prec_sets.at[set + 1] && kept; k++)
+                        kept = self->matched[self->prec_sets.items[k]] == gen;
+                }
+                if (!kept)
+                    continue;
+            }
+        }
+        if (vec_push(out, x) < 0)
+            return -1;
+    }
+    return store_intern(self->states, out->data, out->len);
+}
+
+/* At the document node: eval, then the filters its initial and early states prove. */
+static Py_ssize_t accept_filters(StateKernel *self, Py_ssize_t qt)
+{
+    TopDown *td = topdown_of(self, qt);
+    if (td == NULL || eval_run(self, td) < 0)
+        return -1;
+    self->found.len = 0;
+    for (Py_ssize_t i = 0; i < self->list.len; i++) {
+        int32_t s = self->list.data[i];
+        if (append_items(&self->initial, s, &self->found) < 0 ||
+            append_items(&self->early, s, &self->found) < 0)
+            return -1;
+    }
+    sort_unique(&self->found, self->filter_bits);
+    return store_intern(self->filters, self->found.data, self->found.len);
+}
+
+/* Begin eval over a tuple of bases (interned sets' ids or iterables of states). */
+static int eval_bases(StateKernel *self, PyObject *bases)
+{
+    eval_begin(self);
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(bases); k++)
+        if (eval_base_object(self, PyTuple_GET_ITEM(bases, k)) < 0)
+            return -1;
+    return 0;
 }
 
 static PyObject *kernel_eval_pop(StateKernel *self, PyObject *args)
 {
-    PyObject *bases, *label, *wildcard, *out;
-    Py_buffer enabled, trues, nots, parent;
-    if (!PyArg_ParseTuple(args, "Oz*y*y*UOz*", &bases, &enabled, &trues, &nots, &label, &wildcard,
-                          &parent))
+    PyObject *bases, *label;
+    Py_ssize_t qt, parent_qt, up, proven;
+    if (!PyArg_ParseTuple(args, "O!nUn", &PyTuple_Type, &bases, &qt, &label, &parent_qt) ||
+        eval_bases(self, bases) < 0 || eval_pop(self, qt, label, parent_qt, &up, &proven) < 0)
         return NULL;
-    out = pop(self, bases, &enabled, &trues, &nots, label, wildcard, &parent);
-    PyBuffer_Release(&enabled);
-    PyBuffer_Release(&trues);
-    PyBuffer_Release(&nots);
-    PyBuffer_Release(&parent);
+    return Py_BuildValue("(nn)", up, proven);
+}
+
+static PyObject *kernel_accept(StateKernel *self, PyObject *args)
+{
+    PyObject *bases;
+    Py_ssize_t qt, found;
+    if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &bases, &qt) || eval_bases(self, bases) < 0 ||
+        (found = accept_filters(self, qt)) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(found);
+}
+
+static PyObject *kernel_add(StateKernel *self, PyObject *args)
+{
+    PyObject *left, *right;
+    Py_ssize_t l, r, sum;
+    if (!PyArg_ParseTuple(args, "OO", &left, &right) || (l = store_id(self->states, left)) < 0 ||
+        (r = store_id(self->states, right)) < 0 || (sum = add_sets(self, l, r)) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(sum);
+}
+
+/* A document's answer: the ids (a list, by rank) of the filters in the union of the sets
+ * found and proven (ids of interned sets of filters), in rank order. */
+static PyObject *kernel_answer(StateKernel *self, PyObject *args)
+{
+    PyObject *found, *proven, *ids;
+    if (!PyArg_ParseTuple(args, "OO!O!", &found, &PyTuple_Type, &proven, &PyList_Type, &ids))
+        return NULL;
+    if (PyList_GET_SIZE(ids) != self->nfilters) {
+        PyErr_Format(PyExc_ValueError, "ids: %zd filters expected", self->nfilters);
+        return NULL;
+    }
+    self->found.len = 0;
+    for (Py_ssize_t k = -1; k < PyTuple_GET_SIZE(proven); k++) {
+        Py_ssize_t set = store_id(self->filters, k < 0 ? found : PyTuple_GET_ITEM(proven, k)), count;
+        if (set < 0)
+            return NULL;
+        const int32_t *x = store_items(self->filters, set, &count);
+        for (Py_ssize_t i = 0; i < count; i++)
+            if (vec_push(&self->found, x[i]) < 0)
+                return NULL;
+    }
+    sort_unique(&self->found, self->filter_bits);
+    PyObject *out = PyTuple_New(self->found.len);
+    for (Py_ssize_t i = 0; out != NULL && i < self->found.len; i++)
+        PyTuple_SET_ITEM(out, i, Py_NewRef(PyList_GET_ITEM(ids, self->found.data[i])));
     return out;
 }
 
+static PyObject *kernel_clear(StateKernel *self, PyObject *unused)
+{
+    (void)unused;
+    if (clear_sets(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ----- The table walk ----- */
+
+/* table[(a, b)] or NULL (borrowed) with no exception; NULL with one on failure. */
+static PyObject *get2(PyObject *table, PyObject *a, PyObject *b)
+{
+    PyObject *key = PyTuple_Pack(2, a, b);
+    if (key == NULL)
+        return NULL;
+    PyObject *value = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    return value;
+}
+
+/* An entry (popped, notes) of the leaf or close table, checked. */
+static int unpack(PyObject *entry, PyObject **popped, PyObject **notes)
+{
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a table entry must be (popped, notes)");
+        return -1;
+    }
+    *popped = PyTuple_GET_ITEM(entry, 0);
+    *notes = PyTuple_GET_ITEM(entry, 1);
+    return 0;
+}
+
+/* The value states of an element's string value: values[qt] is False (no
+ * filter compares this element's value), or a dict text -> states. */
+static PyObject *value_states(PyObject *table, PyObject *qt, PyObject *text, PyObject *empty)
+{
+    PyObject *by_text = PyDict_GetItemWithError(table, qt);
+    if (by_text == NULL)
+        return NULL;
+    if (by_text == Py_False)
+        return empty;
+    if (!PyDict_Check(by_text))
+        return NULL;
+    return PyDict_GetItemWithError(by_text, text);
+}
+
+/* table[key] as a new reference; when missing, made by `make` and stored. */
+static PyObject *entry_of(PyObject *table, PyObject *key, PyObject *(*make)(StateKernel *, PyObject *),
+                          StateKernel *self, Py_ssize_t *computed)
+{
+    PyObject *entry = PyDict_GetItemWithError(table, key);
+    if (entry != NULL)
+        return Py_NewRef(entry);
+    if (PyErr_Occurred() || (entry = make(self, key)) == NULL)
+        return NULL;
+    if (PyDict_SetItem(table, key, entry) < 0) {
+        Py_DECREF(entry);
+        return NULL;
+    }
+    ++*computed;
+    return entry;
+}
+
+/* A missing add entry: key (left, right) -> the id of their t_add^b. */
+static PyObject *make_add(StateKernel *self, PyObject *key)
+{
+    Py_ssize_t left = store_id(self->states, PyTuple_GET_ITEM(key, 0)), right, sum;
+    if (left < 0 || (right = store_id(self->states, PyTuple_GET_ITEM(key, 1))) < 0 ||
+        (sum = add_sets(self, left, right)) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(sum);
+}
+
+/* A missing close entry: key (parent_qt, qb, vq, label), with the closing element's qt
+ * in self->closing -> (up, proven) of eval_pop on the base qb | vq. */
+static PyObject *make_close(StateKernel *self, PyObject *key)
+{
+    Py_ssize_t parent_qt = store_id(self->states, PyTuple_GET_ITEM(key, 0)), up, proven;
+    if (parent_qt < 0)
+        return NULL;
+    eval_begin(self);
+    if (eval_base_object(self, PyTuple_GET_ITEM(key, 1)) < 0 ||
+        eval_base_object(self, PyTuple_GET_ITEM(key, 2)) < 0 ||
+        eval_pop(self, self->closing, PyTuple_GET_ITEM(key, 3), parent_qt, &up, &proven) < 0)
+        return NULL;
+    return Py_BuildValue("(nn)", up, proven);
+}
+
+/* An entry of the add table as a new reference, computed here when missing. */
+static PyObject *add_entry(StateKernel *self, PyObject *add, PyObject *left, PyObject *right,
+                           Py_ssize_t *computed)
+{
+    PyObject *key = PyTuple_Pack(2, left, right);
+    if (key == NULL)
+        return NULL;
+    PyObject *sum = entry_of(add, key, make_add, self, computed);
+    Py_DECREF(key);
+    return sum;
+}
+
+/* Append notes (an interned set of filters, 0 for none) to the document's proven list. */
+static int note(PyObject *proven, PyObject *notes)
+{
+    int proves = PyObject_IsTrue(notes);
+    return proves < 0 || (proves && PyList_Append(proven, notes) < 0) ? -1 : 0;
+}
+
+static PyObject *kernel_walk(StateKernel *self, PyObject *args)
+{
+    Py_buffer docs, kinds, names;
+    PyObject *values, *elem_labels, *attr_labels, *text_label, *push, *leaf, *close, *add;
+    PyObject *element_values, *texts, *empty, *stack, *proven, *qt, *qb;
+    PyObject *push_miss, *leaf_miss, *values_miss;
+    long long doc;
+    Py_ssize_t i, n, computed = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!LnnO!O!UO!O!O!O!OOOO!O!OO(OOO):walk", &docs, &kinds,
+                          &names, &PyList_Type, &values, &doc, &i, &n, &PyList_Type, &elem_labels,
+                          &PyList_Type, &attr_labels, &text_label, &PyDict_Type, &push,
+                          &PyDict_Type, &leaf, &PyDict_Type, &close, &PyDict_Type, &add,
+                          &element_values, &texts, &empty, &PyList_Type, &stack, &PyList_Type,
+                          &proven, &qt, &qb, &push_miss, &leaf_miss, &values_miss))
+        return NULL;
+    /* element values: texts is the list of text parts of each open element, and
+     * element_values the values table; both None when no filter compares one */
+    int with_values = texts != Py_None;
+    PyObject *result = NULL;
+    const long long *doc_of = docs.buf;
+    const unsigned char *kind_of = kinds.buf;
+    const int *name_of = names.buf;
+    Py_ssize_t count = kinds.len;
+    if (with_values && (!PyList_Check(texts) || !PyDict_Check(element_values))) {
+        PyErr_SetString(PyExc_TypeError, "texts must be a list and values a dict");
+        goto out;
+    }
+    if (docs.itemsize != 8 || names.itemsize != 4 || docs.len / 8 != count ||
+        names.len / 4 != count || PyList_GET_SIZE(values) != count || i < 0 || n > count) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths or types");
+        goto out;
+    }
+    Py_INCREF(qt);
+    Py_INCREF(qb);
+    for (; i < n; i++) {
+        if (doc_of[i] != doc)
+            break;
+        int kind = kind_of[i];
+        int name = name_of[i];
+        if (kind == OPEN) {
+            if (name < 0 || name >= PyList_GET_SIZE(elem_labels))
+                break;
+            PyObject *label = PyList_GET_ITEM(elem_labels, name);
+            PyObject *child = get2(push, qt, label);
+            if (child != NULL)
+                Py_INCREF(child);
+            else if (PyErr_Occurred() ||
+                     (child = PyObject_CallFunctionObjArgs(push_miss, qt, label, NULL)) == NULL)
+                goto fail;
+            PyObject *frame = PyTuple_Pack(2, qt, qb);
+            if (frame == NULL || PyList_Append(stack, frame) < 0) {
+                Py_XDECREF(frame);
+                Py_DECREF(child);
+                goto fail;
+            }
+            Py_DECREF(frame);
+            if (with_values) {
+                PyObject *parts = PyList_New(0);
+                if (parts == NULL || PyList_Append(texts, parts) < 0) {
+                    Py_XDECREF(parts);
+                    Py_DECREF(child);
+                    goto fail;
+                }
+                Py_DECREF(parts);
+            }
+            Py_SETREF(qt, child);
+            Py_SETREF(qb, Py_NewRef(empty));
+        } else if (kind == CLOSE) {
+            Py_ssize_t depth = PyList_GET_SIZE(stack);
+            if (depth < 2 || name < 0 || name >= PyList_GET_SIZE(elem_labels))
+                break; /* the root closes: the Python code answers the document */
+            if (with_values && PyList_GET_SIZE(texts) < 2)
+                break;
+            PyObject *frame = Py_NewRef(PyList_GET_ITEM(stack, depth - 1));
+            PyObject *parent_qt = PyTuple_GET_ITEM(frame, 0), *parent_qb = PyTuple_GET_ITEM(frame, 1);
+            PyObject *vq = Py_NewRef(empty), *text = NULL, *entry = NULL, *sum = NULL, *key = NULL;
+            PyObject *popped, *notes;
+            if (with_values) {
+                PyObject *separator = PyUnicode_FromStringAndSize("", 0);
+                text = separator == NULL ? NULL
+                                         : PyUnicode_Join(separator, PyList_GET_ITEM(texts, PyList_GET_SIZE(texts) - 1));
+                Py_XDECREF(separator);
+                if (text == NULL)
+                    goto close_failed;
+                PyObject *found = value_states(element_values, qt, text, empty);
+                if (found != NULL)
+                    Py_SETREF(vq, Py_NewRef(found));
+                else if (PyErr_Occurred())
+                    goto close_failed;
+                else {
+                    found = PyObject_CallFunctionObjArgs(values_miss, qt, text, NULL);
+                    if (found == NULL)
+                        goto close_failed;
+                    Py_SETREF(vq, found);
+                }
+            }
+            key = PyTuple_Pack(4, parent_qt, qb, vq, PyList_GET_ITEM(elem_labels, name));
+            if (key == NULL || (self->closing = store_id(self->states, qt)) < 0 ||
+                (entry = entry_of(close, key, make_close, self, &computed)) == NULL ||
+                unpack(entry, &popped, &notes) < 0 ||
+                (sum = add_entry(self, add, parent_qb, popped, &computed)) == NULL)
+                goto close_failed;
+            if (with_values) { /* the element's value joins its parent's */
+                Py_ssize_t open = PyList_GET_SIZE(texts);
+                if (PyList_Append(PyList_GET_ITEM(texts, open - 2), text) < 0 ||
+                    PyList_SetSlice(texts, open - 1, open, NULL) < 0)
+                    goto close_failed;
+            }
+            if (note(proven, notes) < 0)
+                goto close_failed;
+            Py_SETREF(qt, Py_NewRef(parent_qt));
+            Py_SETREF(qb, sum);
+            sum = NULL;
+            if (PyList_SetSlice(stack, depth - 1, depth, NULL) < 0)
+                goto close_failed;
+            Py_DECREF(frame);
+            Py_DECREF(vq);
+            Py_XDECREF(text);
+            Py_DECREF(key);
+            Py_DECREF(entry);
+            continue;
+        close_failed:
+            Py_DECREF(frame);
+            Py_DECREF(vq);
+            Py_XDECREF(text);
+            Py_XDECREF(key);
+            Py_XDECREF(entry);
+            Py_XDECREF(sum);
+            goto fail;
+        } else {
+            PyObject *label, *value = PyList_GET_ITEM(values, i);
+            if (kind == ATTR) {
+                if (name < 0 || name >= PyList_GET_SIZE(attr_labels))
+                    break;
+                label = PyList_GET_ITEM(attr_labels, name);
+            } else
+                label = text_label;
+            if (with_values && kind == TEXT) {
+                Py_ssize_t open = PyList_GET_SIZE(texts);
+                if (open < 1 || PyList_Append(PyList_GET_ITEM(texts, open - 1), value) < 0)
+                    goto fail;
+            }
+            PyObject *entry = get2(leaf, qt, label);
+            if (entry != NULL && PyDict_Check(entry)) /* the entry depends on the value */
+                entry = value == Py_None ? NULL : PyDict_GetItemWithError(entry, value);
+            if (entry != NULL)
+                Py_INCREF(entry);
+            else if (PyErr_Occurred() ||
+                     (entry = PyObject_CallFunctionObjArgs(leaf_miss, qt, label, value, NULL)) == NULL)
+                goto fail;
+            PyObject *popped, *notes, *sum = NULL;
+            if (unpack(entry, &popped, &notes) < 0 ||
+                (sum = add_entry(self, add, qb, popped, &computed)) == NULL || note(proven, notes) < 0) {
+                Py_DECREF(entry);
+                Py_XDECREF(sum);
+                goto fail;
+            }
+            Py_DECREF(entry);
+            Py_SETREF(qb, sum);
+        }
+    }
+    result = Py_BuildValue("nOOn", i, qt, qb, computed);
+fail:
+    Py_DECREF(qt);
+    Py_DECREF(qb);
+out:
+    PyBuffer_Release(&docs);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&names);
+    return result;
+}
+
+static PyObject *kernel_get_held(StateKernel *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSsize_t(self->held);
+}
+
 static PyMethodDef kernel_methods[] = {
-    {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
-     "accept(bases, enabled, trues, nots) -> bytes\n"
-     "eval at the document node; the filters its initial and early states prove"},
     {"eval_pop", (PyCFunction)kernel_eval_pop, METH_VARARGS,
-     "eval_pop(bases, enabled, trues, nots, label, wildcard, parent_enabled)\n"
-     "-> (frozenset up, bytes proven or None): eval, then t_pop to the parent"},
+     "eval_pop(bases, qt, label, parent_qt) -> (up, proven): eval at a node with top-down "
+     "state qt, then t_pop to the parent (ids of interned sets)"},
+    {"add", (PyCFunction)kernel_add, METH_VARARGS,
+     "add(left, right) -> the id of t_add^b of two interned sets of states"},
+    {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
+     "accept(bases, qt) -> the id of the set of filters proven at the document node"},
+    {"answer", (PyCFunction)kernel_answer, METH_VARARGS,
+     "answer(found, proven, ids) -> tuple: the ids (a list, by rank) of the filters in the "
+     "union of the sets of filters found and proven (a tuple), in rank order"},
+    {"walk", (PyCFunction)kernel_walk, METH_VARARGS,
+     "walk(docs, kinds, names, values, doc, i, n, elem_labels, attr_labels, text_label, push, "
+     "leaf, close, add, element_values, texts, empty, stack, proven, qt, qb, "
+     "(push_miss, leaf_miss, values_miss)) -> (i, qt, qb, computed)\n\n"
+     "Follow the tables over events i..n-1 of document doc, computing missing close and add "
+     "entries (computed counts them) and calling the misses for the others; stop before the "
+     "close of the root or another document's event."},
+    {"clear", (PyCFunction)kernel_clear, METH_NOARGS, "clear(): forget every interned set"},
     {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef kernel_members[] = {
+    {"states", T_OBJECT_EX, offsetof(StateKernel, states), READONLY,
+     "the interned sets of AFA states (the machine's states)"},
+    {"filters", T_OBJECT_EX, offsetof(StateKernel, filters), READONLY,
+     "the interned sets of filters (by rank; id 0 is the empty set)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef kernel_getset[] = {
+    {"held", (getter)kernel_get_held, NULL, "the top-down states' bitmaps, in 8-byte entries",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject StateKernelType = {
@@ -628,102 +1423,30 @@ static PyTypeObject StateKernelType = {
     .tp_basicsize = sizeof(StateKernel),
     .tp_dealloc = (destructor)kernel_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "StateKernel(kind, eps, watchers, early, initial, filters, back): eval and t_pop "
-              "over a workload's AFA; eps, watchers, early and initial are (offsets, items) "
-              "pairs of native int32 arrays",
+    .tp_doc = "StateKernel(kind, true_leaves, eps, watchers, early, initial, filters, back, "
+              "prec=None): the XPush machine's states and tables over a workload's AFA; eps, "
+              "watchers, early and initial are (offsets, items) pairs of native int32 arrays, "
+              "prec a pair of such pairs (sets per state, states per set)",
     .tp_methods = kernel_methods,
+    .tp_members = kernel_members,
+    .tp_getset = kernel_getset,
     .tp_new = kernel_new,
 };
 
-/* A document's answer: the ids of the filters in the union of sets (bytes of sorted int32
- * ranks), in rank order. */
-static PyObject *answer(PyObject *module, PyObject *args)
-{
-    PyObject *sets, *ids, *out = NULL;
-    IntVec ranks = {NULL, 0, 0};
-    (void)module;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &sets, &PyList_Type, &ids))
-        return NULL;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sets); k++) {
-        PyObject *set = PyTuple_GET_ITEM(sets, k);
-        if (!PyBytes_Check(set) || PyBytes_GET_SIZE(set) % 4) {
-            PyErr_SetString(PyExc_TypeError, "a set of filters is bytes of int32 ranks");
-            goto done;
-        }
-        const int32_t *items = (const int32_t *)PyBytes_AS_STRING(set);
-        for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(set) / 4; i++)
-            if (vec_push(&ranks, items[i]) < 0)
-                goto done;
-    }
-    sort_unique(&ranks);
-    Py_ssize_t count = ranks.len;
-    for (Py_ssize_t i = 0; i < count; i++)
-        if (ranks.data[i] < 0 || ranks.data[i] >= PyList_GET_SIZE(ids)) {
-            PyErr_Format(PyExc_ValueError, "filter %d out of range", ranks.data[i]);
-            goto done;
-        }
-    out = PyTuple_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++)
-        PyTuple_SET_ITEM(out, i, Py_NewRef(PyList_GET_ITEM(ids, ranks.data[i])));
-done:
-    PyMem_Free(ranks.data);
-    return out;
-}
-
-/* A frozenset of ints cannot be part of a reference cycle, so the cyclic collector
- * need not look at it; the machine holds hundreds of thousands of such states, and
- * every collection would visit each of their elements. (CPython untracks tuples and
- * dicts of atomic items by itself, but never sets.) */
-static PyObject *untrack(PyObject *module, PyObject *states)
-{
-    (void)module;
-    if (!PyFrozenSet_CheckExact(states)) {
-        PyErr_SetString(PyExc_TypeError, "untrack takes a frozenset of ints");
-        return NULL;
-    }
-    if (!PyObject_GC_IsTracked(states)) /* e.g. built by this kernel: nothing to check */
-        Py_RETURN_NONE;
-    PyObject *iterator = PyObject_GetIter(states), *item;
-    if (iterator == NULL)
-        return NULL;
-    int ints = 1;
-    while (ints && (item = PyIter_Next(iterator)) != NULL) {
-        ints = PyLong_CheckExact(item);
-        Py_DECREF(item);
-    }
-    Py_DECREF(iterator);
-    if (PyErr_Occurred())
-        return NULL;
-    if (!ints) {
-        PyErr_SetString(PyExc_TypeError, "untrack takes a frozenset of ints");
-        return NULL;
-    }
-    PyObject_GC_UnTrack(states);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef module_methods[] = {
-    {"untrack", untrack, METH_O,
-     "untrack(states): take a frozenset of ints out of the cyclic garbage collector's view"},
-    {"answer", answer, METH_VARARGS,
-     "answer(sets, ids) -> tuple: the ids (a list, by rank) of the filters in the union of "
-     "sets (a tuple of bytes of sorted int32 ranks), in rank order"},
-    {NULL, NULL, 0, NULL},
-};
-
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_states", "State construction of the XPush machine in C.", -1,
-    module_methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_states", "The compiled core of the XPush machine.", -1, NULL,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__states(void)
 {
-    if (PyType_Ready(&StateKernelType) < 0)
+    if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "StateKernel", (PyObject *)&StateKernelType) < 0) {
+    if (PyModule_AddObjectRef(m, "StateKernel", (PyObject *)&StateKernelType) < 0 ||
+        PyModule_AddObjectRef(m, "SetStore", (PyObject *)&SetStoreType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -46,14 +46,9 @@ from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload, id_key
 
 try:
-    from xcep.xpush._walk import walk as _compiled_walk
-except ImportError:  # built without a C compiler: the Python loop does it all
-    _compiled_walk = None
-try:
-    from xcep.xpush._states import StateKernel, untrack
-    from xcep.xpush._states import answer as _compiled_answer
-except ImportError:  # built without a C compiler: states are built in Python
-    StateKernel = _compiled_answer = untrack = None
+    from xcep.xpush._states import StateKernel
+except ImportError:  # built without a C compiler: the Python machine does it all
+    StateKernel = None
 
 
 @dataclass
@@ -76,7 +71,7 @@ class MachineOptions:
     order: bool = False
     early: bool = False
     max_entries: int = 10_000_000
-    compiled: bool = True  # the compiled walk and state construction (_walk, _states) if built
+    compiled: bool = True  # the compiled core (xcep.xpush._states) if built
 
     def __post_init__(self) -> None:
         if self.early and not self.top_down:
@@ -129,20 +124,28 @@ class _Compiled:
             out[rank] = fid
         return out
 
-    @cached_property
     def kernel(self):
-        """The compiled eval and t_pop over this AFA (``xcep.xpush._states``), if built."""
+        """A compiled core over this AFA (``xcep.xpush._states``): the machine's interned sets,
+        eval, t_pop, t_add, t_accept and the table walk; None if it is not built."""
         if StateKernel is None:
             return None
         states = range(self.size)
+        prec = None
+        if self.prec:  # (precondition sets per state, states per set), sets numbered here
+            sets = list({p for groups in self.prec.values() for p in groups})
+            number = {p: k for k, p in enumerate(sets)}
+            groups = [[number[p] for p in self.prec.get(s, ())] for s in states]
+            prec = (_offsets(groups), _offsets([sorted(p) for p in sets]))
         return StateKernel(
             bytes(self.afa.kind[: self.size]),
+            array("i", sorted(self.true_leaves)),
             _offsets(self.afa.eps[: self.size]),
             _offsets(self.watchers),
             _offsets([self.early.get(s, ()) for s in states]),
             _offsets([self.initial.get(s, ()) for s in states]),
             len(self.ids),
             self.back,
+            prec,
         )
 
 
@@ -185,6 +188,32 @@ def compile_workload(workload: Workload, options: MachineOptions, order_facts=No
 def _offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
     """Lists of ints as flat int32 arrays: offsets (one more than lists) and items."""
     return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
+
+
+class SetStore:
+    """Interned sets, known by their ids: frozensets of AFA states, or sets of filters as
+    bytes (``_filter_set``). The Python reference of the compiled core's SetStore."""
+
+    def __init__(self, *first) -> None:
+        self._sets: list = []
+        self._ids: dict = {}
+        self.held = 0  # elements of all sets plus one per set (the memory measure)
+        for key in first:
+            self.intern(key)
+
+    def intern(self, key) -> int:
+        ident = self._ids.get(key)
+        if ident is None:
+            ident = self._ids[key] = len(self._sets)
+            self._sets.append(key)
+            self.held += (len(key) // 4 if type(key) is bytes else len(key)) + 1
+        return ident
+
+    def __getitem__(self, ident: int):
+        return self._sets[ident]
+
+    def __len__(self) -> int:
+        return len(self._sets)
 
 
 def _filter_set(groups) -> bytes:
@@ -291,16 +320,19 @@ class XPushMachine:
     def _build(self) -> None:
         with collector_paused():
             self.compiled = compile_workload(self.workload, self.options, self.order_facts)
-            self.kernel = self.compiled.kernel if self.options.compiled else None
+            self.kernel = self.compiled.kernel() if self.options.compiled else None
         self.flush(count=False)
 
     def flush(self, count: bool = True) -> None:
         """Forget every machine state and table (they are rebuilt on demand)."""
         if count:
             self.stats.flushes += 1
-        self.held = 0  # elements of interned sets and nested table entries
-        self.sets: list[frozenset[int]] = []
-        self.ids: dict[frozenset[int], int] = {}
+        self.held = 0  # nested table entries (the sets count their own)
+        if self.kernel is not None:
+            self.kernel.clear()
+            self.sets, self.filter_sets = self.kernel.states, self.kernel.filters
+        else:
+            self.sets, self.filter_sets = SetStore(), SetStore(b"")  # filters: id 0 is none
         self.EMPTY = self._intern(frozenset())
         self.ALL = self._intern(frozenset((-1,)))  # the top-down state without top-down pruning
         self.push: dict = {}
@@ -310,10 +342,9 @@ class XPushMachine:
         self.accept: dict = {}
         self.values: dict = {}
         self.answers: dict = {}
-        self.filter_sets: list[bytes] = [b""]  # id 0: no filter
-        self.filter_set_ids: dict[bytes, int] = {b"": 0}
+        self._qt_sets: dict[int, frozenset[int]] = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
-        self._qt_kernel_args: dict[int, tuple] = {}
+        self._qt_tests: dict[int, bool] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
             self.q0t = self._intern(initial)
@@ -323,7 +354,8 @@ class XPushMachine:
     def entries(self) -> int:
         """Table entries plus the elements of all interned sets (the memory measure)."""
         tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
-        return sum(map(len, tables)) + len(self.answers) + self.held
+        sets = self.sets.held + self.filter_sets.held + (self.kernel.held if self.kernel else 0)
+        return sum(map(len, tables)) + len(self.answers) + self.held + sets
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
@@ -339,15 +371,7 @@ class XPushMachine:
 
     def _intern(self, states) -> int:
         """Hash-cons a set of AFA states to a small integer."""
-        key = states if isinstance(states, frozenset) else frozenset(states)
-        ident = self.ids.get(key)
-        if ident is None:
-            ident = self.ids[key] = len(self.sets)
-            self.sets.append(key)
-            self.held += len(key) + 1
-            if untrack is not None:  # ints only: no cycles, nothing for the collector to see
-                untrack(key)
-        return ident
+        return self.sets.intern(states if isinstance(states, frozenset) else frozenset(states))
 
     def _eps_close(self, states) -> set[int]:
         eps = self.compiled.afa.eps
@@ -361,7 +385,12 @@ class XPushMachine:
         return out
 
     def _enabled(self, qt: int) -> frozenset[int] | None:
-        return None if qt == self.ALL else self.sets[qt]
+        if qt == self.ALL:
+            return None
+        enabled = self._qt_sets.get(qt)
+        if enabled is None:  # the compiled core's sets are made on request: kept here
+            enabled = self._qt_sets[qt] = self.sets[qt]
+        return enabled
 
     def _extras(self, qt: int) -> tuple[frozenset[int], frozenset[int]]:
         """The TRUE leaves and NOT states enabled at a node with top-down state ``qt``."""
@@ -375,22 +404,6 @@ class XPushMachine:
                 extras = (c.true_leaves & enabled, c.not_states & enabled)
             self._qt_extras[qt] = extras
         return extras
-
-    def _kernel_args(self, qt: int) -> tuple:
-        """A top-down state as the state kernel takes it: (enabled states as a bitmap, or
-        None for all; the enabled TRUE leaves and NOT states as int32 arrays)."""
-        args = self._qt_kernel_args.get(qt)
-        if args is None:
-            enabled = self._enabled(qt)
-            mask = None
-            if enabled is not None:
-                flags = np.zeros(self.compiled.size, dtype=np.bool_)
-                flags[np.fromiter(enabled, dtype=np.int64, count=len(enabled))] = True
-                mask = np.packbits(flags, bitorder="little").tobytes()
-                self.held += len(mask) // 8  # counted like entries of 8 bytes
-            trues, nots = self._extras(qt)
-            args = self._qt_kernel_args[qt] = (mask, array("i", trues), array("i", nots))
-        return args
 
     def _eval(self, bases: tuple, qt: int) -> set[int]:
         """eval(q): the states matched at a node, given those matched through its children.
@@ -433,13 +446,12 @@ class XPushMachine:
 
     def _eval_pop(self, bases: tuple, qt: int, label: str, parent_qt: int) -> tuple[int, int]:
         """eval at a node with top-down state ``qt``, then t_pop to its parent (``_pop``):
-        in C when the kernel is built (``xcep.xpush._states``), else in Python."""
-        if self.kernel is None:
-            return self._pop(self._eval(bases, qt), label, parent_qt)
-        up, proven = self.kernel.eval_pop(
-            bases, *self._kernel_args(qt), label, _wildcard(label), self._kernel_args(parent_qt)[0]
-        )
-        return self._intern(up), 0 if proven is None else self._intern_filters(proven)
+        in C when the core is built (``xcep.xpush._states``), else in Python. ``bases`` are
+        interned sets (their ids) or sets of states."""
+        if self.kernel is not None:
+            return self.kernel.eval_pop(bases, qt, label, parent_qt)
+        bases = tuple(self.sets[b] if type(b) is int else b for b in bases)
+        return self._pop(self._eval(bases, qt), label, parent_qt)
 
     def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, int]:
         """t_pop: the parent's states that the matched child states complete, and (with
@@ -496,8 +508,12 @@ class XPushMachine:
 
     def _tests_values(self, qt: int) -> bool:
         """Do predicate states matter at a node with top-down state ``qt``?"""
-        predicates = self.compiled.predicate_states
-        return bool(predicates) if qt == self.ALL else not predicates.isdisjoint(self.sets[qt])
+        tests = self._qt_tests.get(qt)
+        if tests is None:
+            predicates, enabled = self.compiled.predicate_states, self._enabled(qt)
+            tests = bool(predicates) if enabled is None else not predicates.isdisjoint(enabled)
+            self._qt_tests[qt] = tests
+        return tests
 
     def _leaf(self, qt: int, label: str, value: str) -> tuple:
         """An attribute or a text child with ``value``: what it adds to its parent.
@@ -533,12 +549,15 @@ class XPushMachine:
 
     def _close(self, parent_qt: int, qt: int, qb: int, vq: int, label: str) -> tuple:
         self.stats.misses += 1
-        result = self._eval_pop((self.sets[qb], self.sets[vq]), qt, label, parent_qt)
+        result = self._eval_pop((qb, vq), qt, label, parent_qt)
         self.close[(parent_qt, qb, vq, label)] = result
         return result
 
     def _add(self, qs: int, q: int) -> int:
         self.stats.misses += 1
+        if self.kernel is not None:
+            result = self.add[(qs, q)] = self.kernel.add(qs, q)
+            return result
         prec = self.compiled.prec
         left = self.sets[qs]
         right = self.sets[q]
@@ -553,26 +572,19 @@ class XPushMachine:
     def _accept(self, qb: int, vq: int) -> int:
         self.stats.misses += 1
         c = self.compiled
-        bases = (self.sets[qb], self.sets[vq])
         if self.kernel is None:
-            matched = self._eval(bases, self.q0t)
+            matched = self._eval((self.sets[qb], self.sets[vq]), self.q0t)
             proving = [c.initial[s] for s in matched & c.initial.keys()]
             proving += [c.early[s] for s in matched & c.early.keys()]
-            found = _filter_set(proving)
+            result = self._intern_filters(_filter_set(proving))
         else:
-            found = self.kernel.accept(bases, *self._kernel_args(self.q0t))
-        result = self._intern_filters(found)
+            result = self.kernel.accept((qb, vq), self.q0t)
         self.accept[(qb, vq)] = result
         return result
 
     def _intern_filters(self, filters: bytes) -> int:
         """Sets of filters (accepted, proven early; see ``_filter_set``) have their own ids."""
-        ident = self.filter_set_ids.get(filters)
-        if ident is None:
-            ident = self.filter_set_ids[filters] = len(self.filter_sets)
-            self.filter_sets.append(filters)
-            self.held += len(filters) // 4 + 1
-        return ident
+        return self.filter_sets.intern(filters)
 
     def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
         """A document's answer: the ids of its filters, in ascending id order.
@@ -580,11 +592,11 @@ class XPushMachine:
         ``found`` is the accepted set, ``proven`` the sets early notification
         reported on the way (all interned); answers are cached by both.
         """
-        sets = self.filter_sets
-        parts = (sets[found], *map(sets.__getitem__, proven))
         if self.kernel is not None:
-            result = _compiled_answer(parts, self.compiled.ids)
+            result = self.kernel.answer(found, proven, self.compiled.ids)
         else:  # each part is sorted: only several need sorting and their repeats dropped
+            sets = self.filter_sets
+            parts = (sets[found], *map(sets.__getitem__, proven))
             ranks = np.frombuffer(b"".join(parts), dtype=np.int32)
             if proven:
                 ranks = np.sort(ranks)
@@ -623,7 +635,8 @@ class XPushMachine:
         # the tables, bound at every document start (a flush or rebuild replaces them)
         push = leaf = close = add = accept = values = None
         EMPTY = self.EMPTY
-        walk = _compiled_walk if self.options.compiled else None
+        walk = None
+        misses = (self._push, self._leaf, self._element_values)  # what the walk calls on a miss
         for batch in batches:
             if batch.symbols is not symbols:
                 symbols = batch.symbols
@@ -642,12 +655,13 @@ class XPushMachine:
             i, n = 0, len(kinds)
             while i < n:
                 if walk is not None and docs[i] == doc:
-                    # the tables' known entries, followed in C up to the first that is not
-                    i, qt, qb = walk(
+                    # the document's events up to its root's close, followed in C
+                    i, qt, qb, computed = walk(
                         docs, kinds, names, values_column, doc, i, n, elem_labels, attr_labels,
                         "#text", push, leaf, close, add, values if values_needed else None,
-                        texts if values_needed else None, EMPTY, stack, proven, qt, qb,
+                        texts if values_needed else None, EMPTY, stack, proven, qt, qb, misses,
                     )  # fmt: skip
+                    self.stats.misses += computed
                     if i == n:
                         break
                 d, kind, name, value = docs[i], kinds[i], names[i], values_column[i]
@@ -664,6 +678,7 @@ class XPushMachine:
                     )
                     EMPTY = self.EMPTY
                     values_needed = self.compiled.needs_element_values
+                    walk = None if self.kernel is None else self.kernel.walk
                     doc = d
                     stack.clear()
                     texts = [[]]
@@ -790,13 +805,13 @@ class XPushMachine:
             "accept": len(self.accept),
             "values": len(self.values),
         }
-        sizes = [len(s) for s in self.sets]
+        states = len(self.sets)
         return {
             "filters": len(self.workload),
             "afa_states": self.compiled.size,
             "atomic_predicates": self.compiled.index.count,
-            "states": len(self.sets),
-            "average_state_size": round(sum(sizes) / len(sizes), 2) if sizes else 0,
+            "states": states,
+            "average_state_size": round((self.sets.held - states) / states, 2) if states else 0,
             "table_entries": tables,
             "entries": self.entries(),
             "max_entries": self.options.max_entries,
