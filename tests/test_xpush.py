@@ -164,7 +164,6 @@ def test_machine_agrees_with_lxml(paths, trees):
             machines.append(machine)
         # the same states, built in the same order
         assert list(machines[0].sets) == list(machines[1].sets), (options, ours)
-        assert list(machines[0].filter_sets) == list(machines[1].filter_sets), (options, ours)
 
 
 def test_running_example_reproduces_the_seeds_trace():
@@ -412,7 +411,7 @@ def test_generated_workloads_agree_with_lxml(data_dir, seed, predicates, p_wild,
             machine = XPushMachine(dict(enumerate(texts)), replace(options, compiled=compiled))
             stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
             answers = [ids for _, ids in machine.run(stream.batches())]
-            runs.append((answers, machine.stats, list(machine.sets), list(machine.filter_sets)))
+            runs.append((answers, machine.stats, list(machine.sets)))
         assert runs[0] == runs[1]
         assert runs[0][0] == want + want, options
 
@@ -458,11 +457,12 @@ def test_the_state_kernel_checks_what_it_is_given():
         back=c.back,
     )
     kernel = machine.StateKernel(**good)
-    every, none, everywhere = (kernel.states.intern(x) for x in (range(n), (), (-1,)))
-    assert kernel.filters[kernel.accept((every,), everywhere)] == array("i", [0]).tobytes()
-    assert kernel.accept((none,), everywhere) == 0  # the empty set of filters
-    assert kernel.accept((frozenset(range(n)),), everywhere) == 1  # a set given by its states
-    assert kernel.answer(1, (0, 1), ["f"]) == ("f",)
+    none, every, everywhere = (kernel.states.intern(x) for x in ((), range(n), (-1,)))
+    found = kernel.accept((every,), everywhere)  # every state matched: the filter is proven
+    assert kernel.states[found] == frozenset(c.initial) and kernel.answer(found, (), ["f"]) == ("f",)
+    assert kernel.accept((frozenset(range(n)),), everywhere) == found  # bases given by states
+    assert kernel.accept((none,), everywhere) == none
+    assert kernel.answer(none, (none, found), ["f"]) == ()  # proven: early states only
     bad = {
         "eps": (good["eps"][0], array("i", [n] * len(good["eps"][1]))),  # a state out of range
         "watchers": (array("i", [1] * (n + 1)), good["watchers"][1]),  # offsets not from 0
@@ -486,8 +486,6 @@ def test_the_state_kernel_checks_what_it_is_given():
         kernel.accept((frozenset([n]),), everywhere)
     with pytest.raises(ValueError, match="out of range"):
         kernel.states.intern([n])
-    with pytest.raises(ValueError, match="out of range"):
-        kernel.filters.intern(array("i", [1]).tobytes())  # one filter: rank 0 only
     with pytest.raises(IndexError):
         kernel.eval_pop((every,), 99, "a", everywhere)  # no top-down state 99
     with pytest.raises(IndexError):
@@ -495,4 +493,4 @@ def test_the_state_kernel_checks_what_it_is_given():
     with pytest.raises(ValueError, match="filters expected"):
         kernel.answer(1, (), ["f", "g"])
     kernel.clear()
-    assert len(kernel.states) == 0 and list(kernel.filters) == [b""]
+    assert len(kernel.states) == 0

@@ -5,19 +5,20 @@
  * early or an initial state, each as offsets + items), the machine's back
  * table (state -> {label: states stepping into it}, flattened the same way,
  * labels by id) and the order optimization's preconditions. It owns the
- * machine's interned sets: `states` (sets of AFA states: the top-down and
- * bottom-up machine states) and `filters` (sets of filters: accepted, proven
- * early), both SetStores of sorted int32 arrays with a hash table, known by
- * their ids. On those ids it computes what the Python methods compute on
- * frozensets and bytes (XPushMachine._eval, _pop, _add, _accept, _answer):
+ * machine's interned sets of AFA states (`states`, a SetStore of sorted int32
+ * arrays with a hash table), known by their ids: the top-down and bottom-up
+ * machine states, and the early and initial states that prove filters. On
+ * those ids it computes what the Python methods compute on frozensets
+ * (XPushMachine._eval, _pop, _add, _accept, _answer):
  *
  *   eval_pop(bases, qt, label, parent_qt) -> (up, proven)
  *       eval(q) at a node with top-down state qt, then t_pop: the parent's
- *       states the matched ones complete, and the filters the matched early
- *       states prove (both interned);
+ *       states the matched ones complete, and the early states matched (they
+ *       prove their filters), both interned;
  *   add(left, right) -> the union (t_add^b), less what the order optimization drops;
- *   accept(bases, qt) -> the filters proven at the document node;
- *   answer(found, proven, ids) -> a document's answer: the ids of its filters;
+ *   accept(bases, qt) -> the initial and early states matched at the document node;
+ *   answer(found, proven, ids) -> a document's answer: the ids of the filters
+ *       its accepted and proven states prove;
  *   walk(...) -> the table walk: the machine's dict tables followed over a
  *       document's events in C, the missing close and add entries computed here
  *       and stored, the other misses (push, leaf, element values: they need the
@@ -69,43 +70,50 @@ static inline int vec_push(IntVec *v, int32_t x)
     return 0;
 }
 
-/* The heap of states to decide: a binary min-heap in an IntVec. */
-static int heap_push(IntVec *h, int32_t x)
+/* The states to decide, smallest first: a bitmap with a summary bitmap over its words
+ * (bit w of the summary: word w is not zero). eval takes states out in increasing order
+ * and puts in only larger ones (watchers have larger numbers), so finding the next is a
+ * short scan; a binary heap spent most of eval's time in mispredicted sifts. */
+typedef struct {
+    uint64_t *bits, *summary;
+    int32_t cursor; /* no state below it is queued */
+    int32_t count;
+} Queue;
+
+static inline void queue_put(Queue *q, int32_t s)
 {
-    if (vec_push(h, x) < 0)
-        return -1;
-    Py_ssize_t i = h->len - 1;
-    while (i > 0) {
-        Py_ssize_t parent = (i - 1) / 2;
-        if (h->data[parent] <= x)
-            break;
-        h->data[i] = h->data[parent];
-        i = parent;
+    int32_t w = s >> 6;
+    if (!((q->bits[w] >> (s & 63)) & 1)) {
+        q->bits[w] |= (uint64_t)1 << (s & 63);
+        q->summary[w >> 6] |= (uint64_t)1 << (w & 63);
+        q->count++;
     }
-    h->data[i] = x;
-    return 0;
+    if (s < q->cursor)
+        q->cursor = s;
 }
 
-static int32_t heap_pop(IntVec *h)
+/* The smallest queued state, taken out (the queue must not be empty). */
+static inline int32_t queue_take(Queue *q)
 {
-    int32_t top = h->data[0];
-    int32_t last = h->data[--h->len];
-    Py_ssize_t i = 0, n = h->len;
-    for (;;) {
-        Py_ssize_t child = 2 * i + 1;
-        if (child >= n)
-            break;
-        if (child + 1 < n && h->data[child + 1] < h->data[child])
-            child++;
-        if (h->data[child] >= last)
-            break;
-        h->data[i] = h->data[child];
-        i = child;
+    int32_t w = q->cursor >> 6;
+    uint64_t b = q->bits[w] & (~(uint64_t)0 << (q->cursor & 63));
+    if (b == 0) {
+        int32_t v = (w + 1) >> 6;
+        uint64_t sb = (w + 1) & 63 ? q->summary[v] & (~(uint64_t)0 << ((w + 1) & 63)) : q->summary[v];
+        while (sb == 0)
+            sb = q->summary[++v];
+        w = (v << 6) + __builtin_ctzll(sb);
+        b = q->bits[w];
     }
-    if (n > 0)
-        h->data[i] = last;
-    return top;
+    int32_t s = (w << 6) + __builtin_ctzll(b);
+    q->bits[w] &= ~((uint64_t)1 << (s & 63));
+    if (q->bits[w] == 0)
+        q->summary[w >> 6] &= ~((uint64_t)1 << (w & 63));
+    q->cursor = s + 1;
+    q->count--;
+    return s;
 }
+
 
 /* Sort the items in `v` (all in [0, 64 * words of `bits`)) and drop the repeated ones.
  * Few items: insertion sort; more: `bits`, a zeroed bitmap, set and then read back over
@@ -155,7 +163,6 @@ static int compare_ints(const void *a, const void *b)
 
 typedef struct {
     PyObject_HEAD
-    int as_bytes;      /* items come back as bytes of int32 (sets of filters), else frozensets */
     int32_t limit;     /* items are in [-1, limit): -1 marks the top-down state "all" */
     IntVec items;      /* set k is items[at[k] .. at[k + 1]] */
     Py_ssize_t *at, count, cap;
@@ -269,12 +276,11 @@ static Py_ssize_t store_id(SetStore *st, PyObject *id)
     return k;
 }
 
-static SetStore *store_new(int as_bytes, int32_t limit)
+static SetStore *store_new(int32_t limit)
 {
     SetStore *st = PyObject_New(SetStore, &SetStoreType);
     if (st == NULL)
         return NULL;
-    st->as_bytes = as_bytes;
     st->limit = limit;
     st->items = (IntVec){NULL, 0, 0};
     st->at = NULL;
@@ -306,8 +312,6 @@ static PyObject *store_item(SetStore *st, Py_ssize_t k)
     }
     Py_ssize_t n;
     const int32_t *x = store_items(st, k, &n);
-    if (st->as_bytes)
-        return PyBytes_FromStringAndSize((const char *)x, n * (Py_ssize_t)sizeof(int32_t));
     PyObject *out = PyFrozenSet_New(NULL);
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         PyObject *item = PyLong_FromLong(x[i]);
@@ -318,46 +322,28 @@ static PyObject *store_item(SetStore *st, Py_ssize_t k)
     return out;
 }
 
-/* intern(states): the id of a set given as an iterable of ints (or, for sets of filters,
- * bytes of int32), added when new. */
+/* intern(states): the id of a set given as an iterable of ints, added when new. */
 static PyObject *store_intern_method(SetStore *st, PyObject *items)
 {
     IntVec v = {NULL, 0, 0};
-    PyObject *out = NULL;
-    if (PyBytes_Check(items)) {
-        if (PyBytes_GET_SIZE(items) % 4) {
-            PyErr_SetString(PyExc_ValueError, "bytes of int32 items expected");
-            return NULL;
+    PyObject *out = NULL, *iterator = PyObject_GetIter(items), *item;
+    if (iterator == NULL)
+        return NULL;
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        long x = PyLong_AsLong(item);
+        Py_DECREF(item);
+        if (x == -1 && PyErr_Occurred())
+            break;
+        if (x < -1 || x >= st->limit) {
+            PyErr_Format(PyExc_ValueError, "item %ld out of range", x);
+            break;
         }
-        const int32_t *x = (const int32_t *)PyBytes_AS_STRING(items);
-        for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(items) / 4; i++)
-            if (vec_push(&v, x[i]) < 0)
-                goto done;
-    } else {
-        PyObject *iterator = PyObject_GetIter(items), *item;
-        if (iterator == NULL)
-            return NULL;
-        while ((item = PyIter_Next(iterator)) != NULL) {
-            long x = PyLong_AsLong(item);
-            Py_DECREF(item);
-            if (x == -1 && PyErr_Occurred())
-                break;
-            if (x < -1 || x >= st->limit) {
-                PyErr_Format(PyExc_ValueError, "item %ld out of range", x);
-                break;
-            }
-            if (vec_push(&v, (int32_t)x) < 0)
-                break;
-        }
-        Py_DECREF(iterator);
-        if (PyErr_Occurred())
-            goto done;
+        if (vec_push(&v, (int32_t)x) < 0)
+            break;
     }
-    for (Py_ssize_t i = 0; i < v.len; i++)
-        if (v.data[i] < -1 || v.data[i] >= st->limit) {
-            PyErr_Format(PyExc_ValueError, "item %d out of range", v.data[i]);
-            goto done;
-        }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred())
+        goto done;
     if (v.len > 1)
         qsort(v.data, (size_t)v.len, sizeof(int32_t), compare_ints);
     Py_ssize_t kept = 0;
@@ -379,7 +365,7 @@ static PyObject *store_get_held(SetStore *st, void *closure)
 
 static PyMethodDef store_methods[] = {
     {"intern", (PyCFunction)store_intern_method, METH_O,
-     "intern(items) -> id: a set given as an iterable of ints (or bytes of int32), interned"},
+     "intern(items) -> id: a set given as an iterable of ints, interned"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -398,7 +384,7 @@ static PyTypeObject SetStoreType = {
     .tp_basicsize = sizeof(SetStore),
     .tp_dealloc = (destructor)store_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Interned sets of ints (a StateKernel's states or filters): store[id] -> the set",
+    .tp_doc = "A StateKernel's interned sets of states: store[id] -> the set (a frozenset)",
     .tp_methods = store_methods,
     .tp_getset = store_getset,
     .tp_as_sequence = &store_sequence,
@@ -438,7 +424,7 @@ typedef struct {
     Lists back_states;
     PyObject *labels;
     int32_t star, attr_star; /* the label ids of * and @* (-1: nothing steps on them) */
-    SetStore *states, *filters;
+    SetStore *states;
     TopDown *topdown; /* by id of the top-down state */
     Py_ssize_t topdown_count, held;
     Py_ssize_t closing; /* the top-down state of the element make_close closes */
@@ -447,7 +433,8 @@ typedef struct {
     uint32_t gen;
     uint32_t *matched, *decided, *seen;
     uint64_t *state_bits, *filter_bits; /* zeroed bitmaps for sort_unique */
-    IntVec list, heap, up, found; /* matched states, to decide, the parent's, filters */
+    Queue queue;                  /* states to decide */
+    IntVec list, up, found;       /* matched states, the parent's, proving */
 } StateKernel;
 
 static void free_topdown(StateKernel *self)
@@ -469,7 +456,7 @@ static void kernel_dealloc(StateKernel *self)
         PyMem_Free(lists[k]->at);
         PyMem_Free(lists[k]->items);
     }
-    IntVec *vecs[] = {&self->all_extras, &self->list, &self->heap, &self->up, &self->found};
+    IntVec *vecs[] = {&self->all_extras, &self->list, &self->up, &self->found};
     for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
         PyMem_Free(vecs[k]->data);
     free_topdown(self);
@@ -479,12 +466,13 @@ static void kernel_dealloc(StateKernel *self)
     PyMem_Free(self->decided);
     PyMem_Free(self->seen);
     PyMem_Free(self->state_bits);
+    PyMem_Free(self->queue.bits);
+    PyMem_Free(self->queue.summary);
     PyMem_Free(self->filter_bits);
     PyMem_Free(self->back_at);
     PyMem_Free(self->back_label);
     Py_XDECREF(self->labels);
     Py_XDECREF(self->states);
-    Py_XDECREF(self->filters);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -633,15 +621,12 @@ static int load_back(StateKernel *self, PyObject *back)
     return 0;
 }
 
-/* Forget every interned set (the machine's flush): the sets of filters start again with
- * the empty one (id 0). */
-static int clear_sets(StateKernel *self)
+/* Forget every interned set (the machine's flush). */
+static void clear_sets(StateKernel *self)
 {
     store_clear(self->states);
-    store_clear(self->filters);
     free_topdown(self);
     self->held = 0;
-    return store_intern(self->filters, NULL, 0) < 0 ? -1 : 0;
 }
 
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -715,6 +700,8 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint32_t))))
             goto nomemory;
     if (!(self->state_bits = PyMem_Calloc((size_t)n / 64 + 1, sizeof(uint64_t))) ||
+        !(self->queue.bits = PyMem_Calloc((size_t)n / 64 + 2, sizeof(uint64_t))) ||
+        !(self->queue.summary = PyMem_Calloc((size_t)n / 4096 + 2, sizeof(uint64_t))) ||
         !(self->filter_bits = PyMem_Calloc((size_t)filters / 64 + 1, sizeof(uint64_t))))
         goto nomemory;
     PyObject *star = PyUnicode_FromString("*"), *attr_star = PyUnicode_FromString("@*");
@@ -727,8 +714,7 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->attr_star = label_id(self, attr_star, 0);
     Py_DECREF(star);
     Py_DECREF(attr_star);
-    if (PyErr_Occurred() || !(self->states = store_new(0, (int32_t)n)) ||
-        !(self->filters = store_new(1, (int32_t)filters)) || clear_sets(self) < 0)
+    if (PyErr_Occurred() || !(self->states = store_new((int32_t)n)))
         goto fail;
     goto done;
 nomemory:
@@ -811,7 +797,6 @@ static void eval_begin(StateKernel *self)
 {
     next_generation(self);
     self->list.len = 0;
-    self->heap.len = 0;
 }
 
 /* Add states (from a store: no -1 but the "all" marker, skipped) to eval's base. */
@@ -850,12 +835,10 @@ static int eval_base_object(StateKernel *self, PyObject *base)
     return PyErr_Occurred() ? -1 : 0;
 }
 
-static int push_watchers(StateKernel *self, int32_t s)
+static inline void queue_watchers(StateKernel *self, int32_t s)
 {
     for (int32_t i = self->watch.at[s]; i < self->watch.at[s + 1]; i++)
-        if (heap_push(&self->heap, self->watch.items[i]) < 0)
-            return -1;
-    return 0;
+        queue_put(&self->queue, self->watch.items[i]);
 }
 
 /* eval(q) at a node with top-down state td, over the base added since eval_begin: the
@@ -867,16 +850,15 @@ static int eval_run(StateKernel *self, TopDown *td)
     int32_t ntrue = td->all ? self->all_ntrue : td->ntrue;
     int32_t nnot = td->all ? (int32_t)self->all_extras.len - self->all_ntrue : td->nnot;
     uint32_t gen = self->gen, *matched = self->matched, *decided = self->decided;
+    Queue *queue = &self->queue;
     if (eval_base(self, extras, ntrue) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < self->list.len; i++)
-        if (push_watchers(self, self->list.data[i]) < 0)
-            return -1;
+        queue_watchers(self, self->list.data[i]);
     for (int32_t i = 0; i < nnot; i++)
-        if (heap_push(&self->heap, extras[ntrue + i]) < 0)
-            return -1;
-    while (self->heap.len) {
-        int32_t s = heap_pop(&self->heap);
+        queue_put(queue, extras[ntrue + i]);
+    while (queue->count) {
+        int32_t s = queue_take(queue);
         if (decided[s] == gen || matched[s] == gen)
             continue;
         decided[s] = gen;
@@ -898,8 +880,12 @@ static int eval_run(StateKernel *self, TopDown *td)
         }
         if (ok) {
             matched[s] = gen;
-            if (vec_push(&self->list, s) < 0 || push_watchers(self, s) < 0)
+            if (vec_push(&self->list, s) < 0) {
+                while (queue->count) /* left empty for the next call */
+                    queue_take(queue);
                 return -1;
+            }
+            queue_watchers(self, s);
         }
     }
     return 0;
@@ -932,7 +918,7 @@ static int step_up(StateKernel *self, int32_t e, const uint8_t *parent_enabled)
 }
 
 /* eval at a node with top-down state qt (over the base added since eval_begin), then
- * t_pop to its parent: the ids of the parent's new states and of the proven filters. */
+ * t_pop to its parent: the ids of the parent's new states and of the early states matched. */
 static int eval_pop(StateKernel *self, Py_ssize_t qt, PyObject *label, Py_ssize_t parent_qt,
                     Py_ssize_t *up_id, Py_ssize_t *proven_id)
 {
@@ -950,7 +936,7 @@ static int eval_pop(StateKernel *self, Py_ssize_t qt, PyObject *label, Py_ssize_
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
         int32_t s = self->list.data[i];
         if (self->early.at[s + 1] > self->early.at[s]) { /* an early state: proves, goes no higher */
-            if (append_items(&self->early, s, &self->found) < 0)
+            if (vec_push(&self->found, s) < 0)
                 return -1;
             continue;
         }
@@ -960,9 +946,10 @@ static int eval_pop(StateKernel *self, Py_ssize_t qt, PyObject *label, Py_ssize_
                 return -1;
     }
     sort_unique(&self->up, self->state_bits);
-    sort_unique(&self->found, self->filter_bits);
-    if ((*up_id = store_intern(self->states, self->up.data, self->up.len)) < 0 ||
-        (*proven_id = store_intern(self->filters, self->found.data, self->found.len)) < 0)
+    sort_unique(&self->found, self->state_bits);
+    /* in the order of XPushMachine._pop: the proven states first */
+    if ((*proven_id = store_intern(self->states, self->found.data, self->found.len)) < 0 ||
+        (*up_id = store_intern(self->states, self->up.data, self->up.len)) < 0)
         return -1;
     return 0;
 }
@@ -1011,8 +998,9 @@ static Py_ssize_t add_sets(StateKernel *self, Py_ssize_t left, Py_ssize_t right)
     return store_intern(self->states, out->data, out->len);
 }
 
-/* At the document node: eval, then the filters its initial and early states prove. */
-static Py_ssize_t accept_filters(StateKernel *self, Py_ssize_t qt)
+/* At the document node: eval, then the initial and early states matched (they prove
+ * their filters). */
+static Py_ssize_t accept_states(StateKernel *self, Py_ssize_t qt)
 {
     TopDown *td = topdown_of(self, qt);
     if (td == NULL || eval_run(self, td) < 0)
@@ -1020,12 +1008,12 @@ static Py_ssize_t accept_filters(StateKernel *self, Py_ssize_t qt)
     self->found.len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
         int32_t s = self->list.data[i];
-        if (append_items(&self->initial, s, &self->found) < 0 ||
-            append_items(&self->early, s, &self->found) < 0)
+        if ((self->initial.at[s + 1] > self->initial.at[s] || self->early.at[s + 1] > self->early.at[s]) &&
+            vec_push(&self->found, s) < 0)
             return -1;
     }
-    sort_unique(&self->found, self->filter_bits);
-    return store_intern(self->filters, self->found.data, self->found.len);
+    sort_unique(&self->found, self->state_bits);
+    return store_intern(self->states, self->found.data, self->found.len);
 }
 
 /* Begin eval over a tuple of bases (interned sets' ids or iterables of states). */
@@ -1053,7 +1041,7 @@ static PyObject *kernel_accept(StateKernel *self, PyObject *args)
     PyObject *bases;
     Py_ssize_t qt, found;
     if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &bases, &qt) || eval_bases(self, bases) < 0 ||
-        (found = accept_filters(self, qt)) < 0)
+        (found = accept_states(self, qt)) < 0)
         return NULL;
     return PyLong_FromSsize_t(found);
 }
@@ -1068,8 +1056,9 @@ static PyObject *kernel_add(StateKernel *self, PyObject *args)
     return PyLong_FromSsize_t(sum);
 }
 
-/* A document's answer: the ids (a list, by rank) of the filters in the union of the sets
- * found and proven (ids of interned sets of filters), in rank order. */
+/* A document's answer: the ids (a list, by rank) of the filters proven by the states
+ * found at the document node (initial and early) and proven on the way (early: a tuple
+ * of sets), all interned sets, in rank order. */
 static PyObject *kernel_answer(StateKernel *self, PyObject *args)
 {
     PyObject *found, *proven, *ids;
@@ -1079,15 +1068,21 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "ids: %zd filters expected", self->nfilters);
         return NULL;
     }
+    next_generation(self); /* seen: early states already counted */
     self->found.len = 0;
     for (Py_ssize_t k = -1; k < PyTuple_GET_SIZE(proven); k++) {
-        Py_ssize_t set = store_id(self->filters, k < 0 ? found : PyTuple_GET_ITEM(proven, k)), count;
+        Py_ssize_t set = store_id(self->states, k < 0 ? found : PyTuple_GET_ITEM(proven, k)), count;
         if (set < 0)
             return NULL;
-        const int32_t *x = store_items(self->filters, set, &count);
-        for (Py_ssize_t i = 0; i < count; i++)
-            if (vec_push(&self->found, x[i]) < 0)
+        const int32_t *x = store_items(self->states, set, &count);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            if (x[i] < 0 || self->seen[x[i]] == self->gen)
+                continue;
+            self->seen[x[i]] = self->gen;
+            if ((k < 0 && append_items(&self->initial, x[i], &self->found) < 0) ||
+                append_items(&self->early, x[i], &self->found) < 0)
                 return NULL;
+        }
     }
     sort_unique(&self->found, self->filter_bits);
     PyObject *out = PyTuple_New(self->found.len);
@@ -1099,8 +1094,7 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
 static PyObject *kernel_clear(StateKernel *self, PyObject *unused)
 {
     (void)unused;
-    if (clear_sets(self) < 0)
-        return NULL;
+    clear_sets(self);
     Py_RETURN_NONE;
 }
 
@@ -1407,8 +1401,6 @@ static PyMethodDef kernel_methods[] = {
 static PyMemberDef kernel_members[] = {
     {"states", T_OBJECT_EX, offsetof(StateKernel, states), READONLY,
      "the interned sets of AFA states (the machine's states)"},
-    {"filters", T_OBJECT_EX, offsetof(StateKernel, filters), READONLY,
-     "the interned sets of filters (by rank; id 0 is the empty set)"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -9,9 +9,13 @@ transition functions are tables filled on first use:
   text child adds to its parent;
 - eval then t_pop → ``close``: (parent's q^t, q^b, value states, label) → what
   a closing element adds to its parent (and, with early notification, the
-  filters it proves);
+  early states it matched: they prove their filters);
 - t_add^b → ``add``: (q^b, q^b) → q^b;
-- t_accept → ``accept``: the document node's q^b → filter numbers.
+- t_accept → ``accept``: the document node's q^b → the initial and early
+  states matched there (they prove their filters).
+
+A document's answer is made once per (accepted states, proven states) from
+the filters those states prove (``answers``).
 
 ``t_add^t`` is the identity (the seed's Fig. 3 too), so it needs no table.
 Element values (string values, for comparisons on elements) are looked up
@@ -37,7 +41,6 @@ from functools import cached_property
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain
 
-import numpy as np
 
 from xcep._gc import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
@@ -117,12 +120,9 @@ class _Compiled:
         return frozenset(self.early)
 
     @cached_property
-    def id_array(self) -> np.ndarray:
-        """``ids`` as a numpy array of objects (rank → filter id)."""
-        out = np.empty(len(self.ids), dtype=object)
-        for rank, fid in enumerate(self.ids):  # element by element: an id may be a tuple
-            out[rank] = fid
-        return out
+    def proving_states(self) -> frozenset[int]:
+        """The states that prove filters at the document node: initial and early ones."""
+        return frozenset(self.initial) | frozenset(self.early)
 
     def kernel(self):
         """A compiled core over this AFA (``xcep.xpush._states``): the machine's interned sets,
@@ -191,8 +191,8 @@ def _offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
 
 
 class SetStore:
-    """Interned sets, known by their ids: frozensets of AFA states, or sets of filters as
-    bytes (``_filter_set``). The Python reference of the compiled core's SetStore."""
+    """Interned sets of AFA states (frozensets), known by their ids: the Python reference
+    of the compiled core's SetStore."""
 
     def __init__(self, *first) -> None:
         self._sets: list = []
@@ -206,7 +206,7 @@ class SetStore:
         if ident is None:
             ident = self._ids[key] = len(self._sets)
             self._sets.append(key)
-            self.held += (len(key) // 4 if type(key) is bytes else len(key)) + 1
+            self.held += len(key) + 1
         return ident
 
     def __getitem__(self, ident: int):
@@ -214,11 +214,6 @@ class SetStore:
 
     def __len__(self) -> int:
         return len(self._sets)
-
-
-def _filter_set(groups) -> bytes:
-    """A set of filters as the machine keeps it: its ranks, sorted, as int32 bytes."""
-    return array("i", sorted(set().union(*groups))).tobytes()
 
 
 def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[int, ...]]:
@@ -330,9 +325,9 @@ class XPushMachine:
         self.held = 0  # nested table entries (the sets count their own)
         if self.kernel is not None:
             self.kernel.clear()
-            self.sets, self.filter_sets = self.kernel.states, self.kernel.filters
+            self.sets = self.kernel.states
         else:
-            self.sets, self.filter_sets = SetStore(), SetStore(b"")  # filters: id 0 is none
+            self.sets = SetStore()
         self.EMPTY = self._intern(frozenset())
         self.ALL = self._intern(frozenset((-1,)))  # the top-down state without top-down pruning
         self.push: dict = {}
@@ -354,7 +349,7 @@ class XPushMachine:
     def entries(self) -> int:
         """Table entries plus the elements of all interned sets (the memory measure)."""
         tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
-        sets = self.sets.held + self.filter_sets.held + (self.kernel.held if self.kernel else 0)
+        sets = self.sets.held + (self.kernel.held if self.kernel else 0)
         return sum(map(len, tables)) + len(self.answers) + self.held + sets
 
     def add_filter(self, fid, text: str) -> None:
@@ -455,13 +450,14 @@ class XPushMachine:
 
     def _pop(self, matched: set[int], label: str, parent_qt: int) -> tuple[int, int]:
         """t_pop: the parent's states that the matched child states complete, and (with
-        early notification) the set of filters they prove, both interned."""
+        early notification) the early states matched, which prove their filters; both
+        interned."""
         c = self.compiled
-        notes = 0  # the empty set of filters
+        notes = self.EMPTY
         if c.early:
             proven = matched & c.early_states
             if proven:
-                notes = self._intern_filters(_filter_set(map(c.early.__getitem__, proven)))
+                notes = self._intern(proven)
                 matched = matched - proven
         wildcard = _wildcard(label)
         up: set[int] = set()
@@ -574,34 +570,29 @@ class XPushMachine:
         c = self.compiled
         if self.kernel is None:
             matched = self._eval((self.sets[qb], self.sets[vq]), self.q0t)
-            proving = [c.initial[s] for s in matched & c.initial.keys()]
-            proving += [c.early[s] for s in matched & c.early.keys()]
-            result = self._intern_filters(_filter_set(proving))
+            result = self._intern(matched & c.proving_states)
         else:
             result = self.kernel.accept((qb, vq), self.q0t)
         self.accept[(qb, vq)] = result
         return result
 
-    def _intern_filters(self, filters: bytes) -> int:
-        """Sets of filters (accepted, proven early; see ``_filter_set``) have their own ids."""
-        return self.filter_sets.intern(filters)
-
     def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
         """A document's answer: the ids of its filters, in ascending id order.
 
-        ``found`` is the accepted set, ``proven`` the sets early notification
-        reported on the way (all interned); answers are cached by both.
+        ``found`` is the accepted set of states (initial and early states matched at the
+        document node), ``proven`` the sets of early states matched on the way (all
+        interned); answers are cached by both.
         """
+        c = self.compiled
         if self.kernel is not None:
-            result = self.kernel.answer(found, proven, self.compiled.ids)
-        else:  # each part is sorted: only several need sorting and their repeats dropped
-            sets = self.filter_sets
-            parts = (sets[found], *map(sets.__getitem__, proven))
-            ranks = np.frombuffer(b"".join(parts), dtype=np.int32)
-            if proven:
-                ranks = np.sort(ranks)
-                ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))]
-            result = tuple(self.compiled.id_array[ranks].tolist())
+            result = self.kernel.answer(found, proven, c.ids)
+        else:
+            ranks = set()
+            for s in self.sets[found]:
+                ranks.update(c.initial.get(s, ()), c.early.get(s, ()))
+            for s in set().union(*map(self.sets.__getitem__, proven)):
+                ranks.update(c.early[s])
+            result = tuple(map(c.ids.__getitem__, sorted(ranks)))
         self.answers[(found, proven)] = result
         self.held += len(result) + len(proven) + 1
         return result
