@@ -459,7 +459,8 @@ def test_the_state_kernel_checks_what_it_is_given():
     kernel = machine.StateKernel(**good)
     none, every, everywhere = (kernel.states.intern(x) for x in ((), range(n), (-1,)))
     found = kernel.accept((every,), everywhere)  # every state matched: the filter is proven
-    assert kernel.states[found] == frozenset(c.initial) and kernel.answer(found, (), ["f"]) == ("f",)
+    assert kernel.states[found] == frozenset(c.initial)
+    assert kernel.answer(found, (), ["f"]) == ("f",)
     assert kernel.accept((frozenset(range(n)),), everywhere) == found  # bases given by states
     assert kernel.accept((none,), everywhere) == none
     assert kernel.answer(none, (none, found), ["f"]) == ()  # proven: early states only

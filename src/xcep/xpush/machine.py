@@ -41,7 +41,6 @@ from functools import cached_property
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain
 
-
 from xcep._gc import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
