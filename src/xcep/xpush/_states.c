@@ -430,8 +430,8 @@ typedef struct {
     Py_ssize_t closing; /* the top-down state of the element make_close closes */
     IntVec all_extras; /* every TRUE leaf, then every NOT state */
     int32_t all_ntrue;
-    uint32_t gen;
-    uint32_t *matched, *decided, *seen;
+    uint8_t gen; /* stamps: bytes, to keep them in cache; cleared when gen wraps */
+    uint8_t *matched, *decided, *seen;
     uint64_t *state_bits, *filter_bits; /* zeroed bitmaps for sort_unique */
     Queue queue;                  /* states to decide */
     IntVec list, up, found;       /* matched states, the parent's, proving */
@@ -695,9 +695,9 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     for (int32_t s = 0; s < n; s++)
         if (self->kind[s] == NOT && vec_push(&self->all_extras, s) < 0)
             goto fail;
-    uint32_t **stamps[] = {&self->matched, &self->decided, &self->seen};
+    uint8_t **stamps[] = {&self->matched, &self->decided, &self->seen};
     for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
-        if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint32_t))))
+        if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, 1)))
             goto nomemory;
     if (!(self->state_bits = PyMem_Calloc((size_t)n / 64 + 1, sizeof(uint64_t))) ||
         !(self->queue.bits = PyMem_Calloc((size_t)n / 64 + 2, sizeof(uint64_t))) ||
@@ -731,7 +731,7 @@ done:
 static void next_generation(StateKernel *self)
 {
     if (++self->gen == 0) {
-        size_t bytes = (size_t)self->n * sizeof(uint32_t);
+        size_t bytes = (size_t)self->n;
         memset(self->matched, 0, bytes);
         memset(self->decided, 0, bytes);
         memset(self->seen, 0, bytes);
@@ -802,7 +802,7 @@ static void eval_begin(StateKernel *self)
 /* Add states (from a store: no -1 but the "all" marker, skipped) to eval's base. */
 static int eval_base(StateKernel *self, const int32_t *x, Py_ssize_t count)
 {
-    uint32_t gen = self->gen, *matched = self->matched;
+    uint8_t gen = self->gen, *matched = self->matched;
     for (Py_ssize_t i = 0; i < count; i++)
         if (x[i] >= 0 && matched[x[i]] != gen) {
             matched[x[i]] = gen;
@@ -849,7 +849,7 @@ static int eval_run(StateKernel *self, TopDown *td)
     const int32_t *extras = td->all ? self->all_extras.data : td->extras;
     int32_t ntrue = td->all ? self->all_ntrue : td->ntrue;
     int32_t nnot = td->all ? (int32_t)self->all_extras.len - self->all_ntrue : td->nnot;
-    uint32_t gen = self->gen, *matched = self->matched, *decided = self->decided;
+    uint8_t gen = self->gen, *matched = self->matched, *decided = self->decided;
     Queue *queue = &self->queue;
     if (eval_base(self, extras, ntrue) < 0)
         return -1;
@@ -905,7 +905,7 @@ static int append_items(Lists *lists, int32_t s, IntVec *out)
 /* Add the states of back table entry e to self->up (those enabled at the parent). */
 static int step_up(StateKernel *self, int32_t e, const uint8_t *parent_enabled)
 {
-    uint32_t gen = self->gen;
+    uint8_t gen = self->gen;
     for (int32_t i = self->back_states.at[e]; i < self->back_states.at[e + 1]; i++) {
         int32_t t = self->back_states.items[i];
         if (!has(parent_enabled, t) || self->seen[t] == gen)
@@ -961,7 +961,7 @@ static Py_ssize_t add_sets(StateKernel *self, Py_ssize_t left, Py_ssize_t right)
     Py_ssize_t nl, nr, i = 0, j = 0;
     const int32_t *l = store_items(self->states, left, &nl);
     const int32_t *r = store_items(self->states, right, &nr);
-    uint32_t gen = 0;
+    uint8_t gen = 0;
     if (self->has_prec) {
         next_generation(self);
         gen = self->gen;

@@ -339,6 +339,7 @@ class XPushMachine:
         self._qt_sets: dict[int, frozenset[int]] = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         self._qt_tests: dict[int, bool] = {}
+        self._qt_indexes: dict[int, PredicateIndex] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
             self.q0t = self._intern(initial)
@@ -497,9 +498,18 @@ class XPushMachine:
         return result
 
     def _value_states(self, qt: int, value: str) -> set[int]:
-        true = self.compiled.index.true_states(value)
-        enabled = self._enabled(qt)
-        return true if enabled is None else true & enabled
+        """The enabled predicate states ``value`` makes true at a node with top-down state
+        ``qt``, from an index of those states only (built once per top-down state)."""
+        index = self._qt_indexes.get(qt)
+        if index is None:
+            enabled = self._enabled(qt)
+            if enabled is None:
+                index = self.compiled.index
+            else:
+                index = self.compiled.index.restricted(enabled)
+                self.held += index.count + 1
+            self._qt_indexes[qt] = index
+        return index.true_states(value)
 
     def _tests_values(self, qt: int) -> bool:
         """Do predicate states matter at a node with top-down state ``qt``?"""

@@ -138,6 +138,7 @@ class PredicateIndex:
     """Maps a value to the set of AFA states whose predicate holds on it."""
 
     def __init__(self, predicates: dict[int, Predicate]) -> None:
+        self.predicates = predicates
         self.count = len(predicates)
         self.states = frozenset(predicates)
         self.string_eq: dict[str, list[int]] = defaultdict(list)
@@ -172,6 +173,10 @@ class PredicateIndex:
         self.numeric = bool(self.number_eq or self.range_keys or self.all_number_ne)
         self.prefixes = _Trie(prefixes) if prefixes else None
         self.infixes = _AhoCorasick(infixes) if infixes else None
+
+    def restricted(self, states) -> PredicateIndex:
+        """The index of the predicates of ``states`` only (those enabled at a node)."""
+        return PredicateIndex({s: self.predicates[s] for s in self.states.intersection(states)})
 
     def true_states(self, value: str) -> set[int]:
         """The states whose predicate holds on ``value``."""
