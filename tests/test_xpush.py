@@ -437,6 +437,41 @@ def test_the_compiled_kernels_are_built():
     assert XPushMachine({1: "/a[b]"}, MachineOptions(compiled=False)).kernel is None
 
 
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.builds(  # up to 400 items over a narrow or a wide range (sorted differently)
+            lambda size, top, seed: random.Random(seed).choices(range(-1, top), k=size),
+            st.integers(0, 400),
+            st.sampled_from([40, 300, 20_000]),  # -1: the top-down state "all"
+            st.integers(),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_the_compiled_store_interns_sets(sets, rng):
+    """The core's SetStore against the Python reference: the same ids for the same sets,
+    whatever the order and repeats of their items, and the same memory measure."""
+    from xcep.xpush import machine
+
+    if machine.StateKernel is None:
+        pytest.skip("the compiled core is not built here (no C compiler)")
+    n = 20_000
+    kernel = machine.StateKernel(
+        b"\0" * n, b"", *[machine._offsets([()] * n)] * 4, 1, [None] * n
+    )  # fmt: skip
+    store, reference = kernel.states, machine.SetStore()
+    for items in sets:
+        shuffled = items * 2
+        rng.shuffle(shuffled)
+        ident = store.intern(shuffled)
+        assert ident == reference.intern(frozenset(items)) == store.intern(sorted(set(items)))
+        assert store[ident] == frozenset(items)
+    assert len(store) == len(reference) and store.held == reference.held
+
+
 def test_the_state_kernel_checks_what_it_is_given():
     from array import array
 

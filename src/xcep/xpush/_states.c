@@ -116,47 +116,46 @@ static inline int32_t queue_take(Queue *q)
 
 
 /* Sort the items in `v` (all in [0, 64 * words of `bits`)) and drop the repeated ones.
- * Few items: insertion sort; more: `bits`, a zeroed bitmap, set and then read back over
- * the words the items touch (and left zeroed). */
+ * Already in order (often: one state's filters) costs one pass; few items: insertion
+ * sort; many over a narrow range: `bits`, a zeroed bitmap, set and read back over the
+ * words the items touch (and left zeroed); many over a wide range: Shell sort. */
 static void sort_unique(IntVec *v, uint64_t *bits)
 {
     int32_t *d = v->data;
     Py_ssize_t n = v->len, kept = 0, ordered = 1;
-    for (Py_ssize_t i = 1; i < n && ordered; i++) /* often so: one state's filters */
+    for (Py_ssize_t i = 1; i < n && ordered; i++)
         ordered = d[i - 1] < d[i];
     if (ordered)
         return;
-    if (n < 48) {
-        for (Py_ssize_t i = 1; i < n; i++) {
-            int32_t x = d[i];
-            Py_ssize_t j = i;
-            for (; j > 0 && d[j - 1] > x; j--)
-                d[j] = d[j - 1];
-            d[j] = x;
-        }
+    int32_t low = d[0], high = d[0];
+    for (Py_ssize_t i = 1; i < n; i++) {
+        low = d[i] < low ? d[i] : low;
+        high = d[i] > high ? d[i] : high;
+    }
+    if (n >= 48 && (high >> 6) - (low >> 6) <= 8 * n) {
         for (Py_ssize_t i = 0; i < n; i++)
-            if (kept == 0 || d[i] != d[kept - 1])
-                d[kept++] = d[i];
-    } else {
-        int32_t low = d[0] >> 6, high = low;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int32_t w = d[i] >> 6;
-            bits[w] |= (uint64_t)1 << (d[i] & 63);
-            low = w < low ? w : low;
-            high = w > high ? w : high;
-        }
-        for (int32_t w = low; w <= high; w++)
+            bits[d[i] >> 6] |= (uint64_t)1 << (d[i] & 63);
+        for (int32_t w = low >> 6; w <= high >> 6; w++) {
             for (uint64_t b = bits[w]; b; b &= b - 1)
                 d[kept++] = (w << 6) + __builtin_ctzll(b);
-        memset(bits + low, 0, (size_t)(high - low + 1) * sizeof(uint64_t));
+            bits[w] = 0;
+        }
+        v->len = kept;
+        return;
     }
+    static const Py_ssize_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+    for (size_t g = n < 48 ? 7 : 0; g < sizeof gaps / sizeof *gaps; g++)
+        for (Py_ssize_t gap = gaps[g], i = gap; i < n; i++) {
+            int32_t x = d[i];
+            Py_ssize_t j = i;
+            for (; j >= gap && d[j - gap] > x; j -= gap)
+                d[j] = d[j - gap];
+            d[j] = x;
+        }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (kept == 0 || d[i] != d[kept - 1])
+            d[kept++] = d[i];
     v->len = kept;
-}
-
-static int compare_ints(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* ----- SetStore: interned sets of ints, each a sorted int32 array, known by its id ----- */
@@ -170,6 +169,7 @@ typedef struct {
     int32_t *slots;    /* open addressing: set ids, -1 for none */
     Py_ssize_t slot_count;
     Py_ssize_t held;   /* elements of all sets plus one per set (the machine's memory measure) */
+    uint64_t *bits;    /* a zeroed bitmap of `limit` bits for sort_unique */
 } SetStore;
 
 static PyTypeObject SetStoreType;
@@ -286,7 +286,12 @@ static SetStore *store_new(int32_t limit)
     st->at = NULL;
     st->hash = NULL;
     st->slots = NULL;
+    st->bits = NULL;
     st->count = st->cap = st->slot_count = st->held = 0;
+    if (!(st->bits = PyMem_Calloc((size_t)limit / 64 + 1, sizeof(uint64_t)))) {
+        Py_DECREF(st);
+        return (SetStore *)PyErr_NoMemory();
+    }
     return st;
 }
 
@@ -296,6 +301,7 @@ static void store_dealloc(SetStore *st)
     PyMem_Free(st->at);
     PyMem_Free(st->hash);
     PyMem_Free(st->slots);
+    PyMem_Free(st->bits);
     PyObject_Free(st);
 }
 
@@ -327,6 +333,7 @@ static PyObject *store_intern_method(SetStore *st, PyObject *items)
 {
     IntVec v = {NULL, 0, 0};
     PyObject *out = NULL, *iterator = PyObject_GetIter(items), *item;
+    int all = 0; /* -1, the marker of the top-down state "all", is kept first */
     if (iterator == NULL)
         return NULL;
     while ((item = PyIter_Next(iterator)) != NULL) {
@@ -338,21 +345,21 @@ static PyObject *store_intern_method(SetStore *st, PyObject *items)
             PyErr_Format(PyExc_ValueError, "item %ld out of range", x);
             break;
         }
-        if (vec_push(&v, (int32_t)x) < 0)
+        if (x == -1)
+            all = 1;
+        else if (vec_push(&v, (int32_t)x) < 0)
             break;
     }
     Py_DECREF(iterator);
-    if (PyErr_Occurred())
-        goto done;
-    if (v.len > 1)
-        qsort(v.data, (size_t)v.len, sizeof(int32_t), compare_ints);
-    Py_ssize_t kept = 0;
-    for (Py_ssize_t i = 0; i < v.len; i++)
-        if (kept == 0 || v.data[i] != v.data[kept - 1])
-            v.data[kept++] = v.data[i];
-    Py_ssize_t k = store_intern(st, v.data, kept);
-    out = k < 0 ? NULL : PyLong_FromSsize_t(k);
-done:
+    if (!PyErr_Occurred()) {
+        sort_unique(&v, st->bits);
+        if (all && vec_push(&v, -1) == 0) { /* the marker goes first */
+            memmove(v.data + 1, v.data, (size_t)(v.len - 1) * sizeof(int32_t));
+            v.data[0] = -1;
+        }
+        Py_ssize_t k = PyErr_Occurred() ? -1 : store_intern(st, v.data, v.len);
+        out = k < 0 ? NULL : PyLong_FromSsize_t(k);
+    }
     PyMem_Free(v.data);
     return out;
 }
