@@ -1186,10 +1186,14 @@ static PyObject *make_close(StateKernel *self, PyObject *key)
     return Py_BuildValue("(nn)", up, proven);
 }
 
-/* An entry of the add table as a new reference, computed here when missing. */
+/* An entry of the add table as a new reference, computed here when missing; adding the
+ * empty state (empty) is the identity and needs no entry. */
 static PyObject *add_entry(StateKernel *self, PyObject *add, PyObject *left, PyObject *right,
-                           Py_ssize_t *computed)
+                           PyObject *empty, Py_ssize_t *computed)
 {
+    int same = right == empty ? 1 : PyObject_RichCompareBool(right, empty, Py_EQ);
+    if (same)
+        return same < 0 ? NULL : Py_NewRef(left);
     PyObject *key = PyTuple_Pack(2, left, right);
     if (key == NULL)
         return NULL;
@@ -1305,7 +1309,7 @@ static PyObject *kernel_walk(StateKernel *self, PyObject *args)
             if (key == NULL || (self->closing = store_id(self->states, qt)) < 0 ||
                 (entry = entry_of(close, key, make_close, self, &computed)) == NULL ||
                 unpack(entry, &popped, &notes) < 0 ||
-                (sum = add_entry(self, add, parent_qb, popped, &computed)) == NULL)
+                (sum = add_entry(self, add, parent_qb, popped, empty, &computed)) == NULL)
                 goto close_failed;
             if (with_values) { /* the element's value joins its parent's */
                 Py_ssize_t open = PyList_GET_SIZE(texts);
@@ -1357,7 +1361,8 @@ static PyObject *kernel_walk(StateKernel *self, PyObject *args)
                 goto fail;
             PyObject *popped, *notes, *sum = NULL;
             if (unpack(entry, &popped, &notes) < 0 ||
-                (sum = add_entry(self, add, qb, popped, &computed)) == NULL || note(proven, notes) < 0) {
+                (sum = add_entry(self, add, qb, popped, empty, &computed)) == NULL ||
+                note(proven, notes) < 0) {
                 Py_DECREF(entry);
                 Py_XDECREF(sum);
                 goto fail;

@@ -10,7 +10,7 @@ transition functions are tables filled on first use:
 - eval then t_pop → ``close``: (parent's q^t, q^b, value states, label) → what
   a closing element adds to its parent (and, with early notification, the
   early states it matched: they prove their filters);
-- t_add^b → ``add``: (q^b, q^b) → q^b;
+- t_add^b → ``add``: (q^b, q^b) → q^b (adding the empty state is the identity: no entry);
 - t_accept → ``accept``: the document node's q^b → the initial and early
   states matched there (they prove their filters).
 
@@ -710,8 +710,11 @@ class XPushMachine:
                     if notes:
                         proven.append(notes)
                     qt = parent_qt
-                    q = add.get((parent_qb, popped))
-                    qb = self._add(parent_qb, popped) if q is None else q
+                    if popped == EMPTY:  # t_add^b(q, ∅) = q: no entry needed
+                        qb = parent_qb
+                    else:
+                        q = add.get((parent_qb, popped))
+                        qb = self._add(parent_qb, popped) if q is None else q
                     if not stack:  # the root closed: the document is complete
                         dvq = EMPTY
                         if values_needed:
@@ -739,8 +742,9 @@ class XPushMachine:
                     popped, notes = entry
                     if notes:
                         proven.append(notes)
-                    q = add.get((qb, popped))
-                    qb = self._add(qb, popped) if q is None else q
+                    if popped != EMPTY:  # t_add^b(q, ∅) = q
+                        q = add.get((qb, popped))
+                        qb = self._add(qb, popped) if q is None else q
 
     def trace(self, document: str | bytes) -> tuple[list[tuple[str, list[str]]], list]:
         """Run one document event by event, for explaining and testing a machine.
