@@ -495,10 +495,10 @@ def test_the_state_kernel_checks_what_it_is_given():
     none, every, everywhere = (kernel.states.intern(x) for x in ((), range(n), (-1,)))
     found = kernel.accept((every,), everywhere)  # every state matched: the filter is proven
     assert kernel.states[found] == frozenset(c.initial)
-    assert kernel.answer(found, (), ["f"]) == ("f",)
+    assert kernel.ids_of(kernel.answer(found, ()), ["f"]) == ["f"]
     assert kernel.accept((frozenset(range(n)),), everywhere) == found  # bases given by states
     assert kernel.accept((none,), everywhere) == none
-    assert kernel.answer(none, (none, found), ["f"]) == ()  # proven: early states only
+    assert kernel.answer(none, (none, found)) == b""  # proven: early states only
     bad = {
         "eps": (good["eps"][0], array("i", [n] * len(good["eps"][1]))),  # a state out of range
         "watchers": (array("i", [1] * (n + 1)), good["watchers"][1]),  # offsets not from 0
@@ -527,6 +527,8 @@ def test_the_state_kernel_checks_what_it_is_given():
     with pytest.raises(IndexError):
         kernel.add(every, 99)
     with pytest.raises(ValueError, match="filters expected"):
-        kernel.answer(1, (), ["f", "g"])
+        kernel.ids_of(b"", ["f", "g"])
+    with pytest.raises(ValueError, match="out of range"):
+        kernel.ids_of(array("i", [1]).tobytes(), ["f"])
     kernel.clear()
     assert len(kernel.states) == 0

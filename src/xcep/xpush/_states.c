@@ -17,8 +17,8 @@
  *       prove their filters), both interned;
  *   add(left, right) -> the union (t_add^b), less what the order optimization drops;
  *   accept(bases, qt) -> the initial and early states matched at the document node;
- *   answer(found, proven, ids) -> a document's answer: the ids of the filters
- *       its accepted and proven states prove;
+ *   answer(found, proven) -> a document's answer: the ranks of the filters its
+ *       accepted and proven states prove (ids_of makes the list of their ids);
  *   walk(...) -> the table walk: the machine's dict tables followed over a
  *       document's events in C, the missing close and add entries computed here
  *       and stored, the other misses (push, leaf, element values: they need the
@@ -1063,18 +1063,14 @@ static PyObject *kernel_add(StateKernel *self, PyObject *args)
     return PyLong_FromSsize_t(sum);
 }
 
-/* A document's answer: the ids (a list, by rank) of the filters proven by the states
- * found at the document node (initial and early) and proven on the way (early: a tuple
- * of sets), all interned sets, in rank order. */
+/* A document's answer: the ranks of the filters proven by the states found at the
+ * document node (initial and early) and proven on the way (early: a tuple of sets), all
+ * interned sets; sorted, as bytes of native int32. */
 static PyObject *kernel_answer(StateKernel *self, PyObject *args)
 {
-    PyObject *found, *proven, *ids;
-    if (!PyArg_ParseTuple(args, "OO!O!", &found, &PyTuple_Type, &proven, &PyList_Type, &ids))
+    PyObject *found, *proven;
+    if (!PyArg_ParseTuple(args, "OO!", &found, &PyTuple_Type, &proven))
         return NULL;
-    if (PyList_GET_SIZE(ids) != self->nfilters) {
-        PyErr_Format(PyExc_ValueError, "ids: %zd filters expected", self->nfilters);
-        return NULL;
-    }
     next_generation(self); /* seen: early states already counted */
     self->found.len = 0;
     for (Py_ssize_t k = -1; k < PyTuple_GET_SIZE(proven); k++) {
@@ -1092,9 +1088,33 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
         }
     }
     sort_unique(&self->found, self->filter_bits);
-    PyObject *out = PyTuple_New(self->found.len);
-    for (Py_ssize_t i = 0; out != NULL && i < self->found.len; i++)
-        PyTuple_SET_ITEM(out, i, Py_NewRef(PyList_GET_ITEM(ids, self->found.data[i])));
+    return PyBytes_FromStringAndSize((const char *)self->found.data,
+                                     self->found.len * (Py_ssize_t)sizeof(int32_t));
+}
+
+/* ids_of(ranks, ids) -> a new list of the ids (a list, by rank) of the ranks (int32 bytes). */
+static PyObject *kernel_ids_of(StateKernel *self, PyObject *args)
+{
+    Py_buffer ranks;
+    PyObject *ids, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!", &ranks, &PyList_Type, &ids))
+        return NULL;
+    const int32_t *rank = ranks.buf;
+    Py_ssize_t count = ranks.len / 4;
+    if (PyList_GET_SIZE(ids) != self->nfilters || ranks.len % 4) {
+        PyErr_Format(PyExc_ValueError, "ids: %zd filters expected, ranks: int32", self->nfilters);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (rank[i] < 0 || rank[i] >= self->nfilters) {
+            PyErr_Format(PyExc_ValueError, "filter %d out of range", rank[i]);
+            goto done;
+        }
+    out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++)
+        PyList_SET_ITEM(out, i, Py_NewRef(PyList_GET_ITEM(ids, rank[i])));
+done:
+    PyBuffer_Release(&ranks);
     return out;
 }
 
@@ -1397,8 +1417,10 @@ static PyMethodDef kernel_methods[] = {
     {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
      "accept(bases, qt) -> the id of the set of filters proven at the document node"},
     {"answer", (PyCFunction)kernel_answer, METH_VARARGS,
-     "answer(found, proven, ids) -> tuple: the ids (a list, by rank) of the filters in the "
-     "union of the sets of filters found and proven (a tuple), in rank order"},
+     "answer(found, proven) -> bytes: the sorted int32 ranks of the filters proven by the "
+     "initial and early states found and the early states proven (a tuple of sets)"},
+    {"ids_of", (PyCFunction)kernel_ids_of, METH_VARARGS,
+     "ids_of(ranks, ids) -> list: the ids (a list, by rank) of ranks (int32 bytes)"},
     {"walk", (PyCFunction)kernel_walk, METH_VARARGS,
      "walk(docs, kinds, names, values, doc, i, n, elem_labels, attr_labels, text_label, push, "
      "leaf, close, add, element_values, texts, empty, stack, proven, qt, qb, "

@@ -585,26 +585,32 @@ class XPushMachine:
         self.accept[(qb, vq)] = result
         return result
 
-    def _answer(self, found: int, proven: tuple[int, ...]) -> tuple:
-        """A document's answer: the ids of its filters, in ascending id order.
+    def _answer(self, found: int, proven: tuple[int, ...]) -> list:
+        """A document's answer: the ids of its filters, in ascending id order (a new list).
 
         ``found`` is the accepted set of states (initial and early states matched at the
         document node), ``proven`` the sets of early states matched on the way (all
-        interned); answers are cached by both.
+        interned); the answer's ranks are cached by both (``answers``).
         """
         c = self.compiled
+        ranks = self.answers.get((found, proven))
+        if ranks is None:
+            if self.kernel is not None:  # sorted int32 ranks, as bytes
+                ranks = self.kernel.answer(found, proven)
+                count = len(ranks) // 4
+            else:
+                union = set()
+                for s in self.sets[found]:
+                    union.update(c.initial.get(s, ()), c.early.get(s, ()))
+                for s in set().union(*map(self.sets.__getitem__, proven)):
+                    union.update(c.early[s])
+                ranks = tuple(sorted(union))
+                count = len(ranks)
+            self.answers[(found, proven)] = ranks
+            self.held += count + len(proven) + 1
         if self.kernel is not None:
-            result = self.kernel.answer(found, proven, c.ids)
-        else:
-            ranks = set()
-            for s in self.sets[found]:
-                ranks.update(c.initial.get(s, ()), c.early.get(s, ()))
-            for s in set().union(*map(self.sets.__getitem__, proven)):
-                ranks.update(c.early[s])
-            result = tuple(map(c.ids.__getitem__, sorted(ranks)))
-        self.answers[(found, proven)] = result
-        self.held += len(result) + len(proven) + 1
-        return result
+            return self.kernel.ids_of(ranks, c.ids)
+        return list(map(c.ids.__getitem__, ranks))
 
     def _document_values(self, qt: int, text: str) -> int:
         table = self.values.get(qt)
@@ -722,12 +728,8 @@ class XPushMachine:
                         found = accept.get((qb, dvq))
                         if found is None:
                             found = self._accept(qb, dvq)
-                        key = (found, tuple(proven))
-                        answer = self.answers.get(key)
-                        if answer is None:
-                            answer = self._answer(*key)
                         self.stats.documents += 1
-                        yield d, list(answer)
+                        yield d, self._answer(found, tuple(proven))
                         doc = -1  # the next event starts a new document
                 else:
                     label = attr_labels[name] if kind == ATTR else "#text"
@@ -784,7 +786,7 @@ class XPushMachine:
                 shown = f"{label}={event.value!r}"
             steps.append((shown, sorted(describe(afa, s, memo) for s in self.sets[qb])))
         vq = self._element_values(qt, "".join(texts[-1]))
-        return steps, list(self._answer(self._accept(qb, vq), tuple(proven)))
+        return steps, self._answer(self._accept(qb, vq), tuple(proven))
 
     def train(self, dtd=None) -> int:
         """Warm the tables on training documents made from the filters (and a DTD)."""
