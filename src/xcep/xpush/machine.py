@@ -123,8 +123,8 @@ class _Compiled:
         """The states that prove filters at the document node: initial and early ones."""
         return frozenset(self.initial) | frozenset(self.early)
 
-    def kernel(self):
-        """A compiled core over this AFA (``xcep.xpush._states``): the machine's interned sets,
+    def new_kernel(self):
+        """A new compiled core over this AFA (``xcep.xpush._states``): the machine's interned sets,
         eval, t_pop, t_add, t_accept and the table walk; None if it is not built."""
         if StateKernel is None:
             return None
@@ -193,12 +193,10 @@ class SetStore:
     """Interned sets of AFA states (frozensets), known by their ids: the Python reference
     of the compiled core's SetStore."""
 
-    def __init__(self, *first) -> None:
+    def __init__(self) -> None:
         self._sets: list = []
         self._ids: dict = {}
         self.held = 0  # elements of all sets plus one per set (the memory measure)
-        for key in first:
-            self.intern(key)
 
     def intern(self, key) -> int:
         ident = self._ids.get(key)
@@ -314,7 +312,7 @@ class XPushMachine:
     def _build(self) -> None:
         with collector_paused():
             self.compiled = compile_workload(self.workload, self.options, self.order_facts)
-            self.kernel = self.compiled.kernel() if self.options.compiled else None
+            self.kernel = self.compiled.new_kernel() if self.options.compiled else None
         self.flush(count=False)
 
     def flush(self, count: bool = True) -> None:
