@@ -8,8 +8,8 @@ DATA ?= ../shared/data
 
 .PHONY: demo demo-local test lint bench clean
 
-# the install also compiles the kernels (the XML tokenizer, the XPush table walk) when a
-# C compiler is there; without one, Python does their work
+# the install also compiles the kernels (the XML tokenizer, the XPush machine's core) when
+# a C compiler is there; without one, Python does their work
 $(STAMP): pyproject.toml src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip

@@ -158,6 +158,29 @@ static void sort_unique(IntVec *v, uint64_t *bits)
     v->len = kept;
 }
 
+/* The ints of an iterable appended to `out`, each checked to be in [low, limit); -1 with
+ * an error. */
+static int read_ints(PyObject *items, long low, long limit, IntVec *out)
+{
+    PyObject *iterator = PyObject_GetIter(items), *item;
+    if (iterator == NULL)
+        return -1;
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        long x = PyLong_AsLong(item);
+        Py_DECREF(item);
+        if (x == -1 && PyErr_Occurred())
+            break;
+        if (x < low || x >= limit) {
+            PyErr_Format(PyExc_ValueError, "item %ld out of range", x);
+            break;
+        }
+        if (vec_push(out, (int32_t)x) < 0)
+            break;
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* ----- SetStore: interned sets of ints, each a sorted int32 array, known by its id ----- */
 
 typedef struct {
@@ -332,28 +355,16 @@ static PyObject *store_item(SetStore *st, Py_ssize_t k)
 static PyObject *store_intern_method(SetStore *st, PyObject *items)
 {
     IntVec v = {NULL, 0, 0};
-    PyObject *out = NULL, *iterator = PyObject_GetIter(items), *item;
-    int all = 0; /* -1, the marker of the top-down state "all", is kept first */
-    if (iterator == NULL)
-        return NULL;
-    while ((item = PyIter_Next(iterator)) != NULL) {
-        long x = PyLong_AsLong(item);
-        Py_DECREF(item);
-        if (x == -1 && PyErr_Occurred())
-            break;
-        if (x < -1 || x >= st->limit) {
-            PyErr_Format(PyExc_ValueError, "item %ld out of range", x);
-            break;
-        }
-        if (x == -1)
-            all = 1;
-        else if (vec_push(&v, (int32_t)x) < 0)
-            break;
-    }
-    Py_DECREF(iterator);
-    if (!PyErr_Occurred()) {
+    PyObject *out = NULL;
+    if (read_ints(items, -1, st->limit, &v) == 0) {
+        Py_ssize_t kept = 0;
+        for (Py_ssize_t i = 0; i < v.len; i++) /* -1, the top-down state "all", goes first */
+            if (v.data[i] >= 0)
+                v.data[kept++] = v.data[i];
+        int all = kept < v.len;
+        v.len = kept;
         sort_unique(&v, st->bits);
-        if (all && vec_push(&v, -1) == 0) { /* the marker goes first */
+        if (all && vec_push(&v, -1) == 0) {
             memmove(v.data + 1, v.data, (size_t)(v.len - 1) * sizeof(int32_t));
             v.data[0] = -1;
         }
@@ -829,17 +840,10 @@ static int eval_base_object(StateKernel *self, PyObject *base)
         const int32_t *x = store_items(self->states, k, &count);
         return eval_base(self, x, count);
     }
-    PyObject *iterator = PyObject_GetIter(base), *item;
-    if (iterator == NULL)
-        return -1;
-    while ((item = PyIter_Next(iterator)) != NULL) {
-        int32_t s = (int32_t)state_of(self, item);
-        Py_DECREF(item);
-        if (s < 0 || eval_base(self, &s, 1) < 0)
-            break;
-    }
-    Py_DECREF(iterator);
-    return PyErr_Occurred() ? -1 : 0;
+    IntVec states = {NULL, 0, 0};
+    int ok = read_ints(base, 0, self->n, &states) == 0 && eval_base(self, states.data, states.len) == 0;
+    PyMem_Free(states.data);
+    return ok ? 0 : -1;
 }
 
 static inline void queue_watchers(StateKernel *self, int32_t s)

@@ -198,7 +198,8 @@ class SetStore:
         self._ids: dict = {}
         self.held = 0  # elements of all sets plus one per set (the memory measure)
 
-    def intern(self, key) -> int:
+    def intern(self, states) -> int:
+        key = states if isinstance(states, frozenset) else frozenset(states)
         ident = self._ids.get(key)
         if ident is None:
             ident = self._ids[key] = len(self._sets)
@@ -336,7 +337,6 @@ class XPushMachine:
         self.answers: dict = {}
         self._qt_sets: dict[int, frozenset[int]] = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
-        self._qt_tests: dict[int, bool] = {}
         self._qt_indexes: dict[int, PredicateIndex] = {}
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
@@ -364,7 +364,7 @@ class XPushMachine:
 
     def _intern(self, states) -> int:
         """Hash-cons a set of AFA states to a small integer."""
-        return self.sets.intern(states if isinstance(states, frozenset) else frozenset(states))
+        return self.sets.intern(states)
 
     def _eps_close(self, states) -> set[int]:
         eps = self.compiled.afa.eps
@@ -497,7 +497,12 @@ class XPushMachine:
 
     def _value_states(self, qt: int, value: str) -> set[int]:
         """The enabled predicate states ``value`` makes true at a node with top-down state
-        ``qt``, from an index of those states only (built once per top-down state)."""
+        ``qt``."""
+        return self._value_index(qt).true_states(value)
+
+    def _value_index(self, qt: int) -> PredicateIndex:
+        """The index of the predicates enabled at a node with top-down state ``qt`` (built
+        once per top-down state)."""
         index = self._qt_indexes.get(qt)
         if index is None:
             enabled = self._enabled(qt)
@@ -507,16 +512,11 @@ class XPushMachine:
                 index = self.compiled.index.restricted(enabled)
                 self.held += index.count + 1
             self._qt_indexes[qt] = index
-        return index.true_states(value)
+        return index
 
     def _tests_values(self, qt: int) -> bool:
         """Do predicate states matter at a node with top-down state ``qt``?"""
-        tests = self._qt_tests.get(qt)
-        if tests is None:
-            predicates, enabled = self.compiled.predicate_states, self._enabled(qt)
-            tests = bool(predicates) if enabled is None else not predicates.isdisjoint(enabled)
-            self._qt_tests[qt] = tests
-        return tests
+        return self._value_index(qt).count > 0
 
     def _leaf(self, qt: int, label: str, value: str) -> tuple:
         """An attribute or a text child with ``value``: what it adds to its parent.
