@@ -375,21 +375,16 @@ static PyObject *store_intern_method(SetStore *st, PyObject *items)
     return out;
 }
 
-static PyObject *store_get_held(SetStore *st, void *closure)
-{
-    (void)closure;
-    return PyLong_FromSsize_t(st->held);
-}
-
 static PyMethodDef store_methods[] = {
     {"intern", (PyCFunction)store_intern_method, METH_O,
      "intern(items) -> id: a set given as an iterable of ints, interned"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef store_getset[] = {
-    {"held", (getter)store_get_held, NULL, "elements of all sets plus one per set", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+static PyMemberDef store_members[] = {
+    {"held", T_PYSSIZET, offsetof(SetStore, held), READONLY,
+     "elements of all sets plus one per set"},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PySequenceMethods store_sequence = {
@@ -404,7 +399,7 @@ static PyTypeObject SetStoreType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A StateKernel's interned sets of states: store[id] -> the set (a frozenset)",
     .tp_methods = store_methods,
-    .tp_getset = store_getset,
+    .tp_members = store_members,
     .tp_as_sequence = &store_sequence,
 };
 
@@ -1406,12 +1401,6 @@ out:
     return result;
 }
 
-static PyObject *kernel_get_held(StateKernel *self, void *closure)
-{
-    (void)closure;
-    return PyLong_FromSsize_t(self->held);
-}
-
 static PyMethodDef kernel_methods[] = {
     {"eval_pop", (PyCFunction)kernel_eval_pop, METH_VARARGS,
      "eval_pop(bases, qt, label, parent_qt) -> (up, proven): eval at a node with top-down "
@@ -1419,7 +1408,8 @@ static PyMethodDef kernel_methods[] = {
     {"add", (PyCFunction)kernel_add, METH_VARARGS,
      "add(left, right) -> the id of t_add^b of two interned sets of states"},
     {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
-     "accept(bases, qt) -> the id of the set of filters proven at the document node"},
+     "accept(bases, qt) -> the id of the set of initial and early states matched at the "
+     "document node (they prove their filters)"},
     {"answer", (PyCFunction)kernel_answer, METH_VARARGS,
      "answer(found, proven) -> bytes: the sorted int32 ranks of the filters proven by the "
      "initial and early states found and the early states proven (a tuple of sets)"},
@@ -1439,13 +1429,9 @@ static PyMethodDef kernel_methods[] = {
 static PyMemberDef kernel_members[] = {
     {"states", T_OBJECT_EX, offsetof(StateKernel, states), READONLY,
      "the interned sets of AFA states (the machine's states)"},
+    {"held", T_PYSSIZET, offsetof(StateKernel, held), READONLY,
+     "the top-down states' bitmaps, in 8-byte entries"},
     {NULL, 0, 0, 0, NULL},
-};
-
-static PyGetSetDef kernel_getset[] = {
-    {"held", (getter)kernel_get_held, NULL, "the top-down states' bitmaps, in 8-byte entries",
-     NULL},
-    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject StateKernelType = {
@@ -1459,7 +1445,6 @@ static PyTypeObject StateKernelType = {
               "prec a pair of such pairs (sets per state, states per set)",
     .tp_methods = kernel_methods,
     .tp_members = kernel_members,
-    .tp_getset = kernel_getset,
     .tp_new = kernel_new,
 };
 
