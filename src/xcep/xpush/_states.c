@@ -286,17 +286,23 @@ static inline const int32_t *store_items(SetStore *st, Py_ssize_t k, Py_ssize_t 
     return st->items.data + st->at[k];
 }
 
-/* The set an int object names, or -1 with an error. */
-static Py_ssize_t store_id(SetStore *st, PyObject *id)
+/* The value of an int object in [0, limit), or -1 with `error` naming `what`. */
+static Py_ssize_t index_of(PyObject *item, Py_ssize_t limit, PyObject *error, const char *what)
 {
-    Py_ssize_t k = PyLong_AsSsize_t(id);
+    Py_ssize_t k = PyLong_AsSsize_t(item);
     if (k == -1 && PyErr_Occurred())
         return -1;
-    if (k < 0 || k >= st->count) {
-        PyErr_Format(PyExc_IndexError, "no interned set %zd", k);
+    if (k < 0 || k >= limit) {
+        PyErr_Format(error, "%s %zd out of range", what, k);
         return -1;
     }
     return k;
+}
+
+/* The set an int object names, or -1 with an error. */
+static Py_ssize_t store_id(SetStore *st, PyObject *id)
+{
+    return index_of(id, st->count, PyExc_IndexError, "interned set");
 }
 
 static SetStore *store_new(int32_t limit)
@@ -545,19 +551,6 @@ static int load_lists(Lists *lists, PyObject *pair, Py_ssize_t n, Py_ssize_t lim
     return n;
 }
 
-/* The state an int object stands for, or -1 with an error. */
-static Py_ssize_t state_of(StateKernel *self, PyObject *item)
-{
-    Py_ssize_t s = PyLong_AsSsize_t(item);
-    if (s == -1 && PyErr_Occurred())
-        return -1;
-    if (s < 0 || s >= self->n) {
-        PyErr_Format(PyExc_ValueError, "state %zd out of range", s);
-        return -1;
-    }
-    return s;
-}
-
 /* The id of a label (added when new), or -1 with an error. */
 static int32_t label_id(StateKernel *self, PyObject *label, int add)
 {
@@ -622,7 +615,7 @@ static int load_back(StateKernel *self, PyObject *back)
             if ((self->back_label[e] = label_id(self, label, 1)) < 0)
                 return -1;
             for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(targets); i++) {
-                Py_ssize_t t = state_of(self, PyTuple_GET_ITEM(targets, i));
+                Py_ssize_t t = index_of(PyTuple_GET_ITEM(targets, i), n, PyExc_ValueError, "state");
                 if (t < 0)
                     return -1;
                 self->back_states.items[k++] = (int32_t)t;
