@@ -409,6 +409,96 @@ static PyTypeObject SetStoreType = {
     .tp_as_sequence = &store_sequence,
 };
 
+/* ----- Tables ----- */
+
+/* The machine's tables in C: open addressing over keys of four int32 (set ids and label
+ * ids; unused positions 0; key[0], a set id, is -1 in an empty slot), each holding a pair
+ * (a, b): a set id, or for leaf and close (popped, notes); a = NO_VALUES: no value is
+ * tested there (the values table's False); a = BY_VALUE: the entries go by value, in
+ * the dict side[b]. */
+enum { PUSH_T, LEAF_T, CLOSE_T, ADD_T, VALUES_T, TABLES };
+enum { NO_VALUES = -1, BY_VALUE = -2 };
+
+typedef struct {
+    int32_t key[4];
+    int32_t a, b;
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    Py_ssize_t count, cap; /* cap: a power of two */
+} Table;
+
+/* Hash of a table key (four int32; unused positions are 0). */
+static inline uint64_t key_hash(const int32_t *k)
+{
+    uint64_t h = ((uint64_t)(uint32_t)k[0] << 32 | (uint32_t)k[1]) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 29;
+    h += ((uint64_t)(uint32_t)k[2] << 32 | (uint32_t)k[3]) * 0xC2B2AE3D27D4EB4FULL;
+    h ^= h >> 32;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 29);
+}
+
+/* The slot holding `key`, or the empty slot where it goes (key[0] < 0). The pointer
+ * holds until the next insertion. */
+static inline Slot *table_find(Table *t, const int32_t *key)
+{
+    size_t mask = (size_t)t->cap - 1, i = (size_t)key_hash(key) & mask;
+    for (;; i = (i + 1) & mask) {
+        Slot *s = &t->slots[i];
+        if (s->key[0] < 0 || (s->key[0] == key[0] && s->key[1] == key[1] && s->key[2] == key[2] &&
+                              s->key[3] == key[3]))
+            return s;
+    }
+}
+
+static void table_clear(Table *t)
+{
+    t->count = 0;
+    for (Py_ssize_t i = 0; i < t->cap; i++)
+        t->slots[i].key[0] = -1;
+}
+
+/* Room for one more entry (the table kept at most half full): 0, or -1 with an error. */
+static int table_reserve(Table *t)
+{
+    if (2 * (t->count + 1) <= t->cap)
+        return 0;
+    Py_ssize_t cap = t->cap ? 2 * t->cap : 1024;
+    Slot *old = t->slots, *slots = PyMem_Malloc((size_t)cap * sizeof(Slot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t old_cap = t->cap;
+    t->slots = slots;
+    t->cap = cap;
+    table_clear(t);
+    for (Py_ssize_t i = 0; i < old_cap; i++)
+        if (old[i].key[0] >= 0) {
+            *table_find(t, old[i].key) = old[i];
+            t->count++;
+        }
+    PyMem_Free(old);
+    return 0;
+}
+
+/* Store (a, b) under `key` (new or replaced): 0, or -1 with an error. */
+static int table_put(Table *t, const int32_t *key, int32_t a, int32_t b)
+{
+    if (table_reserve(t) < 0)
+        return -1;
+    Slot *s = table_find(t, key);
+    if (s->key[0] < 0) {
+        memcpy(s->key, key, sizeof s->key);
+        t->count++;
+    }
+    s->a = a;
+    s->b = b;
+    return 0;
+}
+
 /* ----- StateKernel ----- */
 
 /* Lists of ints per state: the items of state s are items[at[s] .. at[s + 1]]. */
@@ -446,7 +536,11 @@ typedef struct {
     SetStore *states;
     TopDown *topdown; /* by id of the top-down state */
     Py_ssize_t topdown_count, held;
-    Py_ssize_t closing; /* the top-down state of the element make_close closes */
+    Table tables[TABLES];     /* push, leaf, close, add, values (TableView) */
+    PyObject *side;           /* a list: the dicts of entries by value */
+    IntVec frames;            /* the walk's stack: (qt, qb) of each open element */
+    PyObject *text_label;     /* "#text" */
+    int32_t text_id;          /* its label id */
     IntVec all_extras; /* every TRUE leaf, then every NOT state */
     int32_t all_ntrue;
     uint8_t gen; /* stamps: bytes, to keep them in cache; cleared when gen wraps */
@@ -475,7 +569,7 @@ static void kernel_dealloc(StateKernel *self)
         PyMem_Free(lists[k]->at);
         PyMem_Free(lists[k]->items);
     }
-    IntVec *vecs[] = {&self->all_extras, &self->list, &self->up, &self->found};
+    IntVec *vecs[] = {&self->all_extras, &self->list, &self->up, &self->found, &self->frames};
     for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
         PyMem_Free(vecs[k]->data);
     free_topdown(self);
@@ -490,6 +584,10 @@ static void kernel_dealloc(StateKernel *self)
     PyMem_Free(self->filter_bits);
     PyMem_Free(self->back_at);
     PyMem_Free(self->back_label);
+    for (int k = 0; k < TABLES; k++)
+        PyMem_Free(self->tables[k].slots);
+    Py_XDECREF(self->side);
+    Py_XDECREF(self->text_label);
     Py_XDECREF(self->labels);
     Py_XDECREF(self->states);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -627,14 +725,6 @@ static int load_back(StateKernel *self, PyObject *back)
     return 0;
 }
 
-/* Forget every interned set (the machine's flush). */
-static void clear_sets(StateKernel *self)
-{
-    store_clear(self->states);
-    free_topdown(self);
-    self->held = 0;
-}
-
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kind",    "true_leaves", "eps",  "watchers", "early",
@@ -720,8 +810,13 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->attr_star = label_id(self, attr_star, 0);
     Py_DECREF(star);
     Py_DECREF(attr_star);
-    if (PyErr_Occurred() || !(self->states = store_new((int32_t)n)))
+    if (PyErr_Occurred() || !(self->states = store_new((int32_t)n)) ||
+        !(self->side = PyList_New(0)) || !(self->text_label = PyUnicode_FromString("#text")) ||
+        (self->text_id = label_id(self, self->text_label, 1)) < 0)
         goto fail;
+    for (int k = 0; k < TABLES; k++)
+        if (table_reserve(&self->tables[k]) < 0)
+            goto fail;
     goto done;
 nomemory:
     PyErr_NoMemory();
@@ -916,20 +1011,29 @@ static int step_up(StateKernel *self, int32_t e, const uint8_t *parent_enabled)
     return 0;
 }
 
+/* The label ids a node's label steps on: its own (exact) and the wildcard's that matches
+ * it (loose: * for elements, @* for attributes, none for text); -1 where no state steps
+ * on a label. 0, or -1 with an error. */
+static int step_labels(StateKernel *self, PyObject *label, int32_t *exact, int32_t *loose)
+{
+    *exact = label_id(self, label, 0);
+    if (*exact < 0 && PyErr_Occurred())
+        return -1;
+    Py_UCS4 first = PyUnicode_GET_LENGTH(label) ? PyUnicode_READ_CHAR(label, 0) : '#';
+    *loose = first == '@' ? self->attr_star : first == '#' ? -1 : self->star;
+    return 0;
+}
+
 /* eval at a node with top-down state qt (over the base added since eval_begin), then
- * t_pop to its parent: the ids of the parent's new states and of the early states matched. */
-static int eval_pop(StateKernel *self, Py_ssize_t qt, PyObject *label, Py_ssize_t parent_qt,
-                    Py_ssize_t *up_id, Py_ssize_t *proven_id)
+ * t_pop to its parent over the node's label ids (step_labels): the ids of the parent's
+ * new states and of the early states matched. */
+static int eval_pop(StateKernel *self, Py_ssize_t qt, int32_t exact, int32_t loose,
+                    Py_ssize_t parent_qt, Py_ssize_t *up_id, Py_ssize_t *proven_id)
 {
     TopDown *td = topdown_of(self, qt);
     if (td == NULL || eval_run(self, td) < 0 || (td = topdown_of(self, parent_qt)) == NULL)
         return -1;
     const uint8_t *parent_enabled = td->all ? NULL : td->bits;
-    int32_t exact = label_id(self, label, 0), loose = -1; /* -1: no state steps on it */
-    if (exact < 0 && PyErr_Occurred())
-        return -1;
-    Py_UCS4 first = PyUnicode_GET_LENGTH(label) ? PyUnicode_READ_CHAR(label, 0) : '#';
-    loose = first == '@' ? self->attr_star : first == '#' ? -1 : self->star;
     self->up.len = 0;
     self->found.len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
@@ -1029,8 +1133,10 @@ static PyObject *kernel_eval_pop(StateKernel *self, PyObject *args)
 {
     PyObject *bases, *label;
     Py_ssize_t qt, parent_qt, up, proven;
+    int32_t exact, loose;
     if (!PyArg_ParseTuple(args, "O!nUn", &PyTuple_Type, &bases, &qt, &label, &parent_qt) ||
-        eval_bases(self, bases) < 0 || eval_pop(self, qt, label, parent_qt, &up, &proven) < 0)
+        step_labels(self, label, &exact, &loose) < 0 || eval_bases(self, bases) < 0 ||
+        eval_pop(self, qt, exact, loose, parent_qt, &up, &proven) < 0)
         return NULL;
     return Py_BuildValue("(nn)", up, proven);
 }
@@ -1110,288 +1216,537 @@ done:
     return out;
 }
 
-static PyObject *kernel_clear(StateKernel *self, PyObject *unused)
+/* Forget every interned set and table entry (the machine's flush). */
+static void clear_sets(StateKernel *self)
 {
-    (void)unused;
-    clear_sets(self);
-    Py_RETURN_NONE;
+    store_clear(self->states);
+    free_topdown(self);
+    for (int k = 0; k < TABLES; k++)
+        table_clear(&self->tables[k]);
+    PyList_SetSlice(self->side, 0, PyList_GET_SIZE(self->side), NULL); /* cannot fail */
+    self->held = 0;
+}
+
+/* A table of the kernel seen from Python: a mapping like the dict tables of the Python
+ * machine (keys are tuples of set ids and labels; a table of one key item takes the item
+ * itself). Its values are set ids (push, add), pairs of set ids (leaf, close), dicts of
+ * entries by value (leaf, values) or False (values: no value is tested there). */
+typedef struct {
+    PyObject_HEAD
+    StateKernel *kernel;
+    int which;
+} TableView;
+
+static PyTypeObject TableViewType;
+
+static const struct {
+    const char *name;
+    int width, label_at, pair;
+} table_shapes[TABLES] = {
+    [PUSH_T] = {"push", 2, 1, 0},  [LEAF_T] = {"leaf", 2, 1, 1},
+    [CLOSE_T] = {"close", 4, 3, 1}, [ADD_T] = {"add", 2, -1, 0},
+    [VALUES_T] = {"values", 1, -1, 0},
+};
+
+/* A Python key as four int32: 1, 0 when it names a label the kernel does not know (and
+ * `add` is 0: nothing is stored under it), or -1 with an error. */
+static int view_key(TableView *v, PyObject *key, int add, int32_t *out)
+{
+    int width = table_shapes[v->which].width, label_at = table_shapes[v->which].label_at;
+    memset(out, 0, 4 * sizeof(int32_t));
+    if (width > 1 && (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != width)) {
+        PyErr_Format(PyExc_KeyError, "%s: a key is a tuple of %d items", table_shapes[v->which].name,
+                     width);
+        return -1;
+    }
+    for (int i = 0; i < width; i++) {
+        PyObject *item = width > 1 ? PyTuple_GET_ITEM(key, i) : key;
+        if (i == label_at) {
+            if (!PyUnicode_Check(item)) {
+                PyErr_SetString(PyExc_KeyError, "a label must be a str");
+                return -1;
+            }
+            if ((out[i] = label_id(v->kernel, item, add)) < 0)
+                return PyErr_Occurred() ? -1 : 0;
+        } else {
+            Py_ssize_t k = store_id(v->kernel->states, item);
+            if (k < 0)
+                return -1;
+            out[i] = (int32_t)k;
+        }
+    }
+    return 1;
+}
+
+/* An entry as a Python value (a new reference). */
+static PyObject *entry_object(TableView *v, const Slot *s)
+{
+    if (s->a == BY_VALUE)
+        return Py_NewRef(PyList_GET_ITEM(v->kernel->side, s->b));
+    if (s->a == NO_VALUES)
+        return Py_NewRef(Py_False);
+    if (table_shapes[v->which].pair)
+        return Py_BuildValue("(ii)", s->a, s->b);
+    return PyLong_FromLong(s->a);
+}
+
+/* The entry under a Python key as a new reference; NULL with no error when missing. */
+static PyObject *view_lookup(TableView *v, PyObject *key)
+{
+    int32_t k[4];
+    int known = view_key(v, key, 0, k);
+    if (known <= 0)
+        return NULL;
+    Slot *s = table_find(&v->kernel->tables[v->which], k);
+    return s->key[0] < 0 ? NULL : entry_object(v, s);
+}
+
+static PyObject *view_subscript(TableView *v, PyObject *key)
+{
+    PyObject *entry = view_lookup(v, key);
+    if (entry == NULL && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    return entry;
+}
+
+static int view_assign(TableView *v, PyObject *key, PyObject *value)
+{
+    int32_t k[4], a, b = 0;
+    StateKernel *kernel = v->kernel;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "table entries are not deleted (flush forgets them all)");
+        return -1;
+    }
+    if (view_key(v, key, 1, k) < 0)
+        return -1;
+    if (PyDict_Check(value)) {
+        if (v->which != LEAF_T && v->which != VALUES_T) {
+            PyErr_SetString(PyExc_TypeError, "only leaf and values entries go by value");
+            return -1;
+        }
+        a = BY_VALUE;
+        b = (int32_t)PyList_GET_SIZE(kernel->side);
+        if (PyList_Append(kernel->side, value) < 0)
+            return -1;
+    } else if (value == Py_False && v->which == VALUES_T) {
+        a = NO_VALUES;
+    } else if (table_shapes[v->which].pair) {
+        Py_ssize_t x, y;
+        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s: an entry is a pair of set ids",
+                         table_shapes[v->which].name);
+            return -1;
+        }
+        if ((x = store_id(kernel->states, PyTuple_GET_ITEM(value, 0))) < 0 ||
+            (y = store_id(kernel->states, PyTuple_GET_ITEM(value, 1))) < 0)
+            return -1;
+        a = (int32_t)x;
+        b = (int32_t)y;
+    } else {
+        Py_ssize_t x = store_id(kernel->states, value);
+        if (x < 0)
+            return -1;
+        a = (int32_t)x;
+    }
+    return table_put(&kernel->tables[v->which], k, a, b);
+}
+
+/* get(key, default=None) */
+static PyObject *view_get(TableView *v, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(key, default=None)");
+        return NULL;
+    }
+    PyObject *entry = view_lookup(v, args[0]);
+    if (entry != NULL || PyErr_Occurred())
+        return entry;
+    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+/* setdefault(key, default): the entry, stored as default when missing */
+static PyObject *view_setdefault(TableView *v, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "setdefault(key, default)");
+        return NULL;
+    }
+    PyObject *entry = view_lookup(v, args[0]);
+    if (entry != NULL || PyErr_Occurred())
+        return entry;
+    if (view_assign(v, args[0], args[1]) < 0)
+        return NULL;
+    return Py_NewRef(args[1]);
+}
+
+static int view_contains(TableView *v, PyObject *key)
+{
+    PyObject *entry = view_lookup(v, key);
+    Py_XDECREF(entry);
+    return entry != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+static Py_ssize_t view_length(TableView *v)
+{
+    return v->kernel->tables[v->which].count;
+}
+
+static void view_dealloc(TableView *v)
+{
+    Py_DECREF(v->kernel);
+    PyObject_Free(v);
+}
+
+static PyMethodDef view_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))view_get, METH_FASTCALL,
+     "get(key, default=None): the entry under key"},
+    {"setdefault", (PyCFunction)(void (*)(void))view_setdefault, METH_FASTCALL,
+     "setdefault(key, default): the entry under key, stored as default when missing"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMappingMethods view_mapping = {
+    .mp_length = (lenfunc)view_length,
+    .mp_subscript = (binaryfunc)view_subscript,
+    .mp_ass_subscript = (objobjargproc)view_assign,
+};
+
+static PySequenceMethods view_sequence = {
+    .sq_contains = (objobjproc)view_contains,
+};
+
+static PyTypeObject TableViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xpush._states.Table",
+    .tp_basicsize = sizeof(TableView),
+    .tp_dealloc = (destructor)view_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One of a StateKernel's tables, as a mapping (get, setdefault, [], in, len)",
+    .tp_methods = view_methods,
+    .tp_as_mapping = &view_mapping,
+    .tp_as_sequence = &view_sequence,
+};
+
+/* table(name) -> the kernel's table of that name (push, leaf, close, add, values) */
+static PyObject *kernel_table(StateKernel *self, PyObject *name)
+{
+    for (int k = 0; k < TABLES; k++)
+        if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, table_shapes[k].name) == 0) {
+            TableView *v = PyObject_New(TableView, &TableViewType);
+            if (v == NULL)
+                return NULL;
+            v->kernel = (StateKernel *)Py_NewRef(self);
+            v->which = k;
+            return (PyObject *)v;
+        }
+    PyErr_Format(PyExc_KeyError, "no table %R", name);
+    return NULL;
+}
+
+/* label_ids(labels) -> list: the ids of labels (added when new), the keys of the tables */
+static PyObject *kernel_label_ids(StateKernel *self, PyObject *labels)
+{
+    PyObject *seq = PySequence_Fast(labels, "label_ids: a sequence of str"), *out = NULL;
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if ((out = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *label = PySequence_Fast_GET_ITEM(seq, i), *id;
+        int32_t k;
+        if (!PyUnicode_Check(label)) {
+            PyErr_SetString(PyExc_TypeError, "label_ids: a sequence of str");
+            Py_CLEAR(out);
+            goto done;
+        }
+        if ((k = label_id(self, label, 1)) < 0 || (id = PyLong_FromLong(k)) == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, id);
+    }
+done:
+    Py_DECREF(seq);
+    return out;
 }
 
 /* ----- The table walk ----- */
 
-/* table[(a, b)] or NULL (borrowed) with no exception; NULL with one on failure. */
-static PyObject *get2(PyObject *table, PyObject *a, PyObject *b)
+/* The pair of ints of a Python entry (popped, notes), checked to be set ids. */
+static int entry_pair(StateKernel *self, PyObject *entry, int32_t *a, int32_t *b)
 {
-    PyObject *key = PyTuple_Pack(2, a, b);
-    if (key == NULL)
-        return NULL;
-    PyObject *value = PyDict_GetItemWithError(table, key);
-    Py_DECREF(key);
-    return value;
-}
-
-/* An entry (popped, notes) of the leaf or close table, checked. */
-static int unpack(PyObject *entry, PyObject **popped, PyObject **notes)
-{
+    Py_ssize_t x, y;
     if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
         PyErr_SetString(PyExc_TypeError, "a table entry must be (popped, notes)");
         return -1;
     }
-    *popped = PyTuple_GET_ITEM(entry, 0);
-    *notes = PyTuple_GET_ITEM(entry, 1);
+    if ((x = store_id(self->states, PyTuple_GET_ITEM(entry, 0))) < 0 ||
+        (y = store_id(self->states, PyTuple_GET_ITEM(entry, 1))) < 0)
+        return -1;
+    *a = (int32_t)x;
+    *b = (int32_t)y;
     return 0;
 }
 
-/* The value states of an element's string value: values[qt] is False (no
- * filter compares this element's value), or a dict text -> states. */
-static PyObject *value_states(PyObject *table, PyObject *qt, PyObject *text, PyObject *empty)
+/* A set id given as a new reference (taken) to an int, checked: a miss's result. */
+static int32_t miss_id(StateKernel *self, PyObject *result)
 {
-    PyObject *by_text = PyDict_GetItemWithError(table, qt);
-    if (by_text == NULL)
-        return NULL;
-    if (by_text == Py_False)
-        return empty;
-    if (!PyDict_Check(by_text))
-        return NULL;
-    return PyDict_GetItemWithError(by_text, text);
+    if (result == NULL)
+        return -1;
+    Py_ssize_t k = store_id(self->states, result);
+    Py_DECREF(result);
+    return (int32_t)k;
 }
 
-/* table[key] as a new reference; when missing, made by `make` and stored. */
-static PyObject *entry_of(PyObject *table, PyObject *key, PyObject *(*make)(StateKernel *, PyObject *),
-                          StateKernel *self, Py_ssize_t *computed)
+/* The by-value entry `value` of side dict k, or NULL (no error) when missing. */
+static PyObject *by_value(StateKernel *self, int32_t k, PyObject *value)
 {
-    PyObject *entry = PyDict_GetItemWithError(table, key);
-    if (entry != NULL)
-        return Py_NewRef(entry);
-    if (PyErr_Occurred() || (entry = make(self, key)) == NULL)
+    if (value == Py_None)
         return NULL;
-    if (PyDict_SetItem(table, key, entry) < 0) {
-        Py_DECREF(entry);
-        return NULL;
-    }
+    return PyDict_GetItemWithError(PyList_GET_ITEM(self->side, k), value);
+}
+
+/* t_add^b(left, right) from the add table, computed and stored when missing; adding
+ * the empty set is the identity and needs no entry. */
+static int32_t add_entry(StateKernel *self, int32_t left, int32_t right, int32_t empty,
+                         Py_ssize_t *computed)
+{
+    if (right == empty)
+        return left;
+    int32_t key[4] = {left, right, 0, 0};
+    Slot *s = table_find(&self->tables[ADD_T], key);
+    if (s->key[0] >= 0)
+        return s->a;
+    Py_ssize_t sum = add_sets(self, left, right);
+    if (sum < 0 || table_put(&self->tables[ADD_T], key, (int32_t)sum, 0) < 0)
+        return -1;
     ++*computed;
-    return entry;
+    return (int32_t)sum;
 }
 
-/* A missing add entry: key (left, right) -> the id of their t_add^b. */
-static PyObject *make_add(StateKernel *self, PyObject *key)
+/* Append notes (the id of a set of early states matched) to the document's proven list. */
+static int note(PyObject *proven, int32_t notes)
 {
-    Py_ssize_t left = store_id(self->states, PyTuple_GET_ITEM(key, 0)), right, sum;
-    if (left < 0 || (right = store_id(self->states, PyTuple_GET_ITEM(key, 1))) < 0 ||
-        (sum = add_sets(self, left, right)) < 0)
-        return NULL;
-    return PyLong_FromSsize_t(sum);
+    PyObject *id = PyLong_FromLong(notes);
+    int failed = id == NULL || PyList_Append(proven, id) < 0;
+    Py_XDECREF(id);
+    return failed ? -1 : 0;
 }
 
-/* A missing close entry: key (parent_qt, qb, vq, label), with the closing element's qt
- * in self->closing -> (up, proven) of eval_pop on the base qb | vq. */
-static PyObject *make_close(StateKernel *self, PyObject *key)
+/* An int argument as a set id. */
+static int32_t arg_id(StateKernel *self, Py_ssize_t k)
 {
-    Py_ssize_t parent_qt = store_id(self->states, PyTuple_GET_ITEM(key, 0)), up, proven;
-    if (parent_qt < 0)
-        return NULL;
-    eval_begin(self);
-    if (eval_base_object(self, PyTuple_GET_ITEM(key, 1)) < 0 ||
-        eval_base_object(self, PyTuple_GET_ITEM(key, 2)) < 0 ||
-        eval_pop(self, self->closing, PyTuple_GET_ITEM(key, 3), parent_qt, &up, &proven) < 0)
-        return NULL;
-    return Py_BuildValue("(nn)", up, proven);
-}
-
-/* An entry of the add table as a new reference, computed here when missing; adding the
- * empty state (empty) is the identity and needs no entry. */
-static PyObject *add_entry(StateKernel *self, PyObject *add, PyObject *left, PyObject *right,
-                           PyObject *empty, Py_ssize_t *computed)
-{
-    int same = right == empty ? 1 : PyObject_RichCompareBool(right, empty, Py_EQ);
-    if (same)
-        return same < 0 ? NULL : Py_NewRef(left);
-    PyObject *key = PyTuple_Pack(2, left, right);
-    if (key == NULL)
-        return NULL;
-    PyObject *sum = entry_of(add, key, make_add, self, computed);
-    Py_DECREF(key);
-    return sum;
-}
-
-/* Append notes (an interned set of filters, 0 for none) to the document's proven list. */
-static int note(PyObject *proven, PyObject *notes)
-{
-    int proves = PyObject_IsTrue(notes);
-    return proves < 0 || (proves && PyList_Append(proven, notes) < 0) ? -1 : 0;
+    if (k < 0 || k >= self->states->count) {
+        PyErr_Format(PyExc_IndexError, "interned set %zd out of range", k);
+        return -1;
+    }
+    return (int32_t)k;
 }
 
 static PyObject *kernel_walk(StateKernel *self, PyObject *args)
 {
-    Py_buffer docs, kinds, names;
-    PyObject *values, *elem_labels, *attr_labels, *text_label, *push, *leaf, *close, *add;
-    PyObject *element_values, *texts, *empty, *stack, *proven, *qt, *qb;
+    Py_buffer docs, kinds, names, elem_ids, attr_ids;
+    PyObject *values, *elem_labels, *attr_labels, *texts, *proven;
     PyObject *push_miss, *leaf_miss, *values_miss;
     long long doc;
-    Py_ssize_t i, n, computed = 0;
-    if (!PyArg_ParseTuple(args, "y*y*y*O!LnnO!O!UO!O!O!O!OOOO!O!OO(OOO):walk", &docs, &kinds,
-                          &names, &PyList_Type, &values, &doc, &i, &n, &PyList_Type, &elem_labels,
-                          &PyList_Type, &attr_labels, &text_label, &PyDict_Type, &push,
-                          &PyDict_Type, &leaf, &PyDict_Type, &close, &PyDict_Type, &add,
-                          &element_values, &texts, &empty, &PyList_Type, &stack, &PyList_Type,
-                          &proven, &qt, &qb, &push_miss, &leaf_miss, &values_miss))
+    Py_ssize_t i, n, computed = 0, qt_arg, qb_arg, empty_arg;
+    int start;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!LnnO!O!y*y*OnO!nnp(OOO):walk", &docs, &kinds, &names,
+                          &PyList_Type, &values, &doc, &i, &n, &PyList_Type, &elem_labels,
+                          &PyList_Type, &attr_labels, &elem_ids, &attr_ids, &texts, &empty_arg,
+                          &PyList_Type, &proven, &qt_arg, &qb_arg, &start, &push_miss,
+                          &leaf_miss, &values_miss))
         return NULL;
-    /* element values: texts is the list of text parts of each open element, and
-     * element_values the values table; both None when no filter compares one */
+    /* element values: texts is the list of text parts of each open element; None when no
+     * filter compares one */
     int with_values = texts != Py_None;
     PyObject *result = NULL;
     const long long *doc_of = docs.buf;
     const unsigned char *kind_of = kinds.buf;
     const int *name_of = names.buf;
-    Py_ssize_t count = kinds.len;
-    if (with_values && (!PyList_Check(texts) || !PyDict_Check(element_values))) {
-        PyErr_SetString(PyExc_TypeError, "texts must be a list and values a dict");
+    const int32_t *elem_id = elem_ids.buf, *attr_id = attr_ids.buf;
+    Py_ssize_t count = kinds.len, elems = PyList_GET_SIZE(elem_labels);
+    Py_ssize_t attrs = PyList_GET_SIZE(attr_labels);
+    int32_t qt, qb, empty;
+    IntVec *frames = &self->frames;
+    if (with_values && !PyList_Check(texts)) {
+        PyErr_SetString(PyExc_TypeError, "texts must be a list or None");
         goto out;
     }
     if (docs.itemsize != 8 || names.itemsize != 4 || docs.len / 8 != count ||
-        names.len / 4 != count || PyList_GET_SIZE(values) != count || i < 0 || n > count) {
-        PyErr_SetString(PyExc_ValueError, "columns of different lengths or types");
+        names.len / 4 != count || PyList_GET_SIZE(values) != count || i < 0 || n > count ||
+        elem_ids.len != 4 * elems || attr_ids.len != 4 * attrs) {
+        PyErr_SetString(PyExc_ValueError, "columns or labels of different lengths or types");
         goto out;
     }
-    Py_INCREF(qt);
-    Py_INCREF(qb);
+    if ((qt = arg_id(self, qt_arg)) < 0 || (qb = arg_id(self, qb_arg)) < 0 ||
+        (empty = arg_id(self, empty_arg)) < 0)
+        goto out;
+    if (start)
+        frames->len = 0;
     for (; i < n; i++) {
         if (doc_of[i] != doc)
             break;
         int kind = kind_of[i];
         int name = name_of[i];
+        if (kind != TEXT && (name < 0 || name >= (kind == ATTR ? attrs : elems))) {
+            PyErr_Format(PyExc_ValueError, "event %zd: no label %d", i, name);
+            goto fail;
+        }
         if (kind == OPEN) {
-            if (name < 0 || name >= PyList_GET_SIZE(elem_labels))
-                break;
-            PyObject *label = PyList_GET_ITEM(elem_labels, name);
-            PyObject *child = get2(push, qt, label);
-            if (child != NULL)
-                Py_INCREF(child);
-            else if (PyErr_Occurred() ||
-                     (child = PyObject_CallFunctionObjArgs(push_miss, qt, label, NULL)) == NULL)
-                goto fail;
-            PyObject *frame = PyTuple_Pack(2, qt, qb);
-            if (frame == NULL || PyList_Append(stack, frame) < 0) {
-                Py_XDECREF(frame);
-                Py_DECREF(child);
-                goto fail;
+            int32_t key[4] = {qt, elem_id[name], 0, 0}, child;
+            Slot *s = table_find(&self->tables[PUSH_T], key);
+            if (s->key[0] >= 0)
+                child = s->a;
+            else {
+                PyObject *state = PyLong_FromLong(qt);
+                if (state == NULL)
+                    goto fail;
+                child = miss_id(self, PyObject_CallFunctionObjArgs(
+                                          push_miss, state, PyList_GET_ITEM(elem_labels, name), NULL));
+                Py_DECREF(state);
+                if (child < 0)
+                    goto fail;
             }
-            Py_DECREF(frame);
+            if (vec_push(frames, qt) < 0 || vec_push(frames, qb) < 0)
+                goto fail;
             if (with_values) {
                 PyObject *parts = PyList_New(0);
                 if (parts == NULL || PyList_Append(texts, parts) < 0) {
                     Py_XDECREF(parts);
-                    Py_DECREF(child);
                     goto fail;
                 }
                 Py_DECREF(parts);
             }
-            Py_SETREF(qt, child);
-            Py_SETREF(qb, Py_NewRef(empty));
+            qt = child;
+            qb = empty;
         } else if (kind == CLOSE) {
-            Py_ssize_t depth = PyList_GET_SIZE(stack);
-            if (depth < 2 || name < 0 || name >= PyList_GET_SIZE(elem_labels))
+            if (frames->len < 2)
                 break; /* the root closes: the Python code answers the document */
-            if (with_values && PyList_GET_SIZE(texts) < 2)
-                break;
-            PyObject *frame = Py_NewRef(PyList_GET_ITEM(stack, depth - 1));
-            PyObject *parent_qt = PyTuple_GET_ITEM(frame, 0), *parent_qb = PyTuple_GET_ITEM(frame, 1);
-            PyObject *vq = Py_NewRef(empty), *text = NULL, *entry = NULL, *sum = NULL, *key = NULL;
-            PyObject *popped, *notes;
+            if (with_values && PyList_GET_SIZE(texts) < 2) {
+                PyErr_SetString(PyExc_ValueError, "texts: one list per open element");
+                goto fail;
+            }
+            int32_t parent_qt = frames->data[frames->len - 2];
+            int32_t parent_qb = frames->data[frames->len - 1];
+            int32_t vq = empty, up, notes;
+            PyObject *text = NULL;
             if (with_values) {
                 PyObject *separator = PyUnicode_FromStringAndSize("", 0);
                 text = separator == NULL ? NULL
                                          : PyUnicode_Join(separator, PyList_GET_ITEM(texts, PyList_GET_SIZE(texts) - 1));
                 Py_XDECREF(separator);
                 if (text == NULL)
-                    goto close_failed;
-                PyObject *found = value_states(element_values, qt, text, empty);
-                if (found != NULL)
-                    Py_SETREF(vq, Py_NewRef(found));
-                else if (PyErr_Occurred())
-                    goto close_failed;
+                    goto fail;
+                int32_t key[4] = {qt, 0, 0, 0};
+                Slot *s = table_find(&self->tables[VALUES_T], key);
+                PyObject *found = NULL;
+                if (s->key[0] >= 0 && s->a != BY_VALUE)
+                    vq = s->a == NO_VALUES ? empty : s->a;
+                else if (s->key[0] >= 0 && (found = by_value(self, s->b, text)) != NULL)
+                    vq = miss_id(self, Py_NewRef(found));
                 else {
-                    found = PyObject_CallFunctionObjArgs(values_miss, qt, text, NULL);
-                    if (found == NULL)
-                        goto close_failed;
-                    Py_SETREF(vq, found);
+                    PyObject *state = PyErr_Occurred() ? NULL : PyLong_FromLong(qt);
+                    vq = state == NULL ? -1
+                                       : miss_id(self, PyObject_CallFunctionObjArgs(values_miss, state, text, NULL));
+                    Py_XDECREF(state);
+                }
+                if (vq < 0 || PyErr_Occurred()) {
+                    Py_DECREF(text);
+                    goto fail;
                 }
             }
-            key = PyTuple_Pack(4, parent_qt, qb, vq, PyList_GET_ITEM(elem_labels, name));
-            if (key == NULL || (self->closing = store_id(self->states, qt)) < 0 ||
-                (entry = entry_of(close, key, make_close, self, &computed)) == NULL ||
-                unpack(entry, &popped, &notes) < 0 ||
-                (sum = add_entry(self, add, parent_qb, popped, empty, &computed)) == NULL)
-                goto close_failed;
+            int32_t key[4] = {parent_qt, qb, vq, elem_id[name]};
+            Slot *s = table_find(&self->tables[CLOSE_T], key);
+            if (s->key[0] >= 0) {
+                up = s->a;
+                notes = s->b;
+            } else {
+                Py_ssize_t up_id, notes_id, nb, nv;
+                const int32_t *b = store_items(self->states, qb, &nb);
+                const int32_t *v = store_items(self->states, vq, &nv);
+                eval_begin(self);
+                if (eval_base(self, b, nb) < 0 || eval_base(self, v, nv) < 0 ||
+                    eval_pop(self, qt, elem_id[name], self->star, parent_qt, &up_id, &notes_id) < 0 ||
+                    table_put(&self->tables[CLOSE_T], key, (int32_t)up_id, (int32_t)notes_id) < 0) {
+                    Py_XDECREF(text);
+                    goto fail;
+                }
+                up = (int32_t)up_id;
+                notes = (int32_t)notes_id;
+                computed++;
+            }
             if (with_values) { /* the element's value joins its parent's */
                 Py_ssize_t open = PyList_GET_SIZE(texts);
-                if (PyList_Append(PyList_GET_ITEM(texts, open - 2), text) < 0 ||
-                    PyList_SetSlice(texts, open - 1, open, NULL) < 0)
-                    goto close_failed;
+                int failed = PyList_Append(PyList_GET_ITEM(texts, open - 2), text) < 0 ||
+                             PyList_SetSlice(texts, open - 1, open, NULL) < 0;
+                Py_DECREF(text);
+                if (failed)
+                    goto fail;
             }
-            if (note(proven, notes) < 0)
-                goto close_failed;
-            Py_SETREF(qt, Py_NewRef(parent_qt));
-            Py_SETREF(qb, sum);
-            sum = NULL;
-            if (PyList_SetSlice(stack, depth - 1, depth, NULL) < 0)
-                goto close_failed;
-            Py_DECREF(frame);
-            Py_DECREF(vq);
-            Py_XDECREF(text);
-            Py_DECREF(key);
-            Py_DECREF(entry);
-            continue;
-        close_failed:
-            Py_DECREF(frame);
-            Py_DECREF(vq);
-            Py_XDECREF(text);
-            Py_XDECREF(key);
-            Py_XDECREF(entry);
-            Py_XDECREF(sum);
-            goto fail;
+            if ((qb = add_entry(self, parent_qb, up, empty, &computed)) < 0)
+                goto fail;
+            if (notes != empty && note(proven, notes) < 0)
+                goto fail;
+            qt = parent_qt;
+            frames->len -= 2;
         } else {
             PyObject *label, *value = PyList_GET_ITEM(values, i);
+            int32_t lid;
             if (kind == ATTR) {
-                if (name < 0 || name >= PyList_GET_SIZE(attr_labels))
-                    break;
                 label = PyList_GET_ITEM(attr_labels, name);
-            } else
-                label = text_label;
+                lid = attr_id[name];
+            } else {
+                label = self->text_label;
+                lid = self->text_id;
+            }
             if (with_values && kind == TEXT) {
                 Py_ssize_t open = PyList_GET_SIZE(texts);
                 if (open < 1 || PyList_Append(PyList_GET_ITEM(texts, open - 1), value) < 0)
                     goto fail;
             }
-            PyObject *entry = get2(leaf, qt, label);
-            if (entry != NULL && PyDict_Check(entry)) /* the entry depends on the value */
-                entry = value == Py_None ? NULL : PyDict_GetItemWithError(entry, value);
-            if (entry != NULL)
-                Py_INCREF(entry);
-            else if (PyErr_Occurred() ||
-                     (entry = PyObject_CallFunctionObjArgs(leaf_miss, qt, label, value, NULL)) == NULL)
-                goto fail;
-            PyObject *popped, *notes, *sum = NULL;
-            if (unpack(entry, &popped, &notes) < 0 ||
-                (sum = add_entry(self, add, qb, popped, empty, &computed)) == NULL ||
-                note(proven, notes) < 0) {
-                Py_DECREF(entry);
-                Py_XDECREF(sum);
-                goto fail;
+            int32_t key[4] = {qt, lid, 0, 0}, popped, notes;
+            Slot *s = table_find(&self->tables[LEAF_T], key);
+            PyObject *entry = NULL;
+            if (s->key[0] >= 0 && s->a != BY_VALUE) {
+                popped = s->a;
+                notes = s->b;
+            } else {
+                if (s->key[0] >= 0 && (entry = by_value(self, s->b, value)) != NULL)
+                    Py_INCREF(entry);
+                else if (!PyErr_Occurred()) {
+                    PyObject *state = PyLong_FromLong(qt);
+                    if (state != NULL)
+                        entry = PyObject_CallFunctionObjArgs(leaf_miss, state, label, value, NULL);
+                    Py_XDECREF(state);
+                }
+                int failed = entry == NULL || entry_pair(self, entry, &popped, &notes) < 0;
+                Py_XDECREF(entry);
+                if (failed)
+                    goto fail;
             }
-            Py_DECREF(entry);
-            Py_SETREF(qb, sum);
+            if ((qb = add_entry(self, qb, popped, empty, &computed)) < 0)
+                goto fail;
+            if (notes != empty && note(proven, notes) < 0)
+                goto fail;
         }
     }
-    result = Py_BuildValue("nOOn", i, qt, qb, computed);
+    result = Py_BuildValue("niin", i, qt, qb, computed);
 fail:
-    Py_DECREF(qt);
-    Py_DECREF(qb);
 out:
     PyBuffer_Release(&docs);
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&names);
+    PyBuffer_Release(&elem_ids);
+    PyBuffer_Release(&attr_ids);
     return result;
+}
+
+static PyObject *kernel_clear(StateKernel *self, PyObject *unused)
+{
+    (void)unused;
+    clear_sets(self);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef kernel_methods[] = {
@@ -1409,12 +1764,18 @@ static PyMethodDef kernel_methods[] = {
     {"ids_of", (PyCFunction)kernel_ids_of, METH_VARARGS,
      "ids_of(ranks, ids) -> list: the ids (a list, by rank) of ranks (int32 bytes)"},
     {"walk", (PyCFunction)kernel_walk, METH_VARARGS,
-     "walk(docs, kinds, names, values, doc, i, n, elem_labels, attr_labels, text_label, push, "
-     "leaf, close, add, element_values, texts, empty, stack, proven, qt, qb, "
-     "(push_miss, leaf_miss, values_miss)) -> (i, qt, qb, computed)\n\n"
-     "Follow the tables over events i..n-1 of document doc, computing missing close and add "
-     "entries (computed counts them) and calling the misses for the others; stop before the "
-     "close of the root or another document's event."},
+     "walk(docs, kinds, names, values, doc, i, n, elem_labels, attr_labels, elem_ids, "
+     "attr_ids, texts, empty, proven, qt, qb, start, (push_miss, leaf_miss, values_miss)) "
+     "-> (i, qt, qb, computed)\n\n"
+     "Follow the tables over events i..n-1 of document doc from the state (qt, qb) inside its "
+     "root (start: the first call for the document), computing missing close and add entries "
+     "(computed counts them) and calling the misses for the others; stop before the close of "
+     "the root or another document's event. elem_ids and attr_ids are int32 arrays: the label "
+     "ids (label_ids) of elem_labels and attr_labels."},
+    {"table", (PyCFunction)kernel_table, METH_O,
+     "table(name) -> the table push, leaf, close, add or values, as a mapping"},
+    {"label_ids", (PyCFunction)kernel_label_ids, METH_O,
+     "label_ids(labels) -> list: the ids of labels in the tables' keys (added when new)"},
     {"clear", (PyCFunction)kernel_clear, METH_NOARGS, "clear(): forget every interned set"},
     {NULL, NULL, 0, NULL},
 };
@@ -1448,7 +1809,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__states(void)
 {
-    if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0)
+    if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0 ||
+        PyType_Ready(&TableViewType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

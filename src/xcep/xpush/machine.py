@@ -321,19 +321,18 @@ class XPushMachine:
         if count:
             self.stats.flushes += 1
         self.held = 0  # nested table entries (the sets count their own)
-        if self.kernel is not None:
+        if self.kernel is not None:  # the core's sets and tables (mappings like the dicts)
             self.kernel.clear()
             self.sets = self.kernel.states
+            self.push, self.leaf, self.close, self.add, self.values = map(
+                self.kernel.table, ("push", "leaf", "close", "add", "values")
+            )
         else:
             self.sets = SetStore()
+            self.push, self.leaf, self.close, self.add, self.values = ({} for _ in range(5))
         self.EMPTY = self._intern(frozenset())
         self.ALL = self._intern(frozenset((-1,)))  # the top-down state without top-down pruning
-        self.push: dict = {}
-        self.leaf: dict = {}
-        self.close: dict = {}
-        self.add: dict = {}
         self.accept: dict = {}
-        self.values: dict = {}
         self.answers: dict = {}
         self._qt_sets: dict[int, frozenset[int]] = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
@@ -639,16 +638,22 @@ class XPushMachine:
         # the tables, bound at every document start (a flush or rebuild replaces them)
         push = leaf = close = add = accept = values = None
         EMPTY = self.EMPTY
-        walk = None
+        kernel = walk = None  # the compiled core's walk, and the labels' ids in its tables
+        elem_ids, attr_ids = array("i"), array("i")
+        fresh = False  # the walk has not yet run in this document
         misses = (self._push, self._leaf, self._element_values)  # what the walk calls on a miss
         for batch in batches:
             if batch.symbols is not symbols:
                 symbols = batch.symbols
                 elem_labels, attr_labels = [], []
+                elem_ids, attr_ids = array("i"), array("i")
             names_list = symbols.names
             if len(elem_labels) < len(names_list):
                 elem_labels.extend(names_list[len(elem_labels) :])
                 attr_labels.extend("@" + n for n in names_list[len(attr_labels) :])
+            if kernel is not None and len(elem_ids) < len(elem_labels):
+                elem_ids.extend(kernel.label_ids(elem_labels[len(elem_ids) :]))
+                attr_ids.extend(kernel.label_ids(attr_labels[len(attr_ids) :]))
             kinds = batch.kinds
             kind_bytes = kinds.tobytes()  # bytes.count is a memchr-speed scan
             opens = kind_bytes.count(OPEN)
@@ -662,9 +667,10 @@ class XPushMachine:
                     # the document's events up to its root's close, followed in C
                     i, qt, qb, computed = walk(
                         docs, kinds, names, values_column, doc, i, n, elem_labels, attr_labels,
-                        "#text", push, leaf, close, add, values if values_needed else None,
-                        texts if values_needed else None, EMPTY, stack, proven, qt, qb, misses,
+                        elem_ids, attr_ids, texts if values_needed else None, EMPTY, proven,
+                        qt, qb, fresh, misses,
                     )  # fmt: skip
+                    fresh = False
                     self.stats.misses += computed
                     if i == n:
                         break
@@ -682,7 +688,12 @@ class XPushMachine:
                     )
                     EMPTY = self.EMPTY
                     values_needed = self.compiled.needs_element_values
-                    walk = None if self.kernel is None else self.kernel.walk
+                    if self.kernel is not kernel:  # built anew: its labels have other ids
+                        kernel = self.kernel
+                        walk = None if kernel is None else kernel.walk
+                        elem_ids = array("i", kernel.label_ids(elem_labels) if kernel else ())
+                        attr_ids = array("i", kernel.label_ids(attr_labels) if kernel else ())
+                    fresh = True
                     doc = d
                     stack.clear()
                     texts = [[]]
