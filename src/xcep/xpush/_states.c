@@ -516,21 +516,36 @@ typedef struct {
     int32_t ntrue, nnot;
 } TopDown;
 
+/* What eval, t_pop and t_add look at for a state, together (eval is bound by memory
+ * latency: one cache line per state instead of one per array): its ε-successors
+ * (eps.items[eps .. eps + neps)), its watchers (watch.items[...]), its back entries
+ * (backs[back .. back + nback): the labels stepping into it), its kind, and whether it
+ * is a TRUE leaf, proves filters as an early or an initial state, or has preconditions
+ * (the order optimization). */
+typedef struct {
+    int32_t eps, neps, watch, nwatch, back, nback;
+    uint8_t kind, true_leaf, early, initial, guarded;
+} StateInfo;
+
+/* A back table entry: the states back_items[at .. at + n) step into a state on `label`. */
+typedef struct {
+    int32_t label, at, n;
+} BackEntry;
+
 typedef struct {
     PyObject_HEAD
     Py_ssize_t n, nfilters;
-    uint8_t *kind, *true_leaf;
+    StateInfo *info;
     Lists eps, watch;     /* ε-successors; watchers (see XPushMachine._eval) */
     Lists early, initial; /* the filters (their ranks) an early / initial state proves */
     /* the order optimization: the precondition sets of a state (XPushMachine._add), as
      * set numbers; the states of each set */
     Lists prec, prec_sets;
     int has_prec;
-    /* the back table, state -> {label: states stepping into it}: the entries of state s
-     * are back_at[s] .. back_at[s + 1]; entry e is for label id back_label[e] (ids from
-     * the labels dict) and its states are back_states' items of e */
-    int32_t *back_at, *back_label;
-    Lists back_states;
+    /* the back table, state -> {label: states stepping into it}, labels by id (from the
+     * labels dict) */
+    BackEntry *backs;
+    int32_t *back_items;
     PyObject *labels;
     int32_t star, attr_star; /* the label ids of * and @* (-1: nothing steps on them) */
     SetStore *states;
@@ -563,8 +578,8 @@ static void free_topdown(StateKernel *self)
 
 static void kernel_dealloc(StateKernel *self)
 {
-    Lists *lists[] = {&self->eps,  &self->watch,     &self->early,      &self->initial,
-                      &self->prec, &self->prec_sets, &self->back_states};
+    Lists *lists[] = {&self->eps,  &self->watch,     &self->early,
+                      &self->initial, &self->prec, &self->prec_sets};
     for (size_t k = 0; k < sizeof lists / sizeof *lists; k++) {
         PyMem_Free(lists[k]->at);
         PyMem_Free(lists[k]->items);
@@ -573,8 +588,7 @@ static void kernel_dealloc(StateKernel *self)
     for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
         PyMem_Free(vecs[k]->data);
     free_topdown(self);
-    PyMem_Free(self->kind);
-    PyMem_Free(self->true_leaf);
+    PyMem_Free(self->info);
     PyMem_Free(self->matched);
     PyMem_Free(self->decided);
     PyMem_Free(self->seen);
@@ -582,8 +596,8 @@ static void kernel_dealloc(StateKernel *self)
     PyMem_Free(self->queue.bits);
     PyMem_Free(self->queue.summary);
     PyMem_Free(self->filter_bits);
-    PyMem_Free(self->back_at);
-    PyMem_Free(self->back_label);
+    PyMem_Free(self->backs);
+    PyMem_Free(self->back_items);
     for (int k = 0; k < TABLES; k++)
         PyMem_Free(self->tables[k].slots);
     Py_XDECREF(self->side);
@@ -694,34 +708,33 @@ static int load_back(StateKernel *self, PyObject *back)
         PyErr_SetString(PyExc_ValueError, "back: too many entries");
         return -1;
     }
-    self->back_at = PyMem_Malloc((size_t)(n + 1) * sizeof(int32_t));
-    self->back_label = PyMem_Malloc((size_t)(entries ? entries : 1) * sizeof(int32_t));
-    self->back_states.at = PyMem_Malloc((size_t)(entries + 1) * sizeof(int32_t));
-    self->back_states.items = PyMem_Malloc((size_t)(states ? states : 1) * sizeof(int32_t));
-    if (!self->back_at || !self->back_label || !self->back_states.at || !self->back_states.items) {
+    self->backs = PyMem_Malloc((size_t)(entries ? entries : 1) * sizeof(BackEntry));
+    self->back_items = PyMem_Malloc((size_t)(states ? states : 1) * sizeof(int32_t));
+    if (!self->backs || !self->back_items) {
         PyErr_NoMemory();
         return -1;
     }
     int32_t e = 0, k = 0;
     for (Py_ssize_t s = 0; s < n; s++) {
-        self->back_at[s] = e;
+        self->info[s].back = e;
         PyObject *by_label = PyList_GET_ITEM(back, s);
         if (by_label == Py_None)
             continue;
         for (pos = 0; PyDict_Next(by_label, &pos, &label, &targets); e++) {
-            self->back_states.at[e] = k;
-            if ((self->back_label[e] = label_id(self, label, 1)) < 0)
+            BackEntry *entry = &self->backs[e];
+            entry->at = k;
+            entry->n = (int32_t)PyTuple_GET_SIZE(targets);
+            if ((entry->label = label_id(self, label, 1)) < 0)
                 return -1;
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(targets); i++) {
+            for (Py_ssize_t i = 0; i < entry->n; i++) {
                 Py_ssize_t t = index_of(PyTuple_GET_ITEM(targets, i), n, PyExc_ValueError, "state");
                 if (t < 0)
                     return -1;
-                self->back_states.items[k++] = (int32_t)t;
+                self->back_items[k++] = (int32_t)t;
             }
         }
+        self->info[s].nback = e - self->info[s].back;
     }
-    self->back_at[n] = e;
-    self->back_states.at[e] = k;
     return 0;
 }
 
@@ -746,12 +759,14 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         PyErr_SetString(PyExc_ValueError, "back: one entry per state (fewer than 2**31)");
         goto fail;
     }
-    if (!(self->kind = copy_buffer(&kind, n, 1, "kind")) ||
-        load_lists(&self->eps, eps, n, n, "eps") < 0 ||
+    if (load_lists(&self->eps, eps, n, n, "eps") < 0 ||
         load_lists(&self->watch, watchers, n, n, "watchers") < 0 ||
         load_lists(&self->early, early, n, filters, "early") < 0 ||
-        load_lists(&self->initial, initial, n, filters, "initial") < 0 ||
-        load_back(self, back) < 0)
+        load_lists(&self->initial, initial, n, filters, "initial") < 0)
+        goto fail;
+    if (!(self->info = PyMem_Calloc(n ? (size_t)n : 1, sizeof(StateInfo))))
+        goto nomemory;
+    if (load_back(self, back) < 0)
         goto fail;
     if (prec != Py_None) {
         if (!PyTuple_Check(prec) || PyTuple_GET_SIZE(prec) != 2) {
@@ -763,13 +778,22 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
             goto fail;
         self->has_prec = 1;
     }
-    for (Py_ssize_t s = 0; s < n; s++)
-        if (self->kind[s] > NOT || (self->kind[s] == NOT && self->eps.at[s + 1] == self->eps.at[s])) {
+    const uint8_t *kinds = kind.buf;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        StateInfo *info = &self->info[s];
+        info->kind = kinds[s];
+        info->eps = self->eps.at[s];
+        info->neps = self->eps.at[s + 1] - self->eps.at[s];
+        info->watch = self->watch.at[s];
+        info->nwatch = self->watch.at[s + 1] - self->watch.at[s];
+        info->early = self->early.at[s + 1] > self->early.at[s];
+        info->initial = self->initial.at[s + 1] > self->initial.at[s];
+        info->guarded = self->has_prec && self->prec.at[s + 1] > self->prec.at[s];
+        if (info->kind > NOT || (info->kind == NOT && info->neps == 0)) {
             PyErr_SetString(PyExc_ValueError, "kind: OR, AND or NOT (with a successor)");
             goto fail;
         }
-    if (!(self->true_leaf = PyMem_Calloc(n ? (size_t)n : 1, 1)))
-        goto nomemory;
+    }
     Py_ssize_t true_count;
     const int32_t *true_states = trues.buf;
     if (trues.len % 4) {
@@ -782,14 +806,14 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
             PyErr_Format(PyExc_ValueError, "true_leaves: state %d out of range", true_states[i]);
             goto fail;
         }
-        self->true_leaf[true_states[i]] = 1;
+        self->info[true_states[i]].true_leaf = 1;
     }
     for (int32_t s = 0; s < n; s++)
-        if (self->true_leaf[s] && vec_push(&self->all_extras, s) < 0)
+        if (self->info[s].true_leaf && vec_push(&self->all_extras, s) < 0)
             goto fail;
     self->all_ntrue = (int32_t)self->all_extras.len;
     for (int32_t s = 0; s < n; s++)
-        if (self->kind[s] == NOT && vec_push(&self->all_extras, s) < 0)
+        if (self->info[s].kind == NOT && vec_push(&self->all_extras, s) < 0)
             goto fail;
     uint8_t **stamps[] = {&self->matched, &self->decided, &self->seen};
     for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
@@ -874,8 +898,8 @@ static TopDown *topdown_of(StateKernel *self, Py_ssize_t qt)
     size_t bytes = ((size_t)self->n + 7) / 8;
     int32_t ntrue = 0, nnot = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        ntrue += self->true_leaf[x[i]];
-        nnot += self->kind[x[i]] == NOT;
+        ntrue += self->info[x[i]].true_leaf;
+        nnot += self->info[x[i]].kind == NOT;
     }
     if (!(td->bits = PyMem_Calloc(bytes ? bytes : 1, 1)) ||
         !(td->extras = PyMem_Malloc((size_t)(ntrue + nnot + 1) * sizeof(int32_t))))
@@ -883,11 +907,11 @@ static TopDown *topdown_of(StateKernel *self, Py_ssize_t qt)
     td->ntrue = td->nnot = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         td->bits[x[i] >> 3] |= (uint8_t)(1 << (x[i] & 7));
-        if (self->true_leaf[x[i]])
+        if (self->info[x[i]].true_leaf)
             td->extras[td->ntrue++] = x[i];
     }
     for (Py_ssize_t i = 0; i < count; i++)
-        if (self->kind[x[i]] == NOT)
+        if (self->info[x[i]].kind == NOT)
             td->extras[td->ntrue + td->nnot++] = x[i];
     td->ready = 1;
     self->held += (Py_ssize_t)(bytes / 8); /* counted like entries of 8 bytes */
@@ -931,8 +955,9 @@ static int eval_base_object(StateKernel *self, PyObject *base)
 
 static inline void queue_watchers(StateKernel *self, int32_t s)
 {
-    for (int32_t i = self->watch.at[s]; i < self->watch.at[s + 1]; i++)
-        queue_put(&self->queue, self->watch.items[i]);
+    const int32_t *w = self->watch.items + self->info[s].watch;
+    for (int32_t i = 0; i < self->info[s].nwatch; i++)
+        queue_put(&self->queue, w[i]);
 }
 
 /* eval(q) at a node with top-down state td, over the base added since eval_begin: the
@@ -958,14 +983,14 @@ static int eval_run(StateKernel *self, TopDown *td)
         decided[s] = gen;
         if (!has(enabled, s))
             continue;
-        const int32_t *first = self->eps.items + self->eps.at[s];
-        const int32_t *end = self->eps.items + self->eps.at[s + 1];
+        const StateInfo *info = &self->info[s];
+        const int32_t *first = self->eps.items + info->eps, *end = first + info->neps;
         int ok;
-        if (self->kind[s] == AND) {
+        if (info->kind == AND) {
             ok = 1;
             for (const int32_t *t = first; t < end && ok; t++)
                 ok = matched[*t] == gen;
-        } else if (self->kind[s] == OR) {
+        } else if (info->kind == OR) {
             ok = 0;
             for (const int32_t *t = first; t < end && !ok; t++)
                 ok = matched[*t] == gen;
@@ -1000,8 +1025,9 @@ static int append_items(Lists *lists, int32_t s, IntVec *out)
 static int step_up(StateKernel *self, int32_t e, const uint8_t *parent_enabled)
 {
     uint8_t gen = self->gen;
-    for (int32_t i = self->back_states.at[e]; i < self->back_states.at[e + 1]; i++) {
-        int32_t t = self->back_states.items[i];
+    const int32_t *items = self->back_items + self->backs[e].at;
+    for (int32_t i = 0; i < self->backs[e].n; i++) {
+        int32_t t = items[i];
         if (!has(parent_enabled, t) || self->seen[t] == gen)
             continue;
         self->seen[t] = gen;
@@ -1038,13 +1064,14 @@ static int eval_pop(StateKernel *self, Py_ssize_t qt, int32_t exact, int32_t loo
     self->found.len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
         int32_t s = self->list.data[i];
-        if (self->early.at[s + 1] > self->early.at[s]) { /* an early state: proves, goes no higher */
+        const StateInfo *info = &self->info[s];
+        if (info->early) { /* an early state: proves, goes no higher */
             if (vec_push(&self->found, s) < 0)
                 return -1;
             continue;
         }
-        for (int32_t e = self->back_at[s]; e < self->back_at[s + 1]; e++)
-            if ((self->back_label[e] == exact || self->back_label[e] == loose) &&
+        for (int32_t e = info->back; e < info->back + info->nback; e++)
+            if ((self->backs[e].label == exact || self->backs[e].label == loose) &&
                 step_up(self, e, parent_enabled) < 0)
                 return -1;
     }
@@ -1083,7 +1110,7 @@ static Py_ssize_t add_sets(StateKernel *self, Py_ssize_t left, Py_ssize_t right)
             j++;
         } else {
             x = r[j++];
-            if (self->has_prec && x >= 0 && self->prec.at[x + 1] > self->prec.at[x]) {
+            if (x >= 0 && self->info[x].guarded) {
                 int kept = 0; /* some precondition set all in left */
                 for (int32_t g = self->prec.at[x]; g < self->prec.at[x + 1] && !kept; g++) {
                     int32_t set = self->prec.items[g];
@@ -1111,7 +1138,7 @@ static Py_ssize_t accept_states(StateKernel *self, Py_ssize_t qt)
     self->found.len = 0;
     for (Py_ssize_t i = 0; i < self->list.len; i++) {
         int32_t s = self->list.data[i];
-        if ((self->initial.at[s + 1] > self->initial.at[s] || self->early.at[s + 1] > self->early.at[s]) &&
+        if ((self->info[s].initial || self->info[s].early) &&
             vec_push(&self->found, s) < 0)
             return -1;
     }
