@@ -1013,11 +1013,12 @@ static int eval_run(StateKernel *self, TopDown *td)
 /* Append the items of state s in `lists` to `out`. */
 static int append_items(Lists *lists, int32_t s, IntVec *out)
 {
-    Py_ssize_t count = lists->at[s + 1] - lists->at[s];
+    int32_t count = lists->at[s + 1] - lists->at[s];
     if (count == 0 || vec_reserve(out, count) < 0)
         return count == 0 ? 0 : -1;
-    memcpy(out->data + out->len, lists->items + lists->at[s], (size_t)count * sizeof(int32_t));
-    out->len += count;
+    const int32_t *items = lists->items + lists->at[s];
+    for (int32_t i = 0; i < count; i++) /* mostly one or two: no memcpy call */
+        out->data[out->len++] = items[i];
     return 0;
 }
 
@@ -1204,11 +1205,16 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
             return NULL;
         const int32_t *x = store_items(self->states, set, &count);
         for (Py_ssize_t i = 0; i < count; i++) {
+            if (i + 8 < count && x[i + 8] >= 0) { /* scattered: asked for ahead */
+                __builtin_prefetch(&self->info[x[i + 8]]);
+                __builtin_prefetch(&self->early.at[x[i + 8]]);
+            }
             if (x[i] < 0 || self->seen[x[i]] == self->gen)
                 continue;
             self->seen[x[i]] = self->gen;
-            if ((k < 0 && append_items(&self->initial, x[i], &self->found) < 0) ||
-                append_items(&self->early, x[i], &self->found) < 0)
+            const StateInfo *info = &self->info[x[i]];
+            if ((k < 0 && info->initial && append_items(&self->initial, x[i], &self->found) < 0) ||
+                (info->early && append_items(&self->early, x[i], &self->found) < 0))
                 return NULL;
         }
     }
@@ -1236,8 +1242,12 @@ static PyObject *kernel_ids_of(StateKernel *self, PyObject *args)
             goto done;
         }
     out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++)
-        PyList_SET_ITEM(out, i, Py_NewRef(PyList_GET_ITEM(ids, rank[i])));
+    PyObject **id = ((PyListObject *)ids)->ob_item;
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        if (i + 16 < count) /* the ids are scattered in memory: ask for them ahead */
+            __builtin_prefetch(id[rank[i + 16]], 1);
+        PyList_SET_ITEM(out, i, Py_NewRef(id[rank[i]]));
+    }
 done:
     PyBuffer_Release(&ranks);
     return out;
