@@ -546,6 +546,7 @@ typedef struct {
      * labels dict) */
     BackEntry *backs;
     int32_t *back_items;
+    int32_t *step_label, *step_target; /* per state: the label it steps on (-1: none), into */
     PyObject *labels;
     int32_t star, attr_star; /* the label ids of * and @* (-1: nothing steps on them) */
     SetStore *states;
@@ -598,6 +599,8 @@ static void kernel_dealloc(StateKernel *self)
     PyMem_Free(self->filter_bits);
     PyMem_Free(self->backs);
     PyMem_Free(self->back_items);
+    PyMem_Free(self->step_label);
+    PyMem_Free(self->step_target);
     for (int k = 0; k < TABLES; k++)
         PyMem_Free(self->tables[k].slots);
     Py_XDECREF(self->side);
@@ -710,10 +713,13 @@ static int load_back(StateKernel *self, PyObject *back)
     }
     self->backs = PyMem_Malloc((size_t)(entries ? entries : 1) * sizeof(BackEntry));
     self->back_items = PyMem_Malloc((size_t)(states ? states : 1) * sizeof(int32_t));
-    if (!self->backs || !self->back_items) {
+    self->step_label = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    self->step_target = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!self->backs || !self->back_items || !self->step_label || !self->step_target) {
         PyErr_NoMemory();
         return -1;
     }
+    memset(self->step_label, 0xFF, (size_t)n * sizeof(int32_t));
     int32_t e = 0, k = 0;
     for (Py_ssize_t s = 0; s < n; s++) {
         self->info[s].back = e;
@@ -730,6 +736,12 @@ static int load_back(StateKernel *self, PyObject *back)
                 Py_ssize_t t = index_of(PyTuple_GET_ITEM(targets, i), n, PyExc_ValueError, "state");
                 if (t < 0)
                     return -1;
+                if (self->step_label[t] >= 0) {
+                    PyErr_SetString(PyExc_ValueError, "back: a state steps on one label");
+                    return -1;
+                }
+                self->step_label[t] = entry->label;
+                self->step_target[t] = (int32_t)s;
                 self->back_items[k++] = (int32_t)t;
             }
         }
@@ -1085,6 +1097,42 @@ static int eval_pop(StateKernel *self, Py_ssize_t qt, int32_t exact, int32_t loo
     return 0;
 }
 
+/* t_push: the top-down state of a child with label ids (exact, loose) (step_labels) of a
+ * node with top-down state qt: the ε-closure of the targets of qt's states stepping on
+ * them; "all" stays "all" (no top-down pruning). Its id, or -1 with an error. */
+static Py_ssize_t push_states(StateKernel *self, Py_ssize_t qt, int32_t exact, int32_t loose)
+{
+    Py_ssize_t count;
+    const int32_t *x = store_items(self->states, qt, &count);
+    if (count && x[0] == -1)
+        return qt;
+    next_generation(self);
+    uint8_t gen = self->gen, *seen = self->seen;
+    IntVec *out = &self->up;
+    out->len = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int32_t label = self->step_label[x[i]], t = self->step_target[x[i]];
+        if (label >= 0 && (label == exact || label == loose) && seen[t] != gen) {
+            seen[t] = gen;
+            if (vec_push(out, t) < 0)
+                return -1;
+        }
+    }
+    for (Py_ssize_t j = 0; j < out->len; j++) { /* the ε-closure */
+        const StateInfo *info = &self->info[out->data[j]];
+        for (int32_t k = 0; k < info->neps; k++) {
+            int32_t u = self->eps.items[info->eps + k];
+            if (seen[u] != gen) {
+                seen[u] = gen;
+                if (vec_push(out, u) < 0)
+                    return -1;
+            }
+        }
+    }
+    sort_unique(out, self->state_bits);
+    return store_intern(self->states, out->data, out->len);
+}
+
 /* t_add^b: left | right, less the states of right the order optimization drops (those
  * with preconditions none of which left holds all of); the id of the result. */
 static Py_ssize_t add_sets(StateKernel *self, Py_ssize_t left, Py_ssize_t right)
@@ -1177,6 +1225,22 @@ static PyObject *kernel_accept(StateKernel *self, PyObject *args)
         (found = accept_states(self, qt)) < 0)
         return NULL;
     return PyLong_FromSsize_t(found);
+}
+
+static PyObject *kernel_push(StateKernel *self, PyObject *args)
+{
+    PyObject *label;
+    Py_ssize_t qt, child;
+    int32_t exact, loose;
+    if (!PyArg_ParseTuple(args, "nU", &qt, &label) || step_labels(self, label, &exact, &loose) < 0)
+        return NULL;
+    if (qt < 0 || qt >= self->states->count) {
+        PyErr_Format(PyExc_IndexError, "no interned set %zd", qt);
+        return NULL;
+    }
+    if ((child = push_states(self, qt, exact, loose)) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(child);
 }
 
 static PyObject *kernel_add(StateKernel *self, PyObject *args)
@@ -1584,15 +1648,15 @@ static PyObject *kernel_walk(StateKernel *self, PyObject *args)
 {
     Py_buffer docs, kinds, names, elem_ids, attr_ids;
     PyObject *values, *elem_labels, *attr_labels, *texts, *proven;
-    PyObject *push_miss, *leaf_miss, *values_miss;
+    PyObject *leaf_miss, *values_miss;
     long long doc;
     Py_ssize_t i, n, computed = 0, qt_arg, qb_arg, empty_arg;
     int start;
-    if (!PyArg_ParseTuple(args, "y*y*y*O!LnnO!O!y*y*OnO!nnp(OOO):walk", &docs, &kinds, &names,
+    if (!PyArg_ParseTuple(args, "y*y*y*O!LnnO!O!y*y*OnO!nnp(OO):walk", &docs, &kinds, &names,
                           &PyList_Type, &values, &doc, &i, &n, &PyList_Type, &elem_labels,
                           &PyList_Type, &attr_labels, &elem_ids, &attr_ids, &texts, &empty_arg,
-                          &PyList_Type, &proven, &qt_arg, &qb_arg, &start, &push_miss,
-                          &leaf_miss, &values_miss))
+                          &PyList_Type, &proven, &qt_arg, &qb_arg, &start, &leaf_miss,
+                          &values_miss))
         return NULL;
     /* element values: texts is the list of text parts of each open element; None when no
      * filter compares one */
@@ -1636,14 +1700,11 @@ static PyObject *kernel_walk(StateKernel *self, PyObject *args)
             if (s->key[0] >= 0)
                 child = s->a;
             else {
-                PyObject *state = PyLong_FromLong(qt);
-                if (state == NULL)
+                Py_ssize_t made = push_states(self, qt, elem_id[name], self->star);
+                if (made < 0 || table_put(&self->tables[PUSH_T], key, (int32_t)made, 0) < 0)
                     goto fail;
-                child = miss_id(self, PyObject_CallFunctionObjArgs(
-                                          push_miss, state, PyList_GET_ITEM(elem_labels, name), NULL));
-                Py_DECREF(state);
-                if (child < 0)
-                    goto fail;
+                child = (int32_t)made;
+                computed++;
             }
             if (vec_push(frames, qt) < 0 || vec_push(frames, qb) < 0)
                 goto fail;
@@ -1790,6 +1851,9 @@ static PyMethodDef kernel_methods[] = {
     {"eval_pop", (PyCFunction)kernel_eval_pop, METH_VARARGS,
      "eval_pop(bases, qt, label, parent_qt) -> (up, proven): eval at a node with top-down "
      "state qt, then t_pop to the parent (ids of interned sets)"},
+    {"push", (PyCFunction)kernel_push, METH_VARARGS,
+     "push(qt, label) -> the id of t_push: the top-down state of a child with label of a node "
+     "with top-down state qt"},
     {"add", (PyCFunction)kernel_add, METH_VARARGS,
      "add(left, right) -> the id of t_add^b of two interned sets of states"},
     {"accept", (PyCFunction)kernel_accept, METH_VARARGS,
@@ -1802,13 +1866,13 @@ static PyMethodDef kernel_methods[] = {
      "ids_of(ranks, ids) -> list: the ids (a list, by rank) of ranks (int32 bytes)"},
     {"walk", (PyCFunction)kernel_walk, METH_VARARGS,
      "walk(docs, kinds, names, values, doc, i, n, elem_labels, attr_labels, elem_ids, "
-     "attr_ids, texts, empty, proven, qt, qb, start, (push_miss, leaf_miss, values_miss)) "
+     "attr_ids, texts, empty, proven, qt, qb, start, (leaf_miss, values_miss)) "
      "-> (i, qt, qb, computed)\n\n"
      "Follow the tables over events i..n-1 of document doc from the state (qt, qb) inside its "
-     "root (start: the first call for the document), computing missing close and add entries "
-     "(computed counts them) and calling the misses for the others; stop before the close of "
-     "the root or another document's event. elem_ids and attr_ids are int32 arrays: the label "
-     "ids (label_ids) of elem_labels and attr_labels."},
+     "root (start: the first call for the document), computing missing push, close and add "
+     "entries (computed counts them) and calling the misses for the others (they test "
+     "values); stop before the close of the root or another document's event. elem_ids and "
+     "attr_ids are int32 arrays: the label ids (label_ids) of elem_labels and attr_labels."},
     {"table", (PyCFunction)kernel_table, METH_O,
      "table(name) -> the table push, leaf, close, add or values, as a mapping"},
     {"label_ids", (PyCFunction)kernel_label_ids, METH_O,

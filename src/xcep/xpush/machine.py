@@ -483,6 +483,8 @@ class XPushMachine:
     def _compute_push(self, qt: int, label: str) -> int:
         if qt == self.ALL:
             result = self.ALL
+        elif self.kernel is not None:
+            result = self.kernel.push(qt, label)
         else:
             afa = self.compiled.afa
             targets = {
@@ -641,7 +643,7 @@ class XPushMachine:
         kernel = walk = None  # the compiled core's walk, and the labels' ids in its tables
         elem_ids, attr_ids = array("i"), array("i")
         fresh = False  # the walk has not yet run in this document
-        misses = (self._push, self._leaf, self._element_values)  # what the walk calls on a miss
+        misses = (self._leaf, self._element_values)  # what the walk calls on a miss
         for batch in batches:
             if batch.symbols is not symbols:
                 symbols = batch.symbols
