@@ -409,6 +409,308 @@ static PyTypeObject SetStoreType = {
     .tp_as_sequence = &store_sequence,
 };
 
+/* ----- ValueIndex: which predicates hold on a value (predicates.PredicateIndex.true_states) ----- */
+
+/* A PredicateIndex's tables, tested in C: string (in)equality through its dicts (str ->
+ * list of states), numbers parsed here (xpath_number; by the Python function for a
+ * string that is not ASCII), numeric (in)equality through its dicts (float -> states),
+ * ranges by binary search over sorted constants, and prefixes and infixes (starts-with,
+ * contains) by the Python function `text`, when there are any. */
+typedef struct {
+    double *keys;
+    int32_t *states;
+    Py_ssize_t count;
+} Range;
+
+enum { LT, LE, GT, GE, RANGES };
+
+typedef struct {
+    PyObject_HEAD
+    int32_t limit;
+    PyObject *string_eq, *string_ne, *number_eq, *number_ne, *text, *number;
+    IntVec all_string_ne, all_number_ne; /* sorted */
+    Range ranges[RANGES];
+    int numeric;
+} ValueIndex;
+
+static PyTypeObject ValueIndexType;
+
+static void value_index_dealloc(ValueIndex *v)
+{
+    Py_XDECREF(v->string_eq);
+    Py_XDECREF(v->string_ne);
+    Py_XDECREF(v->number_eq);
+    Py_XDECREF(v->number_ne);
+    Py_XDECREF(v->text);
+    Py_XDECREF(v->number);
+    PyMem_Free(v->all_string_ne.data);
+    PyMem_Free(v->all_number_ne.data);
+    for (int k = 0; k < RANGES; k++) {
+        PyMem_Free(v->ranges[k].keys);
+        PyMem_Free(v->ranges[k].states);
+    }
+    Py_TYPE(v)->tp_free((PyObject *)v);
+}
+
+/* A range: (keys, states), a sequence of floats in ascending order and one of states. */
+static int load_range(ValueIndex *v, Range *range, PyObject *pair)
+{
+    PyObject *keys = NULL;
+    IntVec items = {NULL, 0, 0};
+    int ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+             (keys = PySequence_Fast(PyTuple_GET_ITEM(pair, 0), "range keys")) != NULL &&
+             read_ints(PyTuple_GET_ITEM(pair, 1), 0, v->limit, &items) == 0;
+    Py_ssize_t n = ok ? PySequence_Fast_GET_SIZE(keys) : 0;
+    if (ok && n != items.len)
+        ok = 0;
+    if (ok && !(range->keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double))))
+        ok = (PyErr_NoMemory(), 0);
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        range->keys[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(keys, i));
+        ok = !PyErr_Occurred() && (i == 0 || range->keys[i - 1] <= range->keys[i]);
+    }
+    Py_XDECREF(keys);
+    if (!ok) {
+        PyMem_Free(items.data);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "ranges: {op: (ascending keys, states)}");
+        return -1;
+    }
+    range->states = items.data;
+    range->count = n;
+    return 0;
+}
+
+static int sort_ints(IntVec *v, long limit)
+{
+    uint64_t *bits = PyMem_Calloc((size_t)limit / 64 + 1, sizeof(uint64_t));
+    if (bits == NULL)
+        return PyErr_NoMemory(), -1;
+    sort_unique(v, bits);
+    PyMem_Free(bits);
+    return 0;
+}
+
+static PyObject *value_index_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"limit",     "string_eq", "string_ne", "all_string_ne",
+                               "number_eq", "number_ne", "all_number_ne", "ranges",
+                               "text",      "number",    NULL};
+    int limit;
+    PyObject *string_eq, *string_ne, *all_string_ne, *number_eq, *number_ne, *all_number_ne;
+    PyObject *ranges, *text, *number;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!O!OO!O!OO!OO", keywords, &limit,
+                                     &PyDict_Type, &string_eq, &PyDict_Type, &string_ne,
+                                     &all_string_ne, &PyDict_Type, &number_eq, &PyDict_Type,
+                                     &number_ne, &all_number_ne, &PyDict_Type, &ranges, &text,
+                                     &number))
+        return NULL;
+    ValueIndex *v = (ValueIndex *)type->tp_alloc(type, 0);
+    if (v == NULL)
+        return NULL;
+    v->limit = limit;
+    v->string_eq = Py_NewRef(string_eq);
+    v->string_ne = Py_NewRef(string_ne);
+    v->number_eq = Py_NewRef(number_eq);
+    v->number_ne = Py_NewRef(number_ne);
+    v->text = text == Py_None ? NULL : Py_NewRef(text);
+    v->number = Py_NewRef(number);
+    if (limit < 0 || read_ints(all_string_ne, 0, limit, &v->all_string_ne) < 0 ||
+        read_ints(all_number_ne, 0, limit, &v->all_number_ne) < 0 ||
+        sort_ints(&v->all_string_ne, limit) < 0 || sort_ints(&v->all_number_ne, limit) < 0)
+        goto fail;
+    static const char *ops[RANGES] = {[LT] = "<", [LE] = "<=", [GT] = ">", [GE] = ">="};
+    for (int k = 0; k < RANGES; k++) {
+        PyObject *pair = PyDict_GetItemString(ranges, ops[k]);
+        if (pair != NULL && load_range(v, &v->ranges[k], pair) < 0)
+            goto fail;
+    }
+    v->numeric = PyDict_GET_SIZE(number_eq) > 0 || v->all_number_ne.len > 0;
+    for (int k = 0; k < RANGES; k++)
+        v->numeric |= v->ranges[k].count > 0;
+    return (PyObject *)v;
+fail:
+    Py_DECREF(v);
+    return NULL;
+}
+
+/* XPath's number() of an ASCII string (predicates.xpath_number): optional white space, an
+ * optional -, digits with an optional fraction or a fraction, optional white space;
+ * anything else is NaN. White space as Python's \s: also \x1c-\x1f. 1 with the number
+ * in *x, or 0 for a number too long for the buffer (Python parses it). */
+static int ascii_number(const char *s, Py_ssize_t n, double *x)
+{
+    Py_ssize_t i = 0, start, end, digits = 0, fraction = 0;
+#define SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r') || ((c) >= 0x1c && (c) <= 0x1f))
+    while (i < n && SPACE(s[i]))
+        i++;
+    start = i;
+    if (i < n && s[i] == '-')
+        i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++, digits++;
+    if (i < n && s[i] == '.') {
+        i++;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++, fraction++;
+    }
+    end = i;
+    while (i < n && SPACE(s[i]))
+        i++;
+#undef SPACE
+    *x = Py_NAN;
+    if ((!digits && !fraction) || i != n)
+        return 1;
+    char buffer[64];
+    if (end - start >= (Py_ssize_t)sizeof buffer)
+        return 0;
+    memcpy(buffer, s + start, (size_t)(end - start));
+    buffer[end - start] = '\0';
+    *x = PyOS_string_to_double(buffer, NULL, NULL); /* as float(): the same rounding */
+    return 1;
+}
+
+/* Append the ints of a list of states (a value of one of the dicts) to out. */
+static int append_list(PyObject *list, long limit, IntVec *out)
+{
+    return list == NULL ? (PyErr_Occurred() ? -1 : 0) : read_ints(list, 0, limit, out);
+}
+
+/* all - excluded (a list of states, or NULL): appended to out. */
+static int append_all_but(const IntVec *all, PyObject *excluded, long limit, IntVec *out)
+{
+    IntVec skip = {NULL, 0, 0};
+    if (excluded == NULL && PyErr_Occurred())
+        return -1;
+    if (excluded != NULL && read_ints(excluded, 0, limit, &skip) < 0) {
+        PyMem_Free(skip.data);
+        return -1;
+    }
+    int failed = vec_reserve(out, all->len) < 0;
+    for (Py_ssize_t i = 0; !failed && i < all->len; i++) {
+        int skipped = 0;
+        for (Py_ssize_t j = 0; j < skip.len && !skipped; j++) /* few: a state's own constant */
+            skipped = skip.data[j] == all->data[i];
+        if (!skipped)
+            out->data[out->len++] = all->data[i];
+    }
+    PyMem_Free(skip.data);
+    return failed ? -1 : 0;
+}
+
+/* Python's bisect_right (right) or bisect_left of x in the range's keys. */
+static Py_ssize_t bisect(const Range *r, double x, int right)
+{
+    Py_ssize_t low = 0, high = r->count;
+    while (low < high) {
+        Py_ssize_t mid = (low + high) / 2;
+        if (right ? x < r->keys[mid] : !(r->keys[mid] < x))
+            high = mid;
+        else
+            low = mid + 1;
+    }
+    return low;
+}
+
+/* The states whose predicate holds on value, appended to out (unsorted, may repeat). */
+static int value_index_states(ValueIndex *v, PyObject *value, IntVec *out)
+{
+    if (append_list(PyDict_GetItemWithError(v->string_eq, value), v->limit, out) < 0)
+        return -1;
+    if (v->all_string_ne.len &&
+        append_all_but(&v->all_string_ne, PyDict_GetItemWithError(v->string_ne, value), v->limit, out) < 0)
+        return -1;
+    if (v->numeric) {
+        double x;
+        if (!PyUnicode_IS_ASCII(value) ||
+            !ascii_number((const char *)PyUnicode_DATA(value), PyUnicode_GET_LENGTH(value), &x)) {
+            /* other digits and spaces (\d, \s), long numbers: Python parses it */
+            PyObject *number = PyObject_CallOneArg(v->number, value);
+            if (number == NULL)
+                return -1;
+            x = PyFloat_AsDouble(number);
+            Py_DECREF(number);
+            if (x == -1.0 && PyErr_Occurred())
+                return -1;
+        }
+        PyObject *key = Py_IS_NAN(x) ? NULL : PyFloat_FromDouble(x);
+        if (!Py_IS_NAN(x) && key == NULL)
+            return -1;
+        if (v->all_number_ne.len) {
+            PyObject *excluded = key == NULL ? NULL : PyDict_GetItemWithError(v->number_ne, key);
+            if (append_all_but(&v->all_number_ne, excluded, v->limit, out) < 0) {
+                Py_XDECREF(key);
+                return -1;
+            }
+        }
+        if (key != NULL) {
+            int failed = append_list(PyDict_GetItemWithError(v->number_eq, key), v->limit, out) < 0;
+            Py_DECREF(key);
+            if (failed)
+                return -1;
+            for (int k = 0; k < RANGES; k++) {
+                const Range *r = &v->ranges[k];
+                Py_ssize_t from = 0, to = r->count; /* < and <=: constants above x */
+                if (k == LT)
+                    from = bisect(r, x, 1);
+                else if (k == LE)
+                    from = bisect(r, x, 0);
+                else if (k == GT)
+                    to = bisect(r, x, 0);
+                else
+                    to = bisect(r, x, 1);
+                if (to > from && vec_reserve(out, to - from) < 0)
+                    return -1;
+                for (Py_ssize_t i = from; i < to; i++)
+                    out->data[out->len++] = r->states[i];
+            }
+        }
+    }
+    if (v->text != NULL) {
+        PyObject *found = PyObject_CallOneArg(v->text, value);
+        int failed = found == NULL || read_ints(found, 0, v->limit, out) < 0;
+        Py_XDECREF(found);
+        if (failed)
+            return -1;
+    }
+    return 0;
+}
+
+/* true_states(value) -> sorted list of the states whose predicate holds on value */
+static PyObject *value_index_true_states(ValueIndex *v, PyObject *value)
+{
+    IntVec out = {NULL, 0, 0};
+    PyObject *list = NULL;
+    if (!PyUnicode_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "true_states: a str");
+        return NULL;
+    }
+    if (value_index_states(v, value, &out) == 0 && sort_ints(&out, v->limit) == 0 &&
+        (list = PyList_New(out.len)) != NULL)
+        for (Py_ssize_t i = 0; i < out.len; i++)
+            PyList_SET_ITEM(list, i, PyLong_FromLong(out.data[i]));
+    PyMem_Free(out.data);
+    return list;
+}
+
+static PyMethodDef value_index_methods[] = {
+    {"true_states", (PyCFunction)value_index_true_states, METH_O,
+     "true_states(value) -> sorted list of the states whose predicate holds on value"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ValueIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xpush._states.ValueIndex",
+    .tp_basicsize = sizeof(ValueIndex),
+    .tp_dealloc = (destructor)value_index_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ValueIndex(limit, string_eq, string_ne, all_string_ne, number_eq, number_ne, "
+              "all_number_ne, ranges, text, number): a PredicateIndex's tables tested in C "
+              "(see PredicateIndex.value_index)",
+    .tp_methods = value_index_methods,
+    .tp_new = value_index_new,
+};
+
 /* ----- Tables ----- */
 
 /* The machine's tables in C: open addressing over keys of four int32 (set ids and label
@@ -514,6 +816,7 @@ typedef struct {
     uint8_t *bits;
     int32_t *extras; /* ntrue TRUE leaves, then nnot NOT states */
     int32_t ntrue, nnot;
+    ValueIndex *values; /* the predicates enabled there (set_values), or NULL */
 } TopDown;
 
 /* What eval, t_pop and t_add look at for a state, together (eval is bound by memory
@@ -571,6 +874,7 @@ static void free_topdown(StateKernel *self)
     for (Py_ssize_t k = 0; k < self->topdown_count; k++) {
         PyMem_Free(self->topdown[k].bits);
         PyMem_Free(self->topdown[k].extras);
+        Py_XDECREF(self->topdown[k].values);
     }
     PyMem_Free(self->topdown);
     self->topdown = NULL;
@@ -1227,6 +1531,21 @@ static PyObject *kernel_accept(StateKernel *self, PyObject *args)
     return PyLong_FromSsize_t(found);
 }
 
+static PyObject *kernel_set_values(StateKernel *self, PyObject *args)
+{
+    Py_ssize_t qt;
+    ValueIndex *index;
+    TopDown *td;
+    if (!PyArg_ParseTuple(args, "nO!", &qt, &ValueIndexType, &index) || !(td = topdown_of(self, qt)))
+        return NULL;
+    if (index->limit != self->n) {
+        PyErr_SetString(PyExc_ValueError, "set_values: an index over another AFA");
+        return NULL;
+    }
+    Py_XSETREF(td->values, (ValueIndex *)Py_NewRef(index));
+    Py_RETURN_NONE;
+}
+
 static PyObject *kernel_push(StateKernel *self, PyObject *args)
 {
     PyObject *label;
@@ -1625,6 +1944,58 @@ static int32_t add_entry(StateKernel *self, int32_t left, int32_t right, int32_t
     return (int32_t)sum;
 }
 
+/* The value index at top-down state qt (set_values), or NULL: none, or an error. */
+static ValueIndex *values_at(StateKernel *self, int32_t qt)
+{
+    TopDown *td = topdown_of(self, qt);
+    return td == NULL ? NULL : td->values;
+}
+
+/* A missing element value (XPushMachine._element_values) at a node with value index
+ * `index`: the id of the set of states true on text, stored in side dict k. */
+static int32_t element_values(StateKernel *self, ValueIndex *index, int32_t k, PyObject *text)
+{
+    IntVec *found = &self->found;
+    found->len = 0;
+    if (value_index_states(index, text, found) < 0)
+        return -1;
+    sort_unique(found, self->state_bits);
+    Py_ssize_t id = store_intern(self->states, found->data, found->len);
+    PyObject *entry = id < 0 ? NULL : PyLong_FromSsize_t(id);
+    int failed = entry == NULL || PyDict_SetItem(PyList_GET_ITEM(self->side, k), text, entry) < 0;
+    Py_XDECREF(entry);
+    self->held += !failed; /* one entry, as the Python machine counts it */
+    return failed ? -1 : (int32_t)id;
+}
+
+/* A missing leaf entry by value (XPushMachine._leaf) of an attribute or text child (top-down
+ * state child, value index `index`, label ids lid and loose) of a node with top-down state
+ * qt: eval over the states true on value, then t_pop; (popped, notes), stored in side
+ * dict k. 0, or -1 with an error. */
+static int leaf_values(StateKernel *self, ValueIndex *index, int32_t k, int32_t child,
+                       int32_t lid, int32_t loose, int32_t qt, PyObject *value, int32_t *popped,
+                       int32_t *notes)
+{
+    IntVec *found = &self->found;
+    Py_ssize_t up, proven;
+    found->len = 0;
+    if (value_index_states(index, value, found) < 0)
+        return -1;
+    eval_begin(self);
+    if (eval_base(self, found->data, found->len) < 0 ||
+        eval_pop(self, child, lid, loose, qt, &up, &proven) < 0)
+        return -1;
+    PyObject *entry = Py_BuildValue("(nn)", up, proven);
+    int failed = entry == NULL || PyDict_SetItem(PyList_GET_ITEM(self->side, k), value, entry) < 0;
+    Py_XDECREF(entry);
+    if (failed)
+        return -1;
+    self->held++;
+    *popped = (int32_t)up;
+    *notes = (int32_t)proven;
+    return 0;
+}
+
 /* Append notes (the id of a set of early states matched) to the document's proven list. */
 static int note(PyObject *proven, int32_t notes)
 {
@@ -1739,11 +2110,16 @@ static PyObject *kernel_walk(StateKernel *self, PyObject *args)
                 int32_t key[4] = {qt, 0, 0, 0};
                 Slot *s = table_find(&self->tables[VALUES_T], key);
                 PyObject *found = NULL;
+                ValueIndex *index;
+                int32_t side = s->b;
                 if (s->key[0] >= 0 && s->a != BY_VALUE)
                     vq = s->a == NO_VALUES ? empty : s->a;
-                else if (s->key[0] >= 0 && (found = by_value(self, s->b, text)) != NULL)
+                else if (s->key[0] >= 0 && (found = by_value(self, side, text)) != NULL)
                     vq = miss_id(self, Py_NewRef(found));
-                else {
+                else if (s->key[0] >= 0 && !PyErr_Occurred() && (index = values_at(self, qt)) != NULL) {
+                    vq = element_values(self, index, side, text);
+                    computed++;
+                } else {
                     PyObject *state = PyErr_Occurred() ? NULL : PyLong_FromLong(qt);
                     vq = state == NULL ? -1
                                        : miss_id(self, PyObject_CallFunctionObjArgs(values_miss, state, text, NULL));
@@ -1805,19 +2181,30 @@ static PyObject *kernel_walk(StateKernel *self, PyObject *args)
             }
             int32_t key[4] = {qt, lid, 0, 0}, popped, notes;
             Slot *s = table_find(&self->tables[LEAF_T], key);
+            int32_t by = s->key[0] >= 0 ? s->b : -1; /* the side dict of entries by value */
             PyObject *entry = NULL;
+            Slot *child;
+            ValueIndex *index;
             if (s->key[0] >= 0 && s->a != BY_VALUE) {
                 popped = s->a;
                 notes = s->b;
-            } else {
-                if (s->key[0] >= 0 && (entry = by_value(self, s->b, value)) != NULL)
-                    Py_INCREF(entry);
-                else if (!PyErr_Occurred()) {
-                    PyObject *state = PyLong_FromLong(qt);
-                    if (state != NULL)
-                        entry = PyObject_CallFunctionObjArgs(leaf_miss, state, label, value, NULL);
-                    Py_XDECREF(state);
-                }
+            } else if (by >= 0 && (entry = by_value(self, by, value)) != NULL) {
+                if (entry_pair(self, entry, &popped, &notes) < 0)
+                    goto fail;
+            } else if (PyErr_Occurred()) {
+                goto fail;
+            } else if (by >= 0 && value != Py_None &&
+                       (child = table_find(&self->tables[PUSH_T], key))->key[0] >= 0 &&
+                       (index = values_at(self, child->a)) != NULL) { /* computed here */
+                if (leaf_values(self, index, by, child->a, lid, kind == ATTR ? self->attr_star : -1,
+                                qt, value, &popped, &notes) < 0)
+                    goto fail;
+                computed++;
+            } else { /* the Python machine computes it */
+                PyObject *state = PyErr_Occurred() ? NULL : PyLong_FromLong(qt);
+                if (state != NULL)
+                    entry = PyObject_CallFunctionObjArgs(leaf_miss, state, label, value, NULL);
+                Py_XDECREF(state);
                 int failed = entry == NULL || entry_pair(self, entry, &popped, &notes) < 0;
                 Py_XDECREF(entry);
                 if (failed)
@@ -1851,6 +2238,9 @@ static PyMethodDef kernel_methods[] = {
     {"eval_pop", (PyCFunction)kernel_eval_pop, METH_VARARGS,
      "eval_pop(bases, qt, label, parent_qt) -> (up, proven): eval at a node with top-down "
      "state qt, then t_pop to the parent (ids of interned sets)"},
+    {"set_values", (PyCFunction)kernel_set_values, METH_VARARGS,
+     "set_values(qt, index): the ValueIndex of the predicates enabled at top-down state qt; "
+     "the walk then tests values there itself"},
     {"push", (PyCFunction)kernel_push, METH_VARARGS,
      "push(qt, label) -> the id of t_push: the top-down state of a child with label of a node "
      "with top-down state qt"},
@@ -1911,13 +2301,14 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__states(void)
 {
     if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0 ||
-        PyType_Ready(&TableViewType) < 0)
+        PyType_Ready(&TableViewType) < 0 || PyType_Ready(&ValueIndexType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "StateKernel", (PyObject *)&StateKernelType) < 0 ||
-        PyModule_AddObjectRef(m, "SetStore", (PyObject *)&SetStoreType) < 0) {
+        PyModule_AddObjectRef(m, "SetStore", (PyObject *)&SetStoreType) < 0 ||
+        PyModule_AddObjectRef(m, "ValueIndex", (PyObject *)&ValueIndexType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -513,6 +513,8 @@ class XPushMachine:
                 index = self.compiled.index.restricted(enabled)
                 self.held += index.count + 1
             self._qt_indexes[qt] = index
+            if self.kernel is not None and index.count:  # the walk then tests values itself
+                self.kernel.set_values(qt, index.compiled(self.compiled.size))
         return index
 
     def _tests_values(self, qt: int) -> bool:

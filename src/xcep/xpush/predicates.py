@@ -199,8 +199,37 @@ class PredicateIndex:
                         true.update(states[: bisect_left(keys, x)])
                     else:
                         true.update(states[: bisect_right(keys, x)])
+        if self.prefixes is not None or self.infixes is not None:
+            true |= self.text_states(value)
+        return true
+
+    def text_states(self, value: str) -> set[int]:
+        """The states of ``starts-with`` and ``contains`` predicates that hold on ``value``."""
+        true: set[int] = set()
         if self.prefixes is not None:
             true |= self.prefixes.prefixes_of(value)
         if self.infixes is not None:
             true |= self.infixes.search(value)
         return true
+
+    def compiled(self, limit: int):
+        """This index tested in C (``xcep.xpush._states.ValueIndex``, over states below
+        ``limit``), or None when the compiled core is not built."""
+        try:
+            from xcep.xpush._states import ValueIndex
+        except ImportError:
+            return None
+        ranges = {op: (keys, self.range_states[op]) for op, keys in self.range_keys.items()}
+        text = self.text_states if self.prefixes is not None or self.infixes is not None else None
+        return ValueIndex(
+            limit,
+            self.string_eq,
+            self.string_ne,
+            self.all_string_ne,
+            self.number_eq,
+            self.number_ne,
+            self.all_number_ne,
+            ranges,
+            text,
+            xpath_number,
+        )
