@@ -1,6 +1,7 @@
 """XPush against lxml: random documents, random filters, every optimisation setting."""
 
 import io
+import itertools
 import os
 import random
 from dataclasses import replace
@@ -526,9 +527,94 @@ def test_the_state_kernel_checks_what_it_is_given():
         kernel.eval_pop((every,), 99, "a", everywhere)  # no top-down state 99
     with pytest.raises(IndexError):
         kernel.add(every, 99)
+    assert kernel.push(everywhere, "b") == everywhere  # no top-down pruning: "all" stays
+    with pytest.raises(IndexError):
+        kernel.push(99, "a")
+    with pytest.raises(TypeError):
+        kernel.set_values(every, c.index)  # a ValueIndex (PredicateIndex.compiled) is needed
+    two_labels = [{"a": (0,), "b": (0,)} if s == 1 else None for s in range(n)]
+    with pytest.raises(ValueError, match="one label"):
+        machine.StateKernel(**{**good, "back": two_labels})
     with pytest.raises(ValueError, match="filters expected"):
         kernel.ids_of(b"", ["f", "g"])
     with pytest.raises(ValueError, match="out of range"):
         kernel.ids_of(array("i", [1]).tobytes(), ["f"])
     kernel.clear()
     assert len(kernel.states) == 0
+
+
+SMALL = st.integers(0, 5)
+
+
+@given(st.lists(st.tuples(SMALL, SMALL, SMALL, st.sampled_from("ab")), max_size=40))
+def test_the_cores_tables_are_mappings_like_dicts(writes):
+    """Each table of the core against a dict: the same entries, lengths and misses; entries
+    by value are the very dicts stored; clear forgets them all."""
+    from xcep.xpush import machine
+
+    if machine.StateKernel is None:
+        pytest.skip("the compiled core is not built here (no C compiler)")
+    n = 8
+    kernel = machine.StateKernel(
+        b"\0" * n, b"", *[machine._offsets([()] * n)] * 4, 1, [None] * n
+    )  # fmt: skip
+    for s in range(n):
+        kernel.states.intern([s])
+    names = ("push", "leaf", "close", "add", "values")
+    tables = {name: kernel.table(name) for name in names}
+    dicts = {name: {} for name in names}
+
+    def key(name, a, b, c, label):
+        return {
+            "push": (a, label),
+            "leaf": (a, label),
+            "close": (a, b, c, label),
+            "add": (a, b),
+            "values": a,
+        }[name]
+
+    for a, b, c, label in writes:
+        for name in names:
+            k = key(name, a, b, c, label)
+            value = {"leaf": (a, b), "close": (b, a)}.get(name, b)
+            if name in ("leaf", "values") and a % 2:  # entries by value
+                value = tables[name].setdefault(k, {})
+                assert value is dicts[name].setdefault(k, value)
+                value[str(b)] = b
+            else:
+                tables[name][k] = value
+                dicts[name][k] = value
+    for a, b, c, label in [*writes, (6, 7, 0, "c"), (7, 6, 1, "b")]:
+        for name in names:
+            k = key(name, a, b, c, label)
+            assert tables[name].get(k) == dicts[name].get(k)
+            assert (k in tables[name]) == (k in dicts[name])
+            assert tables[name].get(k, "none") == dicts[name].get(k, "none")
+    for name in names:
+        assert len(tables[name]) == len(dicts[name])
+    kernel.clear()
+    assert all(len(kernel.table(name)) == 0 for name in names)
+    for s in range(n):
+        kernel.states.intern([s])
+    rng = random.Random(len(writes))  # many keys differing in one item: long probe chains
+    close, reference = kernel.table("close"), {}
+    for _ in range(3000):
+        k = (rng.randrange(n), rng.randrange(n), rng.randrange(n), rng.choice("abcdefgh"))
+        close[k] = reference[k] = (rng.randrange(n), rng.randrange(n))
+    for a, b, c in itertools.product(range(n), repeat=3):
+        for label in "abcdefghi":
+            assert close.get((a, b, c, label)) == reference.get((a, b, c, label))
+    kernel.table("values")[7] = False  # no value tested there
+    assert kernel.table("values")[7] is False
+    with pytest.raises(KeyError):
+        kernel.table("push")[(7, "never")]
+    with pytest.raises(KeyError):
+        kernel.table("push")[(7,)]  # a key of the wrong shape
+    with pytest.raises(IndexError):
+        kernel.table("add")[(0, 1)] = n  # no such set
+    with pytest.raises(TypeError):
+        kernel.table("close")[(0, 0, 0, "a")] = 1  # a pair expected
+    with pytest.raises(TypeError):
+        kernel.table("add")[(0, 1)] = {}  # only leaf and values entries go by value
+    with pytest.raises(KeyError):
+        kernel.table("nothing")

@@ -1,34 +1,37 @@
-/* The compiled core of the XPush machine (machine.py: run, _eval, _pop, _add, _accept, _answer).
+/* The compiled core of the XPush machine (machine.py: run, _eval, _pop, _add, _accept, _answer,
+ * the tables, the predicate index's tests).
  *
- * A StateKernel holds a workload's AFA as flat arrays (the kind of each state;
- * per state its ε-successors, its watchers and the filters it proves as an
- * early or an initial state, each as offsets + items), the machine's back
- * table (state -> {label: states stepping into it}, flattened the same way,
- * labels by id) and the order optimization's preconditions. It owns the
- * machine's interned sets of AFA states (`states`, a SetStore of sorted int32
- * arrays with a hash table), known by their ids: the top-down and bottom-up
- * machine states, and the early and initial states that prove filters. On
- * those ids it computes what the Python methods compute on frozensets
- * (XPushMachine._eval, _pop, _add, _accept, _answer):
+ * A StateKernel holds a workload's AFA as flat arrays (per state a StateInfo record: its
+ * kind, where its ε-successors, watchers and back table entries are, whether it proves
+ * filters as an early or an initial state; the back table state -> {label: states
+ * stepping into it} with labels by id; the order optimization's preconditions). It owns
+ * the machine's interned sets of AFA states (`states`, a SetStore of sorted int32 arrays
+ * with a hash table), known by their ids: the top-down and bottom-up machine states, and
+ * the early and initial states that prove filters. It owns the machine's tables too
+ * (push, leaf, close, add, values: open addressing over int keys; `table(name)` shows one
+ * to Python as a mapping like the Python machine's dicts). On those ids it computes what
+ * the Python methods compute on frozensets (XPushMachine._eval, _pop, _add, _accept,
+ * _answer, _compute_push):
  *
  *   eval_pop(bases, qt, label, parent_qt) -> (up, proven)
  *       eval(q) at a node with top-down state qt, then t_pop: the parent's
  *       states the matched ones complete, and the early states matched (they
  *       prove their filters), both interned;
+ *   push(qt, label) -> t_push, the child's top-down state;
  *   add(left, right) -> the union (t_add^b), less what the order optimization drops;
  *   accept(bases, qt) -> the initial and early states matched at the document node;
  *   answer(found, proven) -> a document's answer: the ranks of the filters its
  *       accepted and proven states prove (ids_of makes the list of their ids);
- *   walk(...) -> the table walk: the machine's dict tables followed over a
- *       document's events in C, the missing close and add entries computed here
- *       and stored, the other misses (push, leaf, element values: they need the
- *       predicate index) computed by the Python methods it is given.
+ *   walk(...) -> the table walk: the tables followed over a document's events,
+ *       every missing entry computed here, values tested with the ValueIndex of
+ *       the top-down state (set_values); only a miss at a top-down state without
+ *       one yet calls back into Python.
  *
- * Filters are their ranks (position in ascending id order). bases is a tuple of
- * set ids or iterables of states (their union is the base). A top-down state's
- * enabled states are kept as a bitmap, built once per state; membership uses
- * arrays of stamps (one generation per call), so a call costs time in what it
- * touches, not in the size of the AFA.
+ * A ValueIndex is a PredicateIndex's tables tested in C. Filters are their ranks
+ * (position in ascending id order). bases is a tuple of set ids or iterables of states
+ * (their union is the base). A top-down state's enabled states are kept as a bitmap,
+ * built once per state; membership uses arrays of stamps (one generation per call), so a
+ * call costs time in what it touches, not in the size of the AFA.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
