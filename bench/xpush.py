@@ -18,6 +18,7 @@ import resource
 import shutil
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.harness import RESULTS, write_results
@@ -133,9 +134,11 @@ def _job(dataset, experiment, preds, size, config, filters_path: Path, data_path
 
 
 def _isolated(job: dict) -> dict:
+    """``_run_config`` in a fresh interpreter (a worker that dies raises BrokenProcessPool
+    instead of leaving the run waiting)."""
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1, maxtasksperchild=1) as pool:
-        return pool.apply(_run_config, (job,))
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        return pool.submit(_run_config, job).result()
 
 
 def _measure(job: dict, peers: dict, rows: list, digests: set, name: str, meta: dict) -> dict:
