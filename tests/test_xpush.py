@@ -438,6 +438,17 @@ def test_the_compiled_kernels_are_built():
     assert XPushMachine({1: "/a[b]"}, MachineOptions(compiled=False)).kernel is None
 
 
+def _bare_kernel(n: int):
+    """A compiled core over n states with no moves (skips the test when it is not built)."""
+    from xcep.xpush import machine
+
+    if machine.StateKernel is None:
+        pytest.skip("the compiled core is not built here (no C compiler)")
+    return machine.StateKernel(
+        b"\0" * n, b"", *[machine._offsets([()] * n)] * 4, 1, [None] * n
+    )  # fmt: skip
+
+
 @settings(max_examples=200)
 @given(
     st.lists(
@@ -457,12 +468,7 @@ def test_the_compiled_store_interns_sets(sets, rng):
     whatever the order and repeats of their items, and the same memory measure."""
     from xcep.xpush import machine
 
-    if machine.StateKernel is None:
-        pytest.skip("the compiled core is not built here (no C compiler)")
-    n = 20_000
-    kernel = machine.StateKernel(
-        b"\0" * n, b"", *[machine._offsets([()] * n)] * 4, 1, [None] * n
-    )  # fmt: skip
+    kernel = _bare_kernel(20_000)
     store, reference = kernel.states, machine.SetStore()
     for items in sets:
         shuffled = items * 2
@@ -550,14 +556,8 @@ SMALL = st.integers(0, 5)
 def test_the_cores_tables_are_mappings_like_dicts(writes):
     """Each table of the core against a dict: the same entries, lengths and misses; entries
     by value are the very dicts stored; clear forgets them all."""
-    from xcep.xpush import machine
-
-    if machine.StateKernel is None:
-        pytest.skip("the compiled core is not built here (no C compiler)")
     n = 8
-    kernel = machine.StateKernel(
-        b"\0" * n, b"", *[machine._offsets([()] * n)] * 4, 1, [None] * n
-    )  # fmt: skip
+    kernel = _bare_kernel(n)
     for s in range(n):
         kernel.states.intern([s])
     names = ("push", "leaf", "close", "add", "values")
