@@ -1534,6 +1534,16 @@ static PyObject *kernel_accept(StateKernel *self, PyObject *args)
     return PyLong_FromSsize_t(found);
 }
 
+/* An int argument as a set id. */
+static int32_t arg_id(StateKernel *self, Py_ssize_t k)
+{
+    if (k < 0 || k >= self->states->count) {
+        PyErr_Format(PyExc_IndexError, "interned set %zd out of range", k);
+        return -1;
+    }
+    return (int32_t)k;
+}
+
 static PyObject *kernel_set_values(StateKernel *self, PyObject *args)
 {
     Py_ssize_t qt;
@@ -1556,11 +1566,7 @@ static PyObject *kernel_push(StateKernel *self, PyObject *args)
     int32_t exact, loose;
     if (!PyArg_ParseTuple(args, "nU", &qt, &label) || step_labels(self, label, &exact, &loose) < 0)
         return NULL;
-    if (qt < 0 || qt >= self->states->count) {
-        PyErr_Format(PyExc_IndexError, "no interned set %zd", qt);
-        return NULL;
-    }
-    if ((child = push_states(self, qt, exact, loose)) < 0)
+    if (arg_id(self, qt) < 0 || (child = push_states(self, qt, exact, loose)) < 0)
         return NULL;
     return PyLong_FromSsize_t(child);
 }
@@ -2006,16 +2012,6 @@ static int note(PyObject *proven, int32_t notes)
     int failed = id == NULL || PyList_Append(proven, id) < 0;
     Py_XDECREF(id);
     return failed ? -1 : 0;
-}
-
-/* An int argument as a set id. */
-static int32_t arg_id(StateKernel *self, Py_ssize_t k)
-{
-    if (k < 0 || k >= self->states->count) {
-        PyErr_Format(PyExc_IndexError, "interned set %zd out of range", k);
-        return -1;
-    }
-    return (int32_t)k;
 }
 
 static PyObject *kernel_walk(StateKernel *self, PyObject *args)
