@@ -34,8 +34,8 @@ TABLE2 = {
 }
 
 
-def running_example(batch_size: int = 1) -> tuple[XsclEngine, list]:
-    engine = XsclEngine(batch_size=batch_size)
+def running_example(batch_size: int = 1, join: str = "sql") -> tuple[XsclEngine, list]:
+    engine = XsclEngine(batch_size=batch_size, join=join)
     for qid, text in TABLE2.items():
         engine.add(qid, text)
     docs = [("S", parse_document(D1), 1.0), ("S", parse_document(D2), 2.0)]
@@ -74,7 +74,7 @@ def test_r_out_is_table_4_f():
     """Rows of the template's conjunctive query after d2, named back to each query's
     variables: Q1 (x1..x6) = (0, 2, 4, 0, 2, 3), Q2 (x1, x2, x7, x4, x5, x8) =
     (0, 2, 5, 0, 2, 5); nothing for Q3."""
-    engine = XsclEngine()
+    engine = XsclEngine(join="sql")
     for qid, text in TABLE2.items():
         engine.add(qid, text)
     list(engine.run([("S", parse_document(D1), 1.0)]))
@@ -103,8 +103,9 @@ def test_r_out_is_table_4_f():
     }
 
 
-def test_the_two_outputs():
-    _, results = running_example()
+@pytest.mark.parametrize("join", ["memory", "sql"])
+def test_the_two_outputs(join):
+    _, results = running_example(join=join)
     assert [(r.query, r.docs) for r in results] == [("Q1", [0, 1]), ("Q2", [0, 1])]
     book, blog = (parse_document(d).root.serialize() for d in (D1, D2))
     expected = f"<result>{book}{blog}</result>"
@@ -276,12 +277,13 @@ def three_level(rng: random.Random) -> tuple[str, callable]:
     n_queries=st.integers(1, 12),
     n_docs=st.integers(1, 7),
     batch_size=st.integers(1, 4),
-    view=st.sampled_from(["full", "cache", "none"]),
+    join=st.sampled_from(["memory", "sql full", "sql cache", "sql none"]),
     budget=st.sampled_from([0, 3, 10**6]),
 )
-def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, view, budget):
-    """MMQJP with every view (the view cache with budgets that force evictions or
-    not) and any micro-batch size equals each query evaluated on its own."""
+def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, join, budget):
+    """MMQJP in memory and in SQL with every view (the view cache with budgets that
+    force evictions or not), at any micro-batch size, equals each query evaluated
+    on its own."""
     rng = random.Random(seed)
     make_query, make_document = schema(rng)
     queries = [(f"q{i}", make_query(i)) for i in range(n_queries)]
@@ -291,7 +293,8 @@ def test_mmqjp_equals_sequential(seed, schema, n_queries, n_docs, batch_size, vi
     def docs():
         return [("S", parse_document(xml), t) for xml, t in zip(stream, times, strict=True)]
 
-    mmqjp = XsclEngine(batch_size=batch_size, view=view, view_budget=budget)
+    join, _, view = join.partition(" ")
+    mmqjp = XsclEngine(batch_size=batch_size, view=view or "full", view_budget=budget, join=join)
     sequential = SequentialEngine()
     for qid, text in queries:
         mmqjp.add(qid, text)
@@ -312,7 +315,7 @@ def test_view_cache_reuses_slices_within_its_budget(budget):
     stream = [make_document() for _ in range(30)]
     runs = {}
     for view in ("full", "cache"):
-        engine = XsclEngine(batch_size=3, view=view, view_budget=budget)
+        engine = XsclEngine(batch_size=3, view=view, view_budget=budget, join="sql")
         for qid, text in queries:
             engine.add(qid, text)
         docs = [("S", parse_document(xml), float(i)) for i, xml in enumerate(stream)]
@@ -329,7 +332,13 @@ def test_view_cache_reuses_slices_within_its_budget(budget):
 
 
 @pytest.mark.parametrize(
-    "view", [[], ["--view", "cache", "--view-budget", "0"], ["--view", "none"]]
+    "view",
+    [
+        [],
+        ["--join", "sql"],
+        ["--join", "sql", "--view", "cache", "--view-budget", "0"],
+        ["--join", "sql", "--view", "none"],
+    ],
 )
 def test_cli_on_the_example_stream(view):
     import json

@@ -328,10 +328,21 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     )
     from xcep.xscl.documents import documents_from_batches
 
-    if args.view_budget < 0 or args.batch < 1:
-        stderr.write("xcep: error: --batch must be at least 1, --view-budget at least 0\n")
+    if args.view_budget < 0 or args.batch < 1 or args.state_budget < 1:
+        stderr.write(
+            "xcep: error: --batch and --state-budget must be at least 1, --view-budget at least 0\n"
+        )
         return EXIT_USAGE
-    engine = XsclEngine(batch_size=args.batch, view=args.view, view_budget=args.view_budget)
+    if args.view != "full" and args.join != "sql":
+        stderr.write(f"xcep: error: --view {args.view} is a way to run --join sql\n")
+        return EXIT_USAGE
+    engine = XsclEngine(
+        batch_size=args.batch,
+        view=args.view,
+        view_budget=args.view_budget,
+        join=args.join,
+        state_budget=args.state_budget,
+    )
     _, errors = load_xscl_queries(args.queries, engine, stderr)
     if errors and args.strict:
         return EXIT_USAGE
@@ -604,17 +615,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument("--stream", default="S", help="the stream of inputs without NAME= (S)")
     xscl.add_argument(
-        "--batch", type=int, default=1, metavar="N", help="documents joined per SQL run (1)"
+        "--join",
+        choices=["memory", "sql"],
+        default="memory",
+        help="how the join runs: in memory, each document's results as it arrives (memory), "
+        "or one DuckDB statement per template and --batch (sql)",
+    )
+    xscl.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="documents joined together (1); results of PUBLISH feed back after each batch",
+    )
+    xscl.add_argument(
+        "--state-budget",
+        type=int,
+        default=1_000_000,
+        metavar="DOCS",
+        help="the most documents the join state holds (1,000,000): windows of 'inf' keep "
+        "every document, and a run past this budget stops with an error",
     )
     xscl.add_argument(
         "--view",
         choices=["full", "cache", "none"],
         default="full",
-        help="string values of the join state (§5): kept with it (full), a view cache of "
-        "slices within --view-budget rows (cache), or joined per query (none)",
+        help="with --join sql, string values of the join state (§5): kept with it (full), a "
+        "view cache of slices within --view-budget rows (cache), or joined per query (none)",
     )
     xscl.add_argument(
-        "--view-budget", type=int, default=1_000_000, metavar="ROWS", help="(1,000,000)"
+        "--view-budget",
+        type=int,
+        default=1_000_000,
+        metavar="ROWS",
+        help="with --view cache, the rows its slices may hold (1,000,000)",
     )
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     xscl.set_defaults(run=cmd_xscl)

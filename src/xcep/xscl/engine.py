@@ -37,7 +37,9 @@ import numpy as np
 
 from xcep.events import EventStream, Input
 from xcep.xscl import ast as A
+from xcep.errors import XcepError
 from xcep.xscl.documents import Document, documents_from_batches
+from xcep.xscl.hashjoin import HashJoin
 from xcep.xscl.parser import XsclSyntaxError, parse_query
 from xcep.xscl.templates import (
     VIEWS,
@@ -59,6 +61,14 @@ CREATE TABLE r_l (docid BIGINT, var1 VARCHAR, var2 VARCHAR, node1 INTEGER, node2
                   strval VARCHAR);  -- the view cache: slices of R_L by string value (§5)
 CREATE TABLE vc_keys (strval VARCHAR);  -- the string values one statement works on
 """
+
+
+JOINS = ("memory", "sql")
+STATE_BUDGET = 1_000_000  # documents in the join state, by default
+
+
+class StateBudgetError(XcepError):
+    """The join state would hold more documents than its budget."""
 
 
 class Result:
@@ -112,9 +122,25 @@ class XsclEngine:
     """Many XSCL queries, one shared Stage 1, one SQL statement per template."""
 
     def __init__(
-        self, batch_size: int = 1, view: str = "full", view_budget: int = 1_000_000
+        self,
+        batch_size: int = 1,
+        view: str = "full",
+        view_budget: int = 1_000_000,
+        join: str = "memory",
+        state_budget: int = STATE_BUDGET,
     ) -> None:
-        """``view``: how the earlier documents' bindings meet their string values (§5):
+        """``join``: how Stage 2 runs:
+
+        - ``"memory"`` (the default): ``hashjoin.py``, each document joined with the
+          state as it arrives, work proportional to the values it shares;
+        - ``"sql"``: one DuckDB statement per template and batch (the SQL that
+          Spark runs), worth it for large batches.
+
+        ``state_budget``: the most documents the join state may hold (windows of
+        ``inf`` keep every document): past it ``run`` raises ``StateBudgetError``.
+
+        ``view`` (``join="sql"``): how the earlier documents' bindings meet their
+        string values (§5):
 
         - ``"full"``: ``r_bin`` keeps each binding's string value, the whole R_L
           materialized with the state (the default: Stage 1 knows the values);
@@ -128,7 +154,15 @@ class XsclEngine:
             raise ValueError(f"view must be one of {', '.join(VIEWS)}, not {view!r}")
         if view_budget < 0:
             raise ValueError("view_budget must not be negative")
+        if join not in JOINS:
+            raise ValueError(f"join must be one of {', '.join(JOINS)}, not {join!r}")
+        if join != "sql" and view != "full":
+            raise ValueError(f"view={view!r} is a way to run the SQL join: it needs join='sql'")
+        if state_budget < 1:
+            raise ValueError("state_budget must be at least 1")
         self.batch_size = batch_size
+        self.state_budget = state_budget
+        self.hashjoin = HashJoin() if join == "memory" else None
         self.view = view
         self.view_cache = ViewCache(view_budget)
         self.db = duckdb.connect()
@@ -154,12 +188,14 @@ class XsclEngine:
         self.published: set[str] = set()
         self.filters: dict[str, _Registered] = {}  # the one-block queries
         self._widest: float | None = None  # the widest window (None: to recompute)
+        self._latest = -math.inf  # the latest timestamp seen
         self._shapes: dict[tuple, tuple] = {}  # (patterns, kept, joins) -> template_of(...)
         self._pending: dict[int, list[list]] = {}  # template -> r_t rows not yet inserted
         self._types: dict[str, list[tuple[str, str]]] = {}
         # per template: the variable pairs its queries start from in the batch (a row
         # count each), to skip a template the batch's bindings cannot start
         self._starts: dict[int, dict[tuple[str, str], int]] = {}
+        self._start_of: dict[int, tuple[str, str]] = {}  # rid -> its pair in _starts
 
     # -- queries ---------------------------------------------------------------
 
@@ -193,22 +229,25 @@ class XsclEngine:
         registered = self.queries.pop(query_id)
         self.filters.pop(query_id, None)
         self._widest = None
-        self._flush_queries()
         for template, rid in registered.rows:
             shared = self.rows.get(rid, [])
             shared[:] = [row for row in shared if row.registered is not registered]
             if shared or rid not in self.rows:
                 continue  # other queries use the row (or a direction removed it already)
             del self._shared[self._key_of.pop(rid)]
-            a, b = first_right_edge(template)
-            pair = self.db.execute(
-                f"SELECT v{a}, v{b} FROM r_t_{template.index} WHERE rid = ?", [rid]
-            ).fetchone()
+            pair = self._start_of.pop(rid)
             starts = self._starts[template.index]
             starts[pair] -= 1
             if not starts[pair]:
                 del starts[pair]
-            self.db.execute(f"DELETE FROM r_t_{template.index} WHERE rid = ?", [rid])
+            pending = self._pending.get(template.index, [])
+            kept = [row for row in pending if row[0] != rid]
+            if len(kept) < len(pending):
+                self._pending[template.index] = kept  # never inserted
+            else:
+                self.db.execute(f"DELETE FROM r_t_{template.index} WHERE rid = ?", [rid])
+            if self.hashjoin is not None:
+                self.hashjoin.remove_row(rid)
             del self.rows[rid]
         for pattern, _ in registered.blocks:
             key = next(k for k, e in self.patterns.items() if e[0] is pattern)
@@ -286,8 +325,12 @@ class XsclEngine:
             self._key_of[rid] = (template.index, *params)
             a, b = first_right_edge(template)
             starts = self._starts.setdefault(template.index, {})
-            starts[(variables[a], variables[b])] = starts.get((variables[a], variables[b]), 0) + 1
+            pair = (variables[a], variables[b])
+            starts[pair] = starts.get(pair, 0) + 1
+            self._start_of[rid] = pair
             self._pending.setdefault(template.index, []).append((rid, *params))
+            if self.hashjoin is not None:
+                self.hashjoin.add_row(template, variables, rid, *params[:3])
             self.rows[rid] = []
         directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         self.rows[rid].append(directed)
@@ -325,13 +368,13 @@ class XsclEngine:
         self._pending.clear()
 
     def _batch(self, batch: list[tuple[str, Document, float]]) -> list[Result]:
+        if self.hashjoin is not None:
+            return self._joined_in_memory(batch)
         self._flush_queries()
         lo = self.next_docid
         doc_rows, bin_rows, ts_rows, results = [], [], [], []
         for stream, doc, ts in batch:
-            docid = self.next_docid
-            self.next_docid += 1
-            self.docs[docid] = (doc, ts, stream)
+            docid = self._admit(stream, doc, ts)
             binw, docw = self.witness.evaluate(doc, stream)
             doc_rows += [(docid, node, value) for node, value in docw.items()]
             bin_rows += [(docid, *row, docw[row[3]]) for row in binw]
@@ -352,6 +395,36 @@ class XsclEngine:
                 sql = self.sql[template.index].format(lo=lo, hi=hi, left=left)
                 results += self._results(self.db.execute(sql).fetchall())
         self._evict()
+        return self._in_order(results)
+
+    def _joined_in_memory(self, batch: list[tuple[str, Document, float]]) -> list[Result]:
+        """Each document joined with the state as it arrives (``hashjoin.py``)."""
+        results = []
+        for stream, doc, ts in batch:
+            docid = self._admit(stream, doc, ts)
+            binw, docw = self.witness.evaluate(doc, stream)
+            results += self._filters(docid, stream, binw)
+            rows = self.hashjoin.process(docid, ts, binw, docw, self._window())
+            results += self._results(rows)
+        self._evict()  # after the batch: its results may name any of its documents
+        return self._in_order(results)
+
+    def _admit(self, stream: str, doc: Document, ts: float) -> int:
+        """A new document's id; it joins the state (within the state budget)."""
+        if len(self.docs) >= self.state_budget:
+            raise StateBudgetError(
+                f"document {self.next_docid}: the join state holds {len(self.docs):,} "
+                f"documents, its budget (--state-budget); windows of 'inf' keep every "
+                "document: use a finite window or a larger budget"
+            )
+        docid = self.next_docid
+        self.next_docid += 1
+        self.docs[docid] = (doc, ts, stream)
+        self._latest = max(self._latest, ts)
+        return docid
+
+    def _in_order(self, results: list[Result]) -> list[Result]:
+        """Results in stream order, each (query, documents, nodes) once."""
         seen = set()
         out = []
         for result in sorted(results, key=self._order):
@@ -499,18 +572,31 @@ class XsclEngine:
                 out.append((query.publish, parse_document(result.output), ts))
         return out
 
-    def _evict(self) -> None:
-        """Drop state no window can reach (timestamps are taken as non-decreasing)."""
+    def _window(self) -> float:
+        """The widest window of the queries."""
         if self._widest is None:
             self._widest = max(
                 (r.registered.query.window for _, r in self.directed_rows()), default=0.0
             )
-        widest = self._widest
+        return self._widest
+
+    def _evict(self) -> None:
+        """Drop state no window can reach (timestamps are taken as non-decreasing)."""
+        widest = self._window()
         if math.isinf(widest) or not self.docs:
             return
-        cut = max(ts for _, ts, _ in self.docs.values()) - widest
-        old = [d for d, (_, ts, _) in self.docs.items() if ts < cut]
+        cut = self._latest - widest
+        old = []
+        for docid, (_, ts, _) in self.docs.items():  # in arrival order
+            if ts >= cut:
+                break
+            old.append(docid)
         if not old:
+            return
+        for docid in old:
+            del self.docs[docid]
+        if self.hashjoin is not None:
+            self.hashjoin.evict(old)
             return
         if self.view_cache.sizes:
             gone = self.db.execute(
@@ -525,11 +611,12 @@ class XsclEngine:
                 [cut],
             )
         self.db.execute("DELETE FROM r_docts WHERE ts < ?", [cut])
-        for d in old:
-            del self.docs[d]
 
     def state_size(self) -> dict:
-        """Rows of join state and of the view cache (for memory reports)."""
+        """Rows of join state and of the view cache (for memory reports); with the
+        in-memory join, its documents, values, bindings and query groups."""
+        if self.hashjoin is not None:
+            return self.hashjoin.state_size()
         return {
             table: self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             for table in ("r_doc", "r_bin", "r_docts", "r_l")

@@ -1,0 +1,334 @@
+"""Stage 2 in memory: every template's queries joined as each document arrives.
+
+The SQL of ``templates.py`` joins a batch with the state in one statement per
+template; a statement costs milliseconds however small the batch, so one
+document at a time it loses to 10,000 separate hash joins. This module runs
+the same conjunctive queries (same rows, same semantics) on in-memory
+structures, with work proportional to the string values the new document
+shares with the state, not to the number of templates or queries.
+
+Structures (constant between changes of the query set):
+
+- ``groups``: one ``Group`` per (template, left variables, right variables):
+  the template's shape and value joins; its ``rows`` are the directed queries
+  (``r_t`` rows: rid, followed, window, since) that differ only in operator,
+  window or start.
+- ``by_pair``: ``(left variable, right variable) -> [(group, bit)]``: which
+  value join of which group a pair of equal strings helps (the counting
+  algorithm of content-based pub/sub, over value joins).
+
+Join state (Algorithm 2, bounded by the widest window):
+
+- ``docs``: per earlier document a ``Record``: timestamp, the nodes of each
+  variable, the ancestor/descendant pairs (``r_bin``), the string values
+  (``r_doc``), and the side matches computed for it so far;
+- ``by_value``: string value -> {docid: nodes bound to a left join end}, the
+  slices R_L,s of the seed's view cache (§5) kept whole.
+
+Caches (cleared when the query set changes, or past ``CACHE_LIMIT`` entries):
+``_helps``: a pair of variable sets (an earlier node's, a new node's) -> the
+group bits it sets; ``_interned`` variable sets, so that pairs repeat.
+
+The loop for a new document d (``process``):
+
+1. each string value of d bound to a right join end probes ``by_value``:
+   every earlier node with an equal value, in the widest window, is a pair;
+2. counting: a pair sets its group bits per earlier document e; a group
+   whose bits are all set is a candidate for (e, d);
+3. a candidate is checked exactly: the group's left side matched in e and
+   its right side in d (the template's structural edges, as the SQL's
+   ``r_bin`` lookups), joined on the join ends' string values; each pair of
+   matches is a row ``(rid, e, d, nodes...)`` for every query of the group
+   whose window, order and start admit e;
+4. ``insert`` files d's nodes bound to a left join end under their values;
+   ``evict`` drops documents no window reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+CACHE_LIMIT = 200_000  # entries of each cache before it is cleared
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a group: its variables in template order (the root first), each
+    node's parent position (-1 for the root), and its join ends' positions in
+    the order of the template's value joins."""
+
+    variables: tuple[str, ...]
+    parents: tuple[int, ...]
+    ends: tuple[int, ...]
+
+
+@dataclass(eq=False)  # hashed by identity: a key of the counting masks
+class Group:
+    left: Side
+    right: Side
+    full: int  # every value join's bit set
+    rows: list[tuple[int, bool, float, int]] = field(default_factory=list)
+
+
+class Record:
+    """What the join keeps of one document."""
+
+    __slots__ = ("docid", "left_values", "nodes_of", "pairs", "sides", "strings", "ts")
+
+    def __init__(self, docid: int, ts: float, binw: Iterable[tuple], docw: dict) -> None:
+        self.docid = docid
+        self.ts = ts
+        self.strings = docw  # node -> string value
+        self.nodes_of: dict[str, list[int]] = {}  # variable -> its nodes
+        self.pairs: dict[tuple, list[int]] = {}  # (upper var, lower var, upper node) -> nodes
+        for v1, v2, n1, n2 in binw:
+            if v1 == v2:
+                self.nodes_of.setdefault(v1, []).append(n1)
+            else:
+                self.pairs.setdefault((v1, v2, n1), []).append(n2)
+        for nodes in self.nodes_of.values():
+            nodes.sort()
+        self.sides: dict[Side, dict] = {}  # matches by join key, computed when first asked
+        self.left_values: list[str] = []  # the values filed in by_value (for eviction)
+
+    def vars_by_node(self) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for var, nodes in self.nodes_of.items():
+            for node in nodes:
+                out.setdefault(node, []).append(var)
+        return out
+
+    def matches(self, side: Side) -> dict[tuple, list[tuple]]:
+        """The side's matches in this document (node tuples in template order) by the
+        string values of their join ends."""
+        found = self.sides.get(side)
+        if found is not None:
+            return found
+        variables, parents = side.variables, side.parents
+        partial = [(n,) for n in self.nodes_of.get(variables[0], ())]
+        pairs = self.pairs
+        for i in range(1, len(variables)):
+            if not partial:
+                break
+            upper, var, p = variables[parents[i]], variables[i], parents[i]
+            partial = [m + (n,) for m in partial for n in pairs.get((upper, var, m[p]), ())]
+        strings = self.strings
+        found = {}
+        for match in partial:
+            key = tuple(strings[match[i]] for i in side.ends)
+            found.setdefault(key, []).append(match)
+        self.sides[side] = found
+        return found
+
+
+class HashJoin:
+    """The queries of every template, joined in memory one document at a time."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple, Group] = {}
+        self.by_pair: dict[tuple[str, str], list[tuple[Group, int]]] = {}
+        self.left_ends: set[str] = set()
+        self.right_ends: set[str] = set()
+        self._group_of: dict[int, Group] = {}  # rid -> its group
+        self.docs: dict[int, Record] = {}
+        self.by_value: dict[str, dict[int, list[int]]] = {}
+        self._left_vars: dict[tuple[int, int], frozenset] = {}  # (docid, node) -> its V
+        self._helps: dict[tuple[frozenset, frozenset], list[tuple[Group, int]]] = {}
+        self._interned: dict[frozenset, frozenset] = {}
+        self.candidates = self.checked = 0  # statistics: candidate pairs, matched
+
+    # -- the query set -------------------------------------------------------------
+
+    def add_row(
+        self,
+        template,
+        variables: list[str],
+        rid: int,
+        followed: bool,
+        window: float,
+        since: int,
+    ) -> None:
+        """A directed query (an ``r_t`` row) of ``template`` over ``variables``."""
+        size = template.left_size
+        parent = {b: a for a, b in template.edges}
+        joins = template.joins  # (left node, right node), the template's order
+
+        def side(lo: int, hi: int, ends: list[int]) -> Side:
+            return Side(
+                tuple(variables[lo:hi]),
+                tuple(parent[i] - lo if i in parent else -1 for i in range(lo, hi)),
+                tuple(e - lo for e in ends),
+            )
+
+        left = side(0, size, [a for a, _ in joins])
+        right = side(size, template.size, [b for _, b in joins])
+        key = (template.index, left.variables, right.variables)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group(left, right, (1 << len(joins)) - 1)
+            for bit, (a, b) in enumerate(joins):
+                pair = (variables[a], variables[b])
+                self.by_pair.setdefault(pair, []).append((group, 1 << bit))
+                self.left_ends.add(pair[0])
+                self.right_ends.add(pair[1])
+            self._helps.clear()
+        group.rows.append((rid, followed, window, since))
+        self._group_of[rid] = group
+
+    def remove_row(self, rid: int) -> None:
+        group = self._group_of.pop(rid)
+        group.rows[:] = [row for row in group.rows if row[0] != rid]
+        if group.rows:
+            return
+        key = next(k for k, g in self.groups.items() if g is group)
+        del self.groups[key]
+        for pair in list(self.by_pair):
+            kept = [(g, bit) for g, bit in self.by_pair[pair] if g is not group]
+            if kept:
+                self.by_pair[pair] = kept
+            else:
+                del self.by_pair[pair]
+        self.left_ends = {a for a, _ in self.by_pair}
+        self.right_ends = {b for _, b in self.by_pair}
+        self._helps.clear()
+
+    # -- documents -----------------------------------------------------------------
+
+    def process(
+        self, docid: int, ts: float, binw: Iterable[tuple], docw: dict, widest: float
+    ) -> list[tuple]:
+        """The rows ``(rid, earlier docid, docid, node...)`` of the new document, which
+        then joins the state."""
+        record = Record(docid, ts, binw, docw)
+        out: list[tuple] = []
+        if self.by_pair and self.docs:
+            by_node = record.vars_by_node()
+            found = self._count(record, by_node, widest)
+            for e, masks in found.items():
+                earlier = self.docs[e]
+                for group, mask in masks.items():
+                    if mask == group.full:
+                        self._check(group, earlier, record, out)
+            self._insert(record, by_node)
+            out.sort()  # the SQL's order: by query row, earlier document, nodes
+        else:
+            self._insert(record, None)
+        return out
+
+    def _count(self, record: Record, by_node: dict, widest: float) -> dict:
+        """Per earlier document, the groups whose value joins each have a pair of equal
+        strings (bits ORed per group)."""
+        found: dict[int, dict[Group, int]] = {}
+        docs, left_vars, helps, by_value = self.docs, self._left_vars, self._helps, self.by_value
+        oldest = record.ts - widest
+        right_ends = self.right_ends
+        for node, names in by_node.items():
+            value = record.strings[node]
+            entries = by_value.get(value)
+            if not entries:
+                continue
+            mine = right_ends.intersection(names)
+            if not mine:
+                continue
+            mine = self._intern(frozenset(mine))
+            for e, nodes in entries.items():
+                if docs[e].ts < oldest:
+                    continue
+                masks = None
+                for earlier_node in nodes:
+                    key = (left_vars[(e, earlier_node)], mine)
+                    helped = helps.get(key)
+                    if helped is None:
+                        helped = self._helped(*key)
+                    if helped:
+                        if masks is None:
+                            masks = found.setdefault(e, {})
+                        for group, bit in helped:
+                            masks[group] = masks.get(group, 0) | bit
+        return found
+
+    def _helped(self, theirs: frozenset, mine: frozenset) -> list[tuple[Group, int]]:
+        """The group bits set by a pair of equal strings bound to these variables."""
+        by_pair = self.by_pair
+        out = [hit for v in theirs for w in mine for hit in by_pair.get((v, w), ())]
+        if len(self._helps) >= CACHE_LIMIT:
+            self._helps.clear()
+        self._helps[(theirs, mine)] = out
+        return out
+
+    def _check(self, group: Group, earlier: Record, record: Record, out: list) -> None:
+        self.candidates += 1
+        theirs = earlier.matches(group.left)
+        if not theirs:
+            return
+        mine = record.matches(group.right)
+        e, d = earlier.docid, record.docid
+        dt = record.ts - earlier.ts
+        rows = [
+            rid
+            for rid, followed, window, since in group.rows
+            if e >= since and ((0 < dt <= window) if followed else abs(dt) <= window)
+        ]
+        if not rows:
+            return
+        for key, rights in mine.items():
+            lefts = theirs.get(key)
+            if lefts is None:
+                continue
+            self.checked += 1
+            for left in lefts:
+                for right in rights:
+                    nodes = left + right
+                    out.extend((rid, e, d, *nodes) for rid in rows)
+
+    def _insert(self, record: Record, by_node: dict | None) -> None:
+        """File the document's nodes bound to a left join end under their values."""
+        self.docs[record.docid] = record
+        if not self.left_ends:
+            return
+        if by_node is None:
+            by_node = record.vars_by_node()
+        left_ends = self.left_ends
+        for node, names in by_node.items():
+            theirs = left_ends.intersection(names)
+            if not theirs:
+                continue
+            self._left_vars[(record.docid, node)] = self._intern(frozenset(theirs))
+            value = record.strings[node]
+            self.by_value.setdefault(value, {}).setdefault(record.docid, []).append(node)
+            record.left_values.append(value)
+
+    def _intern(self, names: frozenset) -> frozenset:
+        found = self._interned.get(names)
+        if found is None:
+            if len(self._interned) >= CACHE_LIMIT:
+                self._interned.clear()
+                self._helps.clear()  # its keys would no longer be the interned sets
+            found = self._interned[names] = names
+        return found
+
+    def evict(self, docids: Iterable[int]) -> None:
+        """Documents no window reaches leave the state."""
+        for docid in docids:
+            record = self.docs.pop(docid, None)
+            if record is None:
+                continue
+            for value in record.left_values:
+                entries = self.by_value.get(value)
+                if entries is None:
+                    continue
+                nodes = entries.pop(docid, None)
+                if nodes is not None:
+                    for node in nodes:
+                        self._left_vars.pop((docid, node), None)
+                if not entries:
+                    del self.by_value[value]
+
+    def state_size(self) -> dict:
+        return {
+            "documents": len(self.docs),
+            "values": len(self.by_value),
+            "bindings": len(self._left_vars),
+            "groups": len(self.groups),
+        }
