@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 import duckdb
 import numpy as np
 
+from xcep.errors import XcepError
 from xcep.events import EventStream, Input
 from xcep.xscl import ast as A
-from xcep.errors import XcepError
 from xcep.xscl.documents import Document, documents_from_batches
 from xcep.xscl.hashjoin import HashJoin
 from xcep.xscl.parser import XsclSyntaxError, parse_query

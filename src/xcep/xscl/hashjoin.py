@@ -112,7 +112,7 @@ class Record:
             if not partial:
                 break
             upper, var, p = variables[parents[i]], variables[i], parents[i]
-            partial = [m + (n,) for m in partial for n in pairs.get((upper, var, m[p]), ())]
+            partial = [(*m, n) for m in partial for n in pairs.get((upper, var, m[p]), ())]
         strings = self.strings
         found = {}
         for match in partial:
