@@ -402,9 +402,10 @@ class XsclEngine:
         results = []
         for stream, doc, ts in batch:
             docid = self._admit(stream, doc, ts)
-            binw, docw = self.witness.evaluate(doc, stream)
-            results += self._filters(docid, stream, binw)
-            rows = self.hashjoin.process(docid, ts, binw, docw, self._window())
+            shape = self.witness.shape(doc, stream)
+            results += self._filters(docid, stream, shape.binw)
+            strings = {n: doc.nodes[n].string_value for n in shape.bound}
+            rows = self.hashjoin.process(docid, ts, shape, strings, self._window())
             results += self._results(rows)
         self._evict()  # after the batch: its results may name any of its documents
         return self._in_order(results)

@@ -49,6 +49,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from xcep.xscl.witness import Shape
+
 CACHE_LIMIT = 200_000  # entries of each cache before it is cleared
 
 
@@ -71,15 +73,15 @@ class Group:
     rows: list[tuple[int, bool, float, int]] = field(default_factory=list)
 
 
-class Record:
-    """What the join keeps of one document."""
+class Layout:
+    """What the join needs of a document structure (a witness ``Shape``): the nodes of
+    each variable, the ancestor/descendant pairs, per bound node the left and right
+    join ends it is bound to (interned sets), and each side's matches (node tuples
+    in template order). Shared by the documents of one structure."""
 
-    __slots__ = ("docid", "left_values", "nodes_of", "pairs", "sides", "strings", "ts")
+    __slots__ = ("ends", "nodes_of", "pairs", "sides")
 
-    def __init__(self, docid: int, ts: float, binw: Iterable[tuple], docw: dict) -> None:
-        self.docid = docid
-        self.ts = ts
-        self.strings = docw  # node -> string value
+    def __init__(self, binw: Iterable[tuple], join: HashJoin) -> None:
         self.nodes_of: dict[str, list[int]] = {}  # variable -> its nodes
         self.pairs: dict[tuple, list[int]] = {}  # (upper var, lower var, upper node) -> nodes
         for v1, v2, n1, n2 in binw:
@@ -87,38 +89,62 @@ class Record:
                 self.nodes_of.setdefault(v1, []).append(n1)
             else:
                 self.pairs.setdefault((v1, v2, n1), []).append(n2)
-        for nodes in self.nodes_of.values():
-            nodes.sort()
-        self.sides: dict[Side, dict] = {}  # matches by join key, computed when first asked
-        self.left_values: list[str] = []  # the values filed in by_value (for eviction)
-
-    def vars_by_node(self) -> dict[int, list[str]]:
-        out: dict[int, list[str]] = {}
+        names_of: dict[int, list[str]] = {}
         for var, nodes in self.nodes_of.items():
+            nodes.sort()
             for node in nodes:
-                out.setdefault(node, []).append(var)
-        return out
+                names_of.setdefault(node, []).append(var)
+        # node -> (the left join ends it is bound to, the right ones), each None if none
+        self.ends: dict[int, tuple] = {}
+        for node, names in names_of.items():
+            theirs = join.left_ends.intersection(names)
+            mine = join.right_ends.intersection(names)
+            if theirs or mine:
+                self.ends[node] = (
+                    join.intern(frozenset(theirs)) if theirs else None,
+                    join.intern(frozenset(mine)) if mine else None,
+                )
+        self.sides: dict[Side, list[tuple]] = {}
 
-    def matches(self, side: Side) -> dict[tuple, list[tuple]]:
-        """The side's matches in this document (node tuples in template order) by the
-        string values of their join ends."""
+    def matches(self, side: Side) -> list[tuple]:
+        """The side's matches: node tuples in template order (the SQL's r_bin lookups)."""
         found = self.sides.get(side)
         if found is not None:
             return found
         variables, parents = side.variables, side.parents
-        partial = [(n,) for n in self.nodes_of.get(variables[0], ())]
+        found = [(n,) for n in self.nodes_of.get(variables[0], ())]
         pairs = self.pairs
         for i in range(1, len(variables)):
-            if not partial:
+            if not found:
                 break
             upper, var, p = variables[parents[i]], variables[i], parents[i]
-            partial = [(*m, n) for m in partial for n in pairs.get((upper, var, m[p]), ())]
-        strings = self.strings
-        found = {}
-        for match in partial:
-            key = tuple(strings[match[i]] for i in side.ends)
-            found.setdefault(key, []).append(match)
+            found = [(*m, n) for m in found for n in pairs.get((upper, var, m[p]), ())]
         self.sides[side] = found
+        return found
+
+
+class Record:
+    """What the join keeps of one document: its structure's layout, its strings."""
+
+    __slots__ = ("docid", "keyed", "layout", "left_values", "strings", "ts")
+
+    def __init__(self, docid: int, ts: float, layout: Layout, strings: dict) -> None:
+        self.docid = docid
+        self.ts = ts
+        self.layout = layout
+        self.strings = strings  # bound node -> string value
+        self.keyed: dict[Side, dict] = {}  # side -> its matches by join key
+        self.left_values: list[str] = []  # the values filed in by_value (for eviction)
+
+    def matches(self, side: Side) -> dict[tuple, list[tuple]]:
+        """The side's matches by the string values of their join ends."""
+        found = self.keyed.get(side)
+        if found is None:
+            found = self.keyed[side] = {}
+            strings, ends = self.strings, side.ends
+            for match in self.layout.matches(side):
+                key = tuple(strings[match[i]] for i in ends)
+                found.setdefault(key, []).append(match)
         return found
 
 
@@ -134,8 +160,9 @@ class HashJoin:
         self.docs: dict[int, Record] = {}
         self.by_value: dict[str, dict[int, list[int]]] = {}
         self._left_vars: dict[tuple[int, int], frozenset] = {}  # (docid, node) -> its V
-        self._helps: dict[tuple[frozenset, frozenset], list[tuple[Group, int]]] = {}
+        self._full: dict[frozenset, list[Group]] = {}  # profile -> the groups it satisfies
         self._interned: dict[frozenset, frozenset] = {}
+        self._layouts: dict[Shape, Layout] = {}
         self.candidates = self.checked = 0  # statistics: candidate pairs, matched
 
     # -- the query set -------------------------------------------------------------
@@ -172,7 +199,7 @@ class HashJoin:
                 self.by_pair.setdefault(pair, []).append((group, 1 << bit))
                 self.left_ends.add(pair[0])
                 self.right_ends.add(pair[1])
-            self._helps.clear()
+            self._changed()
         group.rows.append((rid, followed, window, since))
         self._group_of[rid] = group
 
@@ -191,71 +218,78 @@ class HashJoin:
                 del self.by_pair[pair]
         self.left_ends = {a for a, _ in self.by_pair}
         self.right_ends = {b for _, b in self.by_pair}
-        self._helps.clear()
+        self._changed()
+
+    def _changed(self) -> None:
+        """The join ends or groups changed: what was derived from them goes."""
+        self._full.clear()
+        self._layouts.clear()
 
     # -- documents -----------------------------------------------------------------
 
     def process(
-        self, docid: int, ts: float, binw: Iterable[tuple], docw: dict, widest: float
+        self, docid: int, ts: float, shape: Shape, strings: dict, widest: float
     ) -> list[tuple]:
-        """The rows ``(rid, earlier docid, docid, node...)`` of the new document, which
-        then joins the state."""
-        record = Record(docid, ts, binw, docw)
+        """The rows ``(rid, earlier docid, docid, node...)`` of a new document (its
+        witness ``shape``, its bound nodes' ``strings``), which then joins the state."""
+        layout = self._layouts.get(shape)
+        if layout is None:
+            if len(self._layouts) >= CACHE_LIMIT:
+                self._layouts.clear()
+            layout = self._layouts[shape] = Layout(shape.binw, self)
+        record = Record(docid, ts, layout, strings)
         out: list[tuple] = []
         if self.by_pair and self.docs:
-            by_node = record.vars_by_node()
-            found = self._count(record, by_node, widest)
-            for e, masks in found.items():
-                earlier = self.docs[e]
-                for group, mask in masks.items():
-                    if mask == group.full:
+            for e, profile in self._profiles(record, widest).items():
+                full = self._full.get(profile)
+                if full is None:
+                    full = self._full_groups(profile)
+                if full:
+                    earlier = self.docs[e]
+                    for group in full:
                         self._check(group, earlier, record, out)
-            self._insert(record, by_node)
             out.sort()  # the SQL's order: by query row, earlier document, nodes
-        else:
-            self._insert(record, None)
+        self._insert(record)
         return out
 
-    def _count(self, record: Record, by_node: dict, widest: float) -> dict:
-        """Per earlier document, the groups whose value joins each have a pair of equal
-        strings (bits ORed per group)."""
-        found: dict[int, dict[Group, int]] = {}
-        docs, left_vars, helps, by_value = self.docs, self._left_vars, self._helps, self.by_value
+    def _profiles(self, record: Record, widest: float) -> dict:
+        """Per earlier document in the widest window that shares a string value with the
+        new one, its *profile*: the pairs (join ends of the earlier node, join ends
+        of the new node) of nodes with equal strings, as a frozenset."""
+        found: dict[int, set] = {}
+        docs, left_vars, by_value = self.docs, self._left_vars, self.by_value
         oldest = record.ts - widest
-        right_ends = self.right_ends
-        for node, names in by_node.items():
-            value = record.strings[node]
-            entries = by_value.get(value)
+        strings = record.strings
+        for node, (_, mine) in record.layout.ends.items():
+            if mine is None:
+                continue
+            entries = by_value.get(strings[node])
             if not entries:
                 continue
-            mine = right_ends.intersection(names)
-            if not mine:
-                continue
-            mine = self._intern(frozenset(mine))
             for e, nodes in entries.items():
                 if docs[e].ts < oldest:
                     continue
-                masks = None
+                pairs = found.get(e)
+                if pairs is None:
+                    pairs = found[e] = set()
                 for earlier_node in nodes:
-                    key = (left_vars[(e, earlier_node)], mine)
-                    helped = helps.get(key)
-                    if helped is None:
-                        helped = self._helped(*key)
-                    if helped:
-                        if masks is None:
-                            masks = found.setdefault(e, {})
-                        for group, bit in helped:
-                            masks[group] = masks.get(group, 0) | bit
-        return found
+                    pairs.add((left_vars[(e, earlier_node)], mine))
+        return {e: frozenset(pairs) for e, pairs in found.items()}
 
-    def _helped(self, theirs: frozenset, mine: frozenset) -> list[tuple[Group, int]]:
-        """The group bits set by a pair of equal strings bound to these variables."""
+    def _full_groups(self, profile: frozenset) -> list[Group]:
+        """The groups each of whose value joins a profile's pairs satisfy (counting)."""
+        masks: dict[Group, int] = {}
         by_pair = self.by_pair
-        out = [hit for v in theirs for w in mine for hit in by_pair.get((v, w), ())]
-        if len(self._helps) >= CACHE_LIMIT:
-            self._helps.clear()
-        self._helps[(theirs, mine)] = out
-        return out
+        for theirs, mine in profile:
+            for v in theirs:
+                for w in mine:
+                    for group, bit in by_pair.get((v, w), ()):
+                        masks[group] = masks.get(group, 0) | bit
+        full = [group for group, mask in masks.items() if mask == group.full]
+        if len(self._full) >= CACHE_LIMIT:
+            self._full.clear()
+        self._full[profile] = full
+        return full
 
     def _check(self, group: Group, earlier: Record, record: Record, out: list) -> None:
         self.candidates += 1
@@ -282,29 +316,24 @@ class HashJoin:
                     nodes = left + right
                     out.extend((rid, e, d, *nodes) for rid in rows)
 
-    def _insert(self, record: Record, by_node: dict | None) -> None:
+    def _insert(self, record: Record) -> None:
         """File the document's nodes bound to a left join end under their values."""
         self.docs[record.docid] = record
-        if not self.left_ends:
-            return
-        if by_node is None:
-            by_node = record.vars_by_node()
-        left_ends = self.left_ends
-        for node, names in by_node.items():
-            theirs = left_ends.intersection(names)
-            if not theirs:
+        docid, strings = record.docid, record.strings
+        for node, (theirs, _) in record.layout.ends.items():
+            if theirs is None:
                 continue
-            self._left_vars[(record.docid, node)] = self._intern(frozenset(theirs))
-            value = record.strings[node]
-            self.by_value.setdefault(value, {}).setdefault(record.docid, []).append(node)
+            self._left_vars[(docid, node)] = theirs
+            value = strings[node]
+            self.by_value.setdefault(value, {}).setdefault(docid, []).append(node)
             record.left_values.append(value)
 
-    def _intern(self, names: frozenset) -> frozenset:
+    def intern(self, names: frozenset) -> frozenset:
+        """One object per set of variable names, so that profiles compare fast."""
         found = self._interned.get(names)
         if found is None:
             if len(self._interned) >= CACHE_LIMIT:
                 self._interned.clear()
-                self._helps.clear()  # its keys would no longer be the interned sets
             found = self._interned[names] = names
         return found
 

@@ -45,6 +45,7 @@ class Pattern:
     root: PatternNode
     variables: dict[str, PatternNode]
     paths: dict[str, list[PatternNode]]  # variable -> pattern nodes from the root down to it
+    ancestor_pairs: list[tuple[str, str]] = field(default_factory=list)  # (upper, lower) vars
 
 
 def canonical_block(block: A.Block, mark: A.Step | None = None) -> str:
@@ -82,7 +83,9 @@ def compile_block(block: A.Block, names: dict[str, str]) -> Pattern:
 
     add(root, block.steps, [root])
     _set_keys(root)
-    return Pattern(block.stream, root, variables, paths)
+    pattern = Pattern(block.stream, root, variables, paths)
+    pattern.ancestor_pairs = _ancestor_pairs(pattern)
+    return pattern
 
 
 def _set_keys(node: PatternNode) -> str:
@@ -91,23 +94,67 @@ def _set_keys(node: PatternNode) -> str:
     return node.key
 
 
+SHAPE_CACHE = 4096  # document structures whose witnesses are kept
+SHAPE_NODES = 512  # a document with more nodes is matched without the cache
+
+
+class Shape:
+    """Stage 1's answer for one document structure (XSCL blocks test structure only,
+    never values): the witness pairs ``binw`` and the bound nodes, shared by every
+    document of that structure."""
+
+    __slots__ = ("binw", "bound")
+
+    def __init__(self, binw: frozenset, bound: tuple[int, ...]) -> None:
+        self.binw = binw
+        self.bound = bound
+
+
+def shape_key(doc: Document) -> tuple:
+    """A document's structure: each node's kind, name and parent, in node order."""
+    return tuple((n.kind, n.name, -1 if n.parent is None else n.parent.id) for n in doc.nodes)
+
+
 class WitnessEvaluator:
-    """Evaluates every registered pattern over a document, sharing common subpatterns."""
+    """Evaluates every registered pattern over a document, sharing common subpatterns;
+    the answer for each document structure is kept (``SHAPE_CACHE`` of them, cleared
+    when the patterns change), so a stream of like messages matches each shape once."""
 
     def __init__(self) -> None:
         self.patterns: dict[str, list[Pattern]] = {}  # by stream
         self.memo_hits = 0
         self.memo_misses = 0
+        self._shapes: dict[tuple, Shape] = {}
 
     def add(self, pattern: Pattern) -> None:
         self.patterns.setdefault(pattern.stream, []).append(pattern)
+        self._shapes.clear()
 
     def remove(self, pattern: Pattern) -> None:
         self.patterns[pattern.stream].remove(pattern)
+        self._shapes.clear()
 
-    def evaluate(self, doc: Document, stream: str) -> tuple[set, dict]:
+    def evaluate(self, doc: Document, stream: str) -> tuple[frozenset, dict]:
+        """``binW`` and ``docW`` of the document (see the module's comment)."""
+        shape = self.shape(doc, stream)
+        nodes = doc.nodes
+        return shape.binw, {n: nodes[n].string_value for n in shape.bound}
+
+    def shape(self, doc: Document, stream: str) -> Shape:
+        """The witnesses of the document's structure, from the cache when it has them."""
+        if len(doc.nodes) > SHAPE_NODES:
+            return self._match(doc, stream)
+        key = (stream, shape_key(doc))
+        found = self._shapes.get(key)
+        if found is None:
+            if len(self._shapes) >= SHAPE_CACHE:
+                self._shapes.clear()
+            found = self._shapes[key] = self._match(doc, stream)
+        return found
+
+    def _match(self, doc: Document, stream: str) -> Shape:
         binw: set[tuple] = set()
-        docw: dict[int, str] = {}
+        bound: set[int] = set()
         memo: dict[str, list[Node]] = {}
         for pattern in self.patterns.get(stream, ()):
             reach = self._reach(pattern.root, doc, memo)
@@ -116,11 +163,11 @@ class WitnessEvaluator:
             for var, pnode in pattern.variables.items():
                 for node in reach[id(pnode)]:
                     binw.add((var, var, node.id, node.id))
-                    docw[node.id] = node.string_value
-            for upper, lower in _ancestor_pairs(pattern):
+                    bound.add(node.id)
+            for upper, lower in pattern.ancestor_pairs:
                 for pair in _pairs(pattern.paths[lower], len(pattern.paths[upper]) - 1, reach):
                     binw.add((upper, lower, pair[0], pair[1]))
-        return binw, docw
+        return Shape(frozenset(binw), tuple(sorted(bound)))
 
     # -- matching -----------------------------------------------------------------
 
