@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import math
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -75,7 +76,8 @@ class Result:
     """One result of one query: ``docs``, the document indexes in the order of the
     query's blocks; ``nodes``, the output nodes (one per SELECT term, or per
     block); ``output``, the result document, serialized when first read (pass a
-    string, or a function that makes it)."""
+    string, or the output ``Node`` objects as a tuple: one node alone is the
+    output, several are wrapped in ``<result>``)."""
 
     __slots__ = ("_output", "docs", "nodes", "query")
 
@@ -87,8 +89,9 @@ class Result:
 
     @property
     def output(self) -> str:
-        if callable(self._output):
-            self._output = self._output()
+        if type(self._output) is tuple:
+            parts = [node.serialize() for node in self._output]
+            self._output = parts[0] if len(parts) == 1 else f"<result>{''.join(parts)}</result>"
         return self._output
 
     def to_dict(self) -> dict:
@@ -116,6 +119,13 @@ class _Row:
     registered: _Registered
     swapped: bool  # the query's right block is on the earlier document
     outputs: list[tuple[int, int]]  # per output term: (side 0 = earlier / 1, template node)
+
+    def __post_init__(self) -> None:
+        self.sides = tuple(side for side, _ in self.outputs)
+        positions = [i for _, i in self.outputs]
+        # a row's output nodes as a tuple (itemgetter of one position gives the item)
+        pick = operator.itemgetter(*positions)
+        self.pick = pick if len(positions) > 1 else lambda nodes: (pick(nodes),)
 
 
 class XsclEngine:
@@ -424,15 +434,18 @@ class XsclEngine:
         self._latest = max(self._latest, ts)
         return docid
 
-    def _in_order(self, results: list[Result]) -> list[Result]:
-        """Results in stream order, each (query, documents, nodes) once."""
-        seen = set()
+    @staticmethod
+    def _in_order(results: list[tuple[tuple, Result]]) -> list[Result]:
+        """Results (with their sort keys) in stream order: by the later document, then
+        query, then the earlier document and the nodes; each (query, documents,
+        nodes) once."""
+        results.sort(key=lambda pair: pair[0])
         out = []
-        for result in sorted(results, key=self._order):
-            key = (result.query, tuple(result.docs), tuple(result.nodes))
-            if key not in seen:
-                seen.add(key)
+        last = None
+        for key, result in results:
+            if key != last:  # equal keys are neighbours: the same query, docs and nodes
                 out.append(result)
+                last = key
         return out
 
     def _candidates(self, lo: int, hi: int, listed: int = 2000) -> tuple[str | None, set]:
@@ -515,11 +528,7 @@ class XsclEngine:
             ]
         return found
 
-    def _order(self, result: Result) -> tuple:
-        later = max(result.docs)
-        return (later, self.queries[result.query].order, min(result.docs), result.nodes)
-
-    def _filters(self, docid: int, stream: str, binw: set) -> list[Result]:
+    def _filters(self, docid: int, stream: str, binw: Iterable[tuple]) -> list[tuple]:
         """Queries of one block: every node bound to the selected variable."""
         if not self.filters:
             return []
@@ -528,24 +537,31 @@ class XsclEngine:
             if v1 == v2:
                 bound.setdefault(v1, []).append(n1)
         out = []
+        nodes = self.docs[docid][0].nodes
         for registered in self.filters.values():
             query = registered.query
             if query.left.stream != stream:
                 continue
             var = registered.blocks[0][1][(query.select or [query.left.output.var])[0]]
             for node in sorted(bound.get(var, ())):
-                out.append(self._result(query, [docid], [(0, node)]))
+                result = Result(query.id, [docid], [node], (nodes[node],))
+                out.append(((docid, registered.order, docid, (node,), False), result))
         return out
 
-    def _results(self, rows: list[tuple]) -> list[Result]:
+    def _results(self, rows: list[tuple]) -> list[tuple]:
+        """``(sort key, Result)`` for each directed query of each joined row."""
         out = []
+        append = out.append
+        docs_of = self.docs
         for rid, ldoc, rdoc, *nodes in rows:
+            pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
             for row in self.rows.get(rid, ()):
-                docs = [ldoc, rdoc]
-                picked = [(docs[side], nodes[i]) for side, i in row.outputs]
-                if row.swapped:
-                    docs.reverse()
-                out.append(self._result(row.registered.query, docs, picked))
+                picked = row.pick(nodes)
+                parts = tuple(map(operator.getitem, map(pair.__getitem__, row.sides), picked))
+                docs = [rdoc, ldoc] if row.swapped else [ldoc, rdoc]
+                registered = row.registered
+                key = (rdoc, registered.order, ldoc, picked, row.swapped)
+                append((key, Result(registered.query.id, docs, list(picked), parts)))
         return out
 
     def directed_rows(self) -> Iterator[tuple[int, _Row]]:
@@ -553,16 +569,6 @@ class XsclEngine:
         for rid, shared in self.rows.items():
             for row in shared:
                 yield rid, row
-
-    def _result(self, query: A.Query, docs: list[int], picked: list[tuple[int, int]]) -> Result:
-        nodes = [self.docs[d][0].nodes[n] for d, n in picked]
-        single = query.right is None
-
-        def output() -> str:
-            parts = [node.serialize() for node in nodes]
-            return parts[0] if single else f"<result>{''.join(parts)}</result>"
-
-        return Result(query.id, docs, [n for _, n in picked], output)
 
     def _published(self, results: list[Result]) -> list[tuple[str, Document, float]]:
         out = []
