@@ -2,7 +2,18 @@
 
 import argparse
 
-from bench import events, spark, xpush, xquery, xscl, xseq, xseq_multi, xseq_opt, xseq_xpath
+from bench import (
+    events,
+    spark,
+    xpush,
+    xquery,
+    xscl,
+    xscl_stream,
+    xseq,
+    xseq_multi,
+    xseq_opt,
+    xseq_xpath,
+)
 
 BENCHMARKS = {
     "events": events.run,
@@ -14,6 +25,7 @@ BENCHMARKS = {
     "xseq-xpath": xseq_xpath.run,
     "xquery": xquery.run,
     "xscl": xscl.run,
+    "xscl-stream": xscl_stream.run,
     "spark": spark.run,
     "spark-1gb": spark.run_big,
 }

@@ -385,3 +385,78 @@ def test_cli_reports_a_bad_query_and_runs_the_others(tmp_path):
         f"xcep: error: {queries}, line 2, query bad, column 15: expected a variable, found ','"
     ]
     assert '"query":"good"' in done.stdout
+
+
+# -- the in-memory join on the benchmark's workload families ---------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    family=st.sampled_from(["items", "items-skewed", "seed", "diverse", "fan-out"]),
+    batch_size=st.sampled_from([1, 1, 3]),
+)
+def test_the_join_equals_per_query_hash_joins_as_queries_come_and_go(seed, family, batch_size):
+    """On every benchmark family, with queries added and removed between documents:
+    the in-memory join, the SQL join and a hash join per query find the same
+    (query, documents) pairs, and the in-memory and SQL joins the same results."""
+    from bench.xscl_stream import PerQueryHashJoin, workload
+
+    rng = random.Random(seed)
+    texts, documents = workload(family, 60, 40)
+    texts = rng.sample(texts, 24)
+    engines = {
+        "memory": XsclEngine(batch_size=batch_size),
+        "sql": XsclEngine(batch_size=batch_size, join="sql"),
+        "per-query": PerQueryHashJoin(),
+    }
+    live: list[str] = []
+    found = {name: [] for name in engines}
+    for position in range(0, len(documents), 5):
+        for qid, text in rng.sample(texts, 4):  # queries come...
+            if qid not in live:
+                live.append(qid)
+                for engine in engines.values():
+                    engine.add(qid, text)
+        for qid in rng.sample(live, min(len(live), 2)):  # ... and go
+            live.remove(qid)
+            for engine in engines.values():
+                engine.remove(qid)
+        chunk = [
+            ("S", parse_document(xml), float(position + i) / 2)
+            for i, xml in enumerate(documents[position : position + 5])
+        ]
+        for name, engine in engines.items():
+            got = engine.run(chunk)
+            found[name] += (
+                got
+                if name == "per-query"
+                else [(r.query, tuple(r.docs), tuple(r.nodes), r.output) for r in got]
+            )
+    assert found["memory"] == found["sql"]
+    assert {(q, d) for q, d, _, _ in found["memory"]} == set(found["per-query"])
+
+
+def test_the_join_state_is_bounded_by_the_widest_window():
+    """Documents leave the state once no window reaches them; with 'inf' the state
+    grows until its budget, and then the run stops with a clear error."""
+    from xcep.xscl.engine import StateBudgetError
+
+    def docs(lo, hi):
+        return [("S", parse_document(f"<a><k>{i % 4}</k></a>"), float(i)) for i in range(lo, hi)]
+
+    engine = XsclEngine()
+    engine.add("q", "S/a->x[/k->y] FOLLOWED BY{y=z, 3} S/a->w[/k->z]")
+    assert list(engine.run(docs(0, 50))) == []  # k repeats every 4: outside a window of 3
+    assert engine.state_size()["documents"] <= 4
+    engine.add("r", "S/a->x[/k->y] FOLLOWED BY{y=z, 4} S/a->w[/k->z]")
+    assert [(r.query, r.docs) for r in engine.run(docs(50, 60))] == [
+        ("r", [i - 4, i]) for i in range(54, 60)
+    ]
+    size = engine.state_size()
+    assert size["documents"] <= 5 and size["bindings"] <= 5 and size["values"] <= 4
+
+    bounded = XsclEngine(state_budget=10)
+    bounded.add("q", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/a->w[/k->z]")
+    with pytest.raises(StateBudgetError, match="document 10: the join state holds 10 documents"):
+        list(bounded.run(docs(0, 50)))

@@ -193,6 +193,7 @@ class XsclEngine:
         self._blocks: dict[int, tuple] = {}  # id of a parsed block -> (pattern key, names)
         self._key_of: dict[int, tuple] = {}
         self.next_rid = 0
+        self._added = 0  # queries added so far: a query's order (unique, also after removals)
         self.next_docid = 0
         self.docs: dict[int, tuple[Document, float, str]] = {}
         self.published: set[str] = set()
@@ -220,7 +221,8 @@ class XsclEngine:
                     block.output.var = f"_out{n}"
         else:  # the same text again (a popular subscription): its parse is shared
             query = replace(known, id=query_id)
-        registered = _Registered(query, len(self.queries), [])
+        registered = _Registered(query, self._added, [])
+        self._added += 1
         for block in query.blocks():
             registered.blocks.append(self._register_block(block))
         if query.right is not None:
