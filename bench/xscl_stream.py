@@ -230,6 +230,7 @@ class PerQueryHashJoin:
                 (e.right.var, e.left.var) if swapped else (e.left.var, e.right.var)
                 for e in query.predicates
             ]
+            earlier, later = (earlier, earlier.text()), (later, later.text())
             self.queries.append(
                 (query.id, query.op, query.window, earlier, later, ends, swapped, {}, deque())
             )
@@ -245,16 +246,23 @@ class PerQueryHashJoin:
             docid = self.next_docid
             self.next_docid += 1
             shape = shape_key(doc)
+            found: dict[str, list[dict]] = {}  # block -> its matches here (var -> string)
 
-            def of(block, doc=doc, shape=shape):
-                """The block's matches (variable -> node); per structure, as xcep's Stage 1."""
-                key = (block.text(), shape)
-                found = self._matches.get(key)
-                if found is None:
-                    found = self._matches[key] = [
-                        {var: node.id for var, node in m.items()} for m in matches(block, doc)
+            def of(block, doc=doc, shape=shape, found=found):
+                """The block's matches; per structure, as xcep's Stage 1, then per document."""
+                block, text = block
+                here = found.get(text)
+                if here is None:
+                    ids = self._matches.get((text, shape))
+                    if ids is None:
+                        ids = self._matches[(text, shape)] = [
+                            {var: node.id for var, node in m.items()} for m in matches(block, doc)
+                        ]
+                    nodes = doc.nodes
+                    here = found[text] = [
+                        {var: nodes[n].string_value for var, n in m.items()} for m in ids
                     ]
-                return [{var: doc.nodes[n] for var, n in m.items()} for m in found]
+                return here
 
             for qid, op, window, earlier, later, ends, swapped, index, order in self.queries:
                 while order and order[0][1] < ts - window:  # out of the window
@@ -265,13 +273,13 @@ class PerQueryHashJoin:
                         if not bucket:
                             del index[old_key]
                 for match in of(later):
-                    key = tuple(match[w].string_value for _, w in ends)
+                    key = tuple(match[w] for _, w in ends)
                     for e, e_ts in index.get(key, {}).items():
                         dt = ts - e_ts
                         if (0 < dt <= window) if op == A.FOLLOWED_BY else abs(dt) <= window:
                             out.append((qid, (docid, e) if swapped else (e, docid)))
                 for match in of(earlier):
-                    key = tuple(match[v].string_value for v, _ in ends)
+                    key = tuple(match[v] for v, _ in ends)
                     index.setdefault(key, {})[docid] = ts
                     order.append((key, ts, docid))
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -460,3 +461,27 @@ def test_the_join_state_is_bounded_by_the_widest_window():
     bounded.add("q", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/a->w[/k->z]")
     with pytest.raises(StateBudgetError, match="document 10: the join state holds 10 documents"):
         list(bounded.run(docs(0, 50)))
+
+
+def test_cli_stops_at_the_state_budget_and_refuses_views_without_sql(tmp_path):
+    import subprocess
+    import sys
+
+    queries = tmp_path / "q.txt"
+    queries.write_text("q\tS/a->x[/k->y] FOLLOWED BY{y=z, inf} S/a->w[/k->z]\n")
+    stream = "".join(f"<a><k>{i % 3}</k></a>\n" for i in range(20))
+
+    def xscl(*options):
+        command = [sys.executable, "-m", "xcep", "xscl", "--queries", str(queries), *options]
+        return subprocess.run(command, input=stream, capture_output=True, text=True, check=False)
+
+    done = xscl("--state-budget", "5")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "xcep: error: document 5: the join state holds 5 documents, its budget "
+        "(--state-budget); windows of 'inf' keep every document: use a finite window or a "
+        "larger budget"
+    ]
+    assert [json.loads(line)["docs"] for line in done.stdout.splitlines()] == [[0, 3], [1, 4]]
+    done = xscl("--view", "cache")
+    assert done.returncode == 2 and "--view cache is a way to run --join sql" in done.stderr
