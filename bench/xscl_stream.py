@@ -6,7 +6,8 @@ in a fresh process (peak RSS is its own):
 
 - xcep's in-memory join (``XsclEngine(join="memory")``) at batch 1: items/s,
   p50/p99 latency per document (from handing it in to its last result),
-  results, peak RSS;
+  results, peak RSS; and the same with ``run(grouped=True)`` (one result per
+  documents and output nodes, carrying its query ids);
 - the SQL join (``join="sql"``) at batch 1 and at batch 100 (at 1,000 queries);
 - a **per-query hash join** (``PerQueryHashJoin``): each query keeps its own
   hash index of its earlier block's matches by join values and probes it with
@@ -321,8 +322,8 @@ def _run(job: dict) -> dict:
         batch = job.get("batch", 1)
         for lo in range(0, len(parsed), batch):
             began = time.perf_counter()
-            for result in engine.run(parsed[lo : lo + batch]):
-                found.add((result.query, tuple(result.docs)))
+            for result in engine.run(parsed[lo : lo + batch], grouped=job.get("grouped", False)):
+                found.update((query, tuple(result.docs)) for query in result.queries)
                 count += 1
             latencies.append(time.perf_counter() - began)
     seconds = time.perf_counter() - start
@@ -358,10 +359,11 @@ def run(repeat: int = 1, quick: bool = False) -> None:
         for count in QUICK_COUNTS if quick else COUNTS:
             jobs = [
                 {"contender": "xcep memory", "join": "memory"},
+                {"contender": "xcep memory grouped", "join": "memory", "grouped": True},
                 {"contender": "per-query hash join"},
             ]
             if count >= 100_000:  # per document it loops over every query: a sample
-                jobs[1]["limit"] = PER_QUERY_ITEMS
+                jobs[2]["limit"] = PER_QUERY_ITEMS
             if count == 1_000:
                 jobs += [
                     {"contender": "xcep sql", "join": "sql", "limit": 200},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -409,14 +410,18 @@ def test_the_join_equals_per_query_hash_joins_as_queries_come_and_go(seed, famil
     engines = {
         "memory": XsclEngine(batch_size=batch_size),
         "sql": XsclEngine(batch_size=batch_size, join="sql"),
+        "grouped": XsclEngine(batch_size=batch_size, join=rng.choice(["memory", "sql"])),
         "per-query": PerQueryHashJoin(),
     }
     live: list[str] = []
+    order: dict[str, int] = {}
+    counter = itertools.count()
     found = {name: [] for name in engines}
     for position in range(0, len(documents), 5):
         for qid, text in rng.sample(texts, 4):  # queries come...
             if qid not in live:
                 live.append(qid)
+                order[qid] = next(counter)  # the order added (again, after a removal)
                 for engine in engines.values():
                     engine.add(qid, text)
         for qid in rng.sample(live, min(len(live), 2)):  # ... and go
@@ -428,14 +433,23 @@ def test_the_join_equals_per_query_hash_joins_as_queries_come_and_go(seed, famil
             for i, xml in enumerate(documents[position : position + 5])
         ]
         for name, engine in engines.items():
-            got = engine.run(chunk)
-            found[name] += (
-                got
-                if name == "per-query"
-                else [(r.query, tuple(r.docs), tuple(r.nodes), r.output) for r in got]
-            )
+            if name == "per-query":
+                found[name] += engine.run(chunk)
+            elif name == "grouped":
+                for r in engine.run(chunk, grouped=True):
+                    found[name].append((tuple(r.queries), tuple(r.docs), tuple(r.nodes), r.output))
+                    added = [order[q] for q in r.queries]
+                    assert added == sorted(added)  # its queries in the order they were added
+            else:
+                found[name] += [
+                    (r.query, tuple(r.docs), tuple(r.nodes), r.output) for r in engine.run(chunk)
+                ]
     assert found["memory"] == found["sql"]
     assert {(q, d) for q, d, _, _ in found["memory"]} == set(found["per-query"])
+    # grouped: the same results, each (documents, nodes) once, its queries in order
+    assert len({(d, n) for _, d, n, _ in found["grouped"]}) == len(found["grouped"])
+    expanded = [(q, d, n, o) for qs, d, n, o in found["grouped"] for q in qs]
+    assert sorted(expanded) == sorted(found["memory"])
 
 
 def test_the_join_state_is_bounded_by_the_widest_window():

@@ -367,14 +367,24 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
                 continue
             yield stream_name, doc, ts
 
+    def write(results: list) -> None:
+        """A batch's lines in one write, as soon as the batch is joined."""
+        if results:
+            stdout.write("".join([dumps(result.to_dict()) + "\n" for result in results]))
+
     status = EXIT_OK
     for name, path in _stream_inputs(args.inputs or ["-"], args.stream):
         one = copy.copy(args)
         one.inputs = [path]
 
         def consume(stream: EventStream, name=name) -> None:
-            for result in engine.run(documents(name, stream)):
-                stdout.write(dumps(result.to_dict()) + "\n")
+            batch = []
+            for item in documents(name, stream):
+                batch.append(item)
+                if len(batch) >= args.batch:
+                    write(engine.process(batch, args.group))
+                    batch = []
+            write(engine.process(batch, args.group))
 
         status = max(status, _read_inputs(one, stderr, consume))
     if errors or bad[0]:
@@ -631,6 +641,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="documents joined together (1); results of PUBLISH feed back after each batch",
+    )
+    xscl.add_argument(
+        "--group",
+        action="store_true",
+        help="one line for the queries that find the same documents and output, "
+        '{"queries": [ids], ...}, instead of one line per query',
     )
     xscl.add_argument(
         "--state-budget",

@@ -16,7 +16,18 @@ ELEMENT, ATTRIBUTE = "element", "attribute"
 
 
 class Node:
-    __slots__ = ("_string", "attrs", "children", "end", "id", "kind", "name", "parent", "parts")
+    __slots__ = (
+        "_string",
+        "_xml",
+        "attrs",
+        "children",
+        "end",
+        "id",
+        "kind",
+        "name",
+        "parent",
+        "parts",
+    )
 
     def __init__(self, ident: int, kind: str, name: str, parent: Node | None) -> None:
         self.id = ident
@@ -28,6 +39,7 @@ class Node:
         self.parts: list = []  # text strings and element children, in order (value for attributes)
         self.end = ident  # the largest id in the subtree
         self._string: str | None = None
+        self._xml: str | None = None  # serialize(), kept: a document does not change
 
     @property
     def string_value(self) -> str:
@@ -36,13 +48,18 @@ class Node:
         return self._string
 
     def serialize(self) -> str:
+        if self._xml is not None:
+            return self._xml
         if self.kind == ATTRIBUTE:
-            return f"{self.name}={quoteattr(self.string_value)}"
+            self._xml = f"{self.name}={quoteattr(self.string_value)}"
+            return self._xml
         attrs = "".join(f" {a.name}={quoteattr(a.string_value)}" for a in self.attrs)
         if not self.parts:
-            return f"<{self.name}{attrs}/>"
-        body = "".join(escape(p) if isinstance(p, str) else p.serialize() for p in self.parts)
-        return f"<{self.name}{attrs}>{body}</{self.name}>"
+            self._xml = f"<{self.name}{attrs}/>"
+        else:
+            body = "".join(escape(p) if isinstance(p, str) else p.serialize() for p in self.parts)
+            self._xml = f"<{self.name}{attrs}>{body}</{self.name}>"
+        return self._xml
 
     def __repr__(self) -> str:
         return f"<{self.kind} {self.name} #{self.id}>"

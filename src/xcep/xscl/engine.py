@@ -94,14 +94,40 @@ class Result:
             self._output = parts[0] if len(parts) == 1 else f"<result>{''.join(parts)}</result>"
         return self._output
 
+    @property
+    def queries(self) -> list[str]:
+        return [self.query]
+
     def to_dict(self) -> dict:
         return {"query": self.query, "docs": self.docs, "output": self.output}
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Result) and self.to_dict() == other.to_dict()
+        return type(other) is type(self) and self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
         return f"Result(query={self.query!r}, docs={self.docs}, nodes={self.nodes})"
+
+
+class GroupedResult(Result):
+    """One result shared by several queries (``run(..., grouped=True)``): the same
+    documents, in the same order, and the same output nodes; ``queries`` in the
+    order they were added, ``query`` the first of them."""
+
+    __slots__ = ("_queries",)
+
+    def __init__(self, queries: list[str], docs: list[int], nodes: list[int], output) -> None:
+        super().__init__(queries[0], docs, nodes, output)
+        self._queries = queries
+
+    @property
+    def queries(self) -> list[str]:
+        return self._queries
+
+    def to_dict(self) -> dict:
+        return {"queries": self._queries, "docs": self.docs, "output": self.output}
+
+    def __repr__(self) -> str:
+        return f"GroupedResult(queries={self._queries!r}, docs={self.docs}, nodes={self.nodes})"
 
 
 @dataclass
@@ -188,9 +214,12 @@ class XsclEngine:
         self.queries: dict[str, _Registered] = {}
         # rid -> the directed queries of one r_t row: identical ones share it
         self.rows: dict[int, list[_Row]] = {}
+        self._fans: dict[int, list[tuple]] = {}  # rid -> its rows by output (_fan_out)
         self._shared: dict[tuple, int] = {}  # r_t parameters -> rid
         self._parsed: dict[str, A.Query] = {}  # query text -> its parse (blocks shared)
         self._blocks: dict[int, tuple] = {}  # id of a parsed block -> (pattern key, names)
+        # a block's text with its variables as places -> (pattern key, global names)
+        self._forms: dict[tuple, tuple[tuple, list[str]]] = {}
         self._key_of: dict[int, tuple] = {}
         self.next_rid = 0
         self._added = 0  # queries added so far: a query's order (unique, also after removals)
@@ -244,6 +273,7 @@ class XsclEngine:
         for template, rid in registered.rows:
             shared = self.rows.get(rid, [])
             shared[:] = [row for row in shared if row.registered is not registered]
+            self._fans.pop(rid, None)
             if shared or rid not in self.rows:
                 continue  # other queries use the row (or a direction removed it already)
             del self._shared[self._key_of.pop(rid)]
@@ -274,16 +304,22 @@ class XsclEngine:
             pattern_key, local = known
             self.patterns[pattern_key][1] += 1
             return self.patterns[pattern_key][0], local
-        local: dict[str, str] = {}
-        for step in A.walk_steps(block.steps):
-            if step.var:
-                key = canonical_block(block, mark=step)
-                name = self.names.setdefault(key, f"v{len(self.names)}")
-                while name in local.values():  # the same place twice in one block
-                    key += "'"
+        form, variables = _block_form(block)
+        named = self._forms.get(form)  # the same block up to variable names: same names
+        if named is None:
+            local: dict[str, str] = {}
+            for step in A.walk_steps(block.steps):
+                if step.var:
+                    key = canonical_block(block, mark=step)
                     name = self.names.setdefault(key, f"v{len(self.names)}")
-                local[step.var] = name
-        pattern_key = (canonical_block(block), tuple(sorted(local.values())))
+                    while name in local.values():  # the same place twice in one block
+                        key += "'"
+                        name = self.names.setdefault(key, f"v{len(self.names)}")
+                    local[step.var] = name
+            pattern_key = (canonical_block(block), tuple(sorted(local.values())))
+            named = self._forms[form] = (pattern_key, [local[v] for v in variables])
+        pattern_key, names = named
+        local = dict(zip(variables, names, strict=True))
         entry = self.patterns.get(pattern_key)
         if entry is None:
             entry = self.patterns[pattern_key] = [compile_block(block, local), 0]
@@ -346,6 +382,7 @@ class XsclEngine:
             self.rows[rid] = []
         directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         self.rows[rid].append(directed)
+        self._fans.pop(rid, None)
         registered.rows.append((template, rid))
 
     @staticmethod
@@ -356,22 +393,35 @@ class XsclEngine:
 
     # -- documents ---------------------------------------------------------------
 
-    def run(self, documents: Iterable[tuple[str, Document, float]]) -> Iterator[Result]:
-        """Results for a stream of ``(stream name, document, timestamp)``, as soon as known."""
+    def run(
+        self, documents: Iterable[tuple[str, Document, float]], grouped: bool = False
+    ) -> Iterator[Result]:
+        """Results for a stream of ``(stream name, document, timestamp)``, as soon as known
+        (after each ``batch_size`` documents).
+
+        ``grouped``: one ``GroupedResult`` for the queries that find the same
+        documents (in the same order) and output nodes, instead of one ``Result``
+        per query — the cheap form when many queries find the same pairs."""
         batch: list[tuple[str, Document, float]] = []
         for item in documents:
             batch.append(item)
             if len(batch) >= self.batch_size:
-                yield from self._process(batch)
+                yield from self.process(batch, grouped)
                 batch = []
         if batch:
-            yield from self._process(batch)
+            yield from self.process(batch, grouped)
 
-    def _process(self, batch: list[tuple[str, Document, float]]) -> Iterator[Result]:
+    def process(
+        self, batch: list[tuple[str, Document, float]], grouped: bool = False
+    ) -> list[Result]:
+        """The results of a batch of documents, joined together (``run`` makes the
+        batches), with those of the documents its ``PUBLISH`` results make."""
+        out = []
         while batch:
-            results = self._batch(batch)
-            yield from results
-            batch = self._published(results)
+            results = self._batch(batch, grouped)
+            out += results
+            batch = self._published(results) if self.published else []
+        return out
 
     def _flush_queries(self) -> None:
         """Insert the template rows of the queries added since the last batch, in bulk."""
@@ -379,9 +429,9 @@ class XsclEngine:
             self._insert(f"r_t_{index}", rows)
         self._pending.clear()
 
-    def _batch(self, batch: list[tuple[str, Document, float]]) -> list[Result]:
+    def _batch(self, batch: list[tuple[str, Document, float]], grouped: bool) -> list[Result]:
         if self.hashjoin is not None:
-            return self._joined_in_memory(batch)
+            return self._joined_in_memory(batch, grouped)
         self._flush_queries()
         lo = self.next_docid
         doc_rows, bin_rows, ts_rows, results = [], [], [], []
@@ -391,7 +441,7 @@ class XsclEngine:
             doc_rows += [(docid, node, value) for node, value in docw.items()]
             bin_rows += [(docid, *row, docw[row[3]]) for row in binw]
             ts_rows.append((docid, ts))
-            results += self._filters(docid, stream, binw)
+            results += self._filters(docid, stream, binw, grouped)
         hi = self.next_docid - 1
         self._insert("r_doc", doc_rows)
         self._insert("r_bin", bin_rows)
@@ -401,24 +451,28 @@ class XsclEngine:
             self._maintain_view_cache(lo, hi, shared, {value for _, _, value in doc_rows})
         if left is not None:
             pairs = {(row[1], row[2]) for row in bin_rows}
+            rows = []
             for template in self.templates.values():
                 if pairs.isdisjoint(self._starts.get(template.index, ())):
                     continue  # no query of this template can start from this batch
                 sql = self.sql[template.index].format(lo=lo, hi=hi, left=left)
-                results += self._results(self.db.execute(sql).fetchall())
+                rows += self.db.execute(sql).fetchall()
+            results += self._results(rows, grouped)  # grouped over every template
         self._evict()
         return self._in_order(results)
 
-    def _joined_in_memory(self, batch: list[tuple[str, Document, float]]) -> list[Result]:
+    def _joined_in_memory(
+        self, batch: list[tuple[str, Document, float]], grouped: bool
+    ) -> list[Result]:
         """Each document joined with the state as it arrives (``hashjoin.py``)."""
         results = []
         for stream, doc, ts in batch:
             docid = self._admit(stream, doc, ts)
             shape = self.witness.shape(doc, stream)
-            results += self._filters(docid, stream, shape.binw)
+            results += self._filters(docid, stream, shape.binw, grouped)
             strings = {n: doc.nodes[n].string_value for n in shape.bound}
             rows = self.hashjoin.process(docid, ts, shape, strings, self._window())
-            results += self._results(rows)
+            results += self._results(rows, grouped)
         self._evict()  # after the batch: its results may name any of its documents
         return self._in_order(results)
 
@@ -530,7 +584,9 @@ class XsclEngine:
             ]
         return found
 
-    def _filters(self, docid: int, stream: str, binw: Iterable[tuple]) -> list[tuple]:
+    def _filters(
+        self, docid: int, stream: str, binw: Iterable[tuple], grouped: bool = False
+    ) -> list[tuple]:
         """Queries of one block: every node bound to the selected variable."""
         if not self.filters:
             return []
@@ -540,31 +596,66 @@ class XsclEngine:
                 bound.setdefault(v1, []).append(n1)
         out = []
         nodes = self.docs[docid][0].nodes
+        by_node: dict[int, list[tuple[int, str]]] = {}
         for registered in self.filters.values():
             query = registered.query
             if query.left.stream != stream:
                 continue
             var = registered.blocks[0][1][(query.select or [query.left.output.var])[0]]
             for node in sorted(bound.get(var, ())):
+                if grouped:
+                    by_node.setdefault(node, []).append((registered.order, query.id))
+                    continue
                 result = Result(query.id, [docid], [node], (nodes[node],))
                 out.append(((docid, registered.order, docid, (node,), False), result))
+        for node, queries in by_node.items():
+            result = GroupedResult([q for _, q in queries], [docid], [node], (nodes[node],))
+            out.append(((docid, queries[0][0], docid, (node,), False), result))
         return out
 
-    def _results(self, rows: list[tuple]) -> list[tuple]:
-        """``(sort key, Result)`` for each directed query of each joined row."""
+    def _results(self, rows: list[tuple], grouped: bool = False) -> list[tuple]:
+        """``(sort key, Result)`` for each directed query of each joined row; with
+        ``grouped``, one ``GroupedResult`` per documents and output nodes."""
         out = []
         append = out.append
         docs_of = self.docs
+        buckets: dict[tuple, list] = {}
         for rid, ldoc, rdoc, *nodes in rows:
             pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
-            for row in self.rows.get(rid, ()):
-                picked = row.pick(nodes)
-                parts = tuple(map(operator.getitem, map(pair.__getitem__, row.sides), picked))
-                docs = [rdoc, ldoc] if row.swapped else [ldoc, rdoc]
-                registered = row.registered
-                key = (rdoc, registered.order, ldoc, picked, row.swapped)
-                append((key, Result(registered.query.id, docs, list(picked), parts)))
+            for swapped, pick, sides, queries in self._fan_out(rid):
+                picked = pick(nodes)
+                parts = tuple(map(operator.getitem, map(pair.__getitem__, sides), picked))
+                docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
+                if grouped:
+                    bucket = buckets.get((docs, picked))
+                    if bucket is None:
+                        bucket = buckets[(docs, picked)] = [(rdoc, ldoc, picked, swapped), parts]
+                    bucket += queries
+                    continue
+                for order, query_id in queries:
+                    key = (rdoc, order, ldoc, picked, swapped)
+                    append((key, Result(query_id, list(docs), list(picked), parts)))
+        for (docs, picked), ((rdoc, ldoc, _, swapped), parts, *queries) in buckets.items():
+            queries = sorted(set(queries))  # a query twice: two rows with one output
+            key = (rdoc, queries[0][0], ldoc, picked, swapped)
+            result = GroupedResult([q for _, q in queries], list(docs), list(picked), parts)
+            append((key, result))
         return out
+
+    def _fan_out(self, rid: int) -> list[tuple]:
+        """The directed queries of an ``r_t`` row, grouped by how they read a joined row:
+        ``(swapped, pick, sides, [(order, query id), ...])``."""
+        found = self._fans.get(rid)
+        if found is None:
+            by_output: dict[tuple, tuple] = {}
+            for row in self.rows.get(rid, ()):
+                signature = (row.swapped, tuple(row.outputs))
+                entry = by_output.get(signature)
+                if entry is None:
+                    entry = by_output[signature] = (row.swapped, row.pick, row.sides, [])
+                entry[3].append((row.registered.order, row.registered.query.id))
+            found = self._fans[rid] = list(by_output.values())
+        return found
 
     def directed_rows(self) -> Iterator[tuple[int, _Row]]:
         """Every directed query with the id of its ``r_t`` row."""
@@ -575,10 +666,11 @@ class XsclEngine:
     def _published(self, results: list[Result]) -> list[tuple[str, Document, float]]:
         out = []
         for result in results:
-            query = self.queries[result.query].query
-            if query.publish:
-                ts = max(self.docs[d][1] for d in result.docs)
-                out.append((query.publish, parse_document(result.output), ts))
+            for query_id in result.queries:
+                query = self.queries[query_id].query
+                if query.publish:
+                    ts = max(self.docs[d][1] for d in result.docs)
+                    out.append((query.publish, parse_document(result.output), ts))
         return out
 
     def _window(self) -> float:
@@ -675,6 +767,27 @@ class ViewCache:
             "hit_ratio": self.hits / lookups if lookups else None,
             "evicted": self.evicted,
         }
+
+
+def _block_form(block: A.Block) -> tuple[tuple, list[str]]:
+    """The block's text with each variable written as a place, and its variables in
+    that order: blocks equal up to variable names have one form."""
+    parts: list[str] = [block.stream]
+    variables: list[str] = []
+
+    def add(steps: list[A.Step]) -> None:
+        for step in steps:
+            parts.append(f"{step.axis}{step.name}")
+            if step.var:
+                parts.append("->$")
+                variables.append(step.var)
+            for predicate in step.predicates:
+                parts.append("[")
+                add(predicate)
+                parts.append("]")
+
+    add(block.steps)
+    return tuple(parts), variables
 
 
 def _var_tree(pattern: Pattern) -> VarTree:

@@ -47,9 +47,14 @@ class Minor:
 
     root: str
     parent: dict[str, str | None]
+    _children: dict[str, list[str]] | None = None
 
     def children(self, var: str) -> list[str]:
-        return [v for v, p in self.parent.items() if p == var]
+        if self._children is None:
+            self._children = {}
+            for v, p in self.parent.items():
+                self._children.setdefault(p, []).append(v)
+        return self._children.get(var, [])
 
 
 def minor(tree: VarTree, kept: set[str]) -> Minor:
