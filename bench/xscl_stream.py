@@ -322,8 +322,10 @@ def _run(job: dict) -> dict:
         batch = job.get("batch", 1)
         for lo in range(0, len(parsed), batch):
             began = time.perf_counter()
-            for result in engine.run(parsed[lo : lo + batch], grouped=job.get("grouped", False)):
-                found.update((query, tuple(result.docs)) for query in result.queries)
+            options = {"grouped": True} if job.get("grouped") else {}
+            for result in engine.run(parsed[lo : lo + batch], **options):
+                queries = result.queries if job.get("grouped") else [result.query]
+                found.update((query, tuple(result.docs)) for query in queries)
                 count += 1
             latencies.append(time.perf_counter() - began)
     seconds = time.perf_counter() - start

@@ -338,12 +338,13 @@ def test_view_cache_reuses_slices_within_its_budget(budget):
     [
         [],
         ["--join", "sql"],
+        ["--join", "sql", "--batch", "auto"],
+        ["--group"],
         ["--join", "sql", "--view", "cache", "--view-budget", "0"],
         ["--join", "sql", "--view", "none"],
     ],
 )
 def test_cli_on_the_example_stream(view):
-    import json
     import subprocess
     import sys
     from pathlib import Path
@@ -360,6 +361,9 @@ def test_cli_on_the_example_stream(view):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
+    if "--group" in view:  # Q1 and Q2 find the same pair: one line
+        assert [r["queries"] for r in rows] == [["Q1", "Q2"], ["Q1"], ["Q3"]]
+        rows = [{"query": query, **r} for r in rows for query in r["queries"]]
     assert [(r["query"], r["docs"]) for r in rows] == [
         ("Q1", [0, 1]),
         ("Q2", [0, 1]),
@@ -499,3 +503,55 @@ def test_cli_stops_at_the_state_budget_and_refuses_views_without_sql(tmp_path):
     assert [json.loads(line)["docs"] for line in done.stdout.splitlines()] == [[0, 3], [1, 4]]
     done = xscl("--view", "cache")
     assert done.returncode == 2 and "--view cache is a way to run --join sql" in done.stderr
+
+
+@pytest.mark.parametrize("join", ["memory", "sql"])
+def test_adaptive_batches_never_hold_a_result_for_a_batch_to_fill(join):
+    """A producer that pauses after two joinable documents until their result is out:
+    adaptive batching (at most 100 a batch) answers; the results of a stream that is
+    all there at once are those of batches of one."""
+    import threading
+
+    answered = threading.Event()
+
+    def producer():
+        yield ("S", parse_document("<a><k>1</k></a>"), 1.0)
+        yield ("S", parse_document("<b><k>1</k></b>"), 2.0)
+        if not answered.wait(timeout=20):
+            raise AssertionError("the result of the first two documents never came")
+        yield ("S", parse_document("<b><k>1</k></b>"), 3.0)
+
+    engine = XsclEngine(batch_size=100, join=join)
+    engine.add("q", "S/a->x[/k->y] FOLLOWED BY{y=z, inf} S/b->w[/k->z]")
+    got = []
+    for result in engine.run(producer(), adaptive=True):
+        got.append(result.docs)
+        answered.set()
+    assert got == [[0, 1], [0, 2]]
+
+    rng = random.Random(3)
+    make_query, make_document = two_level(rng)
+    queries = [(f"q{i}", make_query(i)) for i in range(10)]
+    stream = [("S", parse_document(make_document()), float(i)) for i in range(40)]
+    runs = []
+    for batch_size, adaptive in ((1, False), (7, True)):
+        engine = XsclEngine(batch_size=batch_size, join=join)
+        for qid, text in queries:
+            engine.add(qid, text)
+        runs.append([(r.query, r.docs, r.nodes) for r in engine.run(stream, adaptive=adaptive)])
+    assert runs[0] == runs[1] and runs[0]
+
+
+def test_adaptive_batches_raise_the_sources_error_after_its_items():
+    from xcep.xscl.engine import ready_batches
+
+    def source():
+        yield from range(5)
+        raise ValueError("bad document 5")
+
+    seen = []
+    with pytest.raises(ValueError, match="bad document 5"):
+        for batch in ready_batches(source(), 2):
+            assert 1 <= len(batch) <= 2
+            seen += batch
+    assert seen == [0, 1, 2, 3, 4]

@@ -328,8 +328,11 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         timestamp_reader,
     )
     from xcep.xscl.documents import documents_from_batches
+    from xcep.xscl.engine import ready_batches
 
-    if args.view_budget < 0 or args.batch < 1 or args.state_budget < 1:
+    adaptive = args.batch == "auto"
+    batch_size = AUTO_BATCH if adaptive else args.batch
+    if args.view_budget < 0 or batch_size < 1 or args.state_budget < 1:
         stderr.write(
             "xcep: error: --batch and --state-budget must be at least 1, --view-budget at least 0\n"
         )
@@ -338,7 +341,7 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"xcep: error: --view {args.view} is a way to run --join sql\n")
         return EXIT_USAGE
     engine = XsclEngine(
-        batch_size=args.batch,
+        batch_size=batch_size,
         view=args.view,
         view_budget=args.view_budget,
         join=args.join,
@@ -378,10 +381,18 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         one.inputs = [path]
 
         def consume(stream: EventStream, name=name) -> None:
+            if adaptive:
+                batches = ready_batches(documents(name, stream), batch_size)
+                try:
+                    for batch in batches:
+                        write(engine.process(batch, args.group))
+                finally:
+                    batches.close()
+                return
             batch = []
             for item in documents(name, stream):
                 batch.append(item)
-                if len(batch) >= args.batch:
+                if len(batch) >= batch_size:
                     write(engine.process(batch, args.group))
                     batch = []
             write(engine.process(batch, args.group))
@@ -390,6 +401,19 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     if errors or bad[0]:
         status = max(status, EXIT_INPUT)
     return status
+
+
+AUTO_BATCH = 500  # the largest batch of --batch auto
+
+
+def _batch_size(text: str) -> int | str:
+    """``--batch``: a number, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
 
 
 def load_xscl_queries(path: str, engine, stderr: TextIO) -> tuple[list, list]:
@@ -637,10 +661,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument(
         "--batch",
-        type=int,
+        type=_batch_size,
         default=1,
-        metavar="N",
-        help="documents joined together (1); results of PUBLISH feed back after each batch",
+        metavar="N|auto",
+        help="documents joined together (1); auto: the documents read so far, up to "
+        f"{AUTO_BATCH:,}, so that no result waits for a batch to fill (for --join sql); "
+        "results of PUBLISH feed back after each batch",
     )
     xscl.add_argument(
         "--group",

@@ -29,6 +29,8 @@ from __future__ import annotations
 import io
 import math
 import operator
+import queue
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -394,14 +396,29 @@ class XsclEngine:
     # -- documents ---------------------------------------------------------------
 
     def run(
-        self, documents: Iterable[tuple[str, Document, float]], grouped: bool = False
+        self,
+        documents: Iterable[tuple[str, Document, float]],
+        grouped: bool = False,
+        adaptive: bool = False,
     ) -> Iterator[Result]:
         """Results for a stream of ``(stream name, document, timestamp)``, as soon as known
         (after each ``batch_size`` documents).
 
         ``grouped``: one ``GroupedResult`` for the queries that find the same
         documents (in the same order) and output nodes, instead of one ``Result``
-        per query — the cheap form when many queries find the same pairs."""
+        per query — the cheap form when many queries find the same pairs.
+
+        ``adaptive``: batches of the documents that are ready (``ready_batches``),
+        at most ``batch_size``: when documents queue up they are joined together,
+        and no result waits for a batch to fill."""
+        if adaptive:
+            batches = ready_batches(documents, self.batch_size)
+            try:
+                for batch in batches:
+                    yield from self.process(batch, grouped)
+            finally:
+                batches.close()
+            return
         batch: list[tuple[str, Document, float]] = []
         for item in documents:
             batch.append(item)
@@ -767,6 +784,66 @@ class ViewCache:
             "hit_ratio": self.hits / lookups if lookups else None,
             "evicted": self.evicted,
         }
+
+
+class _Failed:
+    """An exception of the reading thread, handed to the one that joins."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def ready_batches(items: Iterable, most: int) -> Iterator[list]:
+    """Batches of the items a source has produced so far: a thread reads the source
+    into a queue; each batch is what is queued (at least one item, at most
+    ``most``). A fast source gives full batches, a slow one batches of one: nothing
+    waits for a batch to fill. The source's exceptions are raised here, after the
+    items before them."""
+    ready: queue.Queue = queue.Queue(maxsize=2 * most)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+        except BaseException as error:  # handed over, raised by the consumer
+            put(_Failed(error))
+        put(done)
+
+    reader = threading.Thread(target=read, name="xcep-ready-batches", daemon=True)
+    reader.start()
+    try:
+        while True:
+            batch = []
+            item = ready.get()
+            while True:
+                if item is done or isinstance(item, _Failed):
+                    if batch:
+                        yield batch
+                    if item is done:
+                        return
+                    raise item.error
+                batch.append(item)
+                if len(batch) >= most:
+                    break
+                try:
+                    item = ready.get_nowait()
+                except queue.Empty:
+                    break
+            yield batch
+    finally:
+        stop.set()
 
 
 def _block_form(block: A.Block) -> tuple[tuple, list[str]]:
