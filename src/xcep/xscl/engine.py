@@ -34,6 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from operator import getitem
 
 import duckdb
 import numpy as np
@@ -473,7 +474,10 @@ class XsclEngine:
                 if pairs.isdisjoint(self._starts.get(template.index, ())):
                     continue  # no query of this template can start from this batch
                 sql = self.sql[template.index].format(lo=lo, hi=hi, left=left)
-                rows += self.db.execute(sql).fetchall()
+                rows += [
+                    ((rid,), ldoc, rdoc, nodes)
+                    for rid, ldoc, rdoc, *nodes in self.db.execute(sql).fetchall()
+                ]
             results += self._results(rows, grouped)  # grouped over every template
         self._evict()
         return self._in_order(results)
@@ -631,28 +635,31 @@ class XsclEngine:
         return out
 
     def _results(self, rows: list[tuple], grouped: bool = False) -> list[tuple]:
-        """``(sort key, Result)`` for each directed query of each joined row; with
-        ``grouped``, one ``GroupedResult`` per documents and output nodes."""
+        """``(sort key, Result)`` for each directed query of each joined row ``(rids,
+        earlier docid, docid, nodes)``; with ``grouped``, one ``GroupedResult`` per
+        documents and output nodes."""
         out = []
         append = out.append
         docs_of = self.docs
         buckets: dict[tuple, list] = {}
-        for rid, ldoc, rdoc, *nodes in rows:
+        for rids, ldoc, rdoc, nodes in rows:
             pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
-            for swapped, pick, sides, queries in self._fan_out(rid):
-                picked = pick(nodes)
-                parts = tuple(map(operator.getitem, map(pair.__getitem__, sides), picked))
-                docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
-                if grouped:
-                    bucket = buckets.get((docs, picked))
-                    if bucket is None:
-                        bucket = buckets[(docs, picked)] = [(rdoc, ldoc, picked, swapped), parts]
-                    bucket += queries
-                    continue
-                for order, query_id in queries:
-                    key = (rdoc, order, ldoc, picked, swapped)
-                    append((key, Result(query_id, list(docs), list(picked), parts)))
-        for (docs, picked), ((rdoc, ldoc, _, swapped), parts, *queries) in buckets.items():
+            for rid in rids:
+                for swapped, pick, sides, queries in self._fan_out(rid):
+                    picked = pick(nodes)
+                    docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
+                    if grouped:
+                        bucket = buckets.get((docs, picked))
+                        if bucket is None:
+                            parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
+                            bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), parts]
+                        bucket += queries
+                        continue
+                    parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
+                    for order, query_id in queries:
+                        key = (rdoc, order, ldoc, picked, swapped)
+                        append((key, Result(query_id, list(docs), list(picked), parts)))
+        for (docs, picked), ((rdoc, ldoc, swapped), parts, *queries) in buckets.items():
             queries = sorted(set(queries))  # a query twice: two rows with one output
             key = (rdoc, queries[0][0], ldoc, picked, swapped)
             result = GroupedResult([q for _, q in queries], list(docs), list(picked), parts)

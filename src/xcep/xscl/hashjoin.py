@@ -13,7 +13,7 @@ Structures (constant between changes of the query set):
   the template's shape and value joins; its ``rows`` are the directed queries
   (``r_t`` rows: rid, followed, window, since) that differ only in operator,
   window or start.
-- ``by_pair``: ``(left variable, right variable) -> [(group, bit)]``: which
+- ``by_pair``: ``left variable -> {right variable: [(group, bit)]}``: which
   value join of which group a pair of equal strings helps (the counting
   algorithm of content-based pub/sub, over value joins).
 
@@ -38,7 +38,7 @@ The loop for a new document d (``process``):
 3. a candidate is checked exactly: the group's left side matched in e and
    its right side in d (the template's structural edges, as the SQL's
    ``r_bin`` lookups), joined on the join ends' string values; each pair of
-   matches is a row ``(rid, e, d, nodes...)`` for every query of the group
+   matches is a row ``(rids, e, d, nodes)`` for the queries of the group
    whose window, order and start admit e;
 4. ``insert`` files d's nodes bound to a left join end under their values;
    ``evict`` drops documents no window reaches.
@@ -153,7 +153,7 @@ class HashJoin:
 
     def __init__(self) -> None:
         self.groups: dict[tuple, Group] = {}
-        self.by_pair: dict[tuple[str, str], list[tuple[Group, int]]] = {}
+        self.by_pair: dict[str, dict[str, list[tuple[Group, int]]]] = {}
         self.left_ends: set[str] = set()
         self.right_ends: set[str] = set()
         self._group_of: dict[int, Group] = {}  # rid -> its group
@@ -161,6 +161,7 @@ class HashJoin:
         self.by_value: dict[str, dict[int, list[int]]] = {}
         self._left_vars: dict[tuple[int, int], frozenset] = {}  # (docid, node) -> its V
         self._full: dict[frozenset, list[Group]] = {}  # profile -> the groups it satisfies
+        self._classes: dict[tuple, tuple] = {}  # pair of variable sets -> _class_masks
         self._interned: dict[frozenset, frozenset] = {}
         self._layouts: dict[Shape, Layout] = {}
         self.candidates = self.checked = 0  # statistics: candidate pairs, matched
@@ -196,7 +197,9 @@ class HashJoin:
             group = self.groups[key] = Group(left, right, (1 << len(joins)) - 1)
             for bit, (a, b) in enumerate(joins):
                 pair = (variables[a], variables[b])
-                self.by_pair.setdefault(pair, []).append((group, 1 << bit))
+                self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], []).append(
+                    (group, 1 << bit)
+                )
                 self.left_ends.add(pair[0])
                 self.right_ends.add(pair[1])
             self._changed()
@@ -210,19 +213,24 @@ class HashJoin:
             return
         key = next(k for k, g in self.groups.items() if g is group)
         del self.groups[key]
-        for pair in list(self.by_pair):
-            kept = [(g, bit) for g, bit in self.by_pair[pair] if g is not group]
-            if kept:
-                self.by_pair[pair] = kept
-            else:
-                del self.by_pair[pair]
-        self.left_ends = {a for a, _ in self.by_pair}
-        self.right_ends = {b for _, b in self.by_pair}
+        for left in list(self.by_pair):
+            partners = self.by_pair[left]
+            for right in list(partners):
+                kept = [(g, bit) for g, bit in partners[right] if g is not group]
+                if kept:
+                    partners[right] = kept
+                else:
+                    del partners[right]
+            if not partners:
+                del self.by_pair[left]
+        self.left_ends = set(self.by_pair)
+        self.right_ends = {right for partners in self.by_pair.values() for right in partners}
         self._changed()
 
     def _changed(self) -> None:
         """The join ends or groups changed: what was derived from them goes."""
         self._full.clear()
+        self._classes.clear()
         self._layouts.clear()
 
     # -- documents -----------------------------------------------------------------
@@ -230,8 +238,9 @@ class HashJoin:
     def process(
         self, docid: int, ts: float, shape: Shape, strings: dict, widest: float
     ) -> list[tuple]:
-        """The rows ``(rid, earlier docid, docid, node...)`` of a new document (its
-        witness ``shape``, its bound nodes' ``strings``), which then joins the state."""
+        """The joined rows ``(rids, earlier docid, docid, nodes)`` of a new document (its
+        witness ``shape``, its bound nodes' ``strings``), which then joins the state:
+        the ``r_t`` rows that share a match, and the match's nodes in template order."""
         layout = self._layouts.get(shape)
         if layout is None:
             if len(self._layouts) >= CACHE_LIMIT:
@@ -248,7 +257,6 @@ class HashJoin:
                     earlier = self.docs[e]
                     for group in full:
                         self._check(group, earlier, record, out)
-            out.sort()  # the SQL's order: by query row, earlier document, nodes
         self._insert(record)
         return out
 
@@ -278,18 +286,50 @@ class HashJoin:
 
     def _full_groups(self, profile: frozenset) -> list[Group]:
         """The groups each of whose value joins a profile's pairs satisfy (counting)."""
-        masks: dict[Group, int] = {}
-        by_pair = self.by_pair
-        for theirs, mine in profile:
-            for v in theirs:
-                for w in mine:
-                    for group, bit in by_pair.get((v, w), ()):
-                        masks[group] = masks.get(group, 0) | bit
-        full = [group for group, mask in masks.items() if mask == group.full]
+        full: list[Group] = []
+        partial: list[dict[Group, int]] = []
+        for pair in profile:
+            complete, bits = self._class_masks(pair)
+            full += complete
+            if bits:
+                partial.append(bits)
+        if len(partial) > 1:  # joins that only several pairs together satisfy
+            partial.sort(key=len, reverse=True)
+            masks = dict(partial[0])
+            for other in partial[1:]:
+                for group, mask in other.items():
+                    masks[group] = masks.get(group, 0) | mask
+            full += [group for group, mask in masks.items() if mask == group.full]
+            full = list(dict.fromkeys(full))
+        elif len(profile) > 1:
+            full = list(dict.fromkeys(full))
         if len(self._full) >= CACHE_LIMIT:
             self._full.clear()
         self._full[profile] = full
         return full
+
+    def _class_masks(self, pair: tuple[frozenset, frozenset]) -> tuple[list, dict]:
+        """What one pair of equal strings (its nodes' join-end variable sets ``pair``)
+        does for the groups: the groups it satisfies alone, and the value-join bits
+        it sets in the others. Kept: pairs repeat more than profiles do."""
+        found = self._classes.get(pair)
+        if found is None:
+            theirs, mine = pair
+            bits: dict[Group, int] = {}
+            for v in theirs:
+                partners = self.by_pair.get(v)
+                if partners is None:
+                    continue
+                for w in partners.keys() & mine:
+                    for group, bit in partners[w]:
+                        bits[group] = bits.get(group, 0) | bit
+            complete = [group for group, mask in bits.items() if mask == group.full]
+            for group in complete:
+                del bits[group]
+            if len(self._classes) >= CACHE_LIMIT:
+                self._classes.clear()
+            found = self._classes[pair] = (complete, bits)
+        return found
 
     def _check(self, group: Group, earlier: Record, record: Record, out: list) -> None:
         self.candidates += 1
@@ -299,11 +339,11 @@ class HashJoin:
         mine = record.matches(group.right)
         e, d = earlier.docid, record.docid
         dt = record.ts - earlier.ts
-        rows = [
+        rows = tuple(
             rid
             for rid, followed, window, since in group.rows
             if e >= since and ((0 < dt <= window) if followed else abs(dt) <= window)
-        ]
+        )
         if not rows:
             return
         for key, rights in mine.items():
@@ -313,8 +353,7 @@ class HashJoin:
             self.checked += 1
             for left in lefts:
                 for right in rights:
-                    nodes = left + right
-                    out.extend((rid, e, d, *nodes) for rid in rows)
+                    out.append((rows, e, d, left + right))
 
     def _insert(self, record: Record) -> None:
         """File the document's nodes bound to a left join end under their values."""
