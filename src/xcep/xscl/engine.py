@@ -34,7 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from operator import getitem
+from operator import getitem, itemgetter
 
 import duckdb
 import numpy as np
@@ -80,7 +80,8 @@ class Result:
     query's blocks; ``nodes``, the output nodes (one per SELECT term, or per
     block); ``output``, the result document, serialized when first read (pass a
     string, or the output ``Node`` objects as a tuple: one node alone is the
-    output, several are wrapped in ``<result>``)."""
+    output, several are wrapped in ``<result>``). The results of one joined row
+    share their ``docs`` and ``nodes`` lists: read them, copy them to change them."""
 
     __slots__ = ("_output", "docs", "nodes", "query")
 
@@ -516,7 +517,7 @@ class XsclEngine:
         """Results (with their sort keys) in stream order: by the later document, then
         query, then the earlier document and the nodes; each (query, documents,
         nodes) once."""
-        results.sort(key=lambda pair: pair[0])
+        results.sort(key=first)
         out = []
         last = None
         for key, result in results:
@@ -641,6 +642,8 @@ class XsclEngine:
         out = []
         append = out.append
         docs_of = self.docs
+        # per (documents, output nodes): what its results share (the lists are shared
+        # between the Result objects of one row: read them, do not change them)
         buckets: dict[tuple, list] = {}
         for rids, ldoc, rdoc, nodes in rows:
             pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
@@ -648,18 +651,24 @@ class XsclEngine:
                 for swapped, pick, sides, queries in self._fan_out(rid):
                     picked = pick(nodes)
                     docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
+                    bucket = buckets.get((docs, picked))
+                    if bucket is None:
+                        parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
+                        bucket = buckets[(docs, picked)] = [
+                            (rdoc, ldoc, swapped, list(docs), list(picked)),
+                            parts,
+                        ]
                     if grouped:
-                        bucket = buckets.get((docs, picked))
-                        if bucket is None:
-                            parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
-                            bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), parts]
                         bucket += queries
                         continue
-                    parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
+                    _, _, _, docs_list, picked_list = bucket[0]
+                    parts = bucket[1]
                     for order, query_id in queries:
                         key = (rdoc, order, ldoc, picked, swapped)
-                        append((key, Result(query_id, list(docs), list(picked), parts)))
-        for (docs, picked), ((rdoc, ldoc, swapped), parts, *queries) in buckets.items():
+                        append((key, Result(query_id, docs_list, picked_list, parts)))
+        if not grouped:
+            return out
+        for (docs, picked), ((rdoc, ldoc, swapped, _, _), parts, *queries) in buckets.items():
             queries = sorted(set(queries))  # a query twice: two rows with one output
             key = (rdoc, queries[0][0], ldoc, picked, swapped)
             result = GroupedResult([q for _, q in queries], list(docs), list(picked), parts)
@@ -791,6 +800,9 @@ class ViewCache:
             "hit_ratio": self.hits / lookups if lookups else None,
             "evicted": self.evicted,
         }
+
+
+first = itemgetter(0)
 
 
 class _Failed:
