@@ -555,3 +555,26 @@ def test_adaptive_batches_raise_the_sources_error_after_its_items():
             assert 1 <= len(batch) <= 2
             seen += batch
     assert seen == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("join", ["memory", "sql"])
+def test_queries_that_go_leave_nothing_behind(join):
+    """Query churn: after many distinct queries come and go, the registries, the
+    in-memory join's groups and the parse cache are empty again."""
+    from bench.xscl_stream import Items
+
+    maker, rng = Items(), random.Random(5)
+    engine = XsclEngine(join=join)
+    doc = ("S", parse_document(maker.document(rng, 0)), 0.0)
+    for round_ in range(3):
+        texts = {f"r{round_}q{i}": maker.query(rng) for i in range(200)}
+        for qid, text in texts.items():
+            engine.add(qid, text)
+        list(engine.run([doc]))
+        for qid in texts:
+            engine.remove(qid)
+    assert not engine.queries and not engine.rows and not engine.patterns
+    assert not engine._parsed and not engine._fans
+    if join == "memory":
+        assert not engine.hashjoin.groups and not engine.hashjoin.by_pair
+        assert not engine.hashjoin._group_of

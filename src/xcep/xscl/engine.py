@@ -139,6 +139,7 @@ class _Registered:
     query: A.Query
     order: int
     blocks: list[tuple[Pattern, dict[str, str]]]  # per block: its pattern and local -> global
+    text: str  # as added
     rows: list[tuple[Template, int]] = field(default_factory=list)
 
 
@@ -220,8 +221,8 @@ class XsclEngine:
         self.rows: dict[int, list[_Row]] = {}
         self._fans: dict[int, list[tuple]] = {}  # rid -> its rows by output (_fan_out)
         self._shared: dict[tuple, int] = {}  # r_t parameters -> rid
-        self._parsed: dict[str, A.Query] = {}  # query text -> its parse (blocks shared)
-        self._blocks: dict[int, tuple] = {}  # id of a parsed block -> (pattern key, names)
+        # query text -> [its parse (blocks shared), the registered queries of that text]
+        self._parsed: dict[str, list] = {}
         # a block's text with its variables as places -> (pattern key, global names)
         self._forms: dict[tuple, tuple[tuple, list[str]]] = {}
         self._key_of: dict[int, tuple] = {}
@@ -248,13 +249,15 @@ class XsclEngine:
             raise XsclSyntaxError(f"query id {query_id} is already registered", query_id)
         known = self._parsed.get(text)
         if known is None:
-            query = self._parsed[text] = parse_query(text, query_id)
+            query = parse_query(text, query_id)
             for n, block in enumerate(query.blocks(), 1):
                 if block.output.var is None:
                     block.output.var = f"_out{n}"
+            known = self._parsed[text] = [query, 0]
         else:  # the same text again (a popular subscription): its parse is shared
-            query = replace(known, id=query_id)
-        registered = _Registered(query, self._added, [])
+            query = replace(known[0], id=query_id)
+        known[1] += 1
+        registered = _Registered(query, self._added, [], text)
         self._added += 1
         for block in query.blocks():
             registered.blocks.append(self._register_block(block))
@@ -272,6 +275,10 @@ class XsclEngine:
 
     def remove(self, query_id: str) -> None:
         registered = self.queries.pop(query_id)
+        parsed = self._parsed[registered.text]
+        parsed[1] -= 1
+        if not parsed[1]:
+            del self._parsed[registered.text]
         self.filters.pop(query_id, None)
         self._widest = None
         for template, rid in registered.rows:
@@ -303,11 +310,6 @@ class XsclEngine:
                 del self.patterns[key]
 
     def _register_block(self, block: A.Block) -> tuple[Pattern, dict[str, str]]:
-        known = self._blocks.get(id(block))  # a block of a shared parse
-        if known is not None and known[0] in self.patterns:
-            pattern_key, local = known
-            self.patterns[pattern_key][1] += 1
-            return self.patterns[pattern_key][0], local
         form, variables = _block_form(block)
         named = self._forms.get(form)  # the same block up to variable names: same names
         if named is None:
@@ -327,9 +329,9 @@ class XsclEngine:
         entry = self.patterns.get(pattern_key)
         if entry is None:
             entry = self.patterns[pattern_key] = [compile_block(block, local), 0]
+            entry[0].key = pattern_key
             self.witness.add(entry[0])
         entry[1] += 1
-        self._blocks[id(block)] = (pattern_key, local)
         return entry[0], local
 
     def _add_row(self, registered: _Registered, swapped: bool) -> None:
@@ -344,7 +346,7 @@ class XsclEngine:
         kept = [{v for v, _ in joins}, {v for _, v in joins}]
         for side, var in outputs:
             kept[side].add(var)
-        shape = (id(lp), id(rp), frozenset(kept[0]), frozenset(kept[1]), tuple(joins))
+        shape = (lp.key, rp.key, frozenset(kept[0]), frozenset(kept[1]), tuple(joins))
         found = self._shapes.get(shape)
         if found is None:  # queries of the same shape have the same template and mapping
             left = minor(_var_tree(lp), kept[0])

@@ -46,6 +46,7 @@ class Pattern:
     variables: dict[str, PatternNode]
     paths: dict[str, list[PatternNode]]  # variable -> pattern nodes from the root down to it
     ancestor_pairs: list[tuple[str, str]] = field(default_factory=list)  # (upper, lower) vars
+    key: tuple = ()  # the engine's name for it (canonical text, variables)
 
 
 def canonical_block(block: A.Block, mark: A.Step | None = None) -> str:
