@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(PY) -m bench xseq-xpath
 	$(PY) -m bench xquery
 	$(PY) -m bench xscl
+	$(PY) -m bench xscl-stream
 	$(PY) -m bench spark
 
 clean:
