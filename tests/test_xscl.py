@@ -578,3 +578,25 @@ def test_queries_that_go_leave_nothing_behind(join):
     if join == "memory":
         assert not engine.hashjoin.groups and not engine.hashjoin.by_pair
         assert not engine.hashjoin._group_of
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    family=st.sampled_from(["items", "items-skewed", "seed", "diverse", "fan-out"]),
+    batch_size=st.sampled_from([1, 4]),
+    seed=st.integers(0, 10**6),
+)
+def test_the_join_equals_sequential_on_every_family(family, batch_size, seed):
+    """The in-memory join gives Sequential's results (documents, nodes, outputs, order)
+    on each benchmark family."""
+    from bench.xscl_stream import workload
+
+    texts, documents = workload(family, 40, 30)
+    texts = random.Random(seed).sample(texts, 15)
+    stream = [("S", parse_document(xml), float(i)) for i, xml in enumerate(documents)]
+    fast, slow = XsclEngine(batch_size=batch_size), SequentialEngine()
+    for qid, text in texts:
+        fast.add(qid, text)
+        slow.add(qid, text)
+    got = [(r.query, r.docs, r.nodes, r.output) for r in fast.run(stream)]
+    assert got == [(r.query, r.docs, r.nodes, r.output) for r in slow.run(stream)]
