@@ -152,6 +152,7 @@ class _Row:
     outputs: list[tuple[int, int]]  # per output term: (side 0 = earlier / 1, template node)
 
     def __post_init__(self) -> None:
+        self.signature = (self.swapped, tuple(self.outputs))  # how it reads a joined row
         self.sides = tuple(side for side, _ in self.outputs)
         positions = [i for _, i in self.outputs]
         # a row's output nodes as a tuple (itemgetter of one position gives the item)
@@ -219,7 +220,7 @@ class XsclEngine:
         self.queries: dict[str, _Registered] = {}
         # rid -> the directed queries of one r_t row: identical ones share it
         self.rows: dict[int, list[_Row]] = {}
-        self._fans: dict[tuple, list[tuple]] = {}  # rids -> their rows by output (_fan_out)
+        self._fans: dict[int, list[tuple]] = {}  # rid -> its rows by output (_fan_out)
         self._shared: dict[tuple, int] = {}  # r_t parameters -> rid
         # query text -> [its parse (blocks shared), the registered queries of that text]
         self._parsed: dict[str, list] = {}
@@ -284,7 +285,7 @@ class XsclEngine:
         for template, rid in registered.rows:
             shared = self.rows.get(rid, [])
             shared[:] = [row for row in shared if row.registered is not registered]
-            self._fans.clear()
+            self._fans.pop(rid, None)
             if shared or rid not in self.rows:
                 continue  # other queries use the row (or a direction removed it already)
             del self._shared[self._key_of.pop(rid)]
@@ -388,7 +389,7 @@ class XsclEngine:
             self.rows[rid] = []
         directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         self.rows[rid].append(directed)
-        self._fans.clear()
+        self._fans.pop(rid, None)
         registered.rows.append((template, rid))
 
     @staticmethod
@@ -647,26 +648,28 @@ class XsclEngine:
         # per (documents, output nodes): what its results share (the lists are shared
         # between the Result objects of one row: read them, do not change them)
         buckets: dict[tuple, list] = {}
+        fans = self._fans
         for rids, ldoc, rdoc, nodes in rows:
             pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
-            for swapped, pick, sides, queries in self._fan_out(rids):
-                picked = pick(nodes)
-                docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
-                bucket = buckets.get((docs, picked))
-                if bucket is None:
-                    parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
-                    bucket = buckets[(docs, picked)] = [
-                        (rdoc, ldoc, swapped, list(docs), list(picked)),
-                        parts,
-                    ]
-                if grouped:
-                    bucket += queries
-                    continue
-                _, _, _, docs_list, picked_list = bucket[0]
-                parts = bucket[1]
-                for order, query_id in queries:
-                    key = (rdoc, order, ldoc, picked, swapped)
-                    append((key, Result(query_id, docs_list, picked_list, parts)))
+            for rid in rids:
+                for swapped, pick, sides, queries in fans.get(rid) or self._fan_out(rid):
+                    picked = pick(nodes)
+                    docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
+                    bucket = buckets.get((docs, picked))
+                    if bucket is None:
+                        parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
+                        bucket = buckets[(docs, picked)] = [
+                            (rdoc, ldoc, swapped, list(docs), list(picked)),
+                            parts,
+                        ]
+                    if grouped:
+                        bucket += queries
+                        continue
+                    _, _, _, docs_list, picked_list = bucket[0]
+                    parts = bucket[1]
+                    for order, query_id in queries:
+                        key = (rdoc, order, ldoc, picked, swapped)
+                        append((key, Result(query_id, docs_list, picked_list, parts)))
         if not grouped:
             return out
         for (docs, picked), ((rdoc, ldoc, swapped, _, _), parts, *queries) in buckets.items():
@@ -676,23 +679,19 @@ class XsclEngine:
             append((key, result))
         return out
 
-    def _fan_out(self, rids: tuple[int, ...]) -> list[tuple]:
-        """The directed queries of ``r_t`` rows that share a joined row, grouped by how
-        they read it: ``(swapped, pick, sides, [(order, query id), ...])``; kept per
-        tuple of rows (a group's rows within a window recur for every match)."""
-        found = self._fans.get(rids)
+    def _fan_out(self, rid: int) -> list[tuple]:
+        """The directed queries of an ``r_t`` row (identical queries share one), grouped
+        by how they read a joined row: ``(swapped, pick, sides, [(order, query id),
+        ...])``."""
+        found = self._fans.get(rid)
         if found is None:
             by_output: dict[tuple, tuple] = {}
-            for rid in rids:
-                for row in self.rows.get(rid, ()):
-                    signature = (row.swapped, tuple(row.outputs))
-                    entry = by_output.get(signature)
-                    if entry is None:
-                        entry = by_output[signature] = (row.swapped, row.pick, row.sides, [])
-                    entry[3].append((row.registered.order, row.registered.query.id))
-            if len(self._fans) >= 100_000:
-                self._fans.clear()
-            found = self._fans[rids] = list(by_output.values())
+            for row in self.rows.get(rid, ()):
+                entry = by_output.get(row.signature)
+                if entry is None:
+                    entry = by_output[row.signature] = (row.swapped, row.pick, row.sides, [])
+                entry[3].append((row.registered.order, row.registered.query.id))
+            found = self._fans[rid] = list(by_output.values())
         return found
 
     def directed_rows(self) -> Iterator[tuple[int, _Row]]:

@@ -46,6 +46,7 @@ The loop for a new document d (``process``):
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -70,7 +71,40 @@ class Group:
     left: Side
     right: Side
     full: int  # every value join's bit set
+    # (rid, followed, window, since), widest window first, and what is derived from them
     rows: list[tuple[int, bool, float, int]] = field(default_factory=list)
+    negated: list[float] = field(default_factory=list)  # -window of each row, ascending
+    latest: int = 0  # the largest since
+    prefixes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # n -> first n rids
+
+    def add(self, row: tuple[int, bool, float, int]) -> None:
+        at = bisect.bisect_right(self.negated, -row[2])  # after rows of the same window
+        self.rows.insert(at, row)
+        self.negated.insert(at, -row[2])
+        self.latest = max(self.latest, row[3])
+        self.prefixes = {}
+
+    def remove(self, rid: int) -> None:
+        at = next(i for i, row in enumerate(self.rows) if row[0] == rid)
+        del self.rows[at], self.negated[at]
+        self.latest = max((row[3] for row in self.rows), default=0)
+        self.prefixes = {}
+
+    def admitted(self, e: int, dt: float) -> tuple[int, ...]:
+        """The rows whose window, order and start admit an earlier document ``e``,
+        ``dt`` before: for a later one (``dt > 0``) after every start, a prefix
+        of the rows (the same tuple each time)."""
+        n = bisect.bisect_right(self.negated, -abs(dt))  # windows of at least |dt|
+        if dt > 0 and e >= self.latest:
+            found = self.prefixes.get(n)
+            if found is None:
+                found = self.prefixes[n] = tuple(row[0] for row in self.rows[:n])
+            return found
+        return tuple(
+            rid
+            for rid, followed, window, since in self.rows[:n]
+            if e >= since and ((0 < dt <= window) if followed else abs(dt) <= window)
+        )
 
 
 class Layout:
@@ -203,12 +237,12 @@ class HashJoin:
                 self.left_ends.add(pair[0])
                 self.right_ends.add(pair[1])
             self._changed()
-        group.rows.append((rid, followed, window, since))
+        group.add((rid, followed, window, since))
         self._group_of[rid] = group
 
     def remove_row(self, rid: int) -> None:
         group = self._group_of.pop(rid)
-        group.rows[:] = [row for row in group.rows if row[0] != rid]
+        group.remove(rid)
         if group.rows:
             return
         key = next(k for k, g in self.groups.items() if g is group)
@@ -339,11 +373,7 @@ class HashJoin:
         mine = record.matches(group.right)
         e, d = earlier.docid, record.docid
         dt = record.ts - earlier.ts
-        rows = tuple(
-            rid
-            for rid, followed, window, since in group.rows
-            if e >= since and ((0 < dt <= window) if followed else abs(dt) <= window)
-        )
+        rows = group.admitted(e, dt)
         if not rows:
             return
         for key, rights in mine.items():
