@@ -74,19 +74,23 @@ def three_level_query(rng: random.Random, top_k: int = 4, skew: float = 0.8) -> 
     leaves = [(m, x) for m in range(4) for x in range(4)]
     k = zipf(rng, top_k, skew)
 
-    def block(prefix: str, picked: list[tuple[int, int]]) -> str:
-        by_mid: dict[int, list[int]] = {}
-        for m, x in picked:
-            by_mid.setdefault(m, []).append(x)
-        parts = "".join(
-            f"[/m{m}->{prefix}m{m}" + "".join(f"[/l{x}->{prefix}{m}_{x}]" for x in xs) + "]"
-            for m, xs in by_mid.items()
-        )
-        return f"/r->{prefix}r{parts}"
-
     left, right = rng.sample(leaves, k), rng.sample(leaves, k)
     joins = " AND ".join(f"p{a}_{b}=q{c}_{d}" for (a, b), (c, d) in zip(left, right, strict=True))
-    return f"S{block('p', left)} FOLLOWED BY{{{joins}, inf}} S{block('q', right)}"
+    lblock, rblock = three_level_block("p", left), three_level_block("q", right)
+    return f"S{lblock} FOLLOWED BY{{{joins}, inf}} S{rblock}"
+
+
+def three_level_block(prefix: str, picked: list[tuple[int, int]], extra: str = "") -> str:
+    """A block over three-level documents binding the ``picked`` (middle, leaf) pairs,
+    its middles and root (``{prefix}r``); ``extra``: predicates of the root."""
+    by_mid: dict[int, list[int]] = {}
+    for m, x in picked:
+        by_mid.setdefault(m, []).append(x)
+    parts = "".join(
+        f"[/m{m}->{prefix}m{m}" + "".join(f"[/l{x}->{prefix}{m}_{x}]" for x in xs) + "]"
+        for m, xs in by_mid.items()
+    )
+    return f"/r->{prefix}r{extra}{parts}"
 
 
 def _time_second_document(engine, d1: str, d2: str) -> tuple[float, int]:

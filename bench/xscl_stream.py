@@ -50,6 +50,7 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 
 from bench.harness import write_results
+from bench.xscl import three_level_block, zipf
 from xcep.xscl import SequentialEngine, XsclEngine, parse_document
 from xcep.xscl import ast as A
 from xcep.xscl.parser import parse_query
@@ -62,11 +63,6 @@ ITEMS = 2_000
 QUICK_ITEMS = 600
 SEQUENTIAL_ITEMS = 200
 PER_QUERY_ITEMS = 300  # items the per-query hash join gets at 100,000 queries
-
-
-def zipf(rng: random.Random, top: int, skew: float) -> int:
-    weights = [1 / (k**skew) for k in range(1, top + 1)]
-    return rng.choices(range(1, top + 1), weights)[0]
 
 
 class Items:
@@ -125,18 +121,8 @@ class Seed:
         joins = " AND ".join(
             f"p{a}_{b}=q{c}_{d}" for (a, b), (c, d) in zip(left, right, strict=True)
         )
-        return f"S{_three_level('p', left)} FOLLOWED BY{{{joins}, 10}} S{_three_level('q', right)}"
-
-
-def _three_level(prefix: str, picked: list[tuple[int, int]], extra: str = "") -> str:
-    by_mid: dict[int, list[int]] = {}
-    for m, x in picked:
-        by_mid.setdefault(m, []).append(x)
-    parts = "".join(
-        f"[/m{m}->{prefix}m{m}" + "".join(f"[/l{x}->{prefix}{m}_{x}]" for x in xs) + "]"
-        for m, xs in by_mid.items()
-    )
-    return f"/r->{prefix}r{extra}{parts}"
+        lblock, rblock = three_level_block("p", left), three_level_block("q", right)
+        return f"S{lblock} FOLLOWED BY{{{joins}, 10}} S{rblock}"
 
 
 class Diverse:
@@ -167,7 +153,8 @@ class Diverse:
         )
         op = rng.choice(["FOLLOWED BY", "JOIN"])
         window = rng.choice([2, 5, 10, 20, 50])
-        lblock, rblock = _three_level("p", left, extra[0]), _three_level("q", right, extra[1])
+        lblock = three_level_block("p", left, extra[0])
+        rblock = three_level_block("q", right, extra[1])
         return f"S{lblock} {op}{{{joins}, {window}}} S{rblock}"
 
 
@@ -315,14 +302,14 @@ def _run(job: dict) -> dict:
     add_seconds = time.perf_counter() - start
     gc.freeze()  # as the CLI does after loading queries
     latencies = []  # per call of the engine: the work, not this loop's bookkeeping
-    found = set()
+    found: set[str] = set()  # "query (docs)" of every result
     count = 0
     if contender == "per-query hash join":
         for item in parsed:
             began = time.perf_counter()
             pairs = engine.run([item])
             latencies.append(time.perf_counter() - began)
-            found.update(pairs)
+            found.update(f"{query} {docs}" for query, docs in pairs)
         count = len(found)
     else:
         batch = job.get("batch", 1)
@@ -335,9 +322,9 @@ def _run(job: dict) -> dict:
             results = list(engine.run(parsed[lo : lo + batch], **options))
             latencies.append(time.perf_counter() - began)
             count += len(results)
-            for result in results:
-                queries = result.queries if job.get("grouped") else [result.query]
-                found.update((query, tuple(result.docs)) for query in queries)
+            for result in results:  # (strings: a set the collector need not walk)
+                docs = tuple(result.docs)
+                found.update(f"{query} {docs}" for query in result.queries)
     seconds = sum(latencies)
     row = {
         **job,
