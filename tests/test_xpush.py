@@ -209,6 +209,18 @@ def test_regressions_found_by_the_property_test(xml, filters):
         assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options
 
 
+@pytest.mark.parametrize("digit", ["\uff11", "\u0661", "1\u00a0"])
+def test_only_ascii_digits_and_xml_white_space_make_numbers(digit):
+    """A full-width or Arabic-Indic one, or a one followed by NBSP, is no number in
+    XPath (issue 20): ``/a[. = 1]`` does not match it; the string itself does."""
+    xml = f"<a>{digit}</a>".encode()
+    filters = {1: "/a[. = 1]", 2: f"/a[. = '{digit}']", 3: "/a[. > 0]", 4: "/a[. != 1]"}
+    doc = etree.fromstring(xml)
+    assert lxml_answer([doc], list(filters.values())) == [[1, 3]]
+    for options in OPTIONS:
+        assert run_machine(XPushMachine(filters, options), [doc]) == [[2, 4]], options
+
+
 def test_answers_survive_flushes_and_workload_changes():
     rng = random.Random(7)
     trees = [

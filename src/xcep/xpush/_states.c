@@ -539,12 +539,12 @@ fail:
 
 /* XPath's number() of an ASCII string (predicates.xpath_number): optional white space, an
  * optional -, digits with an optional fraction or a fraction, optional white space;
- * anything else is NaN. White space as Python's \s: also \x1c-\x1f. 1 with the number
+ * anything else is NaN. White space is XML's: space, tab, CR, LF. 1 with the number
  * in *x, or 0 for a number too long for the buffer (Python parses it). */
 static int ascii_number(const char *s, Py_ssize_t n, double *x)
 {
     Py_ssize_t i = 0, start, end, digits = 0, fraction = 0;
-#define SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r') || ((c) >= 0x1c && (c) <= 0x1f))
+#define SPACE(c) ((c) == ' ' || (c) == '\t' || (c) == '\r' || (c) == '\n')
     while (i < n && SPACE(s[i]))
         i++;
     start = i;

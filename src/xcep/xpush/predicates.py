@@ -25,7 +25,9 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-_NUMBER = re.compile(r"\s*(-?(?:\d+(?:\.\d*)?|\.\d+))\s*\Z")
+# XPath 1.0's Number, between XML white space (ASCII digits only: a full-width or
+# Arabic-Indic digit is not a digit of XPath, nor NBSP or \x1c white space)
+_NUMBER = re.compile(r"[ \t\r\n]*(-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))[ \t\r\n]*\Z")
 NAN = math.nan
 
 
