@@ -600,3 +600,16 @@ def test_the_join_equals_sequential_on_every_family(family, batch_size, seed):
         slow.add(qid, text)
     got = [(r.query, r.docs, r.nodes, r.output) for r in fast.run(stream)]
     assert got == [(r.query, r.docs, r.nodes, r.output) for r in slow.run(stream)]
+
+
+@pytest.mark.parametrize("join", ["memory", "sql"])
+def test_deeply_nested_documents_are_joined_without_recursion(join):
+    """String values and outputs of a 3,000-deep document (issue 28: 500 levels ended
+    in RecursionError)."""
+    depth = 3_000
+    deep = "<a>" * depth + "x" + "</a>" * depth
+    engine = XsclEngine(join=join)
+    engine.add("q", "S/a->x FOLLOWED BY{x=y, 10} S/a->y")
+    (result,) = engine.run([("S", parse_document(deep), 0.0), ("S", parse_document(deep), 1.0)])
+    assert result.docs == [0, 1]
+    assert result.output == f"<result>{deep}{deep}</result>"

@@ -44,22 +44,44 @@ class Node:
     @property
     def string_value(self) -> str:
         if self._string is None:
-            self._string = "".join(p if isinstance(p, str) else p.string_value for p in self.parts)
+            self._fill("_string", Node._own_string)
         return self._string
 
     def serialize(self) -> str:
-        if self._xml is not None:
-            return self._xml
+        """The node as XML (an attribute as ``name="value"``); kept once made."""
+        if self._xml is None:
+            self._fill("_xml", Node._own_xml)
+        return self._xml
+
+    def _fill(self, slot: str, make) -> None:
+        """Set ``slot`` of this node and of the elements below it that lack it, children
+        first, without recursion (documents may nest as deep as --max-depth)."""
+        stack = [(self, False)]
+        while stack:
+            node, children_done = stack.pop()
+            if getattr(node, slot) is not None:
+                continue
+            if children_done:
+                setattr(node, slot, make(node))
+                continue
+            stack.append((node, True))
+            stack.extend(
+                (part, False)
+                for part in node.parts
+                if not isinstance(part, str) and getattr(part, slot) is None
+            )
+
+    def _own_string(self) -> str:
+        return "".join(p if isinstance(p, str) else p._string for p in self.parts)
+
+    def _own_xml(self) -> str:
         if self.kind == ATTRIBUTE:
-            self._xml = f"{self.name}={quoteattr(self.string_value)}"
-            return self._xml
+            return f"{self.name}={quoteattr(self.string_value)}"
         attrs = "".join(f" {a.name}={quoteattr(a.string_value)}" for a in self.attrs)
         if not self.parts:
-            self._xml = f"<{self.name}{attrs}/>"
-        else:
-            body = "".join(escape(p) if isinstance(p, str) else p.serialize() for p in self.parts)
-            self._xml = f"<{self.name}{attrs}>{body}</{self.name}>"
-        return self._xml
+            return f"<{self.name}{attrs}/>"
+        body = "".join(escape(p) if isinstance(p, str) else p._xml for p in self.parts)
+        return f"<{self.name}{attrs}>{body}</{self.name}>"
 
     def __repr__(self) -> str:
         return f"<{self.kind} {self.name} #{self.id}>"
