@@ -302,15 +302,20 @@ def _run(job: dict) -> dict:
     add_seconds = time.perf_counter() - start
     gc.freeze()  # as the CLI does after loading queries
     latencies = []  # per call of the engine: the work, not this loop's bookkeeping
-    found: set[str] = set()  # "query (docs)" of every result
+    digest = hashlib.sha1()  # of the (query, documents) pairs found, call by call
     count = 0
+
+    def found(pairs: set[str]) -> None:
+        digest.update("\n".join(sorted(pairs)).encode() + b"\n")
+
     if contender == "per-query hash join":
         for item in parsed:
             began = time.perf_counter()
             pairs = engine.run([item])
             latencies.append(time.perf_counter() - began)
-            found.update(f"{query} {docs}" for query, docs in pairs)
-        count = len(found)
+            pairs = {f"{query} {docs}" for query, docs in pairs}
+            count += len(pairs)
+            found(pairs)
     else:
         batch = job.get("batch", 1)
         options = {"grouped": True} if job.get("grouped") else {}
@@ -322,9 +327,12 @@ def _run(job: dict) -> dict:
             results = list(engine.run(parsed[lo : lo + batch], **options))
             latencies.append(time.perf_counter() - began)
             count += len(results)
-            for result in results:  # (strings: a set the collector need not walk)
+            by_doc: dict[int, set[str]] = {}  # per later document, as the others report
+            for result in results:
                 docs = tuple(result.docs)
-                found.update(f"{query} {docs}" for query in result.queries)
+                by_doc.setdefault(max(docs), set()).update(f"{q} {docs}" for q in result.queries)
+            for doc in range(lo, min(lo + batch, len(parsed))):
+                found(by_doc.get(doc, set()))
     seconds = sum(latencies)
     row = {
         **job,
@@ -332,7 +340,7 @@ def _run(job: dict) -> dict:
         "seconds": seconds,
         "items_per_s": len(parsed) / seconds,
         "results": count,
-        "pairs_digest": hashlib.sha1(repr(sorted(found)).encode()).hexdigest()[:12],
+        "pairs_digest": digest.hexdigest()[:12],
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     if latencies:
