@@ -613,3 +613,18 @@ def test_deeply_nested_documents_are_joined_without_recursion(join):
     (result,) = engine.run([("S", parse_document(deep), 0.0), ("S", parse_document(deep), 1.0)])
     assert result.docs == [0, 1]
     assert result.output == f"<result>{deep}{deep}</result>"
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_json_lines_are_the_results_as_json(grouped):
+    """``to_json`` (the CLI's lines, its tail shared by a row's results) is ``to_dict``
+    encoded compactly, quotes, markup and non-ASCII text included."""
+    engine = XsclEngine()
+    for qid in ('q"1', "q2"):
+        engine.add(qid, "S/a->x[/k->y] JOIN{y=z, inf} S/a->w[/k->z]")
+    docs = [("S", parse_document(f'<a n="&quot;é"><k>{v}</k></a>'), 0.0) for v in "11"]
+    results = list(engine.run(docs, grouped=grouped))
+    assert results
+    for result in results:
+        want = json.dumps(result.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        assert result.to_json() == want

@@ -354,7 +354,6 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     # collections no longer walk them (they cost more than the join at 10,000 queries)
     gc.freeze()
     timestamp = timestamp_reader(args.timestamp)
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     seen = [0]  # documents read so far, over all inputs
     bad = [0]
 
@@ -373,7 +372,7 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     def write(results: list) -> None:
         """A batch's lines in one write, as soon as the batch is joined."""
         if results:
-            stdout.write("".join([dumps(result.to_dict()) + "\n" for result in results]))
+            stdout.write("".join([result.to_json() + "\n" for result in results]))
 
     status = EXIT_OK
     for name, path in _stream_inputs(args.inputs or ["-"], args.stream):

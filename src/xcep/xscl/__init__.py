@@ -9,12 +9,14 @@ join processing in publish/subscribe systems*, SIGMOD 2007.
 >>> results = engine.run([("S", parse_document(book), 0.0), ("S", parse_document(blog), 60.0)])
 """
 
-from xcep.xscl.engine import Result, XsclEngine, parse_document
+from xcep.xscl.engine import GroupedResult, Match, Result, XsclEngine, parse_document
 from xcep.xscl.parser import XsclSyntaxError, parse_query
 from xcep.xscl.queries import TimestampError, read_queries, timestamp_reader
 from xcep.xscl.sequential import SequentialEngine
 
 __all__ = [
+    "GroupedResult",
+    "Match",
     "Result",
     "SequentialEngine",
     "TimestampError",

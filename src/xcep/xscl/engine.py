@@ -27,6 +27,7 @@ all earlier ones, earlier documents of the same batch included.
 from __future__ import annotations
 
 import io
+import json
 import math
 import operator
 import queue
@@ -75,21 +76,23 @@ class StateBudgetError(XcepError):
     """The join state would hold more documents than its budget."""
 
 
-class Result:
-    """One result of one query: ``docs``, the document indexes in the order of the
-    query's blocks; ``nodes``, the output nodes (one per SELECT term, or per
-    block); ``output``, the result document, serialized when first read (pass a
-    string, or the output ``Node`` objects as a tuple: one node alone is the
-    output, several are wrapped in ``<result>``). The results of one joined row
-    share their ``docs`` and ``nodes`` lists: read them, copy them to change them."""
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
-    __slots__ = ("_output", "docs", "nodes", "query")
 
-    def __init__(self, query: str, docs: list[int], nodes: list[int], output) -> None:
-        self.query = query
+class Match:
+    """What the results of one joined row share: ``docs``, the document indexes in the
+    order of the query's blocks; ``nodes``, the output nodes (one per SELECT term, or
+    per block); ``output``, the result document, serialized when first read (pass a
+    string, or the output ``Node`` objects as a tuple: one node alone is the output,
+    several are wrapped in ``<result>``)."""
+
+    __slots__ = ("_output", "_tail", "docs", "nodes")
+
+    def __init__(self, docs: list[int], nodes: list[int], output) -> None:
         self.docs = docs
         self.nodes = nodes
         self._output = output
+        self._tail: str | None = None
 
     @property
     def output(self) -> str:
@@ -98,12 +101,46 @@ class Result:
             self._output = parts[0] if len(parts) == 1 else f"<result>{''.join(parts)}</result>"
         return self._output
 
+    def json_tail(self) -> str:
+        """``,"docs":[...],"output":"..."}``: the end of each result's JSON line."""
+        if self._tail is None:
+            self._tail = f',"docs":{_json(self.docs)},"output":{_json(self.output)}}}'
+        return self._tail
+
+
+class Result:
+    """One result of one query: its ``query`` id and its ``match``, which the results of
+    one joined row share (``docs``, ``nodes`` and ``output`` read through to it: copy
+    the lists to change them)."""
+
+    __slots__ = ("match", "query")
+
+    def __init__(self, query: str, match: Match) -> None:
+        self.query = query
+        self.match = match
+
+    @property
+    def docs(self) -> list[int]:
+        return self.match.docs
+
+    @property
+    def nodes(self) -> list[int]:
+        return self.match.nodes
+
+    @property
+    def output(self) -> str:
+        return self.match.output
+
     @property
     def queries(self) -> list[str]:
         return [self.query]
 
     def to_dict(self) -> dict:
         return {"query": self.query, "docs": self.docs, "output": self.output}
+
+    def to_json(self) -> str:
+        """``to_dict()`` as one compact JSON line (without the newline)."""
+        return '{"query":' + _json(self.query) + self.match.json_tail()
 
     def __eq__(self, other) -> bool:
         return type(other) is type(self) and self.to_dict() == other.to_dict()
@@ -119,8 +156,8 @@ class GroupedResult(Result):
 
     __slots__ = ("_queries",)
 
-    def __init__(self, queries: list[str], docs: list[int], nodes: list[int], output) -> None:
-        super().__init__(queries[0], docs, nodes, output)
+    def __init__(self, queries: list[str], match: Match) -> None:
+        super().__init__(queries[0], match)
         self._queries = queries
 
     @property
@@ -129,6 +166,9 @@ class GroupedResult(Result):
 
     def to_dict(self) -> dict:
         return {"queries": self._queries, "docs": self.docs, "output": self.output}
+
+    def to_json(self) -> str:
+        return '{"queries":' + _json(self._queries) + self.match.json_tail()
 
     def __repr__(self) -> str:
         return f"GroupedResult(queries={self._queries!r}, docs={self.docs}, nodes={self.nodes})"
@@ -631,10 +671,11 @@ class XsclEngine:
                 if grouped:
                     by_node.setdefault(node, []).append((registered.order, query.id))
                     continue
-                result = Result(query.id, [docid], [node], (nodes[node],))
+                result = Result(query.id, Match([docid], [node], (nodes[node],)))
                 out.append(((docid, registered.order, docid, (node,), False), result))
         for node, queries in by_node.items():
-            result = GroupedResult([q for _, q in queries], [docid], [node], (nodes[node],))
+            match = Match([docid], [node], (nodes[node],))
+            result = GroupedResult([q for _, q in queries], match)
             out.append(((docid, queries[0][0], docid, (node,), False), result))
         return out
 
@@ -645,8 +686,8 @@ class XsclEngine:
         out = []
         append = out.append
         docs_of = self.docs
-        # per (documents, output nodes): what its results share (the lists are shared
-        # between the Result objects of one row: read them, do not change them)
+        # per (documents, output nodes): the Match its results share, and (grouped) the
+        # queries that found it
         buckets: dict[tuple, list] = {}
         fans = self._fans
         for rids, ldoc, rdoc, nodes in rows:
@@ -658,25 +699,21 @@ class XsclEngine:
                     bucket = buckets.get((docs, picked))
                     if bucket is None:
                         parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
-                        bucket = buckets[(docs, picked)] = [
-                            (rdoc, ldoc, swapped, list(docs), list(picked)),
-                            parts,
-                        ]
+                        match = Match(list(docs), list(picked), parts)
+                        bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), match]
                     if grouped:
                         bucket += queries
                         continue
-                    _, _, _, docs_list, picked_list = bucket[0]
-                    parts = bucket[1]
+                    match = bucket[1]
                     for order, query_id in queries:
                         key = (rdoc, order, ldoc, picked, swapped)
-                        append((key, Result(query_id, docs_list, picked_list, parts)))
+                        append((key, Result(query_id, match)))
         if not grouped:
             return out
-        for (docs, picked), ((rdoc, ldoc, swapped, _, _), parts, *queries) in buckets.items():
+        for (_, picked), ((rdoc, ldoc, swapped), match, *queries) in buckets.items():
             queries = sorted(set(queries))  # a query twice: two rows with one output
             key = (rdoc, queries[0][0], ldoc, picked, swapped)
-            result = GroupedResult([q for _, q in queries], list(docs), list(picked), parts)
-            append((key, result))
+            append((key, GroupedResult([q for _, q in queries], match)))
         return out
 
     def _fan_out(self, rid: int) -> list[tuple]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from xcep.xscl import ast as A
 from xcep.xscl.documents import ATTRIBUTE, ELEMENT, Document, Node
-from xcep.xscl.engine import Result, parse_document
+from xcep.xscl.engine import Match, Result, parse_document
 from xcep.xscl.parser import parse_query
 
 
@@ -62,7 +62,7 @@ class SequentialEngine:
                 return []
             var = (query.select or [query.left.output.var])[0]
             nodes = sorted({m[var].id for m in matches(query.left, doc)})
-            return [Result(query.id, [docid], [n], doc.nodes[n].serialize()) for n in nodes]
+            return [Result(query.id, Match([docid], [n], doc.nodes[n].serialize())) for n in nodes]
         out = {}
         sides = [(query.left, query.right, False)]
         if query.op == A.JOIN:
@@ -94,7 +94,7 @@ class SequentialEngine:
         terms = query.select or [query.left.output.var, query.right.output.var]
         picked = [left[v] if v in left else right[v] for v in terms]
         body = "".join(node.serialize() for node in picked)
-        return Result(query.id, docs, [n.id for n in picked], f"<result>{body}</result>")
+        return Result(query.id, Match(docs, [n.id for n in picked], f"<result>{body}</result>"))
 
 
 def matches(block: A.Block, doc: Document) -> list[dict[str, Node]]:
