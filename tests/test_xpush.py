@@ -209,6 +209,29 @@ def test_regressions_found_by_the_property_test(xml, filters):
         assert run_machine(XPushMachine(filters, options), [doc]) == [[1, 2]], options
 
 
+@pytest.mark.parametrize(
+    ("xml", "xpath", "matches"),
+    [  # '..' inside predicates of compared or continued paths (issue 20)
+        (b"<a>1<b>2</b></a>", "/a[b[..] = 2]", True),
+        (b"<a><b>2</b><c>3</c></a>", "/a[b[../c] = 2]", True),
+        (b'<a y="5"><c y="10"/></a>', "/a[c[..]/@y = 10]", True),
+        (b"<b><c/>abc</b>", "/b[contains(*[parent::node()], 'ab')]", False),
+        (b"<c/>", "/c[not(self::node()[b]/..)]", True),
+        (b"<a><b>2</b></a>", "/a[b[../c] = 2]", False),
+        (b"<a><b>1</b><b>2<c/></b></a>", "/a[b[c][..] = 2]", True),
+        (b"<a><b>1</b><b>2<c/></b></a>", "/a[b[c][..] = 1]", False),
+        (b"<a><c/></a>", "/a[c/self::node()[..]/..]", True),
+    ],
+)
+def test_parent_steps_inside_compared_and_continued_paths(xml, xpath, matches):
+    doc = etree.fromstring(xml)
+    want = [[0]] if matches else [[]]
+    assert lxml_answer([doc], [xpath]) == want
+    for options in OPTIONS:
+        got = run_machine(XPushMachine({1: xpath}, options), [doc])
+        assert got == ([[1]] if matches else [[]]), options
+
+
 @pytest.mark.parametrize("digit", ["\uff11", "\u0661", "1\u00a0"])
 def test_only_ascii_digits_and_xml_white_space_make_numbers(digit):
     """A full-width or Arabic-Indic one, or a one followed by NBSP, is no number in

@@ -125,12 +125,23 @@ def _expr(expr: Expr) -> Expr:
     if isinstance(expr, Exists):
         return _hoist(Exists(rewrite_path(expr.path)))
     if isinstance(expr, Compare):
-        return _hoist(Compare(rewrite_path(expr.path), expr.op, expr.value))
+        compared, moved = _rewrite(expr.path, lambda rest: Compare(rest, expr.op, expr.value))
+        if moved:  # the comparison moved into a predicate with the compared step
+            return _hoist(Exists(compared))
+        return _hoist(Compare(compared, expr.op, expr.value))
     return expr
 
 
 def rewrite_path(path: Path) -> Path:
     """Remove every ``..`` from a path (see the module docstring)."""
+    return _rewrite(path, Exists)[0]
+
+
+def _rewrite(path: Path, leaf) -> tuple[Path, bool]:
+    """``rewrite_path``, where ``leaf`` makes the condition on the path's end when it
+    moves into a predicate: ``Exists``, or for a compared path the comparison (``rest
+    = 2``, not ``rest``); and whether the end moved (the path then ends before it)."""
+    moved_end = False
     steps = [
         Step(s.axis, s.test, s.name, tuple(simplify(_expr(q)) for q in s.predicates))
         for s in path.steps
@@ -163,7 +174,8 @@ def rewrite_path(path: Path) -> Path:
                 tuple(_substitute(q, assignment) for q in step.predicates),
             )
             rest = Path((moved, *steps[j + 1 :]))
-            branches.append(And((*conditions, Exists(rest))))
+            branches.append(And((*conditions, Exists(rest) if moved_end else leaf(rest))))
+        moved_end = True
         condition = simplify(Or(tuple(branches)))
         holder = Step(step.axis, SELF, None, (condition,))
         if j > 0 and step.axis == CHILD:  # merge into the previous step: prev[condition]
@@ -188,7 +200,7 @@ def rewrite_path(path: Path) -> Path:
                 )
     if path.absolute:
         steps = [_drop_parent_leftovers(s) for s in steps]
-    return Path(tuple(steps), path.absolute)
+    return Path(tuple(steps), path.absolute), moved_end
 
 
 def _drop_parent_leftovers(step: Step) -> Step:
@@ -209,14 +221,26 @@ def _remove_inner_parents(steps: list[Step]) -> list[Step]:
     """``s/..`` → ``.[s]`` for child, attribute and text steps ``s``."""
     out: list[Step] = []
     for step in steps:
+        while (
+            step.test == PARENT
+            and len(out) > 1
+            and out[-1].test == SELF
+            and out[-1].axis == CHILD
+            and out[-2].test != PARENT
+        ):  # s/.[C]/.. is s[C]/..
+            prev = out.pop()
+            out[-1] = _merge(out[-1], prev)
         if step.test == PARENT and out and out[-1].test != PARENT:
             prev = out.pop()
             if prev.axis == DESCENDANT:
                 raise UnsupportedFilter("'..' after a '//' step is not supported")
-            if prev.test == SELF:  # ./.. is ..
+            if prev.test == SELF and not prev.predicates:  # ./.. is ..
                 out.append(Step(prev.axis, PARENT, None, step.predicates))
                 continue
-            inner = Exists(Path((prev,)))
+            if prev.test == SELF:  # .[C]/.. first: as a condition it is `C and ..` (_hoist)
+                out += [prev, step]
+                continue
+            inner = _expr(Exists(Path((prev,))))  # its own '..' (s[..]/..) rewritten too
             out.append(Step(CHILD, SELF, None, (inner, *step.predicates)))
             continue
         out.append(step)
