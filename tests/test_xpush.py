@@ -167,6 +167,49 @@ def test_machine_agrees_with_lxml(paths, trees):
         assert list(machines[0].sets) == list(machines[1].sets), (options, ours)
 
 
+boolean_filters = st.recursive(  # a filter as any boolean of absolute paths (issue 20)
+    filters.map(Exists)
+    | st.builds(
+        Compare,
+        filters,
+        st.sampled_from(["=", "!=", "<", ">=", "contains"]),
+        st.sampled_from(CONSTANTS),
+    ).map(lambda c: c if c.op != "contains" else Compare(c.path, c.op, str(c.value))),
+    lambda inner: (
+        st.builds(lambda xs: And(tuple(xs)), st.lists(inner, min_size=2, max_size=3))
+        | st.builds(lambda xs: Or(tuple(xs)), st.lists(inner, min_size=2, max_size=3))
+        | st.builds(Not, inner)
+    ),
+    max_leaves=3,
+)
+
+
+@settings(max_examples=80)
+@given(
+    st.lists(boolean_filters, min_size=1, max_size=4),
+    st.lists(documents(), min_size=1, max_size=3),
+)
+def test_boolean_filters_agree_with_lxml(exprs, trees):
+    """``//c/text() = 3``, ``//a and not(//b)``: a filter is any boolean expression of
+    the fragment's paths, read at the document node."""
+    exprs = [e for e in exprs if usable_text(to_text(e))]
+    ours = [to_text(e) for e in exprs]
+    want = lxml_answer(trees, [to_text(e, existential=True) for e in exprs])
+    for options in OPTIONS:
+        machine = XPushMachine(dict(enumerate(ours)), options)
+        assert run_machine(machine, trees) == want, (options, ours)
+
+
+def usable_text(text: str) -> bool:
+    from xcep.xpush.workload import compile_filter
+
+    try:
+        compile_filter(text)
+        return True
+    except FilterError:
+        return False
+
+
 def test_running_example_reproduces_the_seeds_trace():
     # Fig. 3: after the first </b> the common subquery [b/text()=1] of P1 and P2 has
     # matched (q3 = {3, 12}); after the second </b> also [@c > 2] (q5 = {3, 6, 10, 12});
@@ -303,7 +346,7 @@ def test_malformed_document_gets_no_answer_and_costs_nothing_else():
 
 @pytest.mark.parametrize(
     "text, column",
-    [("a/b", 1), ("/a[", 4), ("/a[b=]", 6), ("/a[foo(b)]", 4), ("/a[b = 'x' and]", 15)],
+    [("/a b", 4), ("/a[", 4), ("/a[b=]", 6), ("/a[foo(b)]", 4), ("/a[b = 'x' and]", 15)],
 )
 def test_syntax_errors_name_the_column(text, column):
     with pytest.raises(Exception) as info:

@@ -3,7 +3,7 @@
 Grammar (the seed's Fig. 1, plus ``..``, ``starts-with``, ``contains``,
 ``true()``, ``false()`` and parentheses)::
 
-    filter  := ('/' | '//') steps
+    filter  := expr                   (paths at its top level may be absolute)
     steps   := step (('/' | '//') step)*
     step    := (NAME | '*' | '@' NAME | '@*' | 'text()' | '.' | '..') ('[' expr ']')*
     expr    := and ('or' and)*
@@ -12,6 +12,14 @@ Grammar (the seed's Fig. 1, plus ``..``, ``starts-with``, ``contains``,
              | ('starts-with' | 'contains') '(' rel ',' STRING ')'
              | rel (OP constant)?
     rel     := ('.' | '..' | step-start) ... (a relative path)
+             | ('/' | '//') steps           (outside predicates only)
+
+A filter is a boolean over the document: a path (``/a[b]``: is there such a node?)
+or any expression of them (``//c/text() = 3``, ``//a and not(//b)``). The machine
+reads an expression as a condition on the document node, ``/self::node()[...]``,
+where an absolute path is relative to it (``//b`` is ``.//b``) and so is a
+relative one (``a`` is ``/a``). Functions beyond the fragment (``count()``, ...)
+are refused.
     OP      := '=' | '!=' | '<' | '<=' | '>' | '>='
     constant:= NUMBER | STRING
 """
@@ -90,6 +98,7 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0  # predicates open: absolute paths only outside them
 
     # token helpers
     def peek(self, offset: int = 0) -> tuple[str, str, int]:
@@ -116,12 +125,14 @@ class _Parser:
 
     # grammar
     def filter(self) -> Path:
-        if not (self.at("/") or self.at("//")):
-            self.fail("a filter starts with / or //")
-        path = self.steps(absolute=True)
+        if self.peek()[0] == "end":
+            self.fail("expected a path or an expression")
+        expr = self.expr()
         if self.peek()[0] != "end":
             self.fail("unexpected text after the filter")
-        return path
+        if isinstance(expr, Exists) and expr.path.absolute:
+            return expr.path  # the plain case: a path
+        return Path((Step(CHILD, SELF, None, (_from_document(expr),)),), True)
 
     def steps(self, absolute: bool) -> Path:
         steps = []
@@ -175,7 +186,9 @@ class _Parser:
         predicates = []
         while self.at("["):
             self.next()
+            self.depth += 1
             predicates.append(self.expr())
+            self.depth -= 1
             self.expect("]")
         return Step(axis, test, name, tuple(predicates))
 
@@ -216,7 +229,12 @@ class _Parser:
             if text == "text":
                 self.i -= 2  # text() starts a path
             else:
-                raise FilterSyntaxError(f"unknown function {text}()", self.text, start)
+                raise FilterSyntaxError(
+                    f"{text}() is not in the filter language (paths, and, or, not(), "
+                    "comparisons with constants, starts-with(), contains(), true(), false())",
+                    self.text,
+                    start,
+                )
         if self.at("("):
             self.next()
             item = self.expr()
@@ -236,8 +254,26 @@ class _Parser:
 
     def relative(self) -> Path:
         if self.at("/") or self.at("//"):
-            self.fail("paths inside predicates are relative (start with a name, @, ., .. or *)")
+            if self.depth:
+                self.fail("paths inside predicates are relative (start with a name, @, ., .. or *)")
+            return self.steps(absolute=True)  # at the filter's top level
         return self.steps(absolute=False)
+
+
+def _from_document(expr: Expr) -> Expr:
+    """A top-level expression as a predicate of the document node: its absolute paths
+    become relative to it (``/a`` is ``a``, ``//b`` is ``.//b``)."""
+    if isinstance(expr, And | Or):
+        return type(expr)(tuple(map(_from_document, expr.items)))
+    if isinstance(expr, Not):
+        return Not(_from_document(expr.item))
+    if isinstance(expr, Exists | Compare) and expr.path.absolute:
+        steps = expr.path.steps
+        if steps[0].axis == DESCENDANT:
+            steps = (Step(CHILD, SELF), *steps)
+        path = Path(steps, False)
+        return Exists(path) if isinstance(expr, Exists) else Compare(path, expr.op, expr.value)
+    return expr
 
 
 def parse_filter(text: str) -> Path:
