@@ -410,3 +410,18 @@ def test_a_malformed_document_costs_only_itself(tmp_path) -> None:
     assert done.stdout.splitlines() == ['["1"]', '["3"]']
     assert done.returncode == 1
     assert "document 1, line 2" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "condition",
+    ["$A@price * 2 > 10", "$A@price*2 > 10", "2 * $A@price > 10", "$A/p/text() * 2 > 10",
+     "$A/p/text()*2 > 10", "$A@price * $A/p/text() > 60"],
+)  # fmt: skip
+def test_a_field_reference_multiplied(condition):
+    """``*`` after a field reference multiplies (issue 21: it was read as a wildcard step
+    or a Kleene star), here and in the reference evaluator."""
+    xml = '<stocks><t price="3"><p>4</p></t><t price="7"><p>9</p></t></stocks>'
+    query = f"return $A@price from /stocks/$A where {condition}"
+    stream = EventStream([io.BytesIO(xml.encode())])
+    assert list(XSeqEngine(query).run(stream.batches())) == [["7"]]
+    assert evaluate(query, parse(xml)) == [["7"]]

@@ -22,6 +22,7 @@ class QuerySyntaxError(QueryError):
 
 _SYMBOLS = ("//", "/\\", "::", "!=", "<=", ">=", "..", "/", "\\", "@", "(", ")", "[", "]")
 _SYMBOLS += ("*", ",", "=", "<", ">", "+", "-", ".", "|")
+AXES = ("@", "/", "//", "/\\")  # what a field reference's path starts with
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _STRING = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -240,15 +241,18 @@ class Parser:
             return tok.value not in FUNCTIONS or not self.at("sym", "(", self.peek())
         return False
 
-    def sequence(self, first: bool):
+    def sequence(self, first: bool, value: bool = False):
+        """Juxtaposed items. ``value``: the path of a field reference in a condition
+        (``$A@price * 2``), where an item starts with an axis and ``*`` after a step
+        multiplies (it is neither a wildcard step nor a Kleene star there)."""
         if not self.starts_item():
             self.fail("expected a path step")
         items = []
-        while self.starts_item():
-            items.append(self.item(first and not items))
+        while self.starts_item() and not (value and items and not self.at_sym(*AXES)):
+            items.append(self.item(first and not items, value))
         return items[0] if len(items) == 1 else A.Seq(tuple(items))
 
-    def item(self, first: bool):
+    def item(self, first: bool, value: bool = False):
         if self.at_sym("("):
             open_token = self.advance()
             body = self.path(first)
@@ -262,7 +266,7 @@ class Parser:
                 node = A.Seq((node, A.Step(A.SELF, A.NODE, "*", preds, None, open_token.pos)))
             return node
         step = self.step(first)
-        if self.at_sym("*") and not self.tok.space_before:
+        if self.at_sym("*") and not self.tok.space_before and not value:
             self.advance()
             return A.Star(step, self._new_group(), step.pos)
         return step
@@ -448,7 +452,7 @@ class Parser:
             var = self.advance().value
         else:
             self.fail("expected a $variable")
-        path = self.sequence(first=False) if self.at_sym("@", "/", "//", "/\\") else None
+        path = self.sequence(first=False, value=True) if self.at_sym(*AXES) else None
         return A.VarRef(var, func, path, tok.pos)
 
     def var_test(self, ref: A.VarRef):
