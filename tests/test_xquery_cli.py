@@ -123,3 +123,19 @@ def test_answers_do_not_depend_on_the_process_locale():
     finally:
         locale.setlocale(locale.LC_ALL, saved)
     assert got == ["b", "a", False, False]
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "status"),
+    [
+        ("$nope", "XPST0008", 2),  # static, though found when the query runs
+        ("1 div 0", "FOAR0001", 1),  # dynamic, though found when compiling
+        ("xs:integer('x')", "FORG0001", 1),
+        ("for $i in (1, 2", "XPST0003", 2),
+    ],
+)
+def test_exit_codes_tell_static_from_dynamic_errors(query, code, status):
+    """docs/xquery.md: 2 on a static error, 1 on a dynamic error (issue 26)."""
+    result = run("-n", query)
+    assert result.returncode == status
+    assert code in result.stderr.decode()

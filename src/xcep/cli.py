@@ -295,11 +295,16 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep import xquery
     from xcep.xquery.documents import documents_from_batches
 
+    def failed(error: xquery.XQueryError, compiling: bool = False) -> int:
+        """The documented exit codes: 2 for a static error (any error compiling, and
+        XPST/XQST codes found running), 1 for a dynamic one."""
+        print(f"xcep: error: {error}", file=stderr)
+        return EXIT_USAGE if compiling or error.static else EXIT_INPUT
+
     try:
         query = xquery.compile(_query_text(args.query))
     except xquery.XQueryError as error:
-        print(f"xcep: error: {error}", file=stderr)
-        return EXIT_USAGE
+        return failed(error, compiling=error.static or error.code is None)
     if args.explain:
         stdout.write(query.explain() + "\n")
         return EXIT_OK
@@ -308,14 +313,17 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         for line in query.run(source):
             stdout.write(line + "\n")
 
-    if args.no_input:
-        write(None)
-        return EXIT_OK
+    try:
+        if args.no_input:
+            write(None)
+            return EXIT_OK
 
-    def consume(stream: EventStream) -> None:
-        write(list(documents_from_batches(stream.batches())))
+        def consume(stream: EventStream) -> None:
+            write(list(documents_from_batches(stream.batches())))
 
-    return _read_inputs(args, stderr, consume)
+        return _read_inputs(args, stderr, consume)
+    except xquery.XQueryError as error:
+        return failed(error)
 
 
 def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:

@@ -22,6 +22,12 @@ class XQueryError(XcepError):
         self.line = line
         self.column = column
 
+    @property
+    def static(self) -> bool:
+        """A static error (``XPST…``, ``XQST…``: the query itself is wrong), found when
+        compiling or, for some, when running; the others are dynamic or type errors."""
+        return bool(self.code) and self.code[2:4] == "ST"
+
     def __str__(self) -> str:
         where = f"query line {self.line}, column {self.column}: " if self.line else "query: "
         code = f"{self.code} " if self.code else ""
