@@ -425,3 +425,25 @@ def test_a_field_reference_multiplied(condition):
     stream = EventStream([io.BytesIO(xml.encode())])
     assert list(XSeqEngine(query).run(stream.batches())) == [["7"]]
     assert evaluate(query, parse(xml)) == [["7"]]
+
+
+def test_explain_takes_the_query_after_it(tmp_path):
+    """``--explain @q.xseq data.xml`` explains q.xseq (it failed: 'invalid choice'); the
+    format still follows it when given (issue 26)."""
+    query = tmp_path / "q.xseq"
+    query.write_text("return $A@price from /stocks/$A")
+    data = tmp_path / "s.xml"
+    data.write_text('<stocks><t price="3"/></stocks>')
+
+    def xseq(*args):
+        command = [sys.executable, "-m", "xcep", "xseq", *args]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    for args, first in [
+        (["--explain", f"@{query}", str(data)], "query: return $A@price from /stocks/$A"),
+        (["--explain", "dot", f"@{query}"], "digraph xseq {"),
+        ([f"@{query}", "--explain"], "query: return $A@price from /stocks/$A"),
+    ]:
+        done = xseq(*args)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == first

@@ -194,6 +194,10 @@ def _query_text(spec: str) -> str:
 def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
 
+    if args.explain not in (None, "text", "dot"):  # `--explain QUERY ...`: not its value
+        if args.query is not None:
+            args.inputs.insert(0, args.query)
+        args.query, args.explain = args.explain, "text"
     if args.queries is not None and args.query is not None:
         args.inputs.insert(0, args.query)  # with --queries every argument is an input
     elif args.queries is None and args.query is None:
@@ -592,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain",
         nargs="?",
         const="text",
-        choices=("text", "dot"),
+        metavar="text|dot",
         help="print the parsed query and the automaton (or Graphviz DOT) and stop; with "
         "--queries: queries, templates and states",
     )
