@@ -476,7 +476,12 @@ def _input_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "inputs", nargs="*", metavar="INPUT", help="files, directories, - for stdin (default)"
     )
-    command.add_argument("--input-format", choices=FORMATS, default="auto")
+    command.add_argument(
+        "--input-format",
+        choices=FORMATS,
+        default="auto",
+        help="how to read the inputs (default auto: by file name, then by the first byte)",
+    )
     command.add_argument(
         "--errors",
         default="report",
@@ -484,7 +489,13 @@ def _input_arguments(command: argparse.ArgumentParser) -> None:
         help="what to do with a malformed document (default: report it on stderr, go on, "
         "exit 1 at the end)",
     )
-    command.add_argument("--max-depth", type=int, default=10_000, metavar="N")
+    command.add_argument(
+        "--max-depth",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="the deepest nesting a document may have; deeper ones are malformed (10,000)",
+    )
     command.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -520,7 +531,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="jsonl (default for events) or text (default for --stats)",
     )
     events.add_argument("--stats", action="store_true", help="print counts and speed only")
-    events.add_argument("--keep-whitespace", action="store_true")
+    events.add_argument(
+        "--keep-whitespace",
+        action="store_true",
+        help="keep text events that are only white space (dropped by default)",
+    )
     events.set_defaults(run=cmd_events)
 
     filters = commands.add_parser(

@@ -41,7 +41,12 @@ def add_commands(commands) -> None:
         "(see docs/spark.md).",
     )
     xseq.add_argument("query", metavar="QUERY", help="the query text, or @FILE")
-    xseq.add_argument("--selection", choices=("all", "maximal", "skip-past-last"), default="all")
+    xseq.add_argument(
+        "--selection",
+        choices=("all", "maximal", "skip-past-last"),
+        default="all",
+        help="which Kleene-* matches to report (default: all)",
+    )
     _idle_timeout(xseq)
     _job_arguments(xseq)
     xseq.set_defaults(run=cmd_spark_xseq)
