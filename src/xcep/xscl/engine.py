@@ -269,6 +269,7 @@ class XsclEngine:
         self._key_of: dict[int, tuple] = {}
         self.next_rid = 0
         self._added = 0  # queries added so far: a query's order (unique, also after removals)
+        self._query_of: dict[int, str] = {}  # order -> query id
         self.next_docid = 0
         self.docs: dict[int, tuple[Document, float, str]] = {}
         self.published: set[str] = set()
@@ -299,6 +300,7 @@ class XsclEngine:
             query = replace(known[0], id=query_id)
         known[1] += 1
         registered = _Registered(query, self._added, [], text)
+        self._query_of[self._added] = query_id
         self._added += 1
         for block in query.blocks():
             registered.blocks.append(self._register_block(block))
@@ -316,6 +318,7 @@ class XsclEngine:
 
     def remove(self, query_id: str) -> None:
         registered = self.queries.pop(query_id)
+        del self._query_of[registered.order]
         parsed = self._parsed[registered.text]
         parsed[1] -= 1
         if not parsed[1]:
@@ -693,16 +696,16 @@ class XsclEngine:
         for rids, ldoc, rdoc, nodes in rows:
             pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
             for rid in rids:
-                for swapped, pick, sides, queries in fans.get(rid) or self._fan_out(rid):
+                for swapped, pick, sides, queries, orders in fans.get(rid) or self._fan_out(rid):
                     picked = pick(nodes)
                     docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
                     bucket = buckets.get((docs, picked))
                     if bucket is None:
                         parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
                         match = Match(list(docs), list(picked), parts)
-                        bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), match]
+                        bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), match, []]
                     if grouped:
-                        bucket += queries
+                        bucket[2] += orders
                         continue
                     match = bucket[1]
                     for order, query_id in queries:
@@ -710,24 +713,27 @@ class XsclEngine:
                         append((key, Result(query_id, match)))
         if not grouped:
             return out
-        for (_, picked), ((rdoc, ldoc, swapped), match, *queries) in buckets.items():
-            queries = sorted(set(queries))  # a query twice: two rows with one output
-            key = (rdoc, queries[0][0], ldoc, picked, swapped)
-            append((key, GroupedResult([q for _, q in queries], match)))
+        query_of = self._query_of
+        for (_, picked), ((rdoc, ldoc, swapped), match, orders) in buckets.items():
+            orders = sorted(set(orders))  # a query twice: two rows with one output
+            key = (rdoc, orders[0], ldoc, picked, swapped)
+            append((key, GroupedResult([query_of[o] for o in orders], match)))
         return out
 
     def _fan_out(self, rid: int) -> list[tuple]:
         """The directed queries of an ``r_t`` row (identical queries share one), grouped
         by how they read a joined row: ``(swapped, pick, sides, [(order, query id),
-        ...])``."""
+        ...], [order, ...])``."""
         found = self._fans.get(rid)
         if found is None:
             by_output: dict[tuple, tuple] = {}
             for row in self.rows.get(rid, ()):
                 entry = by_output.get(row.signature)
                 if entry is None:
-                    entry = by_output[row.signature] = (row.swapped, row.pick, row.sides, [])
+                    entry = (row.swapped, row.pick, row.sides, [], [])
+                    by_output[row.signature] = entry
                 entry[3].append((row.registered.order, row.registered.query.id))
+                entry[4].append(row.registered.order)
             found = self._fans[rid] = list(by_output.values())
         return found
 

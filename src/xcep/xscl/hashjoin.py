@@ -50,6 +50,8 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from xcep.xscl.witness import Shape
 
 CACHE_LIMIT = 200_000  # entries of each cache before it is cleared
@@ -71,6 +73,7 @@ class Group:
     left: Side
     right: Side
     full: int  # every value join's bit set
+    number: int = -1  # its place in HashJoin's arrays of masks
     # (rid, followed, window, since), widest window first, and what is derived from them
     rows: list[tuple[int, bool, float, int]] = field(default_factory=list)
     negated: list[float] = field(default_factory=list)  # -window of each row, ascending
@@ -196,6 +199,8 @@ class HashJoin:
         self._left_vars: dict[tuple[int, int], frozenset] = {}  # (docid, node) -> its V
         self._full: dict[frozenset, list[Group]] = {}  # profile -> the groups it satisfies
         self._classes: dict[tuple, tuple] = {}  # pair of variable sets -> _class_masks
+        self._numbered: list[Group] | None = None  # the groups by number (_numbering)
+        self._fulls = np.zeros(0, dtype=np.int64)
         self._interned: dict[frozenset, frozenset] = {}
         self._layouts: dict[Shape, Layout] = {}
         self.candidates = self.checked = 0  # statistics: candidate pairs, matched
@@ -266,6 +271,7 @@ class HashJoin:
         self._full.clear()
         self._classes.clear()
         self._layouts.clear()
+        self._numbered = None
 
     # -- documents -----------------------------------------------------------------
 
@@ -319,33 +325,33 @@ class HashJoin:
         return {e: frozenset(pairs) for e, pairs in found.items()}
 
     def _full_groups(self, profile: frozenset) -> list[Group]:
-        """The groups each of whose value joins a profile's pairs satisfy (counting)."""
+        """The groups each of whose value joins a profile's pairs satisfy (counting; the
+        bits that several pairs set together are ORed in arrays over all groups)."""
         full: list[Group] = []
-        partial: list[dict[Group, int]] = []
+        partial: list[tuple[np.ndarray, np.ndarray]] = []
         for pair in profile:
-            complete, bits = self._class_masks(pair)
+            complete, numbers, bits = self._class_masks(pair)
             full += complete
-            if bits:
-                partial.append(bits)
+            if len(numbers):
+                partial.append((numbers, bits))
         if len(partial) > 1:  # joins that only several pairs together satisfy
-            partial.sort(key=len, reverse=True)
-            masks = dict(partial[0])
-            for other in partial[1:]:
-                for group, mask in other.items():
-                    masks[group] = masks.get(group, 0) | mask
-            full += [group for group, mask in masks.items() if mask == group.full]
-            full = list(dict.fromkeys(full))
-        elif len(profile) > 1:
+            numbered, fulls = self._numbering()
+            masks = np.zeros(len(numbered), dtype=np.int64)
+            for numbers, bits in partial:
+                masks[numbers] |= bits  # a group once per pair: no repeated index
+            full += [numbered[i] for i in np.flatnonzero(masks == fulls)]
+        if len(profile) > 1:
             full = list(dict.fromkeys(full))
         if len(self._full) >= CACHE_LIMIT:
             self._full.clear()
         self._full[profile] = full
         return full
 
-    def _class_masks(self, pair: tuple[frozenset, frozenset]) -> tuple[list, dict]:
+    def _class_masks(self, pair: tuple[frozenset, frozenset]) -> tuple:
         """What one pair of equal strings (its nodes' join-end variable sets ``pair``)
         does for the groups: the groups it satisfies alone, and the value-join bits
-        it sets in the others. Kept: pairs repeat more than profiles do."""
+        it sets in the others (their numbers and bits, as arrays). Kept: pairs repeat
+        more than profiles do."""
         found = self._classes.get(pair)
         if found is None:
             theirs, mine = pair
@@ -360,10 +366,23 @@ class HashJoin:
             complete = [group for group, mask in bits.items() if mask == group.full]
             for group in complete:
                 del bits[group]
+            self._numbering()
+            numbers = np.fromiter((g.number for g in bits), dtype=np.int64, count=len(bits))
+            masks = np.fromiter(bits.values(), dtype=np.int64, count=len(bits))
             if len(self._classes) >= CACHE_LIMIT:
                 self._classes.clear()
-            found = self._classes[pair] = (complete, bits)
+            found = self._classes[pair] = (complete, numbers, masks)
         return found
+
+    def _numbering(self) -> tuple[list[Group], np.ndarray]:
+        """The groups numbered (``group.number``), and each one's full mask by number;
+        made again after the groups change."""
+        if self._numbered is None:
+            self._numbered = list(self.groups.values())
+            for number, group in enumerate(self._numbered):
+                group.number = number
+            self._fulls = np.array([g.full for g in self._numbered], dtype=np.int64)
+        return self._numbered, self._fulls
 
     def _check(self, group: Group, earlier: Record, record: Record, out: list) -> None:
         self.candidates += 1
