@@ -25,9 +25,11 @@ Join state (Algorithm 2, bounded by the widest window):
 - ``by_value``: string value -> {docid: nodes bound to a left join end}, the
   slices R_L,s of the seed's view cache (§5) kept whole.
 
-Caches (cleared when the query set changes, or past ``CACHE_LIMIT`` entries):
-``_helps``: a pair of variable sets (an earlier node's, a new node's) -> the
-group bits it sets; ``_interned`` variable sets, so that pairs repeat.
+Caches (cleared when the groups change, or past ``CACHE_LIMIT`` entries):
+``_full``: a profile -> the groups it satisfies; ``_classes``: a pair of
+variable sets (an earlier node's, a new node's) -> the groups it completes and
+the bits it sets in the others (arrays over the numbered groups); ``_layouts``:
+per document structure; ``_interned`` variable sets, so that pairs compare fast.
 
 The loop for a new document d (``process``):
 
