@@ -340,7 +340,6 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         timestamp_reader,
     )
     from xcep.xscl.documents import documents_from_batches
-    from xcep.xscl.engine import ready_batches
 
     adaptive = args.batch == "auto"
     batch_size = AUTO_BATCH if adaptive else args.batch
@@ -392,21 +391,8 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         one.inputs = [path]
 
         def consume(stream: EventStream, name=name) -> None:
-            if adaptive:
-                batches = ready_batches(documents(name, stream), batch_size)
-                try:
-                    for batch in batches:
-                        write(engine.process(batch, args.group))
-                finally:
-                    batches.close()
-                return
-            batch = []
-            for item in documents(name, stream):
-                batch.append(item)
-                if len(batch) >= batch_size:
-                    write(engine.process(batch, args.group))
-                    batch = []
-            write(engine.process(batch, args.group))
+            for batch in engine.batches(documents(name, stream), adaptive):
+                write(engine.process(batch, args.group))
 
         status = max(status, _read_inputs(one, stderr, consume))
     if errors or bad[0]:

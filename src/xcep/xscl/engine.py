@@ -459,22 +459,29 @@ class XsclEngine:
         ``adaptive``: batches of the documents that are ready (``ready_batches``),
         at most ``batch_size``: when documents queue up they are joined together,
         and no result waits for a batch to fill."""
+        for batch in self.batches(documents, adaptive):
+            yield from self.process(batch, grouped)
+
+    def batches(
+        self, documents: Iterable[tuple[str, Document, float]], adaptive: bool = False
+    ) -> Iterator[list[tuple[str, Document, float]]]:
+        """The documents in batches of ``batch_size`` (the last one may be short), or with
+        ``adaptive`` of what is ready (``ready_batches``)."""
         if adaptive:
-            batches = ready_batches(documents, self.batch_size)
+            ready = ready_batches(documents, self.batch_size)
             try:
-                for batch in batches:
-                    yield from self.process(batch, grouped)
+                yield from ready
             finally:
-                batches.close()
+                ready.close()
             return
         batch: list[tuple[str, Document, float]] = []
         for item in documents:
             batch.append(item)
             if len(batch) >= self.batch_size:
-                yield from self.process(batch, grouped)
+                yield batch
                 batch = []
         if batch:
-            yield from self.process(batch, grouped)
+            yield batch
 
     def process(
         self, batch: list[tuple[str, Document, float]], grouped: bool = False
