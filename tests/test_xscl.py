@@ -574,7 +574,7 @@ def test_queries_that_go_leave_nothing_behind(join):
         for qid in texts:
             engine.remove(qid)
     assert not engine.queries and not engine.rows and not engine.patterns
-    assert not engine._parsed and not engine._fans
+    assert not engine._parsed and not engine._plans
     if join == "memory":
         assert not engine.hashjoin.groups and not engine.hashjoin.by_pair
         assert not engine.hashjoin._group_of

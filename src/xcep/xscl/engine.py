@@ -70,6 +70,7 @@ CREATE TABLE vc_keys (strval VARCHAR);  -- the string values one statement works
 
 JOINS = ("memory", "sql")
 STATE_BUDGET = 1_000_000  # documents in the join state, by default
+PLAN_LIMIT = 10_000  # cached plans (_plan) before the cache is cleared
 
 
 class StateBudgetError(XcepError):
@@ -260,7 +261,7 @@ class XsclEngine:
         self.queries: dict[str, _Registered] = {}
         # rid -> the directed queries of one r_t row: identical ones share it
         self.rows: dict[int, list[_Row]] = {}
-        self._fans: dict[int, list[tuple]] = {}  # rid -> its rows by output (_fan_out)
+        self._plans: dict[tuple, list[tuple]] = {}  # rids -> how they read a row (_plan)
         self._shared: dict[tuple, int] = {}  # r_t parameters -> rid
         # query text -> [its parse (blocks shared), the registered queries of that text]
         self._parsed: dict[str, list] = {}
@@ -270,6 +271,7 @@ class XsclEngine:
         self.next_rid = 0
         self._added = 0  # queries added so far: a query's order (unique, also after removals)
         self._query_of: dict[int, str] = {}  # order -> query id
+        self._id_array: np.ndarray | None = None  # the same as an array (_ids_by_order)
         self.next_docid = 0
         self.docs: dict[int, tuple[Document, float, str]] = {}
         self.published: set[str] = set()
@@ -301,6 +303,7 @@ class XsclEngine:
         known[1] += 1
         registered = _Registered(query, self._added, [], text)
         self._query_of[self._added] = query_id
+        self._id_array = None
         self._added += 1
         for block in query.blocks():
             registered.blocks.append(self._register_block(block))
@@ -319,6 +322,7 @@ class XsclEngine:
     def remove(self, query_id: str) -> None:
         registered = self.queries.pop(query_id)
         del self._query_of[registered.order]
+        self._id_array = None
         parsed = self._parsed[registered.text]
         parsed[1] -= 1
         if not parsed[1]:
@@ -328,7 +332,7 @@ class XsclEngine:
         for template, rid in registered.rows:
             shared = self.rows.get(rid, [])
             shared[:] = [row for row in shared if row.registered is not registered]
-            self._fans.pop(rid, None)
+            self._plans.clear()
             if shared or rid not in self.rows:
                 continue  # other queries use the row (or a direction removed it already)
             del self._shared[self._key_of.pop(rid)]
@@ -432,7 +436,7 @@ class XsclEngine:
             self.rows[rid] = []
         directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         self.rows[rid].append(directed)
-        self._fans.pop(rid, None)
+        self._plans.clear()
         registered.rows.append((template, rid))
 
     @staticmethod
@@ -697,52 +701,76 @@ class XsclEngine:
         append = out.append
         docs_of = self.docs
         # per (documents, output nodes): the Match its results share, and (grouped) the
-        # queries that found it
+        # plan entries that found it
         buckets: dict[tuple, list] = {}
-        fans = self._fans
+        plans = self._plans
         for rids, ldoc, rdoc, nodes in rows:
             pair = (docs_of[ldoc][0].nodes, docs_of[rdoc][0].nodes)
-            for rid in rids:
-                for swapped, pick, sides, queries, orders in fans.get(rid) or self._fan_out(rid):
-                    picked = pick(nodes)
-                    docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
-                    bucket = buckets.get((docs, picked))
-                    if bucket is None:
-                        parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
-                        match = Match(list(docs), list(picked), parts)
-                        bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), match, []]
-                    if grouped:
-                        bucket[2] += orders
-                        continue
-                    match = bucket[1]
-                    for order, query_id in queries:
-                        key = (rdoc, order, ldoc, picked, swapped)
-                        append((key, Result(query_id, match)))
+            plan = plans.get(rids)
+            if plan is None:
+                plan = self._plan(rids)
+            for entry in plan:
+                swapped, pick, sides, queries = entry[:4]
+                picked = pick(nodes)
+                docs = (rdoc, ldoc) if swapped else (ldoc, rdoc)
+                bucket = buckets.get((docs, picked))
+                if bucket is None:
+                    parts = tuple(map(getitem, map(pair.__getitem__, sides), picked))
+                    match = Match(list(docs), list(picked), parts)
+                    bucket = buckets[(docs, picked)] = [(rdoc, ldoc, swapped), match, []]
+                if grouped:
+                    bucket[2].append(entry)
+                    continue
+                match = bucket[1]
+                for order, query_id in queries:
+                    key = (rdoc, order, ldoc, picked, swapped)
+                    append((key, Result(query_id, match)))
         if not grouped:
             return out
-        query_of = self._query_of
-        for (_, picked), ((rdoc, ldoc, swapped), match, orders) in buckets.items():
-            orders = sorted(set(orders))  # a query twice: two rows with one output
-            key = (rdoc, orders[0], ldoc, picked, swapped)
-            append((key, GroupedResult([query_of[o] for o in orders], match)))
+        for (_, picked), ((rdoc, ldoc, swapped), match, entries) in buckets.items():
+            if len(entries) == 1:  # the usual case: the plan's list, shared
+                ids, first = entries[0][4], entries[0][3][0][0]
+            elif sum(len(entry[3]) for entry in entries) < 256:  # a query twice counts once
+                orders = sorted({order for entry in entries for order, _ in entry[3]})
+                ids, first = [self._query_of[o] for o in orders], orders[0]
+            else:  # the same with arrays
+                orders = np.unique(np.concatenate([entry[5] for entry in entries]))
+                ids, first = self._ids_by_order()[orders].tolist(), int(orders[0])
+            key = (rdoc, first, ldoc, picked, swapped)
+            append((key, GroupedResult(ids, match)))
         return out
 
-    def _fan_out(self, rid: int) -> list[tuple]:
-        """The directed queries of an ``r_t`` row (identical queries share one), grouped
-        by how they read a joined row: ``(swapped, pick, sides, [(order, query id),
-        ...], [order, ...])``."""
-        found = self._fans.get(rid)
-        if found is None:
-            by_output: dict[tuple, tuple] = {}
+    def _ids_by_order(self) -> np.ndarray:
+        """The query ids as an array indexed by order (None where a query went)."""
+        if self._id_array is None:
+            ids = np.full(self._added + 1, None, dtype=object)
+            for order, query_id in self._query_of.items():
+                ids[order] = query_id
+            self._id_array = ids
+        return self._id_array
+
+    def _plan(self, rids: tuple[int, ...]) -> list[tuple]:
+        """How the rows of a joined row's ``r_t`` rows (the same tuple each time a
+        window admits the same rows) read it: per output signature ``(swapped, pick,
+        sides, [(order, query id), ...] by order, [query id, ...] without repeats, the
+        orders as an array)``."""
+        merged: dict[tuple, tuple] = {}
+        for rid in rids:
             for row in self.rows.get(rid, ()):
-                entry = by_output.get(row.signature)
+                entry = merged.get(row.signature)
                 if entry is None:
-                    entry = (row.swapped, row.pick, row.sides, [], [])
-                    by_output[row.signature] = entry
+                    entry = merged[row.signature] = (row.swapped, row.pick, row.sides, [], [])
                 entry[3].append((row.registered.order, row.registered.query.id))
-                entry[4].append(row.registered.order)
-            found = self._fans[rid] = list(by_output.values())
-        return found
+        plan = []
+        for swapped, pick, sides, queries, ids in merged.values():
+            queries.sort(key=itemgetter(0))
+            ids += dict.fromkeys(query_id for _, query_id in queries)
+            orders = np.fromiter((order for order, _ in queries), np.int64, len(queries))
+            plan.append((swapped, pick, sides, queries, ids, orders))
+        if len(self._plans) >= PLAN_LIMIT:
+            self._plans.clear()
+        self._plans[rids] = plan
+        return plan
 
     def directed_rows(self) -> Iterator[tuple[int, _Row]]:
         """Every directed query with the id of its ``r_t`` row."""

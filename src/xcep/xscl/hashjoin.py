@@ -49,17 +49,20 @@ The loop for a new document d (``process``):
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
 from xcep.xscl.witness import Shape
 
 CACHE_LIMIT = 200_000  # entries of each cache before it is cleared
+SET_CACHE_LIMIT = 4_096  # the same for the per-set arrays (each up to all join ends long)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per distinct side (HashJoin.side): fast keys
 class Side:
     """One side of a group: its variables in template order (the root first), each
     node's parent position (-1 for the root), and its join ends' positions in
@@ -80,6 +83,7 @@ class Group:
     rows: list[tuple[int, bool, float, int]] = field(default_factory=list)
     negated: list[float] = field(default_factory=list)  # -window of each row, ascending
     latest: int = 0  # the largest since
+    widest: float = 0.0  # the widest window
     prefixes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # n -> first n rids
 
     def add(self, row: tuple[int, bool, float, int]) -> None:
@@ -87,12 +91,14 @@ class Group:
         self.rows.insert(at, row)
         self.negated.insert(at, -row[2])
         self.latest = max(self.latest, row[3])
+        self.widest = -self.negated[0]
         self.prefixes = {}
 
     def remove(self, rid: int) -> None:
         at = next(i for i, row in enumerate(self.rows) if row[0] == rid)
         del self.rows[at], self.negated[at]
         self.latest = max((row[3] for row in self.rows), default=0)
+        self.widest = -self.negated[0] if self.negated else 0.0
         self.prefixes = {}
 
     def admitted(self, e: int, dt: float) -> tuple[int, ...]:
@@ -196,11 +202,17 @@ class HashJoin:
         self.left_ends: set[str] = set()
         self.right_ends: set[str] = set()
         self._group_of: dict[int, Group] = {}  # rid -> its group
+        self._sides: dict[tuple, Side] = {}  # (variables, parents, ends) -> the one Side
+        self._side_uses: Counter[Side] = Counter()  # groups per side
         self.docs: dict[int, Record] = {}
         self.by_value: dict[str, dict[int, list[int]]] = {}
         self._left_vars: dict[tuple[int, int], frozenset] = {}  # (docid, node) -> its V
-        self._full: dict[frozenset, list[Group]] = {}  # profile -> the groups it satisfies
+        # profile -> the groups it satisfies, widest window first, and -their windows
+        self._full: dict[frozenset, tuple[list[Group], list[float]]] = {}
         self._classes: dict[tuple, tuple] = {}  # pair of variable sets -> _class_masks
+        self._entries: dict[frozenset, tuple] = {}  # left join ends -> _entries_of
+        self._masks: dict[frozenset, np.ndarray] = {}  # right join ends -> _mask_of
+        self._right_numbers: dict[str, int] = {}  # right join end -> its number
         self._numbered: list[Group] | None = None  # the groups by number (_numbering)
         self._fulls = np.zeros(0, dtype=np.int64)
         self._interned: dict[frozenset, frozenset] = {}
@@ -224,11 +236,12 @@ class HashJoin:
         joins = template.joins  # (left node, right node), the template's order
 
         def side(lo: int, hi: int, ends: list[int]) -> Side:
-            return Side(
+            key = (
                 tuple(variables[lo:hi]),
                 tuple(parent[i] - lo if i in parent else -1 for i in range(lo, hi)),
                 tuple(e - lo for e in ends),
             )
+            return self._sides.setdefault(key, Side(*key))
 
         left = side(0, size, [a for a, _ in joins])
         right = side(size, template.size, [b for _, b in joins])
@@ -236,6 +249,7 @@ class HashJoin:
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = Group(left, right, (1 << len(joins)) - 1)
+            self._side_uses.update((left, right))
             for bit, (a, b) in enumerate(joins):
                 pair = (variables[a], variables[b])
                 self.by_pair.setdefault(pair[0], {}).setdefault(pair[1], []).append(
@@ -244,6 +258,8 @@ class HashJoin:
                 self.left_ends.add(pair[0])
                 self.right_ends.add(pair[1])
             self._changed()
+        if group.rows and window > group.widest:
+            self._full.clear()  # its lists are ordered by the groups' widest windows
         group.add((rid, followed, window, since))
         self._group_of[rid] = group
 
@@ -254,6 +270,11 @@ class HashJoin:
             return
         key = next(k for k, g in self.groups.items() if g is group)
         del self.groups[key]
+        self._side_uses.subtract((group.left, group.right))
+        for side in (group.left, group.right):
+            if self._side_uses[side] <= 0:
+                del self._side_uses[side]
+                self._sides.pop((side.variables, side.parents, side.ends), None)
         for left in list(self.by_pair):
             partners = self.by_pair[left]
             for right in list(partners):
@@ -272,6 +293,9 @@ class HashJoin:
         """The join ends or groups changed: what was derived from them goes."""
         self._full.clear()
         self._classes.clear()
+        self._entries.clear()
+        self._masks.clear()
+        self._right_numbers.clear()
         self._layouts.clear()
         self._numbered = None
 
@@ -292,13 +316,15 @@ class HashJoin:
         out: list[tuple] = []
         if self.by_pair and self.docs:
             for e, profile in self._profiles(record, widest).items():
-                full = self._full.get(profile)
-                if full is None:
-                    full = self._full_groups(profile)
-                if full:
-                    earlier = self.docs[e]
-                    for group in full:
-                        self._check(group, earlier, record, out)
+                found = self._full.get(profile)
+                if found is None:
+                    found = self._full_groups(profile)
+                full, negated = found
+                earlier = self.docs[e]
+                # the groups with a window of at least |dt| (widest first): a prefix
+                reach = bisect.bisect_right(negated, -abs(ts - earlier.ts))
+                for group in full[:reach]:
+                    self._check(group, earlier, record, out)
         self._insert(record)
         return out
 
@@ -344,36 +370,72 @@ class HashJoin:
             full += [numbered[i] for i in np.flatnonzero(masks == fulls)]
         if len(profile) > 1:
             full = list(dict.fromkeys(full))
+        full.sort(key=attrgetter("widest"), reverse=True)
         if len(self._full) >= CACHE_LIMIT:
             self._full.clear()
-        self._full[profile] = full
-        return full
+        found = self._full[profile] = (full, [-g.widest for g in full])
+        return found
 
     def _class_masks(self, pair: tuple[frozenset, frozenset]) -> tuple:
         """What one pair of equal strings (its nodes' join-end variable sets ``pair``)
         does for the groups: the groups it satisfies alone, and the value-join bits
         it sets in the others (their numbers and bits, as arrays). Kept: pairs repeat
-        more than profiles do."""
+        more than profiles do; and made from per-set arrays, as sets repeat more still."""
         found = self._classes.get(pair)
         if found is None:
             theirs, mine = pair
-            bits: dict[Group, int] = {}
-            for v in theirs:
-                partners = self.by_pair.get(v)
-                if partners is None:
-                    continue
-                for w in partners.keys() & mine:
-                    for group, bit in partners[w]:
-                        bits[group] = bits.get(group, 0) | bit
-            complete = [group for group, mask in bits.items() if mask == group.full]
-            for group in complete:
-                del bits[group]
-            self._numbering()
-            numbers = np.fromiter((g.number for g in bits), dtype=np.int64, count=len(bits))
-            masks = np.fromiter(bits.values(), dtype=np.int64, count=len(bits))
+            partners, numbers, bits = self._entries_of(theirs)
+            chosen = self._mask_of(mine)[partners]
+            numbers, bits = numbers[chosen], bits[chosen]
+            if len(numbers) > 1:  # one group's joins helped by several (v, w): OR them
+                numbers, where = np.unique(numbers, return_inverse=True)
+                ored = np.zeros(len(numbers), dtype=np.int64)
+                np.bitwise_or.at(ored, where, bits)
+                bits = ored
+            numbered, fulls = self._numbering()
+            done = bits == fulls[numbers]
+            complete = [numbered[i] for i in numbers[done]]
             if len(self._classes) >= CACHE_LIMIT:
                 self._classes.clear()
-            found = self._classes[pair] = (complete, numbers, masks)
+            found = self._classes[pair] = (complete, numbers[~done], bits[~done])
+        return found
+
+    def _entries_of(self, theirs: frozenset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ``by_pair`` entries of a set of left join ends, as arrays: each one's right
+        variable (its number in ``_right_numbers``), group number and bit."""
+        found = self._entries.get(theirs)
+        if found is None:
+            self._numbering()
+            numbered = self._right_numbers
+            rights, groups, bits = [], [], []
+            for v in theirs:
+                for w, entries in self.by_pair.get(v, {}).items():
+                    for group, bit in entries:
+                        rights.append(numbered.setdefault(w, len(numbered)))
+                        groups.append(group.number)
+                        bits.append(bit)
+            found = (
+                np.array(rights, dtype=np.int64),
+                np.array(groups, dtype=np.int64),
+                np.array(bits, dtype=np.int64),
+            )
+            if len(self._entries) >= SET_CACHE_LIMIT:
+                self._entries.clear()
+            self._entries[theirs] = found
+        return found
+
+    def _mask_of(self, mine: frozenset) -> np.ndarray:
+        """A set of right join ends as a boolean array over ``_right_numbers``."""
+        numbered = self._right_numbers
+        found = self._masks.get(mine)
+        if found is None or len(found) < len(numbered):
+            for w in mine:
+                numbered.setdefault(w, len(numbered))
+            found = np.zeros(len(numbered), dtype=bool)
+            found[[numbered[w] for w in mine]] = True
+            if len(self._masks) >= SET_CACHE_LIMIT:
+                self._masks.clear()
+            self._masks[mine] = found
         return found
 
     def _numbering(self) -> tuple[list[Group], np.ndarray]:
