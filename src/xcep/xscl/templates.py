@@ -94,10 +94,63 @@ class Template:
     rows: list = field(default_factory=list)
 
 
+TEMPLATE_CACHE = 65_536  # join graphs by spelling (template_of) before the cache is cleared
+_by_spelling: dict[tuple, tuple] = {}
+
+
 def template_of(
     left: Minor, right: Minor, joins: list[tuple[str, str]]
 ) -> tuple[tuple, list[str], list[tuple[int, int]], list[tuple[int, int]]]:
-    """(code, variables in meta-variable order, structural edges, value joins)."""
+    """(code, variables in meta-variable order, structural edges, value joins).
+
+    The canonical code is searched once per *spelling* (the join graph with its
+    variables numbered in the order they are written): queries written alike
+    reuse it, with their own variables (the search depends on structure only)."""
+    key, names = _spelling(left, right, joins)
+    found = _by_spelling.get(key)
+    if found is None:
+        numbered = (
+            _renamed(left, names, 0),
+            _renamed(right, names, 1),
+            [(names[(0, lv)], names[(1, rv)]) for lv, rv in joins],
+        )
+        found = _canonical(*numbered)
+        if len(_by_spelling) >= TEMPLATE_CACHE:
+            _by_spelling.clear()
+        _by_spelling[key] = found
+    code, positions, edges, value_joins = found
+    variables = [var for (_, var) in names]  # names in numbering order
+    return code, [variables[p] for p in positions], edges, value_joins
+
+
+def _spelling(left: Minor, right: Minor, joins: list[tuple[str, str]]) -> tuple[tuple, dict]:
+    """The join graph with variables numbered in preorder as written, and the numbers."""
+    names: dict[tuple[int, str], int] = {}
+    shapes = []
+    for side, tree in ((0, left), (1, right)):
+        shape = []
+        stack = [tree.root]
+        while stack:
+            var = stack.pop()
+            names[(side, var)] = len(names)
+            up = tree.parent[var]
+            shape.append(-1 if up is None else names[(side, up)])
+            stack.extend(reversed(tree.children(var)))
+        shapes.append(tuple(shape))
+    return (*shapes, tuple((names[(0, lv)], names[(1, rv)]) for lv, rv in joins)), names
+
+
+def _renamed(tree: Minor, names: dict, side: int) -> Minor:
+    return Minor(
+        names[(side, tree.root)],
+        {names[(side, v)]: None if p is None else names[(side, p)] for v, p in tree.parent.items()},
+    )
+
+
+def _canonical(
+    left: Minor, right: Minor, joins: list[tuple]
+) -> tuple[tuple, list, list[tuple[int, int]], list[tuple[int, int]]]:
+    """template_of by search over the join orders (``EXACT_JOINS``) or refinement."""
     if len(joins) <= EXACT_JOINS:
         orders = itertools.permutations(range(len(joins)))
     else:
