@@ -149,6 +149,41 @@ def usable(path):
         return False
 
 
+@settings(max_examples=200)
+@given(filters, st.permutations(CONSTANTS + ["x1"]), st.permutations(CONSTANTS + ["x1"]))
+def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, two):
+    """compile_filter parses a shape once: filters that differ only in their constants
+    (equal ones kept equal, or not) compile as a fresh parse and rewrite of each."""
+    from dataclasses import fields, is_dataclass
+
+    from xcep.xpush.rewrite import normalize
+    from xcep.xpush.workload import compile_filter
+
+    def swap(node, mapping):  # the constants of a tree replaced
+        if isinstance(node, Compare):
+            return Compare(swap(node.path, mapping), node.op, mapping[node.value])
+        if isinstance(node, tuple):
+            return tuple(swap(item, mapping) for item in node)
+        if is_dataclass(node):
+            return replace(
+                node, **{f.name: swap(getattr(node, f.name), mapping) for f in fields(node)}
+            )
+        return node
+
+    values = CONSTANTS + ["x1"]
+    for mapping in ({}, dict(zip(values, one)), dict(zip(values, two))):
+        mapping = {**{v: v for v in values}, **mapping}
+        text = to_text(swap(path, mapping))
+        try:
+            fresh = normalize(parse_filter(text))
+        except Exception as exc:
+            with pytest.raises(FilterError):
+                compile_filter(text)
+            assert type(exc).__name__ in ("FilterSyntaxError", "UnsupportedFilter")
+            continue
+        assert compile_filter(text) == fresh
+
+
 @settings(max_examples=150)
 @given(st.lists(filters, min_size=1, max_size=6), st.lists(documents(), min_size=1, max_size=4))
 def test_machine_agrees_with_lxml(paths, trees):

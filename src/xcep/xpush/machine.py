@@ -314,6 +314,8 @@ class XPushMachine:
         with collector_paused():
             self.compiled = compile_workload(self.workload, self.options, self.order_facts)
             self.kernel = self.compiled.new_kernel() if self.options.compiled else None
+        self._indexes: dict[frozenset, tuple] = {}  # enabled predicates -> index, in C
+        self.index_held = 0  # their predicates (part of the memory measure)
         self.flush(count=False)
 
     def flush(self, count: bool = True) -> None:
@@ -321,6 +323,9 @@ class XPushMachine:
         if count:
             self.stats.flushes += 1
         self.held = 0  # nested table entries (the sets count their own)
+        if self.index_held > self.options.max_entries // 4:  # else kept: they repeat
+            self._indexes.clear()
+            self.index_held = 0
         if self.kernel is not None:  # the core's sets and tables (mappings like the dicts)
             self.kernel.clear()
             self.sets = self.kernel.states
@@ -347,7 +352,7 @@ class XPushMachine:
         """Table entries plus the elements of all interned sets (the memory measure)."""
         tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
         sets = self.sets.held + (self.kernel.held if self.kernel else 0)
-        return sum(map(len, tables)) + len(self.answers) + self.held + sets
+        return sum(map(len, tables)) + len(self.answers) + self.held + self.index_held + sets
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
@@ -508,13 +513,21 @@ class XPushMachine:
         if index is None:
             enabled = self._enabled(qt)
             if enabled is None:
-                index = self.compiled.index
-            else:
-                index = self.compiled.index.restricted(enabled)
-                self.held += index.count + 1
+                index, tested = self.compiled.index, None
+            else:  # kept across flushes: the same predicates are enabled again after one
+                key = self.compiled.index.states.intersection(enabled)
+                index, tested = self._indexes.get(key) or (None, None)
+                if index is None:
+                    index = self.compiled.index.restricted(key)
+                    self._indexes[key] = (index, None)
+                    self.index_held += index.count + 1
             self._qt_indexes[qt] = index
             if self.kernel is not None and index.count:  # the walk then tests values itself
-                self.kernel.set_values(qt, index.compiled(self.compiled.size))
+                if tested is None:
+                    tested = index.compiled(self.compiled.size)
+                    if enabled is not None:
+                        self._indexes[key] = (index, tested)
+                self.kernel.set_values(qt, tested)
         return index
 
     def _tests_values(self, qt: int) -> bool:

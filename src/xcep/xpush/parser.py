@@ -63,12 +63,13 @@ class FilterSyntaxError(XcepError):
         return f"column {self.position}: {self.message}"
 
 
-_TOKEN = re.compile(
+TOKEN = re.compile(
     r"""\s*(?:
       (?P<number>-?(?:\d+(?:\.\d*)?|\.\d+))
     | (?P<string>"[^"]*"|'[^']*')
     | (?P<op>::|//|/|\[|\]|\(|\)|@|\*|\.\.|\.|,|!=|<=|>=|=|<|>)
     | (?P<name>{name}(?::{name})?)
+    | (?P<bad>\S)
     )""".format(name=r"[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*"),
     re.VERBOSE,
 )
@@ -76,19 +77,14 @@ COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 
 
 def tokenize(text: str) -> list[tuple[str, str, int]]:
+    """``(kind, text, column)`` per token, then ``("end", "", len(text))``."""
     tokens = []
-    pos = 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            start = len(text) - len(text[pos:].lstrip())
-            raise FilterSyntaxError(f"unexpected character {text[start]!r}", text, start)
+    for match in TOKEN.finditer(text):
         kind = match.lastgroup
         start = match.start(kind)
+        if kind == "bad":
+            raise FilterSyntaxError(f"unexpected character {text[start]!r}", text, start)
         tokens.append((kind, match.group(kind), start))
-        pos = match.end()
     tokens.append(("end", "", len(text)))
     return tokens
 

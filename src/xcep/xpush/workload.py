@@ -15,8 +15,8 @@ from pathlib import Path as FilePath
 from xcep._gc import collector_paused
 from xcep.errors import XcepError, located
 from xcep.xpush.afa import AFA
-from xcep.xpush.ast import Path
-from xcep.xpush.parser import FilterSyntaxError, parse_filter
+from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
+from xcep.xpush.parser import TOKEN, FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 
 
@@ -42,14 +42,71 @@ def parse_id(text: str):
     return int(text) if re.fullmatch(r"-?\d+", text) else text
 
 
+SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is cleared
+_by_shape: dict[tuple, tuple[Path, tuple]] = {}
+
+
 def compile_filter(text: str, fid=None) -> Path:
-    """Parse and rewrite one filter, or raise ``FilterError``."""
+    """Parse and rewrite one filter, or raise ``FilterError``.
+
+    Subscriptions are mostly a few shapes with different constants: a filter's
+    *shape* (its tokens, each constant by its first place among the filter's
+    distinct constants) is parsed and rewritten once, and a filter of a known
+    shape is that result with its own constants put in. Neither the parser nor
+    the rewrite rules look at a constant's value, only at whether two are equal,
+    which the shape keeps."""
     try:
-        return normalize(parse_filter(text))
+        key, constants = _shape(text)
+        found = _by_shape.get(key)
+        if found is None:
+            path = normalize(parse_filter(text))
+            if len(_by_shape) >= SHAPE_LIMIT:
+                _by_shape.clear()
+            _by_shape[key] = (path, constants)
+            return path
     except FilterSyntaxError as exc:
         raise FilterError(exc.message, fid, column=exc.position) from None
     except UnsupportedFilter as exc:
         raise FilterError(str(exc), fid) from None
+    path, theirs = found
+    if theirs == constants:
+        return path
+    return _put(path, dict(zip(theirs, constants, strict=True)))
+
+
+def _shape(text: str) -> tuple[tuple, tuple]:
+    """A filter's tokens (``TOKEN`` groups) with constants numbered, and its distinct
+    constants in order (as the parser reads them: numbers as floats, strings
+    without their quotes). A bad character makes a shape of its own: the parser
+    reports it."""
+    shape = []
+    constants: dict = {}
+    for token in TOKEN.findall(text):
+        number, string = token[0], token[1]
+        if number or string:
+            value = float(number) if number else string[1:-1]
+            token = (bool(number), constants.setdefault(value, len(constants)))
+        shape.append(token)
+    return tuple(shape), tuple(constants)
+
+
+def _put(node, values: dict):
+    """``node`` with each comparison's constant replaced as ``values`` says."""
+    return _PUT[type(node)](node, values)
+
+
+_PUT = {
+    Path: lambda n, v: Path(tuple(_put(s, v) for s in n.steps), n.absolute),
+    Step: lambda n, v: (
+        Step(n.axis, n.test, n.name, tuple(_put(p, v) for p in n.predicates)) if n.predicates else n
+    ),
+    And: lambda n, v: And(tuple(_put(i, v) for i in n.items)),
+    Or: lambda n, v: Or(tuple(_put(i, v) for i in n.items)),
+    Not: lambda n, v: Not(_put(n.item, v)),
+    Exists: lambda n, v: Exists(_put(n.path, v)),
+    Compare: lambda n, v: Compare(_put(n.path, v), n.op, v[n.value]),
+    Const: lambda n, v: n,
+}
 
 
 @dataclass
