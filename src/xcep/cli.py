@@ -154,6 +154,16 @@ def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
     return _read_inputs(args, stderr, consume, keep_whitespace=args.keep_whitespace)
 
 
+class _Quoted(dict):
+    """Values as JSON, each encoded once."""
+
+    encode = staticmethod(json.JSONEncoder(ensure_ascii=False).encode)
+
+    def __missing__(self, value) -> str:
+        found = self[value] = self.encode(value)
+        return found
+
+
 def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.schema import read_dtd
     from xcep.xpush import MachineOptions, Workload, XPushMachine
@@ -171,14 +181,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     if args.train:
         machine.train(dtd)
     gc.freeze()  # the compiled filters live as long as the run: out of the collector's way
-    encode = json.JSONEncoder(ensure_ascii=False).encode
-    quoted: dict = {}  # filter id -> its JSON, made once: a document can match thousands
-
-    def quote(fid) -> str:
-        found = quoted.get(fid)
-        if found is None:
-            found = quoted[fid] = encode(fid)
-        return found
+    quote = _Quoted().__getitem__  # a document can match thousands of filters
 
     def consume(stream: EventStream) -> None:
         for doc, ids in machine.run(stream.batches()):
