@@ -196,3 +196,140 @@ def protein_documents(n: int, seed: int = 1) -> list[bytes]:
         )
         out.append(doc.encode())
     return out
+
+
+# ---------- workload families (issue 20): subscriptions, structural, mixed ----------
+
+# leaves that nearly identify one message: a subscription on one of them is selective
+SELECTIVE = {
+    "name",
+    "emailaddress",
+    "phone",
+    "creditcard",
+    "homepage",
+    "@id",
+    "@person",
+    "@item",
+    "date",
+    "initial",
+    "current",
+    "quantity",
+    "street",
+    "zipcode",
+}
+
+
+def _constant(value: str) -> str:
+    return value if _NUMBER.fullmatch(value) else _quote(value)
+
+
+class SubscriptionGenerator:
+    """*subscriptions*: one filter per user, on the message kinds of ``documents``
+    (``/person``, ``/item``, ``/open_auction``): 1-3 value predicates on leaves and
+    attributes with constants drawn from the data — equality, numeric ranges,
+    ``starts-with``, ``contains`` —, some ``or`` and ``not``; the structure is
+    the message's own (fixed). Half the filters test a nearly unique leaf (a
+    name, an id, an e-mail address), so a user's filter matches few messages."""
+
+    def __init__(self, documents: list[bytes], seed: int = 0) -> None:
+        self.trees = [etree.fromstring(d) for d in documents]
+        self.rng = random.Random(seed)
+
+    def atom(self, labels: list[str], value: str) -> str:
+        rng = self.rng
+        path = "/".join(labels)
+        if _NUMBER.fullmatch(value):
+            op = rng.choice(["=", "<", "<=", ">", ">="])
+            return f"{path} {op} {value}"
+        words = value.split()
+        roll = rng.random()
+        if roll < 0.15 and len(value) > 3:
+            return f"starts-with({path}, {_quote(value[: rng.randint(2, min(6, len(value)))])})"
+        if roll < 0.25 and words:
+            return f"contains({path}, {_quote(rng.choice(words))})"
+        return f"{path} = {_quote(value)}"
+
+    def filter(self) -> str:
+        rng = self.rng
+        while True:
+            tree = rng.choice(self.trees)
+            leaves = _leaves(tree)
+            if leaves:
+                break
+        selective = [leaf for leaf in leaves if leaf[0][-1] in SELECTIVE]
+        other = [leaf for leaf in leaves if leaf[0][-1] not in SELECTIVE] or leaves
+        k = rng.choice([1, 1, 2, 2, 3])
+        chosen = [rng.choice(selective)] if selective and rng.random() < 0.5 else []
+        while len(chosen) < k:
+            chosen.append(rng.choice(other))
+        atoms = [self.atom(*leaf) for leaf in chosen]
+        if len(atoms) >= 2 and rng.random() < 0.15:
+            atoms[-2:] = [f"({atoms[-2]} or {atoms[-1]})"]
+        if len(atoms) >= 2 and rng.random() < 0.1:
+            atoms[-1] = f"not({atoms[-1]})"
+        return f"/{tree.tag}[{' and '.join(atoms)}]"
+
+    def workload(self, n: int) -> list[str]:
+        return [self.filter() for _ in range(n)]
+
+
+class StructuralGenerator:
+    """*structural*: paths down the deep, recursive parts of the messages (XMark
+    ``description/parlist/listitem``...), with ``//`` and ``*`` steps and nested
+    existence predicates, few values (one filter in ten compares a value)."""
+
+    def __init__(self, documents: list[bytes], seed: int = 0) -> None:
+        self.trees = [etree.fromstring(d) for d in documents]
+        self.rng = random.Random(seed)
+
+    def _below(self, element, depth: int) -> str | None:
+        """A relative path from ``element`` to one of its descendants, maybe with a
+        nested predicate, or None at a leaf."""
+        rng = self.rng
+        kids = [c for c in element if isinstance(c.tag, str)]
+        if not kids or depth == 0:
+            return None
+        node, parts = element, []
+        for _ in range(rng.randint(1, depth)):
+            kids = [c for c in node if isinstance(c.tag, str)]
+            if not kids:
+                break
+            node = rng.choice(kids)
+            sep = "//" if parts and rng.random() < 0.4 else "/"
+            parts.append(sep + ("*" if rng.random() < 0.2 else node.tag))
+        path = "".join(parts)[1:]
+        if path.startswith("/"):
+            path = "." + path
+        inner = self._below(node, 2) if rng.random() < 0.3 else None
+        return f"{path}[{inner}]" if inner else path
+
+    def filter(self) -> str:
+        rng = self.rng
+        tree = rng.choice(self.trees)
+        chain = [tree]
+        while len(chain) < 8:  # down, into the deep parts mostly
+            kids = [c for c in chain[-1] if isinstance(c.tag, str)]
+            inner = [c for c in kids if len(c)]
+            if not kids:
+                break
+            chain.append(rng.choice(inner if inner and rng.random() < 0.85 else kids))
+        chain = chain[: rng.randint(min(2, len(chain)), len(chain))]
+        parts, skipped = [], False
+        for level, element in enumerate(chain):
+            if 0 < level < len(chain) - 1 and rng.random() < 0.35:  # reached by //
+                skipped = True
+                continue
+            label = "*" if level > 0 and rng.random() < 0.25 else element.tag
+            below = self._below(element, 3) if rng.random() < 0.3 else None
+            parts.append(("//" if skipped else "/") + label + (f"[{below}]" if below else ""))
+            skipped = False
+        text = "".join(parts)
+        if rng.random() < 0.1:
+            leaves = _leaves(chain[-1])
+            if leaves:
+                labels, value = rng.choice(leaves)
+                text += f"[{'/'.join(labels)} = {_constant(value)}]"
+        return text
+
+    def workload(self, n: int) -> list[str]:
+        return [self.filter() for _ in range(n)]

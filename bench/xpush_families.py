@@ -1,0 +1,179 @@
+"""XPush on workload families (issue 20), end to end as a user runs it.
+
+Families (generators in ``bench/xpush_workload.py``), over XMark f0.1 split into
+person, item and open_auction messages (5,925 messages, 9.8 MB):
+
+- **seed**: the seed's §7 generator (``FilterGenerator``, 1.15 predicates);
+- **subscriptions**: one filter per user, 1-3 value predicates with constants
+  from the data (equality, ranges, ``starts-with``, ``contains``, some ``or``
+  and ``not``), half of them on a nearly unique leaf (``SubscriptionGenerator``);
+- **structural**: deep paths with ``//``, ``*`` and nested existence
+  predicates, few values (``StructuralGenerator``);
+- **mixed**: the three together, a third each.
+
+Per family and size: ``xcep filter --filters FILE messages.xml --stats`` in a
+fresh process (compile, run, write the answers to a file): its wall time, the
+steady MB/s and flushes it reports, its peak RSS; the compile rate (filters
+per second: ``Workload`` and ``XPushMachine`` built in a fresh process); lxml
+per filter and the YFilter-style baseline, both timed on a sample and scaled
+(``bench.xpush._peers``, which also checks that xcep agrees with lxml on the
+sample). ``XCEP_BENCH_1M=1`` adds 1,000,000 filters.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import multiprocessing
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from bench.harness import write_results
+from bench.xpush import DATA, _peers
+from bench.xpush_workload import (
+    FilterGenerator,
+    StructuralGenerator,
+    SubscriptionGenerator,
+    as_stream,
+    split_documents,
+)
+
+COUNTS = [10_000, 100_000]
+QUICK_COUNTS = [2_000]
+FAMILIES = ("seed", "subscriptions", "structural", "mixed")
+
+
+def workload(family: str, documents: list[bytes], n: int) -> list[str]:
+    """``n`` filters of a family, drawn from ``documents`` (deterministic)."""
+    makers = {
+        "seed": lambda k: FilterGenerator(documents, seed=7).workload(k),
+        "subscriptions": lambda k: SubscriptionGenerator(documents, seed=7).workload(k),
+        "structural": lambda k: StructuralGenerator(documents, seed=7).workload(k),
+    }
+    if family != "mixed":
+        return makers[family](n)
+    parts = [
+        makers[f](n // 3 + (i < n % 3))
+        for i, f in enumerate(("seed", "subscriptions", "structural"))
+    ]
+    return [f for trio in zip(*parts, strict=False) for f in trio] + [
+        f for part in parts for f in part[len(parts[2]) :]
+    ]
+
+
+def _compile(job: dict) -> dict:
+    """In a fresh process: the filters file loaded and the machine built."""
+    import gc
+
+    from xcep.xpush import MachineOptions, Workload, XPushMachine
+
+    gc.collect()
+    start = time.perf_counter()
+    workload_, errors = Workload.from_file(job["filters"])
+    XPushMachine(workload_, MachineOptions())
+    seconds = time.perf_counter() - start
+    return {"compile_s": seconds, "filters_per_s": job["count"] / seconds, "errors": len(errors)}
+
+
+def _cli(job: dict) -> dict:
+    """``xcep filter`` as a user runs it, answers to a file: wall time, its report."""
+    out = Path(job["out"])
+    command = [sys.executable, "-m", "xcep", "filter", "--filters", job["filters"], "--stats"]
+    start = time.perf_counter()
+    with out.open("w") as sink:
+        done = subprocess.run(
+            [*command, job["data"]], stdout=sink, stderr=subprocess.PIPE, text=True, check=True
+        )
+    seconds = time.perf_counter() - start
+    stats = json.loads(done.stderr.strip().splitlines()[-1])
+    matches = 0
+    with out.open() as answers:
+        for line in answers:
+            matches += len(json.loads(line)["matches"])
+    return {
+        "end_to_end_s": seconds,
+        "end_to_end_mb_per_s": job["mb"] / seconds,
+        "steady_mb_per_s": stats["mb_per_s"],
+        "flushes": stats["flushes"],
+        "states": stats["states"],
+        "average_state_size": stats["average_state_size"],
+        "hit_ratio": stats["hit_ratio"],
+        "matches": matches,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def _isolated(function, job: dict) -> dict:
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, job).result()
+
+
+def run(repeat: int = 1, quick: bool = False) -> list[dict]:
+    counts = QUICK_COUNTS if quick else COUNTS
+    if os.environ.get("XCEP_BENCH_1M") == "1":
+        counts = [*counts, 1_000_000]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        plain = workdir / "xmark.xml"
+        with gzip.open(DATA / "xmark" / "xmark-f0.1.xml.gz") as src, plain.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        documents = split_documents(plain)
+        if quick:
+            documents = documents[:600]
+        data = as_stream(documents)
+        data_path = workdir / "messages.xml"
+        data_path.write_bytes(data)
+        mb = len(data) / 1e6
+        for family in FAMILIES:
+            for count in counts:
+                filters = workload(family, documents, count)
+                filters_path = workdir / f"{family}-{count}.txt"
+                filters_path.write_text("".join(f"f{i}\t{f}\n" for i, f in enumerate(filters)))
+                job = {"filters": str(filters_path), "data": str(data_path), "count": count}
+                job["out"] = str(workdir / "answers.jsonl")
+                job["mb"] = mb
+                row = {"family": family, "filters": count, "messages": len(documents), "mb": mb}
+                row.update(_isolated(_compile, job))
+                row.update(_isolated(_cli, job))
+                peers = _peers(filters, data, documents, 100, 300 if quick else 500)
+                peers.pop("lxml_sample_answers")
+                row.update(peers)
+                row["vs_lxml"] = row["lxml_estimated_s"] / row["end_to_end_s"]
+                row["vs_yfilter"] = row["yfilter_estimated_s"] / row["end_to_end_s"]
+                rows.append(row)
+                write_results("xpush-families", rows, {"counts": counts})
+                print(
+                    f"{family:13} {count:>9,} e2e {row['end_to_end_s']:7.2f} s "
+                    f"{row['end_to_end_mb_per_s']:6.2f} MB/s steady {row['steady_mb_per_s']:6.2f}"
+                    f" MB/s compile {row['filters_per_s']:8.0f}/s flushes {row['flushes']:3}"
+                    f" RSS {row['peak_rss_mb']:6.0f} MB x lxml {row['vs_lxml']:8.0f}"
+                    f" x YFilter {row['vs_yfilter']:6.1f}",
+                    flush=True,
+                )
+    print(markdown(rows))
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "| family | filters | end to end | MB/s end to end | MB/s steady | compile filters/s "
+        "| flushes | states (avg size) | peak RSS | × lxml per filter | × YFilter-style |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['family']} | {r['filters']:,} | {r['end_to_end_s']:.1f} s "
+            f"| {r['end_to_end_mb_per_s']:.2f} | {r['steady_mb_per_s']:.2f} "
+            f"| {r['filters_per_s']:,.0f} | {r['flushes']} "
+            f"| {r['states']:,} ({r['average_state_size']:.0f}) | {r['peak_rss_mb']:,.0f} MB "
+            f"| {r['vs_lxml']:,.0f}× | {r['vs_yfilter']:.1f}× |"
+        )
+    return "\n".join(lines)
