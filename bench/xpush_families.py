@@ -165,15 +165,17 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
 def markdown(rows: list[dict]) -> str:
     lines = [
         "| family | filters | end to end | MB/s end to end | MB/s steady | compile filters/s "
-        "| flushes | states (avg size) | peak RSS | × lxml per filter | × YFilter-style |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| flushes | states (avg size) | matches per message | peak RSS | × lxml per filter "
+        "| × YFilter-style |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['family']} | {r['filters']:,} | {r['end_to_end_s']:.1f} s "
             f"| {r['end_to_end_mb_per_s']:.2f} | {r['steady_mb_per_s']:.2f} "
             f"| {r['filters_per_s']:,.0f} | {r['flushes']} "
-            f"| {r['states']:,} ({r['average_state_size']:.0f}) | {r['peak_rss_mb']:,.0f} MB "
+            f"| {r['states']:,} ({r['average_state_size']:.0f}) "
+            f"| {r['matches'] / r['messages']:,.0f} | {r['peak_rss_mb']:,.0f} MB "
             f"| {r['vs_lxml']:,.0f}× | {r['vs_yfilter']:.1f}× |"
         )
     return "\n".join(lines)

@@ -276,7 +276,7 @@ class SubscriptionGenerator:
 class StructuralGenerator:
     """*structural*: paths down the deep, recursive parts of the messages (XMark
     ``description/parlist/listitem``...), with ``//`` and ``*`` steps and nested
-    existence predicates, few values (one filter in ten compares a value)."""
+    existence predicates, few values (one filter in four compares a value)."""
 
     def __init__(self, documents: list[bytes], seed: int = 0) -> None:
         self.trees = [etree.fromstring(d) for d in documents]
@@ -313,7 +313,7 @@ class StructuralGenerator:
             if not kids:
                 break
             chain.append(rng.choice(inner if inner and rng.random() < 0.85 else kids))
-        chain = chain[: rng.randint(min(2, len(chain)), len(chain))]
+        chain = chain[: rng.randint(min(4, len(chain)), len(chain))]  # deep paths
         parts, skipped = [], False
         for level, element in enumerate(chain):
             if 0 < level < len(chain) - 1 and rng.random() < 0.35:  # reached by //
@@ -324,7 +324,7 @@ class StructuralGenerator:
             parts.append(("//" if skipped else "/") + label + (f"[{below}]" if below else ""))
             skipped = False
         text = "".join(parts)
-        if rng.random() < 0.1:
+        if rng.random() < 0.25:
             leaves = _leaves(chain[-1])
             if leaves:
                 labels, value = rng.choice(leaves)
