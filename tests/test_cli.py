@@ -204,3 +204,80 @@ def test_filter_with_every_optimisation_gives_the_same_answers(tmp_path, data_di
     assert (
         json.loads(plain.stdout) == json.loads(tuned.stdout) == {"doc": 0, "matches": [1, 2, 3, 4]}
     )
+
+
+# ---------- standard input streams (issue 26) ----------
+
+
+def _first_line_while_the_input_is_open(command: list[str], first: bytes, second: bytes) -> str:
+    """Write one document into a pipe, wait for the first answer, then write the next:
+    the answer must come while the producer still holds the pipe open."""
+    import select
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "xcep", *command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        child.stdin.write(first)
+        child.stdin.flush()
+        ready, _, _ = select.select([child.stdout], [], [], 30)
+        assert ready, f"{command}: no answer while the input stayed open"
+        line = child.stdout.readline().decode()
+        child.stdin.write(second)
+        child.stdin.close()
+        assert child.wait(30) == 0, child.stderr.read().decode()
+        return line
+    finally:
+        child.kill()
+
+
+@pytest.mark.parametrize(
+    "command, first, second",
+    [
+        (["filter", "--filters", "FILTERS"], b"<t><k>v</k></t>\n", b"<t/>\n"),
+        (["filter", "--filters", "FILTERS", "--input-format", "jsonl"], b'{"k": "v"}\n', b"{}\n"),
+        (["xseq", "/t/k"], b"<t><k>v</k></t>\n", b"<t><k>w</k></t>\n"),
+        (["events"], b"<t/>\n", b"<u/>\n"),
+    ],
+)
+def test_a_pipe_gets_each_answer_when_its_document_ends(tmp_path, command, first, second):
+    filters = tmp_path / "filters.txt"
+    filters.write_text("a\t/t[k = 'v']\nb\t//k\n")
+    command = [str(filters) if part == "FILTERS" else part for part in command]
+    line = _first_line_while_the_input_is_open(command, first, second)
+    assert json.loads(line)  # the first document's answer (or first event), whole
+
+
+def test_a_million_piped_documents_take_the_memory_of_one():
+    """Memory is bounded by the largest document, not by the input: 1,000,000 small
+    documents through a pipe take about what 1,000 do."""
+
+    def peak_rss_mb(documents: int) -> float:
+        script = (
+            "import atexit, resource, runpy, sys;"
+            "atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+            " file=sys.stderr));"
+            "sys.argv = ['xcep', 'events', '--stats'];"
+            "runpy.run_module('xcep', run_name='__main__')"
+        )
+        producer = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import sys\nfor i in range({documents}): "
+                "sys.stdout.write(f'<t id=\"{i}\"><k>v</k></t>\\n')",
+            ],
+            stdout=subprocess.PIPE,
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], stdin=producer.stdout, capture_output=True, check=False
+        )
+        producer.wait()
+        assert b"documents" in done.stdout
+        return int(done.stderr.decode().split()[-1]) / 1024
+
+    small, large = peak_rss_mb(1_000), peak_rss_mb(1_000_000)
+    assert large < small + 20, (small, large)

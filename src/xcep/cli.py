@@ -116,8 +116,11 @@ def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
     out.write("".join(f"{name:<{width}}  {value:>12}\n" for name, value in rows))
 
 
-def _read_inputs(args, stderr: TextIO, consume: Callable, **source_options) -> int:
-    """Open the inputs as one event stream, hand its batches to ``consume``, apply --errors."""
+def _read_inputs(
+    args, stdout: TextIO, stderr: TextIO, consume: Callable, **source_options
+) -> int:
+    """Open the inputs as one event stream, hand its batches to ``consume``, apply --errors.
+    The output is flushed whenever a live input (a pipe) makes the stream wait."""
     reporter = ErrorReporter(args.errors, stderr)
     inputs = expand_inputs(args.inputs or ["-"], args.input_format)
     bar = _progress_bar(inputs, stderr, args.progress)
@@ -125,6 +128,7 @@ def _read_inputs(args, stderr: TextIO, consume: Callable, **source_options) -> i
         inputs,
         errors=reporter.policy,
         progress=bar.update if bar is not None else None,
+        on_wait=stdout.flush,
         max_depth=args.max_depth,
         keep_raw=reporter.deadletter is not None,
         **source_options,
@@ -151,7 +155,7 @@ def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
         if args.stats:
             _write_stats(stream.stats.to_dict(), fmt, stdout)
 
-    return _read_inputs(args, stderr, consume, keep_whitespace=args.keep_whitespace)
+    return _read_inputs(args, stdout, stderr, consume, keep_whitespace=args.keep_whitespace)
 
 
 class _Quoted(dict):
@@ -191,7 +195,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
             print(json.dumps(stats), file=stderr)
 
-    status = _read_inputs(args, stderr, consume, keep_whitespace=True)
+    status = _read_inputs(args, stdout, stderr, consume, keep_whitespace=True)
     return EXIT_INPUT if errors else status
 
 
@@ -274,7 +278,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
             print(json.dumps(stats), file=stderr)
 
-    status = _read_inputs(args, stderr, consume)
+    status = _read_inputs(args, stdout, stderr, consume)
     return EXIT_INPUT if invalid else status
 
 
@@ -337,7 +341,7 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         def consume(stream: EventStream) -> None:
             write(list(documents_from_batches(stream.batches())))
 
-        return _read_inputs(args, stderr, consume)
+        return _read_inputs(args, stdout, stderr, consume)
     except xquery.XQueryError as error:
         return failed(error)
 
@@ -405,7 +409,7 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
             for batch in engine.batches(documents(name, stream), adaptive):
                 write(engine.process(batch, args.group))
 
-        status = max(status, _read_inputs(one, stderr, consume))
+        status = max(status, _read_inputs(one, stdout, stderr, consume))
     if errors or bad[0]:
         status = max(status, EXIT_INPUT)
     return status

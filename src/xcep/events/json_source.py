@@ -171,6 +171,7 @@ class JsonReader:
                 yield batch
             if not chunk:
                 return
+            yield from ctx.before_wait()
 
     def _whole(self) -> Iterator[EventBatch]:
         ctx = self.ctx

@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -77,6 +78,7 @@ class StreamContext:
         errors: ErrorPolicy,
         stats: StreamStats,
         progress: Callable[[int], None] | None,
+        on_wait: Callable[[], None] | None = None,
     ) -> None:
         if not (callable(errors) or errors in ("fail", "skip")):
             raise ValueError(f"errors must be 'fail', 'skip' or a callable, not {errors!r}")
@@ -88,10 +90,24 @@ class StreamContext:
         self.next_doc = 0
         self.position: Callable[[], int] | None = None  # where the current raw file is
         self.reported = 0  # the position last reported to ``progress``
+        self.on_wait = on_wait
+        self.live = False  # the current input is a pipe, a terminal or a socket
 
-    def start_input(self, position: Callable[[], int] | None) -> None:
+    def start_input(self, position: Callable[[], int] | None, live: bool = False) -> None:
         self.position = position
         self.reported = 0
+        self.live = live
+
+    def before_wait(self) -> Iterator[EventBatch]:
+        """Before a read that may wait for a live input (a pipe from a feed): the complete
+        documents go out now (not when a batch fills), and ``on_wait`` is called when
+        the consumer has taken them (the CLI flushes its output there)."""
+        if self.live:
+            batch = self.builder.take()
+            if batch is not None:
+                yield batch
+            if self.on_wait is not None:
+                self.on_wait()
 
     def new_document(self) -> int:
         doc = self.next_doc
@@ -234,7 +250,11 @@ class EventStream:
     ``json`` or ``jsonl``. ``errors`` says what happens to a malformed
     document: ``"fail"`` raises ``InputError`` (the default), ``"skip"`` drops
     it, a callable receives each ``InputError`` and the stream goes on.
-    Keyword options are those of ``SourceOptions``.
+    From a pipe, a terminal or a socket, each document is delivered as soon as
+    it ends when the input has nothing more yet (a feed that pauses), and
+    ``on_wait`` (if given) is called before the read that waits: a program
+    that writes results flushes them there. Keyword options are those of
+    ``SourceOptions``.
     """
 
     def __init__(
@@ -244,12 +264,13 @@ class EventStream:
         format: str = "auto",
         errors: ErrorPolicy = "fail",
         progress: Callable[[int], None] | None = None,
+        on_wait: Callable[[], None] | None = None,
         **options,
     ) -> None:
         self.inputs = expand_inputs(inputs, format)
         self.options = SourceOptions(**options)
         self.stats = StreamStats()
-        self._ctx = StreamContext(self.options, errors, self.stats, progress)
+        self._ctx = StreamContext(self.options, errors, self.stats, progress, on_wait)
 
     @property
     def symbols(self) -> Symbols:
@@ -283,7 +304,7 @@ class EventStream:
             return
         try:
             stream = raw
-            ctx.start_input(raw.tell if item.path is not None else None)
+            ctx.start_input(raw.tell if item.path is not None else None, _live(raw))
             head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
             if head == _GZIP_MAGIC:
                 stream = gzip.GzipFile(fileobj=raw, mode="rb")
@@ -312,6 +333,15 @@ class EventStream:
         if item.path is None:
             return sys.stdin.buffer
         return open(item.path, "rb")
+
+
+def _live(raw) -> bool:
+    """Is this input a pipe, a terminal or a socket (a read may wait for the writer)?"""
+    try:
+        mode = os.fstat(raw.fileno()).st_mode
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False  # an in-memory file: never waits
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 def iter_events(*inputs, **options) -> Iterator[Event]:

@@ -127,6 +127,10 @@ class XmlReader:
         self.window.data += chunk
         return True
 
+    def _could_declare(self, start: int) -> bool:
+        head = bytes(self.window.data[start - self.window.base :]).removeprefix(_BOM)
+        return b"<?xml".startswith(head[:5]) or _BOM.startswith(head)
+
     def batches(self) -> Iterator[EventBatch]:
         window = self.window
         pos = 0
@@ -135,12 +139,13 @@ class XmlReader:
             if match is None:
                 window.drop_before(window.end)
                 pos = window.end
+                yield from self.ctx.before_wait()
                 if not self._fill():
                     return
                 continue
             start = window.base + match.start()
-            if self.declared is None:
-                while window.end - start < 6 and self._fill():
+            if self.declared is None:  # read on while the start could be "<?xml"
+                while window.end - start < 6 and self._could_declare(start) and self._fill():
                     pass
                 head = bytes(window.data[start - window.base : start - window.base + 8])
                 self.declared = head.removeprefix(_BOM).startswith(b"<?xml")
@@ -197,6 +202,8 @@ class XmlReader:
                 phase = _BODY
             if status == _tokenizer.DONE:
                 ctx.document_done()
+                if _NOT_SPACE.search(window.data, pos - window.base) is None:
+                    yield from ctx.before_wait()  # what follows the root is not here yet
                 return self._after_root(pos)
             if status == _tokenizer.PROLOG:
                 return None
@@ -210,6 +217,7 @@ class XmlReader:
                 yield batch
             raw = options.keep_raw and pos - start <= options.raw_limit
             window.drop_before(start if raw else pos)
+            yield from ctx.before_wait()
             self._fill()
 
     def _expat_document(
@@ -234,10 +242,11 @@ class XmlReader:
                     data = bytes(window.data[fed - window.base :])
                     fed = window.end
                     parser.Parse(data, False)
-                elif not self._fill():
-                    parser.Parse(b"", True)
-                    return window.end
                 else:
+                    yield from ctx.before_wait()
+                    if not self._fill():
+                        parser.Parse(b"", True)
+                        return window.end
                     continue
                 batch = ctx.builder.take()
                 if batch is not None:
