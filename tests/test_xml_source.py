@@ -195,3 +195,16 @@ def test_bad_gzip_is_reported_not_crashed(tmp_path):
 
 def test_single_element_tree():
     assert as_tuples(parse("<a/>")) == expected_events(Element("a"))
+
+
+def test_documents_without_declarations_after_a_bad_declared_one_are_read():
+    """The first document has an XML declaration and is malformed; the ones after it
+    have none: they are found by lines (no declaration comes), not lost (issue 28)."""
+    from xcep.events import EventStream
+
+    errors = []
+    data = b'<?xml version="1.0"?><t id="0"><k>x</q></t>\n<t id="1"/>\n<t id="2"/>\n'
+    stream = EventStream([io.BytesIO(data)], errors=errors.append)
+    opened = [event.doc for event in stream if str(event.kind) == "open"]
+    assert opened == [1, 2]
+    assert len(errors) == 1 and errors[0].doc == 0

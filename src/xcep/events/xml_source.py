@@ -50,6 +50,7 @@ _ENTITY_REF = re.compile(r"&([^;&\s]+);")
 _RESYNC_DECLARED = re.compile(rb"<\?xml[ \t\r\n?]")
 _RESYNC_LINE = re.compile(rb"\n<[A-Za-z_:\x80-\xff]")
 _BOM = b"\xef\xbb\xbf"
+RESYNC_LOOKAHEAD = 1 << 20  # bytes searched for the next declaration before lines are tried
 _CONTINUATION = re.compile(rb"[\x80-\xbf]")  # UTF-8 bytes that do not start a character
 
 try:
@@ -307,19 +308,33 @@ class XmlReader:
                 return window.base + at
 
     def _resync(self, pos: int, start: int) -> int:
-        """The position of the next document after the malformed one at ``start``."""
+        """The position of the next document after the malformed one at ``start``: the
+        next XML declaration when the input's first document had one, else (or when
+        none comes within ``RESYNC_LOOKAHEAD`` bytes: the documents after may have
+        none) the next line that starts with an element."""
+        if self.declared:
+            found = self._search(_RESYNC_DECLARED, 0, pos, start, RESYNC_LOOKAHEAD)
+            if found is not None:
+                return found
+        return self._search(_RESYNC_LINE, 1, pos, start, None)
+
+    def _search(self, pattern, skip: int, pos: int, start: int, within: int | None):
+        """Where ``pattern`` first matches from ``pos`` (plus ``skip``), reading on; None
+        when it is not within ``within`` bytes (what was read is kept, to search
+        again), the end of the input when it never matches."""
         window, options = self.window, self.options
-        pattern = _RESYNC_DECLARED if self.declared else _RESYNC_LINE
-        skip = 0 if self.declared else 1  # the line pattern starts at the newline
+        origin = pos
         while True:
             match = pattern.search(window.data, pos - window.base)
             if match is not None:
                 return window.base + match.start() + skip
             pos = max(pos, window.end - 8)
-            if not options.keep_raw or pos - start > options.raw_limit:
+            if within is not None and window.end - origin > within:
+                return None
+            if within is None and (not options.keep_raw or pos - start > options.raw_limit):
                 window.drop_before(pos)
             if not self._fill():
-                return window.end
+                return None if within is not None else window.end
 
 
 @dataclass(slots=True)
