@@ -70,7 +70,7 @@ CREATE TABLE vc_keys (strval VARCHAR);  -- the string values one statement works
 
 JOINS = ("memory", "sql")
 STATE_BUDGET = 1_000_000  # documents in the join state, by default
-PLAN_LIMIT = 10_000  # cached plans (_plan) before the cache is cleared
+PLAN_BUDGET = 1_000_000  # rows in cached plans (_plan) before the cache is cleared
 
 
 class StateBudgetError(XcepError):
@@ -262,6 +262,7 @@ class XsclEngine:
         # rid -> the directed queries of one r_t row: identical ones share it
         self.rows: dict[int, list[_Row]] = {}
         self._plans: dict[tuple, list[tuple]] = {}  # rids -> how they read a row (_plan)
+        self._plan_rows = 0  # the rids of the cached plans
         self._shared: dict[tuple, int] = {}  # r_t parameters -> rid
         # query text -> [its parse (blocks shared), the registered queries of that text]
         self._parsed: dict[str, list] = {}
@@ -767,8 +768,10 @@ class XsclEngine:
             ids += dict.fromkeys(query_id for _, query_id in queries)
             orders = np.fromiter((order for order, _ in queries), np.int64, len(queries))
             plan.append((swapped, pick, sides, queries, ids, orders))
-        if len(self._plans) >= PLAN_LIMIT:
+        self._plan_rows += len(rids)
+        if self._plan_rows > PLAN_BUDGET:
             self._plans.clear()
+            self._plan_rows = len(rids)
         self._plans[rids] = plan
         return plan
 
