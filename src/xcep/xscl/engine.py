@@ -333,7 +333,7 @@ class XsclEngine:
         for template, rid in registered.rows:
             shared = self.rows.get(rid, [])
             shared[:] = [row for row in shared if row.registered is not registered]
-            self._plans.clear()
+            self._plans, self._plan_rows = {}, 0
             if shared or rid not in self.rows:
                 continue  # other queries use the row (or a direction removed it already)
             del self._shared[self._key_of.pop(rid)]
@@ -437,7 +437,7 @@ class XsclEngine:
             self.rows[rid] = []
         directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         self.rows[rid].append(directed)
-        self._plans.clear()
+        self._plans, self._plan_rows = {}, 0
         registered.rows.append((template, rid))
 
     @staticmethod
