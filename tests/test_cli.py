@@ -281,3 +281,39 @@ def test_a_million_piped_documents_take_the_memory_of_one():
 
     small, large = peak_rss_mb(1_000), peak_rss_mb(1_000_000)
     assert large < small + 20, (small, large)
+
+
+# ---------- files that are not UTF-8 (issue 28) ----------
+
+
+def test_a_line_that_is_not_utf8_costs_only_itself(tmp_path):
+    """A bad byte on one line of a filters or queries file is reported with its file,
+    line and column; the other lines are served."""
+    filters = tmp_path / "filters.txt"
+    filters.write_bytes(b"a\t/t\n\xff\tbad\nb\t/t[k]\n")
+    done = run("filter", "--filters", str(filters), stdin=b"<t><k/></t>")
+    assert json.loads(done.stdout) == {"doc": 0, "matches": ["a", "b"]}
+    assert done.returncode == 1
+    assert f"{filters}, line 2, column 1: not UTF-8" in done.stderr.decode()
+
+    queries = tmp_path / "queries.txt"
+    queries.write_bytes(b"q\t/t/k\n\xfe\n")
+    done = run("xseq", "--queries", str(queries), stdin=b"<t><k/></t>")
+    assert json.loads(done.stdout) == ["q", "<k/>"]
+    assert f"{queries}, line 2, column 1: not UTF-8" in done.stderr.decode()
+
+    xscl = tmp_path / "xscl.txt"
+    xscl.write_bytes(b"q1\tS//t->x[//k->a] FOLLOWED BY{a=b, 10} S//t->y[//k->b]\n\xff\n")
+    done = run("xscl", "--queries", str(xscl), stdin=b"<t><k>1</k></t><t><k>1</k></t>")
+    assert json.loads(done.stdout)["query"] == "q1"
+    assert f"{xscl}, line 2, column 1: not UTF-8" in done.stderr.decode()
+
+
+def test_a_query_file_that_is_not_utf8_is_named_with_its_line_and_column(tmp_path):
+    query = tmp_path / "q.xseq"
+    query.write_bytes(b"/t\n/k\xff")
+    done = run("xseq", f"@{query}", stdin=b"<t/>")
+    assert done.returncode != 0
+    assert done.stderr.decode().strip() == (
+        f"xcep: error: {query}, line 2, column 3: not UTF-8: invalid start byte (byte 0xff)"
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from xcep import __version__
-from xcep.errors import InputError, XcepError
+from xcep.errors import InputError, XcepError, located, read_text
 from xcep.events import FORMATS, EventBatch, EventStream, Kind, expand_inputs
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -116,9 +116,7 @@ def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
     out.write("".join(f"{name:<{width}}  {value:>12}\n" for name, value in rows))
 
 
-def _read_inputs(
-    args, stdout: TextIO, stderr: TextIO, consume: Callable, **source_options
-) -> int:
+def _read_inputs(args, stdout: TextIO, stderr: TextIO, consume: Callable, **source_options) -> int:
     """Open the inputs as one event stream, hand its batches to ``consume``, apply --errors.
     The output is flushed whenever a live input (a pipe) makes the stream wait."""
     reporter = ErrorReporter(args.errors, stderr)
@@ -202,8 +200,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
 def _query_text(spec: str) -> str:
     """QUERY on the command line: the text itself, or @FILE."""
     if spec.startswith("@"):
-        with open(spec[1:], encoding="utf-8") as handle:
-            return handle.read()
+        return read_text(spec[1:])
     return spec
 
 
@@ -294,7 +291,13 @@ def _subscribe_queries(engine, path: str, strict: bool, stderr: TextIO) -> int |
     except OSError as error:
         print(f"xcep: error: --queries {path}: {error.strerror or error}", file=stderr)
         return None
-    messages = [(error.line, f"{path}, line {error.line}: {error.message}") for error in errors]
+    messages = [
+        (
+            error.line,
+            f"{path}, {located(error.message, ('line', error.line), ('column', error.column))}",
+        )
+        for error in errors
+    ]
     for item in lines:
         try:
             engine.subscribe(item.fid, item.text)

@@ -77,3 +77,42 @@ class QueryError(XcepError):
     def __str__(self) -> str:
         where = f"query {self.query_id}, column" if self.query_id else "query column"
         return f"{where} {self.column}: {self.message}"
+
+
+class TextFileError(XcepError):
+    """A query, filter or schema file that is not UTF-8 text: names the file, the line
+    and the column of the first bad byte."""
+
+
+def _not_utf8(exc: UnicodeDecodeError, data: bytes) -> tuple[int, int, str]:
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return line, column, f"not UTF-8: {exc.reason} (byte {data[exc.start]:#04x})"
+
+
+def read_text(path) -> str:
+    """A whole UTF-8 text file (a query, a DTD), or ``TextFileError`` naming where it
+    is not UTF-8."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, column, message = _not_utf8(exc, data)
+        where = located(message, ("", path), ("line", line), ("column", column))
+        raise TextFileError(where) from None
+
+
+def text_lines(path):
+    """``(line number, text, None)`` per line of a UTF-8 text file (without its end of
+    line), or ``(line number, None, (column, message))`` for a line that is not UTF-8:
+    one bad line costs only itself."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if number == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield number, raw.decode("utf-8").rstrip("\r\n"), None
+            except UnicodeDecodeError as exc:
+                _, column, message = _not_utf8(exc, raw)
+                yield number, None, (column, message)

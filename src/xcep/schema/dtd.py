@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
 
-from xcep.errors import XcepError
+from xcep.errors import XcepError, read_text
 
 
 class DtdError(XcepError):
@@ -229,8 +229,7 @@ def parse_dtd(text: str) -> Dtd:
 
 
 def read_dtd(path) -> Dtd:
-    with open(path, encoding="utf-8") as f:
-        return parse_dtd(f.read())
+    return parse_dtd(read_text(path))
 
 
 _DOCTYPE = re.compile(rb"<!DOCTYPE\s+[^\s\[>]+[^\[>]*\[(.*?)\]\s*>", re.S)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path as FilePath
 
 from xcep._gc import collector_paused
-from xcep.errors import XcepError, located
+from xcep.errors import XcepError, located, text_lines
 from xcep.xpush.afa import AFA
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
 from xcep.xpush.parser import TOKEN, FilterSyntaxError, parse_filter
@@ -122,19 +122,24 @@ def read_filters_file(
     """The ``ID TEXT`` lines of a filters (or queries) file: malformed lines go to
     ``errors``, or raise when it is None."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split(None, 1)
-            if len(parts) < 2:
-                error = FilterError(f"expected an id and a {what}", parse_id(parts[0]), number)
-                if errors is None:
-                    raise error
-                errors.append(error)
-                continue
-            out.append(FilterLine(number, parse_id(parts[0]), parts[1]))
+    for number, raw, bad in text_lines(path):
+        if bad is not None:
+            error = FilterError(bad[1], None, number, bad[0])
+            if errors is None:
+                raise error
+            errors.append(error)
+            continue
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if len(parts) < 2:
+            error = FilterError(f"expected an id and a {what}", parse_id(parts[0]), number)
+            if errors is None:
+                raise error
+            errors.append(error)
+            continue
+        out.append(FilterLine(number, parse_id(parts[0]), parts[1]))
     return out
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from xcep.errors import XcepError
+from xcep.errors import XcepError, text_lines
 from xcep.xscl.documents import Document, Node
 
 
@@ -17,16 +17,17 @@ def read_queries(path: str) -> tuple[list[tuple[str, str, int]], list[str]]:
     comes before the first tab (or, without a tab, the first whitespace).
     """
     queries, errors = [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, 1):
-            line = raw.rstrip("\n")
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            parts = line.split("\t", 1) if "\t" in line else line.strip().split(None, 1)
-            if len(parts) < 2 or not parts[1].strip():
-                errors.append(f"line {number}: expected ID<TAB>QUERY")
-                continue
-            queries.append((parts[0].strip(), parts[1].strip(), number))
+    for number, line, bad in text_lines(path):
+        if bad is not None:
+            errors.append(f"line {number}, column {bad[0]}: {bad[1]}")
+            continue
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split("\t", 1) if "\t" in line else line.strip().split(None, 1)
+        if len(parts) < 2 or not parts[1].strip():
+            errors.append(f"line {number}: expected ID<TAB>QUERY")
+            continue
+        queries.append((parts[0].strip(), parts[1].strip(), number))
     return queries, errors
 
 
