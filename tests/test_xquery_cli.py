@@ -139,3 +139,11 @@ def test_exit_codes_tell_static_from_dynamic_errors(query, code, status):
     result = run("-n", query)
     assert result.returncode == status
     assert code in result.stderr.decode()
+
+
+@pytest.mark.parametrize("query", ["for $i in 1 to 3return $i * 2", "1to 3", "2.5e0div 1"])
+def test_a_number_glued_to_a_name_is_a_syntax_error(query):
+    """XQuery 3.1 A.2.1 (and Saxon): `3return` is not two tokens (issue 28)."""
+    done = run("-n", query)
+    assert done.returncode == 2
+    assert "XPST0003" in done.stderr.decode() and not done.stdout

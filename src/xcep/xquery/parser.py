@@ -74,6 +74,9 @@ def lex(text: str, pos: int) -> Token:
         return Token("string", m.group(), pos, m.end())
     m = _NUMBER.match(text, pos)
     if m and (c.isdigit() or (c == "." and m.end() > pos + 1)):
+        after = text[m.end() : m.end() + 1]
+        if after.isalpha() or after == "_":  # XQuery 3.1 A.2.1: `3return` is no token
+            raise static_error(text, m.end(), f"a number followed by {after!r}: add a space")
         return Token("number", m.group(), pos, m.end())
     m = _NAME.match(text, pos)
     if m:
