@@ -126,3 +126,43 @@ def test_events_round_trip_through_json_dicts():
         "depth": 3,
         "node": 2,
     }
+
+
+# ---------- JSON faults cost only their document (issue 28) ----------
+
+
+def _read(data: bytes, format: str) -> tuple[list[int], list]:
+    from xcep.events import EventStream
+
+    errors: list = []
+    stream = EventStream([io.BytesIO(data)], format=format, errors=errors.append)
+    roots = [e.doc for e in stream if str(e.kind) == "open" and e.depth == 1]
+    return roots, errors
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (b'{"k": NaN}', "NaN is not a JSON value"),
+        (b'{"k": -Infinity}', "-Infinity is not a JSON value"),
+        (b'{"k": "\\ud800"}', "lone surrogate"),
+        (b'{"\\udfff": 1}', "lone surrogate"),
+    ],
+)
+def test_what_json_is_not_is_one_bad_record(bad, message):
+    roots, errors = _read(b'{"k": 1}\n' + bad + b'\n{"k": "\\ud83d\\ude00"}\n', "jsonl")
+    assert roots == [0, 2]
+    assert [(e.doc, message in e.message) for e in errors] == [(1, True)]
+
+
+def test_a_byte_order_mark_before_json_lines_is_skipped():
+    roots, errors = _read(b'\xef\xbb\xbf{"k": 1}\n{"k": 2}\n', "jsonl")
+    assert roots == [0, 1] and not errors
+
+
+def test_a_bad_byte_in_one_document_of_a_json_file_costs_that_document():
+    data = b'{"a": 1}\n{"a": 2}\n{"a": "x\xffy"}\n{"a": 4}\n{"a": 5}\n'
+    roots, errors = _read(data, "json")
+    assert roots == [0, 1, 3, 4]
+    assert [(e.doc, e.line, e.column) for e in errors] == [(2, 3, 9)]
+    assert "not UTF-8" in errors[0].message

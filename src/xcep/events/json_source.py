@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from xcep.events.stream import StreamContext
 
 _ITEM = "item"
+_BOM = b"\xef\xbb\xbf"
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
 _NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")
 
@@ -42,11 +43,40 @@ class _Object(list):
     """A JSON object as its list of (key, value) pairs, duplicates and order kept."""
 
 
-_decoder = json.JSONDecoder(object_pairs_hook=_Object, parse_float=str, parse_int=str)
-
-
 class _TooDeep(Exception):
     pass
+
+
+class _NotJson(Exception):
+    """What Python's decoder takes and JSON (RFC 8259) does not."""
+
+
+def _constant(name: str):
+    raise _NotJson(f"{name} is not a JSON value")
+
+
+_decoder = json.JSONDecoder(
+    object_pairs_hook=_Object, parse_float=str, parse_int=str, parse_constant=_constant
+)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte that was not UTF-8 (surrogateescape)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a \ud800-\udfff escape
+
+
+def _check_unicode(value) -> None:
+    """A lone surrogate escape (``"\\ud800"``) decodes to no character: not text."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) is str:
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _NotJson("a lone surrogate (\\ud800-\\udfff) is not a character") from None
+        elif type(item) is _Object:
+            todo.extend(k for k, _ in item)
+            todo.extend(v for _, v in item)
+        elif type(item) is list:
+            todo.extend(item)
 
 
 def _emit(ctx: StreamContext, doc: int, value) -> None:
@@ -121,10 +151,13 @@ class JsonReader:
         else:
             yield from self._whole()
 
-    def _document(self, text: str, start: int, line: int, column: int) -> int | InputError:
+    def _document(
+        self, text: str, start: int, line: int, column: int, checked: bool = True
+    ) -> int | InputError:
         """Decode and emit the document at ``text[start:]``; return where it ends.
 
-        ``line``/``column`` locate ``text[0]`` in the input, for error messages.
+        ``line``/``column`` locate ``text[0]`` in the input, for error messages; unless
+        ``checked``, bytes that were not UTF-8 may be in ``text`` (as surrogates).
         """
         ctx = self.ctx
         doc = ctx.new_document()
@@ -132,13 +165,24 @@ class JsonReader:
             value, end = _decoder.raw_decode(text, start)
             if self.lines and _WHITESPACE.match(text, end).end() != len(text):
                 raise json.JSONDecodeError("extra data after the document", text, end)
+            if not checked:
+                bad = _NOT_UTF8.search(text, start, end)
+                if bad is not None:
+                    at = bad.start()
+                    lineno = line + text.count("\n", 0, at)
+                    colno = at - text.rfind("\n", 0, at)
+                    byte = ord(bad.group()) - 0xDC00
+                    message = f"not UTF-8: byte {byte:#04x}"
+                    return InputError(message, self.source, doc, lineno, colno)
+            if _SURROGATE_ESCAPE.search(text, start, end):
+                _check_unicode(value)
             _emit(ctx, doc, value)
         except json.JSONDecodeError as exc:
             lineno = line + exc.lineno - 1
             colno = exc.colno + (column - 1 if exc.lineno == 1 else 0)
             return InputError(exc.msg, self.source, doc, lineno, colno)
-        except (_TooDeep, RecursionError) as exc:
-            message = str(exc) if isinstance(exc, _TooDeep) else "nesting too deep to decode"
+        except (_TooDeep, _NotJson, RecursionError) as exc:
+            message = "nesting too deep to decode" if isinstance(exc, RecursionError) else str(exc)
             lineno = line + text.count("\n", 0, start)
             return InputError(message, self.source, doc, lineno)
         ctx.document_done()
@@ -148,8 +192,11 @@ class JsonReader:
         ctx = self.ctx
         pending = b""
         line = 0
+        first = True
         while True:
             chunk = ctx.read(self.stream)
+            if first:  # a byte-order mark before the first line is not part of it
+                chunk, first = chunk.removeprefix(_BOM), False
             parts = (pending + chunk).split(b"\n")
             pending = parts.pop() if chunk else b""
             for part in parts:
@@ -180,19 +227,16 @@ class JsonReader:
             chunks.append(chunk)
         data = b"".join(chunks)
         try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            doc = ctx.new_document()
-            ctx.document_failed(InputError(f"not UTF-8: {exc.reason}", self.source, doc, line))
-            return
+            text, checked = data.decode("utf-8-sig"), True
+        except UnicodeDecodeError:  # bad bytes kept as lone surrogates: their documents fail
+            text, checked = data.decode("utf-8-sig", errors="surrogateescape"), False
         pos = _WHITESPACE.match(text).end()
         while pos < len(text):
-            result = self._document(text, pos, 1, 1)
+            result = self._document(text, pos, 1, 1, checked)
             if isinstance(result, InputError):  # skip to the next line that starts a document
                 match = _NEXT_DOCUMENT.search(text, pos + 1)
                 end = match.end() if match else len(text)
-                ctx.document_failed(result, text[pos:end].encode())
+                ctx.document_failed(result, text[pos:end].encode("utf-8", "surrogateescape"))
             else:
                 end = result
             pos = _WHITESPACE.match(text, end).end()
