@@ -317,3 +317,12 @@ def test_a_query_file_that_is_not_utf8_is_named_with_its_line_and_column(tmp_pat
     assert done.stderr.decode().strip() == (
         f"xcep: error: {query}, line 2, column 3: not UTF-8: invalid start byte (byte 0xff)"
     )
+
+
+def test_an_xseq_path_of_thousands_of_steps_runs(tmp_path):
+    """Attaching a query's states is a loop: 5,000 steps (past the recursion limit)."""
+    query = tmp_path / "long.xseq"
+    query.write_text("/a" * 5000)
+    done = run("xseq", f"@{query}", stdin=b"<a><a/></a>")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b""

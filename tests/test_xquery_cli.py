@@ -147,3 +147,30 @@ def test_a_number_glued_to_a_name_is_a_syntax_error(query):
     done = run("-n", query)
     assert done.returncode == 2
     assert "XPST0003" in done.stderr.decode() and not done.stdout
+
+
+def test_deep_results_are_written_and_deep_queries_refused_in_one_line(tmp_path):
+    """A 9,000-level element is written whole; a query nested past the parser's limit
+    is refused as XPDY0130, not as an internal error (issue 28)."""
+    deep = tmp_path / "deep.xml"
+    deep.write_text("<a>" * 9000 + "x" + "</a>" * 9000)
+    done = run("/*", str(deep))
+    assert done.returncode == 0
+    assert done.stdout.decode().strip() == "<a>" * 9000 + "x" + "</a>" * 9000
+    query = tmp_path / "sum.xq"
+    query.write_text(" + ".join(["1"] * 100_000))
+    done = run("-n", f"@{query}")
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and "XPDY0130" in lines[0] and "internal" not in lines[0]
+
+
+def test_elements_are_written_as_elementtree_writes_them(tmp_path):
+    source = tmp_path / "s.xml"
+    source.write_text(
+        '<r a="x&quot;y&#10;z&lt;"><b>1 &lt; 2 &gt; 0 &amp;</b><c/><c></c>t<d x="1"/></r>'
+    )
+    done = run("/*", str(source))
+    assert done.stdout.decode().strip() == (
+        '<r a="x&quot;y&#10;z&lt;"><b>1 &lt; 2 &gt; 0 &amp;</b><c/><c/>t<d x="1"/></r>'
+    )

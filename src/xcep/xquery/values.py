@@ -242,13 +242,64 @@ def element_of(node) -> ET.Element:
     return elem
 
 
+def serialize_element(elem: ET.Element) -> str:
+    """An element as XML without its tail, as ElementTree writes it (but ``<a/>``, and
+    '>' escaped in text and attributes) — with a loop, not recursion: a document may
+    nest as deep as the input allows (``--max-depth``). Qualified names go through
+    ElementTree (it chooses the prefixes)."""
+    out: list[str] = []
+    todo: list = [elem]  # elements to write, and the end tags (and tails) between them
+    while todo:
+        item = todo.pop()
+        if type(item) is str:
+            out.append(item)
+            continue
+        tag = item.tag
+        if tag is ET.Comment:
+            out.append(f"<!--{item.text or ''}-->")
+        elif tag is ET.ProcessingInstruction:
+            out.append(f"<?{item.text or ''}?>")
+        elif not isinstance(tag, str) or tag[:1] == "{" or any(k[:1] == "{" for k in item.attrib):
+            return _qualified(elem)
+        else:
+            out.append("<" + tag)
+            for key, value in item.attrib.items():
+                out.append(f' {key}="{ET._escape_attrib(value)}"')
+            if item.text or len(item):
+                out.append(">")
+                if item.text:
+                    out.append(ET._escape_cdata(item.text))
+                todo.append(f"</{tag}>")
+                for child in reversed(item):
+                    if child.tail:
+                        todo.append(ET._escape_cdata(child.tail))
+                    todo.append(child)
+            else:
+                out.append("/>")
+    return "".join(out)
+
+
+def _qualified(elem: ET.Element) -> str:
+    try:
+        return ET.tostring(element_of_tree(elem), encoding="unicode").replace(" />", "/>")
+    except RecursionError:
+        raise XQueryError("a result with namespaces nests too deep to write", "SENR0001") from None
+
+
+def element_of_tree(elem: ET.Element) -> ET.Element:
+    """A shallow-enough copy for ElementTree: the element without its tail."""
+    copied = copy.copy(elem)
+    copied.tail = None
+    return copied
+
+
 def serialize(item) -> str:
     """One result item as a line of text: nodes as XML, atomic values as their string."""
     if not is_node(item):
         return string_value(item)
     kind = item.node_kind
-    if kind == "element":  # ET writes <a />; '>' is escaped in text and attributes
-        return ET.tostring(element_of(item), encoding="unicode").replace(" />", "/>")
+    if kind == "element":
+        return serialize_element(item.elem)
     if kind == "document":
         return "".join(serialize(child) for child in item.children)
     if kind == "attribute":

@@ -72,31 +72,37 @@ class Machine:
                 self.states[copy].next = [own[t] for t in vpa.states[s].next]
             return own[sid]
 
-        def attach(parent: int | None, sids: list) -> None:
-            for sid in sids:
-                state = vpa.states[sid]
-                key = _share_key(state) if share else None
-                if key is None:
-                    begin = self._begins[slot].get(parent)
-                    if begin is None:
-                        begin = self._new(State(0, "begin", owner=slot))
-                        self._begins[slot][parent] = begin
-                        self._link(parent, begin)
-                    if owned(sid) not in self.states[begin].next:
-                        self.states[begin].next.append(own[sid])
-                    continue
-                shared = self._trie.get((parent, key))
-                if shared is None:
-                    shared = self._new(replace(state, owner=None, next=[]))
-                    self._trie[(parent, key)] = shared
-                    self._key[shared] = (parent, key)
-                    self._parent[shared] = parent
-                    self._users[shared] = set()
-                    self._link(parent, shared)
-                self._users[shared].add(slot)
-                attach(shared, state.next)
+        # attach the VPA's states below the shared ones, depth first (a loop: a path
+        # may have any number of steps)
+        todo: list = [(None, iter(vpa.start))]
+        while todo:
+            parent, sids = todo[-1]
+            sid = next(sids, None)
+            if sid is None:
+                todo.pop()
+                continue
+            state = vpa.states[sid]
+            key = _share_key(state) if share else None
+            if key is None:
+                begin = self._begins[slot].get(parent)
+                if begin is None:
+                    begin = self._new(State(0, "begin", owner=slot))
+                    self._begins[slot][parent] = begin
+                    self._link(parent, begin)
+                if owned(sid) not in self.states[begin].next:
+                    self.states[begin].next.append(own[sid])
+                continue
+            shared = self._trie.get((parent, key))
+            if shared is None:
+                shared = self._new(replace(state, owner=None, next=[]))
+                self._trie[(parent, key)] = shared
+                self._key[shared] = (parent, key)
+                self._parent[shared] = parent
+                self._users[shared] = set()
+                self._link(parent, shared)
+            self._users[shared].add(slot)
+            todo.append((shared, iter(state.next)))
 
-        attach(None, vpa.start)
         self._stale = True  # the tables are rebuilt once, before the next run (``ready``)
         return slot
 
