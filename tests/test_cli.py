@@ -326,3 +326,21 @@ def test_an_xseq_path_of_thousands_of_steps_runs(tmp_path):
     done = run("xseq", f"@{query}", stdin=b"<a><a/></a>")
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["filter", "--filters", "F", "--max-entries", "-1"],
+        ["filter", "--filters", "F", "--max-depth", "0"],
+        ["xscl", "--queries", "F", "--batch", "0"],
+        ["xscl", "--queries", "F", "--state-budget", "many"],
+    ],
+)
+def test_counts_below_one_are_usage_errors(tmp_path, args):
+    """A budget, a depth or a batch of less than 1 is refused at once (issue 28)."""
+    path = tmp_path / "f.txt"
+    path.write_text("a\t/t\n")
+    done = run(*[str(path) if a == "F" else a for a in args], stdin=b"<t/>")
+    assert done.returncode == 2
+    assert "expected" in done.stderr.decode().splitlines()[-1]

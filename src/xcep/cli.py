@@ -421,13 +421,24 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
 AUTO_BATCH = 500  # the largest batch of --batch auto
 
 
+def _count(text: str) -> int:
+    """A count option (a budget, a depth, a size): a whole number of at least 1."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {value}")
+    return value
+
+
 def _batch_size(text: str) -> int | str:
     """``--batch``: a number, or ``auto``."""
     if text == "auto":
         return text
     try:
-        return int(text)
-    except ValueError:
+        return _count(text)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
 
 
@@ -495,7 +506,7 @@ def _input_arguments(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--max-depth",
-        type=int,
+        type=_count,
         default=10_000,
         metavar="N",
         help="the deepest nesting a document may have; deeper ones are malformed (10,000)",
@@ -566,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     filters.add_argument("--dtd", metavar="FILE", help="DTD for --order and --train")
     filters.add_argument(
         "--max-entries",
-        type=int,
+        type=_count,
         default=10_000_000,
         metavar="N",
         help="memory budget: table entries kept before the cache is flushed",
@@ -626,7 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xseq.add_argument(
         "--learn-schema",
-        type=int,
+        type=_count,
         metavar="N",
         help="learn the schema facts from the first N documents of the inputs (files) "
         "instead of a DTD: the rewrites then assume the rest is like them",
@@ -706,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument(
         "--state-budget",
-        type=int,
+        type=_count,
         default=1_000_000,
         metavar="DOCS",
         help="the most documents the join state holds (1,000,000): windows of 'inf' keep "
@@ -721,7 +732,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument(
         "--view-budget",
-        type=int,
+        type=_count,
         default=1_000_000,
         metavar="ROWS",
         help="with --view cache, the rows its slices may hold (1,000,000)",
