@@ -344,3 +344,21 @@ def test_counts_below_one_are_usage_errors(tmp_path, args):
     done = run(*[str(path) if a == "F" else a for a in args], stdin=b"<t/>")
     assert done.returncode == 2
     assert "expected" in done.stderr.decode().splitlines()[-1]
+
+
+def test_runs_in_parallel_share_one_deadletter_file(tmp_path):
+    """Eight runs append their bad documents to one file: all eight lines are kept."""
+    dead = tmp_path / "dead.jsonl"
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "xcep", "events", f"--errors=deadletter:{dead}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(8)
+    ]
+    for child in runs:
+        child.communicate(XML_STREAM)
+    lines = dead.read_text().splitlines()
+    assert len(lines) == 8 and all(json.loads(line)["doc"] == 1 for line in lines)

@@ -36,7 +36,8 @@ class ErrorReporter:
             )
         self.stderr = stderr
         self.count = 0
-        self.deadletter = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        # appended, one write per record: runs in parallel may share the file
+        self.deadletter = open(path, "ab", buffering=0) if path else None  # noqa: SIM115
 
     @property
     def policy(self) -> str | Callable[[InputError], None]:
@@ -47,8 +48,8 @@ class ErrorReporter:
         if self.mode == "report":
             print(f"xcep: error: {error}", file=self.stderr)
         elif self.deadletter is not None:
-            self.deadletter.write(json.dumps(error.to_dict(), ensure_ascii=False) + "\n")
-            self.deadletter.flush()
+            record = json.dumps(error.to_dict(), ensure_ascii=False) + "\n"
+            self.deadletter.write(record.encode("utf-8", "surrogateescape"))
 
     def close(self) -> int:
         """The exit status the errors call for."""
