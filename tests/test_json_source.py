@@ -166,3 +166,44 @@ def test_a_bad_byte_in_one_document_of_a_json_file_costs_that_document():
     assert roots == [0, 1, 3, 4]
     assert [(e.doc, e.line, e.column) for e in errors] == [(2, 3, 9)]
     assert "not UTF-8" in errors[0].message
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.sampled_from(["", "a", "b c", "1.50"]) | st.integers(-3, 3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(st.tuples(st.sampled_from(["k", "m", "n"]), inner), max_size=3)
+        .map(lambda pairs: "{" + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in pairs) + "}")
+        .map(json.loads)
+    ),
+    max_leaves=6,
+)
+
+
+def _retexted(value, rnd):
+    """The same structure with other texts (an empty string may become text, and back)."""
+    if isinstance(value, str):
+        return rnd.choice(["", "x", "y z", "7"])
+    if isinstance(value, bool):
+        return rnd.random() < 0.5
+    if isinstance(value, list):
+        return [_retexted(item, rnd) for item in value]
+    if isinstance(value, dict):
+        return {key: _retexted(item, rnd) for key, item in value.items()}
+    return value
+
+
+@given(
+    st.lists(st.sampled_from(range(4)), min_size=1, max_size=30),
+    st.lists(_json_values, min_size=4, max_size=4),
+    st.randoms(),
+)
+def test_documents_of_one_structure_give_the_events_each_gives_alone(picks, values, rnd):
+    """Records repeat structures (the reader then copies a structure's events and puts
+    the texts in): each record's events are those it has when read alone."""
+    lines = [json.dumps(_retexted(values[i], rnd)) for i in picks]
+    together = parse("\n".join(lines) + "\n", format="jsonl")
+    alone = []
+    for doc, line in enumerate(lines):
+        alone += [event._replace(doc=doc) for event in parse(line + "\n", format="jsonl")]
+    assert together == alone

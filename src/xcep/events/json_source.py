@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import repeat
 from typing import TYPE_CHECKING, BinaryIO
 
 from xcep.errors import InputError
@@ -136,14 +137,113 @@ def _emit(ctx: StreamContext, doc: int, value) -> None:
             node += 1
 
 
+def _signature(value) -> tuple[tuple, list[str]]:
+    """A document's structure (member names, array lengths, which values give text) as a
+    hashable key, and its texts in event order: documents of one structure have the
+    same events but for their texts."""
+    tokens: list = []
+    texts: list[str] = []
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        kind = type(item)
+        if kind is str:
+            tokens.append(1 if item else 0)
+            if item:
+                texts.append(item)
+        elif kind is _Object:
+            tokens.append(-2 - len(item))
+            for key, member in reversed(item):
+                todo.append(member)
+                todo.append(_Key(key))
+        elif kind is _Key:
+            tokens.append(item.name)
+        elif kind is list:
+            tokens.append(-2 - len(item) - (1 << 40))
+            todo.extend(reversed(item))
+        elif kind is bool:
+            tokens.append(1)
+            texts.append("true" if item else "false")
+        else:  # None
+            tokens.append(0)
+    return tuple(tokens), texts
+
+
+class _Key:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Shape:
+    """The events of one document structure, but for its texts (``_signature``)."""
+
+    __slots__ = ("depth", "depths", "kinds", "names", "nodes", "texts_at", "values")
+
+    def __init__(self, builder, start: int) -> None:
+        self.kinds = builder.kinds[start:]
+        self.names = builder.names[start:]
+        self.depths = builder.depths[start:]
+        self.nodes = builder.nodes[start:]
+        self.depth = max(self.depths, default=0)
+        self.texts_at = [i for i, kind in enumerate(self.kinds) if kind == TEXT]
+        self.values = [None] * len(self.kinds)
+
+
+SHAPES = 4096  # document structures kept per input
+SHAPE_TRIAL = 1000  # documents after which the cache stops if it helps less than half the time
+
+
 class JsonReader:
-    """Reads one JSON or JSON Lines input."""
+    """Reads one JSON or JSON Lines input.
+
+    Feeds are mostly records of a few structures: a structure's events are kept
+    (``_Shape``, up to ``SHAPES``) and a document of a known structure copies them
+    and puts in its texts; after ``SHAPE_TRIAL`` documents that mostly miss, every
+    document is emitted on its own."""
 
     def __init__(self, ctx: StreamContext, stream: BinaryIO, source: str, lines: bool) -> None:
         self.ctx = ctx
         self.stream = stream
         self.source = source
         self.lines = lines
+        self.shapes: dict[tuple, _Shape] | None = {}
+        self.hits = self.misses = 0
+
+    def _emit(self, doc: int, value) -> None:
+        shapes = self.shapes
+        if shapes is None:
+            _emit(self.ctx, doc, value)
+            return
+        key, texts = _signature(value)
+        shape = shapes.get(key)
+        builder = self.ctx.builder
+        if shape is None:
+            self.misses += 1
+            start = len(builder.kinds)
+            _emit(self.ctx, doc, value)
+            if len(shapes) >= SHAPES:
+                shapes.clear()
+            shapes[key] = _Shape(builder, start)
+            if self.misses + self.hits >= SHAPE_TRIAL and self.hits < self.misses:
+                self.shapes = None  # structures do not repeat: not worth the signature
+            return
+        self.hits += 1
+        if shape.depth > self.ctx.options.max_depth:
+            raise _TooDeep(
+                f"nesting deeper than the limit of {self.ctx.options.max_depth} elements"
+            )
+        n = len(shape.kinds)
+        builder.docs.extend(repeat(doc, n))
+        builder.kinds.extend(shape.kinds)
+        builder.names.extend(shape.names)
+        builder.depths.extend(shape.depths)
+        builder.nodes.extend(shape.nodes)
+        values = shape.values.copy()
+        for at, text in zip(shape.texts_at, texts, strict=True):
+            values[at] = text
+        builder.values.extend(values)
 
     def batches(self) -> Iterator[EventBatch]:
         if self.lines:
@@ -176,7 +276,7 @@ class JsonReader:
                     return InputError(message, self.source, doc, lineno, colno)
             if _SURROGATE_ESCAPE.search(text, start, end):
                 _check_unicode(value)
-            _emit(ctx, doc, value)
+            self._emit(doc, value)
         except json.JSONDecodeError as exc:
             lineno = line + exc.lineno - 1
             colno = exc.colno + (column - 1 if exc.lineno == 1 else 0)
