@@ -137,43 +137,32 @@ def _emit(ctx: StreamContext, doc: int, value) -> None:
             node += 1
 
 
-def _signature(value) -> tuple[tuple, list[str]]:
-    """A document's structure (member names, array lengths, which values give text) as a
-    hashable key, and its texts in event order: documents of one structure have the
-    same events but for their texts."""
-    tokens: list = []
-    texts: list[str] = []
-    todo = [value]
-    while todo:
-        item = todo.pop()
-        kind = type(item)
-        if kind is str:
-            tokens.append(1 if item else 0)
-            if item:
-                texts.append(item)
-        elif kind is _Object:
-            tokens.append(-2 - len(item))
-            for key, member in reversed(item):
-                todo.append(member)
-                todo.append(_Key(key))
-        elif kind is _Key:
-            tokens.append(item.name)
-        elif kind is list:
-            tokens.append(-2 - len(item) - (1 << 40))
-            todo.extend(reversed(item))
-        elif kind is bool:
+def _signature(value, tokens: list, texts: list[str]) -> None:
+    """A document's structure (member names, array lengths, which values give text) as
+    ``tokens``, and its texts in event order: documents of one structure have the same
+    events but for their texts. (Recursive, for speed: a document nested past Python's
+    recursion limit raises RecursionError and is emitted on its own.)"""
+    kind = type(value)
+    if kind is str:
+        if value:
             tokens.append(1)
-            texts.append("true" if item else "false")
-        else:  # None
+            texts.append(value)
+        else:
             tokens.append(0)
-    return tuple(tokens), texts
-
-
-class _Key:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+    elif kind is _Object:
+        tokens.append(-2 - len(value))
+        for key, member in value:
+            tokens.append(key)
+            _signature(member, tokens, texts)
+    elif kind is list:
+        tokens.append(-2 - len(value) - (1 << 40))
+        for item in value:
+            _signature(item, tokens, texts)
+    elif kind is bool:
+        tokens.append(1)
+        texts.append("true" if value else "false")
+    else:  # None
+        tokens.append(0)
 
 
 class _Shape:
@@ -216,7 +205,14 @@ class JsonReader:
         if shapes is None:
             _emit(self.ctx, doc, value)
             return
-        key, texts = _signature(value)
+        tokens: list = []
+        texts: list[str] = []
+        try:
+            _signature(value, tokens, texts)
+        except RecursionError:  # deeper than a record: on its own
+            _emit(self.ctx, doc, value)
+            return
+        key = tuple(tokens)
         shape = shapes.get(key)
         builder = self.ctx.builder
         if shape is None:
