@@ -1,4 +1,5 @@
 import gzip
+import io
 import json
 import subprocess
 import sys
@@ -362,3 +363,28 @@ def test_runs_in_parallel_share_one_deadletter_file(tmp_path):
         child.communicate(XML_STREAM)
     lines = dead.read_text().splitlines()
     assert len(lines) == 8 and all(json.loads(line)["doc"] == 1 for line in lines)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_events_lines_are_the_events_as_json(seed):
+    """The JSON Lines writer (straight from the columns) writes what ``Event.to_dict``
+    says, for names and values with quotes, escapes, control and non-ASCII characters."""
+    import random
+    from xml.sax.saxutils import quoteattr
+
+    from xcep.cli import _events_jsonl
+    from xcep.events import EventStream
+
+    rnd = random.Random(seed)
+    texts = ['a"b', "c\\d", "tab\there", "ünï ☃", "x&amp;y", "&#10;", " ", "line\nnext"]
+    docs = []
+    for _ in range(20):
+        text = rnd.choice(texts)
+        attribute = quoteattr(rnd.choice(texts))
+        docs.append(f"<r a={attribute}><é-n>{text}</é-n><m/>{rnd.choice(texts)}</r>")
+    data = "\n".join(docs).encode()
+    quoted: list[str] = []
+    for batch in EventStream([io.BytesIO(data)], batch_size=7, keep_whitespace=True).batches():
+        want = [json.dumps(e.to_dict(), ensure_ascii=False, separators=(",", ":")) for e in batch]
+        assert _events_jsonl(batch, quoted) == want
+    assert quoted  # the names were encoded once, kept between batches
