@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from itertools import combinations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,3 +106,29 @@ def test_learning_stops_after_the_sample():
     learned = learn_schema(stream(xml).batches(), documents=2)
     assert learned.documents == 2
     assert learned.children("a") == ["b", "c"]
+
+
+def test_parameter_entities_are_expanded_and_bombs_refused():
+    """`<!ENTITY % inline "b|c">` and `%inline;` (most published DTDs are written so):
+    the children of `a` are b and c, not `%inline;` (issue 29); external, undeclared,
+    self-referring and exploding parameter entities are errors."""
+    from xcep.schema.dtd import DtdError, parse_dtd
+
+    dtd = parse_dtd(
+        "<!ENTITY % inline \"b|c\"> <!ENTITY % block '(%inline;)*'>"
+        "<!ELEMENT a %block;> <!ELEMENT b (#PCDATA)> <!ELEMENT c EMPTY>"
+        '<!ENTITY % common "id ID #IMPLIED"> <!ATTLIST b %common;>'
+    )
+    assert sorted(dtd.children("a")) == ["b", "c"]
+    assert dtd.attribute_names["b"] == ["id"]
+    bomb = "".join(
+        f'<!ENTITY % {a} "{("%" + b + ";") * 10}">' for a, b in zip("abcdef", "bcdefg", strict=True)
+    )
+    for bad, message in [
+        ("<!ELEMENT a (%x;)>", "not declared"),
+        ('<!ENTITY % x SYSTEM "http://example.com/x"><!ELEMENT a (%x;)>', "external"),
+        ('<!ENTITY % s "%s;"><!ELEMENT a (%s;)>', "nest"),
+        (bomb + '<!ENTITY % g "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"><!ELEMENT a (%a;)>', "limit"),
+    ]:
+        with pytest.raises(DtdError, match=message):
+            parse_dtd(bad)

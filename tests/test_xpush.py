@@ -149,11 +149,11 @@ def usable(path):
         return False
 
 
-VALUES = [*CONSTANTS, "x1"]
+CONSTANTS_AND_ONE_MORE = [*CONSTANTS, "x1"]
 
 
 @settings(max_examples=200)
-@given(filters, st.permutations(VALUES), st.permutations(VALUES))
+@given(filters, st.permutations(CONSTANTS_AND_ONE_MORE), st.permutations(CONSTANTS_AND_ONE_MORE))
 def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, two):
     """compile_filter parses a shape once: filters that differ only in their constants
     (equal ones kept equal, or not) compile as a fresh parse and rewrite of each."""
@@ -173,8 +173,9 @@ def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, tw
             )
         return node
 
-    for mapping in ({}, dict(zip(VALUES, one, strict=True)), dict(zip(VALUES, two, strict=True))):
-        mapping = {**{v: v for v in VALUES}, **mapping}
+    values = CONSTANTS_AND_ONE_MORE
+    for mapping in ({}, dict(zip(values, one, strict=True)), dict(zip(values, two, strict=True))):
+        mapping = {**{v: v for v in values}, **mapping}
         text = to_text(swap(path, mapping))
         try:
             fresh = normalize(parse_filter(text))

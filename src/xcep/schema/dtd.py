@@ -35,6 +35,12 @@ _DECLARATION = re.compile(
     r"<!(ELEMENT|ATTLIST)\s+([^\s>]+)\s+((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>", re.S
 )
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
+_PARAMETER_ENTITY = re.compile(
+    r"<!ENTITY\s+%\s+([^\s>]+)\s+(?:\"([^\"]*)\"|'([^']*)'|(SYSTEM|PUBLIC)[^>]*)\s*>", re.S
+)
+_REFERENCE = re.compile(r"%([A-Za-z_:][\w.:\-]*);")
+EXPANSION_LIMIT = 1 << 20  # characters a DTD may grow to by its parameter entities
+NESTING_LIMIT = 32  # entities in entities
 _ATTRIBUTE = re.compile(
     r"""([^\s"']+)\s+(\([^)]*\)|NOTATION\s*\([^)]*\)|[A-Z]+)\s+(\#REQUIRED|\#IMPLIED|(?:\#FIXED\s+)?(?:"[^"]*"|'[^']*'))""",
     re.S,
@@ -214,9 +220,40 @@ def _parse_model(text: str, element: str) -> Model:
     return model
 
 
+def _expand_parameter_entities(text: str) -> str:
+    """The DTD with its internal parameter entities (``<!ENTITY % inline "b|c">``)
+    declared away and their references (``%inline;``) replaced, nested ones too. An
+    external one (``SYSTEM``/``PUBLIC``) is never read: a reference to it, or to one
+    never declared, is an error, and so is a DTD that grows past ``EXPANSION_LIMIT``."""
+    values: dict[str, str | None] = {}
+    for match in _PARAMETER_ENTITY.finditer(text):
+        name, double, single, external = match.groups()
+        values.setdefault(name, None if external else (double if double is not None else single))
+    text = _PARAMETER_ENTITY.sub("", text)
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise DtdError(f"parameter entity %{name}; is not declared")
+        if values[name] is None:
+            raise DtdError(f"parameter entity %{name}; is external: xcep never reads one")
+        return values[name]
+
+    limit = max(EXPANSION_LIMIT, 2 * len(text))
+    for _ in range(NESTING_LIMIT):
+        if not _REFERENCE.search(text):
+            return text
+        text = _REFERENCE.sub(value, text)
+        if len(text) > limit:
+            raise DtdError("parameter entities expand past the limit (an entity bomb?)")
+    raise DtdError(
+        f"parameter entities nest more than {NESTING_LIMIT} deep (or refer to themselves)"
+    )
+
+
 def parse_dtd(text: str) -> Dtd:
     dtd = Dtd()
-    text = _COMMENT.sub("", text)
+    text = _expand_parameter_entities(_COMMENT.sub("", text))
     for kind, name, body in _DECLARATION.findall(text):
         if kind == "ELEMENT":
             dtd.elements[name] = _parse_model(body, name)
