@@ -4,6 +4,7 @@ import argparse
 
 from bench import (
     events,
+    formats,
     spark,
     xpush,
     xpush_families,
@@ -18,6 +19,7 @@ from bench import (
 
 BENCHMARKS = {
     "events": events.run,
+    "formats": formats.run,
     "xpush": xpush.run,
     "xpush-kernels": xpush.run_kernels,
     "xpush-families": xpush_families.run,

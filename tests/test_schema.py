@@ -121,14 +121,55 @@ def test_parameter_entities_are_expanded_and_bombs_refused():
     )
     assert sorted(dtd.children("a")) == ["b", "c"]
     assert dtd.attribute_names["b"] == ["id"]
-    bomb = "".join(
-        f'<!ENTITY % {a} "{("%" + b + ";") * 10}">' for a, b in zip("abcdef", "bcdefg", strict=True)
+    bomb = '<!ENTITY % g "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx">' + "".join(
+        f'<!ENTITY % {a} "{("%" + b + ";") * 10}">' for a, b in zip("fedcba", "gfedcb", strict=True)
     )
     for bad, message in [
         ("<!ELEMENT a (%x;)>", "not declared"),
         ('<!ENTITY % x SYSTEM "http://example.com/x"><!ELEMENT a (%x;)>', "external"),
-        ('<!ENTITY % s "%s;"><!ELEMENT a (%s;)>', "nest"),
-        (bomb + '<!ENTITY % g "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"><!ELEMENT a (%a;)>', "limit"),
+        ('<!ENTITY % s "%s;"><!ELEMENT a (%s;)>', "not declared"),  # not yet, in its own value
+        (bomb + "<!ELEMENT a (%a;)>", "limit"),
+        ("<![ IGNORE [ <!ELEMENT a EMPTY>", "not closed"),
+        ("<!ELEMENT a EMPTY> ]]>", "closes no"),
     ]:
         with pytest.raises(DtdError, match=message):
             parse_dtd(bad)
+
+
+def test_a_modular_dtd_reads_as_libxml2_reads_it(tmp_path):
+    """A DTD written the way published ones are: modules in files of their own
+    (external parameter entities), switched by conditional sections; the children of
+    every element are libxml2's (lxml.etree.DTD as the oracle)."""
+    from lxml import etree
+
+    from xcep.schema.dtd import read_dtd
+
+    (tmp_path / "inline.mod").write_text(
+        '<!ENTITY % inline "em|strong"><!ELEMENT em (#PCDATA)><!ELEMENT strong (#PCDATA)>'
+    )
+    (tmp_path / "lists.mod").write_text(
+        "<!ELEMENT list (item+)><!ELEMENT item (#PCDATA|%inline;)*>"
+    )
+    (tmp_path / "tables.mod").write_text("<!ELEMENT table (row*)><!ELEMENT row EMPTY>")
+    main = tmp_path / "doc.dtd"
+    main.write_text(
+        '<!ENTITY % inline.module SYSTEM "inline.mod"> %inline.module;\n'
+        '<!ENTITY % lists "INCLUDE"> <!ENTITY % tables "IGNORE">\n'
+        '<![%lists;[ <!ENTITY % lists.module SYSTEM "lists.mod"> %lists.module; ]]>\n'
+        '<![%tables;[ <!ENTITY % tables.module SYSTEM "tables.mod"> %tables.module; ]]>\n'
+        '<!ENTITY % block "list|p"> <!ELEMENT p (#PCDATA|%inline;)*>\n'
+        "<!ELEMENT doc (%block;)*>\n"
+    )
+    ours = read_dtd(main)
+    theirs = etree.DTD(str(main))
+
+    def names(content) -> set[str]:
+        if content is None:
+            return set()
+        found = {content.name} if content.type == "element" else set()
+        return found | names(content.left) | names(content.right)
+
+    libxml2 = {element.name: names(element.content) for element in theirs.elements()}
+    assert set(ours.elements) == set(libxml2) == {"doc", "p", "list", "item", "em", "strong"}
+    for name, children in libxml2.items():
+        assert set(ours.children(name)) == children, name

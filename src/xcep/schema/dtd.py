@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
+from pathlib import Path
 
 from xcep.errors import XcepError, read_text
 
@@ -35,10 +36,17 @@ _DECLARATION = re.compile(
     r"<!(ELEMENT|ATTLIST)\s+([^\s>]+)\s+((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>", re.S
 )
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
-_PARAMETER_ENTITY = re.compile(
-    r"<!ENTITY\s+%\s+([^\s>]+)\s+(?:\"([^\"]*)\"|'([^']*)'|(SYSTEM|PUBLIC)[^>]*)\s*>", re.S
-)
 _REFERENCE = re.compile(r"%([A-Za-z_:][\w.:\-]*);")
+_DTD_TOKEN = re.compile(
+    r"(?P<declare><!ENTITY\s+%\s+(?P<entity>[^\s>]+)\s+"
+    r"(?:\"(?P<double>[^\"]*)\"|'(?P<single>[^']*)'"
+    r"|(?:SYSTEM|PUBLIC\s+(?:\"[^\"]*\"|'[^']*'))\s+(?:\"(?P<system>[^\"]*)\"|'(?P<system2>[^']*)'))\s*>)"
+    r"|(?P<reference>%(?P<name>[A-Za-z_:][\w.:\-]*);)"
+    r"|(?P<section><!\[(?P<keyword>[^\[]*)\[)"
+    r"|(?P<close>\]\]>)",
+    re.S,
+)
+_SECTION_MARK = re.compile(r"<!\[|\]\]>")
 EXPANSION_LIMIT = 1 << 20  # characters a DTD may grow to by its parameter entities
 NESTING_LIMIT = 32  # entities in entities
 _ATTRIBUTE = re.compile(
@@ -220,40 +228,118 @@ def _parse_model(text: str, element: str) -> Model:
     return model
 
 
-def _expand_parameter_entities(text: str) -> str:
-    """The DTD with its internal parameter entities (``<!ENTITY % inline "b|c">``)
-    declared away and their references (``%inline;``) replaced, nested ones too. An
-    external one (``SYSTEM``/``PUBLIC``) is never read: a reference to it, or to one
-    never declared, is an error, and so is a DTD that grows past ``EXPANSION_LIMIT``."""
-    values: dict[str, str | None] = {}
-    for match in _PARAMETER_ENTITY.finditer(text):
-        name, double, single, external = match.groups()
-        values.setdefault(name, None if external else (double if double is not None else single))
-    text = _PARAMETER_ENTITY.sub("", text)
+class _Entities:
+    """Parameter entities read in order, the way a validating parser reads a DTD: an
+    entity's value has the references in it replaced when it is declared; a reference
+    (``%inline;``) is replaced by its entity's text, itself read the same way; a
+    conditional section (``<![INCLUDE[ ... ]]>``, ``<![%draft;[ ... ]]>``) is kept or
+    skipped. An external entity (``SYSTEM``/``PUBLIC``: a DTD module) is read from a
+    file beside the DTD, never from the network, and only when the DTD was read from
+    a file. Undeclared and self-referring entities, nesting past ``NESTING_LIMIT`` and
+    growth past ``EXPANSION_LIMIT`` are errors."""
 
-    def value(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in values:
+    def __init__(self, base: Path | None, size: int) -> None:
+        self.base = base
+        self.values: dict[str, str | Path] = {}
+        self.limit = max(EXPANSION_LIMIT, 2 * size)
+        self.size = 0
+
+    def read(self, text: str, depth: int = 0) -> str:
+        if depth > NESTING_LIMIT:
+            raise DtdError(
+                f"parameter entities nest more than {NESTING_LIMIT} deep (or refer to themselves)"
+            )
+        out: list[str] = []
+        sections: list[int] = []  # the depth of the open INCLUDE sections
+        pos = 0
+        for match in _DTD_TOKEN.finditer(text):
+            if match.start() < pos:
+                continue  # inside what an IGNORE section skipped
+            out.append(text[pos : match.start()])
+            pos = match.end()
+            kind = match.lastgroup
+            if kind == "declare":
+                self._declare(match)
+            elif kind == "reference":
+                out.append(self.read(self._value(match.group("name")), depth + 1))
+            elif kind == "section":
+                keyword = _REFERENCE.sub(lambda m: self._value(m.group(1)), match.group("keyword"))
+                keyword = keyword.strip()
+                if keyword == "INCLUDE":
+                    sections.append(1)
+                elif keyword == "IGNORE":
+                    pos = _section_end(text, pos)
+                else:
+                    raise DtdError(f"a conditional section is INCLUDE or IGNORE, not {keyword!r}")
+            elif sections:  # "]]>"
+                sections.pop()
+            else:
+                raise DtdError("']]>' closes no conditional section")
+            self.size += len(out[-1]) if out else 0
+            if self.size > self.limit:
+                raise DtdError("parameter entities expand past the limit (an entity bomb?)")
+        if sections:
+            raise DtdError("a conditional section is not closed")
+        out.append(text[pos:])
+        return "".join(out)
+
+    def _declare(self, match: re.Match) -> None:
+        name = match.group("entity")
+        if name in self.values:  # the first declaration binds
+            return
+        literal = match.group("double")
+        if literal is None:
+            literal = match.group("single")
+        if literal is not None:
+            self.values[name] = _REFERENCE.sub(lambda m: self._value(m.group(1)), literal)
+            return
+        system = match.group("system")
+        if system is None:
+            system = match.group("system2")
+        self.values[name] = self._file(name, system)
+
+    def _file(self, name: str, system: str) -> Path:
+        if self.base is None:
+            raise DtdError(
+                f"parameter entity %{name}; is external ({system}): give the DTD as a file"
+            )
+        if re.match(r"[A-Za-z][\w+.-]*:", system) and not system.startswith("file:"):
+            raise DtdError(
+                f"parameter entity %{name}; is at {system}: xcep never reads the network"
+            )
+        return self.base / system.removeprefix("file:")
+
+    def _value(self, name: str) -> str:
+        value = self.values.get(name)
+        if value is None:
             raise DtdError(f"parameter entity %{name}; is not declared")
-        if values[name] is None:
-            raise DtdError(f"parameter entity %{name}; is external: xcep never reads one")
-        return values[name]
-
-    limit = max(EXPANSION_LIMIT, 2 * len(text))
-    for _ in range(NESTING_LIMIT):
-        if not _REFERENCE.search(text):
-            return text
-        text = _REFERENCE.sub(value, text)
-        if len(text) > limit:
-            raise DtdError("parameter entities expand past the limit (an entity bomb?)")
-    raise DtdError(
-        f"parameter entities nest more than {NESTING_LIMIT} deep (or refer to themselves)"
-    )
+        if isinstance(value, Path):
+            try:
+                text = read_text(value)
+            except OSError as exc:
+                raise DtdError(
+                    f"parameter entity %{name}; cannot be read: {exc.strerror}"
+                ) from None
+            value = self.values[name] = _COMMENT.sub("", text)
+        return value
 
 
-def parse_dtd(text: str) -> Dtd:
+def _section_end(text: str, pos: int) -> int:
+    """Where the IGNORE section whose contents start at ``pos`` ends (nested ones too)."""
+    depth = 1
+    for match in _SECTION_MARK.finditer(text, pos):
+        depth += 1 if match.group() == "<![" else -1
+        if depth == 0:
+            return match.end()
+    raise DtdError("a conditional section is not closed")
+
+
+def parse_dtd(text: str, base: Path | None = None) -> Dtd:
+    """A DTD's facts; ``base`` is the folder its external parameter entities (modules)
+    are read from (``read_dtd`` gives the DTD file's)."""
     dtd = Dtd()
-    text = _expand_parameter_entities(_COMMENT.sub("", text))
+    text = _COMMENT.sub("", text)
+    text = _Entities(base, len(text)).read(text)
     for kind, name, body in _DECLARATION.findall(text):
         if kind == "ELEMENT":
             dtd.elements[name] = _parse_model(body, name)
@@ -266,7 +352,7 @@ def parse_dtd(text: str) -> Dtd:
 
 
 def read_dtd(path) -> Dtd:
-    return parse_dtd(read_text(path))
+    return parse_dtd(read_text(path), Path(path).resolve().parent)
 
 
 _DOCTYPE = re.compile(rb"<!DOCTYPE\s+[^\s\[>]+[^\[>]*\[(.*?)\]\s*>", re.S)
