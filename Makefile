@@ -6,15 +6,31 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
 
-.PHONY: demo demo-local test lint bench clean
+.PHONY: demo demo-local test lint bench clean constraints
+
+PIP_FLAGS := --quiet --disable-pip-version-check
 
 # the install also compiles the kernels (the XML tokenizer, the XPush machine's core) when
-# a C compiler is there; without one, Python does their work
-$(STAMP): pyproject.toml src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
+# a C compiler is there; without one, Python does their work (xcep --version says which).
+# The versions are those of constraints.txt, so that a new upstream release cannot turn
+# a green main red.
+$(STAMP): pyproject.toml constraints.txt src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
+	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
+	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[dev,bench,spark]'
 	touch $(STAMP)
+
+# constraints.txt again: the newest versions pyproject.toml's ranges allow, installed in a
+# fresh environment and frozen. Then run make test before committing it.
+constraints:
+	rm -rf build/constraints-venv
+	$(PYTHON) -m venv build/constraints-venv
+	build/constraints-venv/bin/pip install $(PIP_FLAGS) --upgrade pip
+	build/constraints-venv/bin/pip install $(PIP_FLAGS) -e '.[dev,bench,spark,peers]'
+	{ echo '# The exact versions make installs (pip install -c constraints.txt): tested by make test.'; \
+	  echo '# Made by `make constraints` from the ranges in pyproject.toml; do not edit by hand.'; \
+	  build/constraints-venv/bin/pip freeze --exclude-editable; } > constraints.txt
+	rm -rf build/constraints-venv
 
 # xcep's main job on Spark (local[2]): XMark people through subscriptions (XPush), and
 # per-company runs of falling prices over a generated stock stream (XSeq, partition by).
@@ -39,7 +55,7 @@ test: lint
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[peers]'
+	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[peers]'
 	$(PY) -m bench events
 	$(PY) -m bench xpush
 	$(PY) -m bench xpush-kernels

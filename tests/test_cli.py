@@ -388,3 +388,15 @@ def test_events_lines_are_the_events_as_json(seed):
         want = [json.dumps(e.to_dict(), ensure_ascii=False, separators=(",", ":")) for e in batch]
         assert _events_jsonl(batch, quoted) == want
     assert quoted  # the names were encoded once, kept between batches
+
+
+def test_version_says_which_compiled_kernels_are_in_use():
+    from xcep.kernels import KERNELS, kernel_status
+
+    done = run("--version")
+    lines = done.stdout.decode().splitlines()
+    assert done.returncode == 0 and lines[0].startswith("xcep ")
+    status = kernel_status()
+    assert len(lines) == 1 + len(KERNELS)
+    for what, why in status.items():
+        assert f"  {what}: {'compiled' if why is None else why}" in lines

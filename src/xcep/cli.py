@@ -444,6 +444,19 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
 AUTO_BATCH = 500  # the largest batch of --batch auto
 
 
+class _Version(argparse.Action):
+    """``--version``: the version, and which compiled kernels are in use (and why not)."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from xcep.kernels import describe
+
+        sys.stdout.write(f"xcep {__version__}\n{describe()}\n")
+        parser.exit()
+
+
 def _count(text: str) -> int:
     """A count option (a budget, a depth, a size): a whole number of at least 1."""
     try:
@@ -553,7 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="xcep",
         description="Complex event processing and publish/subscribe over XML and JSON streams.",
     )
-    parser.add_argument("--version", action="version", version=f"xcep {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, help="the version and the compiled kernels in use"
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
