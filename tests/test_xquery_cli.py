@@ -174,3 +174,24 @@ def test_elements_are_written_as_elementtree_writes_them(tmp_path):
     assert done.stdout.decode().strip() == (
         '<r a="x&quot;y&#10;z&lt;"><b>1 &lt; 2 &gt; 0 &amp;</b><c/><c/>t<d x="1"/></r>'
     )
+
+
+def test_the_collation_fix_still_fits_elementpath():
+    """xquery/evaluate.py fixes elementpath's CollationManager.__enter__ through names
+    that are not its public API: when an elementpath release renames them, this fails
+    (the version is capped in pyproject.toml for that reason; issue 29)."""
+    import locale
+
+    from elementpath import collations
+
+    from xcep.xquery import evaluate  # noqa: F401  (installs the fix)
+
+    assert collations.CollationManager.__enter__.guarded
+    assert hasattr(collations, "_locale_collate_lock")
+    assert "_current_lc_collate" in collations.CollationManager.__annotations__
+    before = locale.setlocale(locale.LC_COLLATE)
+    with collations.CollationManager(collations.UNICODE_CODEPOINT_COLLATION) as manager:
+        assert manager.strcoll("a", "b") < 0
+    assert locale.setlocale(locale.LC_COLLATE) == before
+    assert collations._locale_collate_lock.acquire(blocking=False)  # released
+    collations._locale_collate_lock.release()
