@@ -88,3 +88,18 @@ def test_a_unit_of_several_documents_isolates_the_bad_one():
     assert [doc_id for doc_id, _ in unit.good()] == ["f.xml.gz#0", "f.xml.gz#2"]
     [(bad_id, message)] = list(unit.bad())
     assert bad_id == "f.xml.gz#1" and "mismatched tag" in message
+
+
+def test_worker_caches_keep_the_last_few_and_the_glob_names_the_data_files():
+    from fnmatch import fnmatchcase
+
+    from xcep.spark.units import WorkerCache, data_glob, is_data_file
+
+    made = []
+    cache = WorkerCache(size=2)
+    for key in [1, 2, 1, 3, 1, 2]:
+        cache.get(key, lambda key=key: made.append(key) or key * 10)
+    assert made == [1, 2, 3, 2] and list(cache.items) == [1, 2]
+    patterns = data_glob()[1:-1].split(",")
+    for name in ["a.xml", "b.JSON", "c.jsonl.gz", "d.NDJSON.GZ", "e.txt", "f.xml.bz2", "g.gz"]:
+        assert any(fnmatchcase(name, p) for p in patterns) == is_data_file(name), name

@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from xcep.spark.units import WorkerCache
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-_MACHINES: dict = {}  # per Python worker process: key → XPushMachine
+_MACHINES = WorkerCache()  # per Python worker process: key → XPushMachine
 
 
 def filter_units(
@@ -39,16 +41,16 @@ def filter_units(
 
 
 def _machine(key: str, filters: dict, settings: tuple):
-    machine = _MACHINES.get(key)
-    if machine is None:
+    def make():
         from xcep.xpush import MachineOptions, Workload, XPushMachine
 
         train, top_down, early = settings
         machine = XPushMachine(Workload(filters), MachineOptions(top_down=top_down, early=early))
         if train:
             machine.train()
-        _MACHINES[key] = machine
-    return machine
+        return machine
+
+    return _MACHINES.get(key, make)
 
 
 def _filter_batches(key: str, filters: dict, settings: tuple, numeric: bool):

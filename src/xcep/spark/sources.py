@@ -2,8 +2,9 @@
 
 - Directories (recursively) and files: one unit per data file (``.xml``,
   ``.json``, ``.jsonl``, ``.ndjson``, each optionally ``.gz``; hidden files and
-  ones starting with ``_`` are skipped), read with Spark's ``binaryFile``
-  source, so one file must fit in a task's memory (2 GB at most).
+  ones starting with ``_`` are skipped: Spark lists only those, by a
+  ``pathGlobFilter``), read with Spark's ``binaryFile`` source, so one file
+  must fit in a task's memory (2 GB at most).
 - ``record_path="/stocks/transaction"``: each file is one large XML document
   cut into records, one unit per record, keeping its position.
 - ``stream=True``: Structured Streaming over a directory (new files as they
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from xcep.spark.records import parse_record_path, split_records
-from xcep.spark.units import UNIT_SCHEMA, is_data_file
+from xcep.spark.units import UNIT_SCHEMA, data_glob, is_data_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,11 +43,13 @@ def read_units(
             raise ValueError("a streaming source is one directory")
         schema = "path string, modificationTime timestamp, length long, content binary"
         reader = spark.readStream.format("binaryFile").schema(schema)
+        reader = reader.option("pathGlobFilter", data_glob())  # only data files are read
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
         files = reader.load(paths[0])
     else:
-        files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths)
+        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        files = reader.option("pathGlobFilter", data_glob()).load(paths)  # only data files
     files = files.select("path", "content", F.col("modificationTime").alias("time"))
     return files.mapInArrow(_units_of_files(record_path), UNIT_SCHEMA)
 

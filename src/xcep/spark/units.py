@@ -12,12 +12,14 @@ Every document gets an id: the file's path for a file of one document,
 from __future__ import annotations
 
 import io
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from xcep.errors import InputError
 from xcep.events import EventStream, Input
-from xcep.events.stream import _format_by_name
+from xcep.events.stream import _EXTENSIONS, _format_by_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -25,6 +27,40 @@ if TYPE_CHECKING:
     from xcep.events import EventBatch
 
 UNIT_SCHEMA = "path string, record long, content binary, error string, time timestamp"
+
+
+WORKER_CACHE = 8  # compiled engines a Python worker keeps between tasks (per kind)
+
+
+class WorkerCache:
+    """What a Python worker compiled (machines, engines, queries), kept between tasks by
+    key, the most recently used last, at most ``size``: a long-lived worker that serves
+    many jobs keeps the last few, not every one it ever built."""
+
+    def __init__(self, size: int = WORKER_CACHE) -> None:
+        self.size = size
+        self.items: OrderedDict = OrderedDict()
+
+    def get(self, key, make: Callable[[], object]):
+        found = self.items.get(key)
+        if found is None:
+            found = self.items[key] = make()
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        else:
+            self.items.move_to_end(key)
+        return found
+
+
+def data_glob() -> str:
+    """A Hadoop glob of the data files' names (any case, ``.gz`` too), so that Spark
+    lists and reads only them (``pathGlobFilter``)."""
+
+    def any_case(text: str) -> str:
+        return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in text)
+
+    names = [f"*{any_case(ext)}{gz}" for ext in _EXTENSIONS for gz in ("", any_case(".gz"))]
+    return "{" + ",".join(names) + "}"
 
 
 def is_data_file(path: str) -> bool:

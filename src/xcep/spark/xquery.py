@@ -25,7 +25,7 @@ from xcep.spark.partitions import (
     partition_stream,
     split_keyed,
 )
-from xcep.spark.units import string_batch
+from xcep.spark.units import WorkerCache, string_batch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 OUTPUT_SCHEMA = "doc_id string, key string, item string, error string"
-_QUERIES: dict = {}  # per Python worker process
+_QUERIES = WorkerCache()  # per Python worker process
 
 
 def xquery_units(
@@ -75,12 +75,12 @@ def xquery_units(
 
 
 def _query(text: str):
-    query = _QUERIES.get(text)
-    if query is None:
+    def make():
         from xcep import xquery
 
-        query = _QUERIES[text] = xquery.compile(text)
-    return query
+        return xquery.compile(text)
+
+    return _QUERIES.get(text, make)
 
 
 def _table(rows: list[tuple]) -> pa.Table:

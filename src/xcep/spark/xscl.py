@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from xcep.spark.units import WorkerCache
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -37,7 +39,7 @@ STAGE1_SCHEMA = (
     "xml array<struct<node:int, xml:string>>, "
     "matches array<struct<query:string, node:int>>, error string"
 )
-_ENGINES: dict = {}  # per Python worker process
+_ENGINES = WorkerCache()  # per Python worker process
 
 
 def xscl_units(
@@ -103,16 +105,16 @@ def _results(spark, engine, state: DataFrame, batch: DataFrame, lo: int, hi: int
 
 
 def _engine(queries: tuple):
-    engine = _ENGINES.get(queries)
-    if engine is None:
+    def make():
         from xcep.xscl import XsclEngine
 
         engine = XsclEngine()
         for qid, text in queries:
             engine.add(qid, text)
         engine._flush_queries()
-        _ENGINES[queries] = engine
-    return engine
+        return engine
+
+    return _ENGINES.get(queries, make)
 
 
 def _outputs(engine) -> tuple[set, dict]:

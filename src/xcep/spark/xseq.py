@@ -29,7 +29,7 @@ from xcep.spark.partitions import (
     split_keyed,
 )
 from xcep.spark.records import parse_record_path
-from xcep.spark.units import string_batch, unit_input
+from xcep.spark.units import WorkerCache, string_batch, unit_input
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 OUTPUT_SCHEMA = "doc_id string, key string, row string, error string"  # row: JSON text
 RESULT_SCHEMA = "doc_id string, key string, row variant, error string"  # what users get
-_ENGINES: dict = {}  # per Python worker process
+_ENGINES = WorkerCache()  # per Python worker process
 
 
 def xseq_units(
@@ -128,12 +128,12 @@ def partition_record_path(analysis) -> str:
 
 
 def _engine(spec: tuple):
-    engine = _ENGINES.get(spec)
-    if engine is None:
+    def make():
         from xcep.xseq import XSeqEngine
 
-        engine = _ENGINES[spec] = XSeqEngine(*spec)
-    return engine
+        return XSeqEngine(*spec)
+
+    return _ENGINES.get(spec, make)
 
 
 def _output(rows: list[tuple]) -> pa.RecordBatch:
