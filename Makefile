@@ -14,10 +14,11 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # a C compiler is there; without one, Python does their work (xcep --version says which).
 # The versions are those of constraints.txt, so that a new upstream release cannot turn
 # a green main red.
-$(STAMP): pyproject.toml constraints.txt src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
+$(STAMP): pyproject.toml setup.py constraints.txt src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[dev,bench,spark]'
+	$(PY) -c 'from xcep.kernels import report_missing; report_missing()'
 	touch $(STAMP)
 
 # constraints.txt again: the newest versions pyproject.toml's ranges allow, installed in a

@@ -32,3 +32,10 @@ def describe() -> str:
     return "\n".join(
         f"  {what}: {'compiled' if why is None else why}" for what, why in kernel_status().items()
     )
+
+
+def report_missing() -> None:
+    """After an install (``make``): one line per kernel that is not in use."""
+    for what, why in kernel_status().items():
+        if why is not None:
+            print(f"xcep: {what} {why}")
