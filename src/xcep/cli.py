@@ -457,15 +457,20 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _count(text: str) -> int:
-    """A count option (a budget, a depth, a size): a whole number of at least 1."""
+def _count(text: str, least: int = 1) -> int:
+    """A count option (a budget, a depth, a size): a whole number of at least ``least``."""
     try:
         value = int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a number of at least {least}, not {value}")
     return value
+
+
+def _rows(text: str) -> int:
+    """``--view-budget``: rows, 0 included (no slice is kept between batches)."""
+    return _count(text, least=0)
 
 
 def _batch_size(text: str) -> int | str:
@@ -770,7 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument(
         "--view-budget",
-        type=_count,
+        type=_rows,
         default=1_000_000,
         metavar="ROWS",
         help="with --view cache, the rows its slices may hold (1,000,000)",
