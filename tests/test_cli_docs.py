@@ -71,7 +71,8 @@ def test_exit_codes_are_the_documented_ones(tmp_path, args, stdin, code):
 
     bad = tmp_path / "bad.txt"
     bad.write_text("a\t/[\n")
-    args = [{"BAD": str(bad), "DEAD": str(tmp_path / "dead.jsonl")}.get(a, a) for a in args]
+    dead = f"deadletter:{tmp_path / 'dead.jsonl'}"
+    args = [{"BAD": str(bad), "deadletter:DEAD": dead}.get(a, a) for a in args]
     done = subprocess.run(
         [sys.executable, "-m", "xcep", *args], input=stdin, capture_output=True, check=False
     )
