@@ -207,3 +207,13 @@ def test_documents_of_one_structure_give_the_events_each_gives_alone(picks, valu
     for doc, line in enumerate(lines):
         alone += [event._replace(doc=doc) for event in parse(line + "\n", format="jsonl")]
     assert together == alone
+
+
+def test_a_long_line_read_in_many_chunks_is_one_record():
+    """A JSON Lines record much longer than a read (the line is joined once, not
+    chunk by chunk: a 100 MB string took minutes; issue 28)."""
+    value = "x" * 300_000
+    data = json.dumps({"k": value}).encode() + b"\n" + b'{"k": "y"}\n'
+    stream = EventStream([io.BytesIO(data)], format="jsonl", chunk_size=1024)
+    texts = [event.value for event in stream if event.kind == Kind.TEXT]
+    assert texts == [value, "y"]

@@ -286,15 +286,18 @@ class JsonReader:
 
     def _lines(self) -> Iterator[EventBatch]:
         ctx = self.ctx
-        pending = b""
-        line = 0
+        pending: list[bytes] = []  # the chunks of a line not ended yet (kept apart: a long
+        line = 0  # line joined once, not chunk by chunk)
         first = True
         while True:
             chunk = ctx.read(self.stream)
             if first:  # a byte-order mark before the first line is not part of it
                 chunk, first = chunk.removeprefix(_BOM), False
-            parts = (pending + chunk).split(b"\n")
-            pending = parts.pop() if chunk else b""
+            if chunk and b"\n" not in chunk:
+                pending.append(chunk)
+                continue
+            parts = b"".join([*pending, chunk]).split(b"\n")
+            pending = [parts.pop()] if chunk else []
             for part in parts:
                 line += 1
                 if not part.strip():
