@@ -734,3 +734,23 @@ def test_the_cores_tables_are_mappings_like_dicts(writes):
         kernel.table("add")[(0, 1)] = {}  # only leaf and values entries go by value
     with pytest.raises(KeyError):
         kernel.table("nothing")
+
+
+def test_a_workload_compiled_as_it_is_loaded_answers_as_one_compiled_at_once(monkeypatch):
+    """Large workloads are compiled into the AFA every COMPILE_EVERY filters (their
+    trees then go; ``paths`` parses them again): the answers are the same."""
+    from xcep.xpush import workload as W
+
+    texts = {i: f"/a[b = {i % 4}]" if i % 3 else f"/a/c[@x = 'v{i % 5}']" for i in range(40)}
+    docs = [etree.fromstring(f'<a><b>{i}</b><c x="v{i}"/></a>') for i in range(6)]
+    want = run_machine(XPushMachine(texts), docs)
+    monkeypatch.setattr(W, "COMPILE_EVERY", 7)
+    workload = W.Workload(texts)
+    assert len(workload._uncompiled) < 7  # the others were compiled as they came
+    assert sorted(workload.paths) == sorted(texts)  # parsed again on request
+    machine = XPushMachine(workload)
+    assert run_machine(machine, docs) == want
+    machine.remove_filter(5)
+    machine.add_filter(99, "/a[b = 1]")
+    fresh = {**{k: v for k, v in texts.items() if k != 5}, 99: "/a[b = 1]"}
+    assert run_machine(machine, docs) == run_machine(XPushMachine(fresh), docs)

@@ -42,6 +42,7 @@ def parse_id(text: str):
     return int(text) if re.fullmatch(r"-?\d+", text) else text
 
 
+COMPILE_EVERY = 50_000  # filters added before they are compiled into the AFA (and dropped)
 SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is cleared
 _by_shape: dict[tuple, tuple[Path, tuple]] = {}
 
@@ -153,23 +154,34 @@ class Workload:
     """
 
     def __init__(self, filters: dict | Iterable[tuple] = ()) -> None:
-        self.paths: dict = {}  # id → rewritten Path
         self.texts: dict = {}  # id → filter text
         self.numbers: dict = {}  # id → filter number in the AFA
         self.names_of: list = []  # filter number → id
         self._afa: AFA | None = None  # the last compilation, and how it was made
         self._afa_unique_early = False
-        self._uncompiled: list = []  # ids added since
+        # id → rewritten Path of the filters added since: only they are kept as trees
+        # (1,000,000 trees take a gigabyte); ``paths`` parses the others again
+        self._uncompiled: dict = {}
         self._removed = 0  # filters removed since
         items = filters.items() if isinstance(filters, dict) else filters
         for fid, text in items:
             self.add(fid, text)
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.texts)
+
+    @property
+    def paths(self) -> dict:
+        """id → rewritten Path of every filter (those compiled are parsed again from their
+        text: for training and for a fresh compilation, both rare)."""
+        pending = self._uncompiled
+        return {
+            fid: pending[fid] if fid in pending else compile_filter(text, fid)
+            for fid, text in self.texts.items()
+        }
 
     def add(self, fid, text: str, line: int | None = None) -> None:
-        if fid in self.paths:
+        if fid in self.texts:
             raise FilterError("duplicate filter id", fid, line)
         try:
             path = compile_filter(text, fid)
@@ -178,14 +190,16 @@ class Workload:
             raise
         number = len(self.names_of)
         self.names_of.append(fid)
-        self.paths[fid], self.texts[fid], self.numbers[fid] = path, text, number
-        self._uncompiled.append(fid)
+        self.texts[fid], self.numbers[fid], self._uncompiled[fid] = text, number, path
+        if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the trees can go
+            self.compile(self._afa_unique_early)
 
     def remove(self, fid) -> None:
-        if fid not in self.paths:
+        if fid not in self.texts:
             raise FilterError("no such filter", fid)
         number = self.numbers[fid]
-        del self.paths[fid], self.texts[fid], self.numbers[fid]
+        del self.texts[fid], self.numbers[fid]
+        self._uncompiled.pop(fid, None)
         if self._afa is not None:  # its states are left to no filter
             self._afa.initial.pop(number, None)
             self._afa.early.pop(number, None)
@@ -200,10 +214,10 @@ class Workload:
             self._afa_unique_early, self._removed = unique_early, 0
             adding = self.paths
         else:
-            adding = {fid: self.paths[fid] for fid in self._uncompiled if fid in self.paths}
+            adding = self._uncompiled
         for fid, path in adding.items():
             afa.add_filter(self.numbers[fid], path, unique_early)
-        self._uncompiled = []
+        self._uncompiled = {}
         return afa
 
     @classmethod
