@@ -212,6 +212,8 @@ def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_p
     assert second.returncode == 0, second.stderr[-2000:]
     got = _spark_rows(read_output(spark, str(out), schema=RESULT_SCHEMA).collect())
     assert got == _in_process(FALLING, "all", paths)
+    # quiet by default: none of Spark's start-up warnings (loopback, native Hadoop, profile)
+    assert not [line for line in second.stderr.splitlines() if " WARN " in line or "log4j" in line]
 
 
 def _shop_log(path, events: int, seed: int) -> None:

@@ -143,6 +143,9 @@ def _job_arguments(job: argparse.ArgumentParser) -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
     )
     job.add_argument(
+        "--verbose", action="store_true", help="Spark's own logging (default: errors only)"
+    )
+    job.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -159,7 +162,7 @@ def _session(args):
         if not sep:
             raise ValueError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
-    return session(args.master, conf=conf, remote=args.remote)
+    return session(args.master, conf=conf, remote=args.remote, quiet=not args.verbose)
 
 
 def _units(spark, args):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,18 +13,25 @@ if TYPE_CHECKING:
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
+LOG4J = Path(__file__).with_name("log4j2.properties")  # errors only
+
+
 def session(
     master: str | None = None,
     app_name: str = "xcep",
     conf: dict | None = None,
     remote: str | None = None,
+    quiet: bool = True,
 ) -> SparkSession:
     """A Spark session (an existing one is reused): ``local[*]`` unless ``master`` says
     otherwise, the web UI off, Python workers on this interpreter (where xcep is
     installed), the RocksDB state store for streaming state. ``conf``: more Spark
     settings, ``{"spark.sql.shuffle.partitions": 4}``. ``remote``: a Spark Connect
     session instead (``sc://host:15002``, or ``local[2]`` for a local Connect server),
-    with the settings a Connect client may change."""
+    with the settings a Connect client may change. ``quiet``: the JVM logs errors only
+    (``log4j2.properties`` beside this module; Spark's own warnings at start-up —
+    loopback address, native Hadoop — are noise for a command line), and a local
+    master binds to the loopback address (``SPARK_LOCAL_IP``, unless set)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - depends on the installation
@@ -38,6 +46,10 @@ def session(
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         "spark.sql.session.timeZone": "UTC",
     }
+    if quiet:
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J.as_uri()}"
+        if (master or "local").startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings.update({key: str(value) for key, value in (conf or {}).items()})
     if remote is not None:
         spark = SparkSession.builder.remote(remote).getOrCreate()
