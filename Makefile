@@ -58,8 +58,10 @@ test: lint
 bench: $(STAMP)
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[peers]'
 	$(PY) -m bench events
+	$(PY) -m bench formats
 	$(PY) -m bench xpush
 	$(PY) -m bench xpush-kernels
+	$(PY) -m bench xpush-families
 	$(PY) -m bench xseq
 	$(PY) -m bench xseq-opt
 	$(PY) -m bench xseq-multi
