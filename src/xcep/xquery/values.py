@@ -280,17 +280,13 @@ def serialize_element(elem: ET.Element) -> str:
 
 
 def _qualified(elem: ET.Element) -> str:
-    try:
-        return ET.tostring(element_of_tree(elem), encoding="unicode").replace(" />", "/>")
-    except RecursionError:
-        raise XQueryError("a result with namespaces nests too deep to write", "SENR0001") from None
-
-
-def element_of_tree(elem: ET.Element) -> ET.Element:
-    """A shallow-enough copy for ElementTree: the element without its tail."""
+    """ElementTree's writing (it chooses the prefixes), of a shallow copy without the tail."""
     copied = copy.copy(elem)
     copied.tail = None
-    return copied
+    try:
+        return ET.tostring(copied, encoding="unicode").replace(" />", "/>")
+    except RecursionError:
+        raise XQueryError("a result with namespaces nests too deep to write", "SENR0001") from None
 
 
 def serialize(item) -> str:

@@ -333,7 +333,7 @@ class XsclEngine:
         for template, rid in registered.rows:
             shared = self.rows.get(rid, [])
             shared[:] = [row for row in shared if row.registered is not registered]
-            self._plans, self._plan_rows = {}, 0
+            self._forget_plans()
             if shared or rid not in self.rows:
                 continue  # other queries use the row (or a direction removed it already)
             del self._shared[self._key_of.pop(rid)]
@@ -437,7 +437,7 @@ class XsclEngine:
             self.rows[rid] = []
         directed = _Row(registered, swapped, [(s, position[(s, v)]) for s, v in outputs])
         self.rows[rid].append(directed)
-        self._plans, self._plan_rows = {}, 0
+        self._forget_plans()
         registered.rows.append((template, rid))
 
     @staticmethod
@@ -741,6 +741,10 @@ class XsclEngine:
             append((key, GroupedResult(ids, match)))
         return out
 
+    def _forget_plans(self) -> None:
+        """The queries changed, or the plans hold ``PLAN_BUDGET`` rows: they go."""
+        self._plans, self._plan_rows = {}, 0
+
     def _ids_by_order(self) -> np.ndarray:
         """The query ids as an array indexed by order (None where a query went)."""
         if self._id_array is None:
@@ -768,10 +772,9 @@ class XsclEngine:
             ids += dict.fromkeys(query_id for _, query_id in queries)
             orders = np.fromiter((order for order, _ in queries), np.int64, len(queries))
             plan.append((swapped, pick, sides, queries, ids, orders))
+        if self._plan_rows + len(rids) > PLAN_BUDGET:
+            self._forget_plans()
         self._plan_rows += len(rids)
-        if self._plan_rows > PLAN_BUDGET:
-            self._plans.clear()
-            self._plan_rows = len(rids)
         self._plans[rids] = plan
         return plan
 
