@@ -1,6 +1,7 @@
 """The plain path fast path (xcep.xseq.paths) equals the reference evaluator and the
-automaton on random paths of child and descendant steps, Kleene-* groups and a last
-text() or attribute step, over random documents cut into small batches."""
+automaton on random paths of child and descendant steps with predicates, Kleene-*
+groups and a last text() or attribute step, over random documents cut into small
+batches."""
 
 from __future__ import annotations
 
@@ -15,6 +16,27 @@ from xcep.events import EventStream, parse
 from xcep.xseq import XSeqEngine, evaluate
 from xcep.xseq.paths import PlainPath
 
+# predicates the path runtime decides itself (xcep.xseq.atoms): on attributes, children,
+# texts and the element's own string value, combined with and, or and not
+PREDICATES = (
+    "@x",
+    "@x = 2",
+    "@x > 1",
+    "3 > @x",
+    "@k = 'p'",
+    "not(@k = 'q')",
+    "@x = 1 or @k = 'p'",
+    "b",
+    "a/@x >= 2",
+    "*/b",
+    ". = 't'",
+    ". = 7",
+    "text() = 'u'",
+    "not(c)",
+    "b and @x != 4",
+    "c/text() = 't' or a/b",
+)
+
 
 @st.composite
 def steps(draw, size: int) -> str:
@@ -22,6 +44,8 @@ def steps(draw, size: int) -> str:
     for _ in range(size):
         axis = draw(st.sampled_from(("/", "/", "//")))
         out += axis + draw(st.sampled_from((*TAGS, "*")))
+        if draw(st.integers(0, 2)) == 0:
+            out += f"[{draw(st.sampled_from(PREDICATES))}]"
     return out
 
 
@@ -68,6 +92,12 @@ def test_plain_paths_equal_reference_and_automaton(query, text, values_only, bat
         "//parlist//keyword",
         "/site//item/name/text()",
         "/site/*/*/@id",
+        "/site/regions/*/item[location = 'United States']/name/text()",
+        "//open_auction[bidder/increase > 10 and not(reserve)]/@id",
+        "/site/people/person[profile/@income > 50000]/name",
+        "//person[@id = 'person0']//text()",
+        "/site[people/person]/regions//item[@featured]/@id",  # held: the whole document
+        "//*[. = 'Creditcard']",
     ],
 )
 def test_xmark_paths_at_every_batch_size(data_dir, query: str) -> None:
@@ -116,13 +146,15 @@ def _skipping(path, size: int):
 @pytest.mark.parametrize(
     ("query", "why"),
     [
-        ("//a[@x]", "the step"),
+        ("//a[.//b]", "the predicate"),
+        ("//a[parent::a]", "the predicate"),
+        ("//a[@x = @k]", "the predicate"),
         ("//a/..", "the step"),
         ("//a \\ b", "the step"),
         ("//a/text()[. = 'u']", "the step"),
         ("//$X", "the variable"),
         ("return $X from //$X", "child steps"),  # not a plain path, nor a flat sequence
-        ("return count($X) from //$X where $X@x = 1", "child steps"),
+        ("return count($X) from //$X where $X@x = @k", "child steps"),
         ("return count($X), count($X@x) from //$X", "child steps"),  # @x: not every node
     ],
 )

@@ -114,6 +114,22 @@ class EventBatch:
                 start = i
         yield docs[start], start, len(docs)
 
+    @staticmethod
+    def join(batches: list) -> EventBatch:
+        """Consecutive batches of one stream as one batch."""
+        first = batches[0]
+        joined = EventBatch(
+            first.symbols, array("q"), array("B"), array("i"), [], array("i"), array("q")
+        )
+        for batch in batches:
+            joined.docs.extend(batch.docs)
+            joined.kinds.extend(batch.kinds)
+            joined.names.extend(batch.names)
+            joined.values.extend(batch.values)
+            joined.depths.extend(batch.depths)
+            joined.nodes.extend(batch.nodes)
+        return joined
+
     def slice(self, start: int, end: int) -> EventBatch:
         """The events ``start:end`` as a batch of their own (same symbols)."""
         part = slice(start, end)

@@ -1,18 +1,24 @@
-"""Plain paths: the XSeq engine's fast path for node-set queries without predicates.
+"""Plain paths: the XSeq engine's path runtime for node-set queries, predicates included.
 
-A from clause of child and descendant steps with names or ``*``, Kleene-*
-groups of such steps, and optionally a last ``text()`` or ``@name`` step, with
-no variables, predicates or return clause (``//parlist/listitem
-(/parlist/listitem)*``), selects exactly the elements whose root-to-node
-sequence of names is in a regular language: ``/n`` reads ``n``, ``//n`` reads
-any names then ``n``, ``*`` any name. ``PlainPath`` builds that
-language's automaton (an NFA over names, determinized lazily: states are sets
-of NFA states, the transition table is a numpy array filled on first use, as
-in RE2), and ``PlainPathRun`` runs it a whole batch at a time:
+A from clause of child and descendant steps with names or ``*`` and step
+predicates, Kleene-* groups of such steps, and optionally a last ``text()``
+or ``@name`` step, with no variables or return clause (``//parlist/listitem
+(/parlist/listitem)*``, ``/stocks/transaction[@company = 'DAGM']/@price``),
+selects exactly the elements whose root-to-node sequence of (name, predicate
+outcomes) is in a regular language: ``/n`` reads ``n``, ``//n`` reads any
+names then ``n``, ``*`` any name, ``n[p]`` an ``n`` whose mask satisfies
+``p`` (``atoms.py`` decides a batch's masks). ``PlainPath`` builds that
+language's automaton (an NFA over names with guarded moves, determinized
+lazily over (name, mask) symbols: states are sets of NFA states, the
+transition table is a numpy array filled on first use, as in RE2), and
+``PlainPathRun`` runs it a whole batch at a time:
 
 - numpy finds each open's parent (the last open one level up, level by level)
   and looks the open's DFA state up from its parent's state and its name;
   the states of the elements still open when a batch ends carry over;
+- an element whose move waits on a predicate decided at its close and that is
+  still open when the batch ends holds the events from its open until it
+  closes (``PlainPathRun.undecided``);
 - a selected element is serialized from its events (only the events inside
   selected elements are visited one by one), text and attribute steps take
   the event's value; rows come out in document order, each as soon as its
@@ -30,19 +36,23 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from xcep.events import ATTR, CLOSE, OPEN, TEXT
+from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
+from xcep.xseq.atoms import Guards, masks
 from xcep.xseq.semantics import Analysis, NotFast
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 ANY = None  # the label of a wildcard or descendant move
 TABLE_BUDGET = 1 << 24  # transition table entries (64 MB) before it is started afresh
+MAX_ATOMS = 24  # predicate atoms a path may have (bits of an element's mask)
 
 
 class _Nfa:
-    """Thompson's construction over element names; ``moves[s]`` = [(name or ANY, t)]."""
+    """Thompson's construction over element names; ``moves[s]`` = [(name or ANY, guard, t)]
+    where ``guard`` is None or a function of the element's predicate mask (``atoms.py``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, guards: Guards) -> None:
+        self.guards = guards
         self.moves: list[list] = []
         self.empty: list[list] = []  # ε-moves
 
@@ -72,16 +82,16 @@ class _Nfa:
             isinstance(path, A.Step)
             and path.kind == A.ELEMENT
             and path.axis in (A.CHILD, A.DESCENDANT)
-            and not path.preds
         ):
             raise NotFast(f"the step {A.to_text(path)!r}")
+        guard = self.guards.guard(path)
         if path.axis == A.DESCENDANT:
             below = self.state()
             self.empty[start].append(below)
-            self.moves[below].append((ANY, below))
+            self.moves[below].append((ANY, None, below))
             start = below
         end = self.state()
-        self.moves[start].append((None if path.name == A.WILDCARD else path.name, end))
+        self.moves[start].append((None if path.name == A.WILDCARD else path.name, guard, end))
         return end
 
     def closure(self, states) -> frozenset:
@@ -140,17 +150,28 @@ class PlainPath:
             self.select, steps = ("@", last.name), steps[:-1]
         if not steps:
             raise NotFast("a path without an element step")
-        nfa = _Nfa()
+        nfa = _Nfa(Guards())
         start = nfa.state()
         self.final = nfa.build(A.Seq(tuple(steps)), start)
         self.nfa = nfa
+        self.atoms = nfa.guards.atoms  # the predicates' atoms: bit i of a mask is atoms[i]
+        if len(self.atoms) > MAX_ATOMS:
+            raise NotFast(f"more than {MAX_ATOMS} predicate atoms")
+        # labels: the names the path tests, then OTHER for every other name
+        named = {want for moves in nfa.moves for want, _, _ in moves if want is not ANY}
+        self.labels: list = [*sorted(named), ANY]
+        self.other = len(self.labels) - 1
+        # symbols: (label, mask) pairs as table columns; with no atoms, symbol = label
+        self.symbols = [(label, 0) for label in range(len(self.labels))]
+        self.symbol_ids = {label << MAX_ATOMS: label for label in range(len(self.labels))}
         self.sets: list[frozenset] = []  # DFA state -> NFA states
         self.ids: dict[frozenset, int] = {}
         self.accepting: list[bool] = []
         self.start = self._intern(nfa.closure([start]))
-        self.table = np.full((1, 1), -1, dtype=np.int32)  # [state, name id] -> state
+        self.table = np.full((1, 1), -1, dtype=np.int32)  # [state, symbol] -> state
         self.flushes = 0
         self.dead = self._intern(frozenset())
+        self._subtree: dict = {}  # (state, label) -> whether the move reads a subtree atom
 
     def _intern(self, states: frozenset) -> int:
         found = self.ids.get(states)
@@ -160,9 +181,45 @@ class PlainPath:
             self.accepting.append(self.final in states)
         return found
 
-    def moves(self, states: np.ndarray, names: np.ndarray, table: list) -> np.ndarray:
-        """The DFA states after ``names`` from ``states`` (element-wise), table filled lazily."""
-        rows, cols = max(len(self.sets), int(states.max()) + 1), len(table)
+    def label_table(self, names: list) -> np.ndarray:
+        """Name id -> label, for a stream's symbol table (``names``); then OTHER for text."""
+        index = {label: i for i, label in enumerate(self.labels[:-1])}
+        return np.array([index.get(name, self.other) for name in names] + [self.other], np.int64)
+
+    def symbols_of(self, labels: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """The table column of each (label, mask) pair."""
+        if not self.atoms:
+            return labels
+        keys = labels << MAX_ATOMS | masks
+        unique, inverse = np.unique(keys, return_inverse=True)
+        ids, symbols = self.symbol_ids, self.symbols
+        columns = []
+        for key in unique.tolist():
+            found = ids.get(key)
+            if found is None:
+                found = ids[key] = len(symbols)
+                symbols.append((key >> MAX_ATOMS, key & ((1 << MAX_ATOMS) - 1)))
+            columns.append(found)
+        return np.array(columns, dtype=np.int64)[inverse.reshape(-1)]
+
+    def reads_subtree(self, state: int, label: int) -> bool:
+        """Whether the move from ``state`` on an element of ``label`` depends on an atom that
+        is only known at the element's close."""
+        key = (state, label)
+        found = self._subtree.get(key)
+        if found is None:
+            name = self.labels[label]
+            found = self._subtree[key] = any(
+                guard is not None and guard.subtree and (want is ANY or want == name)
+                for s in self.sets[state]
+                for want, guard, _ in self.nfa.moves[s]
+            )
+        return found
+
+    def moves(self, states: np.ndarray, symbols: np.ndarray) -> np.ndarray:
+        """The DFA states after ``symbols`` from ``states`` (element-wise), table filled
+        lazily."""
+        rows, cols = max(len(self.sets), int(states.max()) + 1), len(self.symbols)
         height, width = self.table.shape
         if height < rows or width < cols:  # more states or names: double what is short
             shape = (
@@ -176,24 +233,25 @@ class PlainPath:
                 grown = np.full(shape, -1, np.int32)
                 grown[:height, :width] = self.table
                 self.table = grown
-        found = self.table[states, names]
+        found = self.table[states, symbols]
         missing = found < 0
         if missing.any():
-            pairs = zip(states[missing].tolist(), names[missing].tolist(), strict=True)
-            for state, name in set(pairs):
-                label = table[name]
+            pairs = zip(states[missing].tolist(), symbols[missing].tolist(), strict=True)
+            for state, symbol in set(pairs):
+                label, mask = self.symbols[symbol]
+                name = self.labels[label]
                 after = set()
                 for s in self.sets[state]:
-                    for want, t in self.nfa.moves[s]:
-                        if want is ANY or want == label:
+                    for want, guard, t in self.nfa.moves[s]:
+                        if (want is ANY or want == name) and (guard is None or guard(mask)):
                             after.add(t)
                 target = self._intern(self.nfa.closure(after))
                 if self.table.shape[0] <= target:  # a new state: room for its row
                     grown = np.full((2 * self.table.shape[0], self.table.shape[1]), -1, np.int32)
                     grown[: self.table.shape[0]] = self.table
                     self.table = grown
-                self.table[state, name] = target
-            found = self.table[states, names]
+                self.table[state, symbol] = target
+            found = self.table[states, symbols]
         return found
 
     def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
@@ -286,10 +344,20 @@ class PlainPathRun:
         self.writing: list[_Writer] = []  # the selected elements still open
         self.before = np.zeros(1, dtype=np.int32)  # carry as it was when the batch began
         self.count = 0  # select count: the selected elements closed so far
+        self.held: list = []  # batches from the open of an element a predicate waits on
+        self.held_at = (0, 0)  # (document, depth) of that element
+        self.labels = np.zeros(0, dtype=np.int64)  # name id -> label (and OTHER last)
+        self.mapped = None  # the symbol table ``labels`` was made for, and its size
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
         queue = self.queue
         for batch in batches:
+            if self.held:
+                self.held.append(batch)
+                if not self.closes_held(batch):
+                    continue
+                batch = EventBatch.join(self.held)
+                self.held = []
             self.batch(batch)
             while queue:
                 head = queue[0]
@@ -300,8 +368,23 @@ class PlainPathRun:
                 else:
                     break
         queue.clear()  # what is left never closed: its document was cut short
+        self.held = []
         if final and self.p.select == "count":
             yield [self.count] * self.p.terms
+
+    def closes_held(self, batch) -> bool:
+        """Whether ``batch`` closes the held element (or leaves its document, cut short)."""
+        doc, depth = self.held_at
+        kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
+        depths = np.frombuffer(batch.depths, dtype=np.int32)
+        docs = np.frombuffer(batch.docs, dtype=np.int64)
+        return bool(((kinds == _CLOSE) & (depths == depth)).any() or (docs != doc).any())
+
+    def label_table(self, symbols) -> np.ndarray:
+        if self.mapped is not symbols or len(self.labels) != len(symbols.names) + 1:
+            self.labels = self.p.label_table(symbols.names)
+            self.mapped = symbols
+        return self.labels
 
     def batch(self, batch) -> None:
         p = self.p
@@ -317,14 +400,32 @@ class PlainPathRun:
             carry.append(p.dead)
         self.before = np.array(carry, dtype=np.int32)
         parents = _owner_at_depth(opens, depths, opens, open_depths - 1)
+        labels = self.label_table(batch.symbols)[names[opens]]
+        if p.atoms:
+            found = masks(p.atoms, batch, (kinds, depths, names), opens, parents)
+            symbols = p.symbols_of(labels, found)
+        else:
+            symbols = labels
+        levels = []
         for d in range(1, top + 1):  # a level's parents are known before it
             here = np.flatnonzero(open_depths == d)
+            levels.append(here)
             if not len(here):
                 continue
             above = _pick(states, parents[here], self.before[d - 1])
-            labels = names[opens[here]]
-            states[here] = p.moves(above.astype(np.int32), labels, batch.symbols.names)
-            carry[d] = int(states[here[-1]])
+            states[here] = p.moves(above.astype(np.int32), symbols[here])
+        cut = self.undecided(batch, kinds, depths, opens, parents, states, labels)
+        if cut is not None:  # hold the events from there until the element closes
+            self.held = [batch.slice(cut, len(kinds))]
+            self.held_at = (batch.docs[cut], int(depths[cut]))
+            batch = batch.slice(0, cut)
+            kinds, depths, names = kinds[:cut], depths[:cut], names[:cut]
+            kept = int(np.searchsorted(opens, cut))
+            opens, states = opens[:kept], states[:kept]
+            levels = [here[here < kept] for here in levels]
+        for d, here in enumerate(levels, start=1):
+            if len(here):
+                carry[d] = int(states[here[-1]])
         accepting = np.array(p.accepting, dtype=bool)
         if p.select == "count":  # the selected elements that closed (as the automaton counts)
             closes = np.flatnonzero(kinds == _CLOSE)
@@ -342,6 +443,29 @@ class PlainPathRun:
             if len(found):  # an attribute follows its element's open, in the same batch
                 owners = _pick(states, _last_before(opens, found), p.dead)
                 self.values(batch, found[accepting[owners]])
+
+    def undecided(self, batch, kinds, depths, opens, parents, states, labels) -> int | None:
+        """The event position of the outermost element still open when the batch ends
+        whose move depends on a predicate it has not closed to decide, or None."""
+        if not self.p.atoms or not len(opens):
+            return None
+        docs = batch.docs
+        last = len(kinds) - 1
+        inside = int(depths[last]) - (0 if kinds[last] == _OPEN else 1)
+        if inside <= 0:
+            return None
+        at = _owner_at_depth(opens, depths, np.array([last]), np.array([inside]))[0]
+        chain = []  # the elements open at the end that opened in this batch, innermost first
+        while at >= 0 and docs[opens[at]] == docs[last]:
+            chain.append(at)
+            at = parents[at]
+        cut = None
+        for at in chain:  # outermost last: it wins
+            parent = parents[at]
+            above = int(states[parent]) if parent >= 0 else int(self.before[depths[opens[at]] - 1])
+            if self.p.reads_subtree(above, int(labels[at])):
+                cut = int(opens[at])
+        return cut
 
     def enclosing(self, opens, depths, states, events, want) -> np.ndarray:
         """The DFA state of the element at depth ``want`` around each of ``events``: the last
