@@ -65,6 +65,25 @@ def plain_paths(draw) -> str:
         )
         terms = draw(st.sampled_from(("count($V)", "count($V), count($V)")))
         return f"return {terms} from {path}{axis}$V{where}"
+    if draw(st.integers(0, 3)) == 0:  # rows of one variable's fields, children, or aggregates
+        axis = draw(st.sampled_from(("/", "//")))
+        pred = draw(st.sampled_from(("", "", "[@x > 1]", "[b]")))
+        where = draw(st.sampled_from(("", " where $V@k = 'p'", " where $V/b or $V@x = 3")))
+        terms = draw(
+            st.sampled_from(
+                (
+                    "$V@x",
+                    "$V@x, $V@k",
+                    "$V/text(), $V/b/@x",
+                    "$V/a/text()",
+                    "$V",
+                    "$V/b, tag($V)",
+                    "max($V@x), count($V)",
+                    "count($V@x), $V@k",
+                )
+            )
+        )
+        return f"return {terms} from {path}{axis}$V{pred}{where}"
     last = draw(st.sampled_from(("", "", "/text()", "/@x", "/@k")))
     return path + last
 
@@ -153,9 +172,9 @@ def _skipping(path, size: int):
         ("//a \\ b", "the step"),
         ("//a/text()[. = 'u']", "the step"),
         ("//$X", "the variable"),
-        ("return $X from //$X", "child steps"),  # not a plain path, nor a flat sequence
+        ("return first($Y)@x from //$X (/$Y)*", "child steps"),  # nor a flat sequence
         ("return count($X) from //$X where $X@x = @k", "child steps"),
-        ("return count($X), count($X@x) from //$X", "child steps"),  # @x: not every node
+        ("return $X, $Y from //$X/$Y", "child steps"),  # two variables
     ],
 )
 def test_paths_that_are_not_plain_say_why(query: str, why: str) -> None:

@@ -112,7 +112,7 @@ class Guards:
         return self._atom(on, left.path, op, right.value, cond)
 
     def _atom(self, on, path, op, const, cond):
-        steps, end = _relative(path, cond)
+        steps, end = relative_path(path, cond)
         atom = Atom(on, steps, end, op, const)
         index = self._ids.get(atom.key())
         if index is None:
@@ -152,7 +152,7 @@ def _or(left, right):
     return lambda mask: left(mask) or right(mask)
 
 
-def _relative(path, cond) -> tuple:
+def relative_path(path, cond) -> tuple:
     """(child element names, end) of a predicate's relative path, or NotFast."""
     items = list(path.items) if isinstance(path, A.Seq) else [path]
     if len(items) == 1 and _is(items[0], A.SELF, A.NODE):
@@ -176,46 +176,55 @@ def masks(atoms: list[Atom], batch, arrays, opens, parents) -> np.ndarray:
     """The mask of every open element of ``batch``: bit i set when ``atoms[i]`` holds on it.
     ``arrays`` = (kinds, depths, names) as numpy; ``parents[j]`` = the position in ``opens``
     of open j's parent (-1: it opened in an earlier batch)."""
-    kinds, depths, names = arrays
-    open_names = names[opens]
     mask = np.zeros(len(opens), dtype=np.int64)
-    if not len(opens):
-        return mask
-    symbols = batch.symbols
     for index, atom in enumerate(atoms):
-        ids = [None if s is None else symbols.get(s) for s in atom.steps]
-        on = None if atom.on is None else symbols.get(atom.on)
-        if (atom.on is not None and on is None) or any(
-            s is not None and i is None for s, i in zip(atom.steps, ids, strict=True)
-        ):
-            continue  # a name the stream never had: no element has the path
-        if atom.end.startswith("@"):
-            name = symbols.get(atom.end[1:])
-            if name is None:
-                continue
-            found = np.flatnonzero((kinds == _ATTR) & (names == name))
-            owners = np.searchsorted(opens, found) - 1  # an attribute follows its open
-            values = _values(batch.values, found)
-        elif atom.end == TEXT_END:
-            found = np.flatnonzero(kinds == _TEXT)
-            owners = _owner(opens, depths, found)
-            values = _values(batch.values, found)
-        else:  # the elements themselves: the last step's, or the predicated one (.)
-            owners = _named(open_names, ids[-1] if ids else on)
-            values = None if atom.op is None else string_values(batch, kinds, opens[owners])
-        keep = owners >= 0
-        for name in reversed(ids):  # from the owner up to the predicated element
-            owners = np.where(keep, owners, 0)
-            if name is not None:
-                keep &= open_names[owners] == name
-            owners = np.where(keep, parents[owners], -1)
-            keep &= owners >= 0
-        if on is not None:
-            keep &= open_names[np.maximum(owners, 0)] == on
+        owners, keep, values = reach(atom, batch, arrays, opens, parents, atom.op is not None)
         if values is not None:
             keep &= atom.holds(values)
         mask[owners[keep]] |= 1 << index
     return mask
+
+
+def reach(path, batch, arrays, opens, parents, with_values: bool) -> tuple:
+    """The nodes ``path`` (an ``Atom`` or a ``Field``: ``on``, ``steps``, ``end``) ends on
+    in ``batch``: for each, the position in ``opens`` of the element the path starts from
+    (``owners``), whether it is reached (``keep``), and (``with_values``) its value."""
+    kinds, depths, names = arrays
+    open_names = names[opens]
+    symbols = batch.symbols
+    ids = [None if s is None else symbols.get(s) for s in path.steps]
+    on = None if path.on is None else symbols.get(path.on)
+    end = path.end
+    values = None
+    if (
+        not len(opens)
+        or (path.on is not None and on is None)
+        or any(s is not None and i is None for s, i in zip(path.steps, ids, strict=True))
+        or (end.startswith("@") and symbols.get(end[1:]) is None)
+    ):  # a name the stream never had: no element has the path
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.astype(bool), [] if with_values else None
+    if end.startswith("@"):
+        found = np.flatnonzero((kinds == _ATTR) & (names == symbols.get(end[1:])))
+        owners = np.searchsorted(opens, found) - 1  # an attribute follows its open
+        values = _values(batch.values, found) if with_values else None
+    elif end == TEXT_END:
+        found = np.flatnonzero(kinds == _TEXT)
+        owners = _owner(opens, depths, found)
+        values = _values(batch.values, found) if with_values else None
+    else:  # the elements themselves: the last step's, or the predicated one (.)
+        owners = _named(open_names, ids[-1] if ids else on)
+        values = string_values(batch, kinds, opens[owners]) if with_values else None
+    keep = owners >= 0
+    for name in reversed(ids):  # from the owner up to the element the path starts from
+        owners = np.where(keep, owners, 0)
+        if name is not None:
+            keep &= open_names[owners] == name
+        owners = np.where(keep, parents[owners], -1)
+        keep &= owners >= 0
+    if on is not None:
+        keep &= open_names[np.maximum(owners, 0)] == on
+    return owners, keep, values
 
 
 def _named(open_names: np.ndarray, name) -> np.ndarray:

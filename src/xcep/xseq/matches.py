@@ -122,9 +122,14 @@ def node_output(node: Node, values_only: bool):
 def term_values(analysis: Analysis, expr, binding: Binding, values_only: bool) -> list:
     """The values of one output expression for one match."""
     env = make_env(analysis, binding, iteration=False)
-    if isinstance(expr, A.VarRef):
+    if isinstance(expr, A.VarRef) and not _is_field(expr.path):
         return [node_output(n, values_only) for n in ref_nodes(expr, env)]
     return [format_number(v) if isinstance(v, float) else v for v in values(expr, None, env)]
+
+
+def _is_field(path) -> bool:
+    """Whether a reference's path is one named attribute (its values are its strings)."""
+    return type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != A.WILDCARD
 
 
 def _single(analysis: Analysis, expr) -> bool:

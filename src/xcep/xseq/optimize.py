@@ -22,8 +22,9 @@ from a ``Query`` to an equivalent ``Query`` on the documents the schema describe
   attributes are read with their open tag.)
 - **Opt-3, the where clause** (``where``). A conjunct ``tag($X) = 'n'`` becomes the
   node test of ``$X``'s step (a run reaches only ``n`` elements instead of every
-  element, checking later), and a conjunct on ``$X``'s own attributes alone
-  (``$X@price > 100``) becomes a predicate of the step. These need no schema.
+  element, checking later), and a conjunct that reads only ``$X``'s own subtree
+  (``$X@price > 100``, ``$X/note or $X@sold``) becomes a predicate of the step.
+  These need no schema.
 
 ``optimize(query, schema, level)``: ``none``, one of them, or ``all``. The schema is
 a ``Dtd`` or a ``LearnedSchema`` (``xcep.schema``); answers are the same on every
@@ -194,7 +195,7 @@ def chain_below(context: str, name: str, schema) -> list[str] | None:
 def where_into_steps(query: A.Query) -> A.Query:
     """Opt-3: where-clause conjuncts about one variable's own node become its step's
     node test (``tag($X) = 'n'``; ``tag($X) = 'a' or tag($X) = 'b'``: a union of the
-    step with each name) or predicates (``$X@a op constant``)."""
+    step with each name) or predicates (conditions that read only ``$X``'s subtree)."""
     if query.where is None:
         return query
     steps: dict = {}  # var -> its one step on every path of a match (None: not so)
@@ -279,29 +280,34 @@ def _tag_names(cond) -> tuple:
     return None, None
 
 
+_LOCAL = A.Compare | A.Arith | A.Const | A.VarRef | A.Step | A.And | A.Or | A.Not
+_BELOW = (A.SELF, A.CHILD, A.ATTRIBUTE, A.DESCENDANT, A.DESCENDANT_OR_SELF)
+
+
 def _about_one_step(cond) -> tuple:
     """(variable, {element names}, None) for ``tag($X) = 'n'`` (or a disjunction of
-    them); (variable, None, predicate) for a comparison of ``$X``'s attributes with
-    constants; (None, None, None) else."""
+    them); (variable, None, predicate) for a condition that reads only ``$X``'s own
+    subtree (``$X@a > 3``, ``$X/b or not($X/c/text() = 'x')``, ``$X = 't'``); (None,
+    None, None) else."""
     var, names = _tag_names(cond)
     if var is not None:
         return var, names, None
     refs = [n for n in A.walk(cond) if isinstance(n, A.VarRef)]
-    if not refs or not isinstance(cond, A.Compare):
+    if not refs:
         return None, None, None
     var = refs[0].var
     for node in A.walk(cond):
-        if not isinstance(node, A.Compare | A.Arith | A.Const | A.VarRef | A.Step):
+        if not isinstance(node, _LOCAL):
             return None, None, None
-        if isinstance(node, A.VarRef) and not (
-            node.var == var
-            and node.func is None
-            and isinstance(node.path, A.Step)
-            and node.path.axis == A.ATTRIBUTE
-        ):
+        if isinstance(node, A.VarRef) and (node.var != var or node.func is not None):
+            return None, None, None
+        if isinstance(node, A.Step) and (node.axis not in _BELOW or node.var):
             return None, None, None
 
-    predicate = A.map_condition(
-        cond, lambda n: A.RelPath(n.path, n.pos) if isinstance(n, A.VarRef) else None
-    )
-    return var, None, predicate
+    def relative(node):
+        if not isinstance(node, A.VarRef):
+            return None
+        path = node.path if node.path is not None else A.Step(A.SELF, A.NODE, A.WILDCARD)
+        return A.RelPath(path, node.pos)
+
+    return var, None, A.map_condition(cond, relative)

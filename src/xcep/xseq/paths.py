@@ -38,7 +38,9 @@ import numpy as np
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
-from xcep.xseq.atoms import Guards, masks
+from xcep.xseq.atoms import ELEMENT, Guards, masks, reach, relative_path
+from xcep.xseq.dom import TEXT_NODE, Node
+from xcep.xseq.matches import Aggregator, Binding, output_row
 from xcep.xseq.semantics import Analysis, NotFast
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
@@ -104,6 +106,53 @@ class _Nfa:
         return frozenset(seen)
 
 
+READS_BELOW = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
+
+
+def _check_rows(analysis: Analysis, last, variables: list) -> None:
+    """NotFast unless the return clause reads only the last step's variable, one node of
+    it per match, and only inside that node's subtree (its fields, children, text)."""
+    if not (isinstance(last, A.Step) and last.var and variables == [last.var]):
+        raise NotFast("a return clause over other than the last step's variable")
+    if last.var in analysis.kleene or analysis.per_match or analysis.iteration:
+        raise NotFast("a return clause with conditions per match")
+    for term in analysis.query.returns:
+        for node in A.walk(term.expr):
+            if isinstance(node, A.VarRef) and (node.func or node.var != last.var):
+                raise NotFast(f"the term {A.to_text(node)!r}")
+            if isinstance(node, A.Step) and node.axis not in READS_BELOW:
+                raise NotFast(f"the term {term.text or A.to_text(term.expr)!r}")
+
+
+class Field:
+    """A return term read straight from the events: ``$X`` then child steps and a last
+    ``@name`` or ``text()`` (``atoms.reach`` finds its nodes)."""
+
+    __slots__ = ("end", "on", "steps")
+
+    def __init__(self, steps: tuple, end: str) -> None:
+        self.on, self.steps, self.end = None, steps, end
+
+
+def _fields(analysis: Analysis) -> list[Field] | None:
+    """The return clause as fields, when every term is one (and the mode is rows)."""
+    if analysis.mode != "rows":
+        return None
+    fields = []
+    for term in analysis.query.returns:
+        expr = term.expr
+        if term.aggregate or expr.__class__ is not A.VarRef or expr.path is None:
+            return None
+        try:
+            steps, end = relative_path(expr.path, expr)
+        except NotFast:
+            return None
+        if end == ELEMENT:
+            return None
+        fields.append(Field(steps, end))
+    return fields
+
+
 class PlainPath:
     """A compiled plain path: the lazy DFA over names, and what the last step selects."""
 
@@ -114,8 +163,10 @@ class PlainPath:
         steps = list(query.path.items) if isinstance(query.path, A.Seq) else [query.path]
         last = steps[-1]
         variables = [n.var for n in A.walk(query.path) if isinstance(n, A.Step) and n.var]
-        self.select = "element"  # or "text", ("@", attribute), or "count"
+        self.analysis = analysis
+        self.select = "element"  # or "text", ("@", attribute), "count" or "rows"
         self.terms = 0
+        self.fields = None  # select rows: the terms as fields read from the events, or None
         if analysis.mode == "aggregate":  # return count($X) from …/$X: count the nodes
             counts = [  # count($X): the number of nodes of $X in a match
                 t.expr
@@ -127,18 +178,20 @@ class PlainPath:
             ]
             counted = {ref.var for ref in counts}
             ends = last.items if isinstance(last, A.Union) else (last,)  # Opt-3's tag() union
-            if not (
-                len(counts) == len(query.returns)
-                and len(counted) == 1
+            if len(counts) == len(query.returns) and not (
+                len(counted) == 1
                 and all(isinstance(end, A.Step) for end in ends)
                 and len(variables) == len(ends)
                 and {end.var for end in ends} == counted
             ):
                 raise NotFast("a return clause other than count() of the last step's variable")
-            self.select, self.terms = "count", len(query.returns)
-        elif analysis.mode != "nodes":
-            raise NotFast("a return clause with values")
-        elif variables:
+            if len(counts) == len(query.returns):
+                self.select, self.terms = "count", len(query.returns)
+        if analysis.mode != "nodes" and self.select != "count":
+            _check_rows(analysis, last, variables)
+            self.select = "rows"
+            self.fields = _fields(analysis)
+        elif variables and self.select != "count":
             raise NotFast(f"the variable ${variables[0]}")
         if isinstance(last, A.Step) and last.kind == A.TEXT:
             if last.axis != A.CHILD or last.preds:
@@ -265,6 +318,49 @@ class PlainPath:
         }
 
 
+class _Capture:
+    """One selected element built as a node (``dom.Node``, attributes kept raw until read)
+    from its events; its row is the return clause's terms over it, as the automaton
+    gives them."""
+
+    __slots__ = ("doc", "node", "tags")
+
+    def __init__(self, doc: int) -> None:
+        self.doc = doc
+        self.tags: list[Node] = []  # the open elements, innermost last
+        self.node = None
+
+    def feed(self, batch, start: int, end: int) -> bool:
+        """Events ``start:end`` of ``batch``; True once the element closed."""
+        kinds, names, values, ids = batch.kinds, batch.names, batch.values, batch.nodes
+        table, tags, doc = batch.symbols.names, self.tags, self.doc
+        for i in range(start, end):
+            kind = kinds[i]
+            if kind == _ATTR:
+                tags[-1].raw.append((table[names[i]], values[i], ids[i]))
+            elif kind == _TEXT:
+                top = tags[-1]
+                text = Node(TEXT_NODE, None, doc, ids[i], top)
+                text.value = values[i]
+                top.children.append(text)
+            elif kind == _OPEN:
+                parent = tags[-1] if tags else None
+                node = Node.element(table[names[i]], doc, ids[i], parent, [])
+                if parent is None:
+                    self.node = node
+                else:
+                    parent.children.append(node)
+                tags.append(node)
+            else:
+                tags.pop().closed = True
+                if not tags:
+                    return True
+        return False
+
+    def binding(self, analysis: Analysis) -> Binding:
+        return Binding.empty(analysis).bind(0, self.node, False)
+
+
 class _Writer:
     """The serialization (or string value) of one selected element, fed its events."""
 
@@ -350,7 +446,10 @@ class PlainPathRun:
         self.mapped = None  # the symbol table ``labels`` was made for, and its size
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
-        queue = self.queue
+        queue, analysis = self.queue, self.p.analysis
+        aggregator = None
+        if self.p.select == "rows" and analysis.mode != "rows":
+            aggregator = Aggregator(analysis, self.values_only)
         for batch in batches:
             if self.held:
                 self.held.append(batch)
@@ -363,14 +462,22 @@ class PlainPathRun:
                 head = queue[0]
                 if head.__class__ is tuple:
                     yield queue.popleft()[1]
-                elif not head.tags:  # a selected element that closed
-                    yield queue.popleft().row()
-                else:
+                elif head.tags:  # a selected element still open: the rows after it wait
                     break
+                elif head.__class__ is _Writer:
+                    yield queue.popleft().row()
+                elif aggregator is not None:
+                    aggregator.add(None, queue.popleft().binding(analysis))
+                else:
+                    node = queue[0].node
+                    binding = queue.popleft().binding(analysis)
+                    yield output_row(analysis, binding, node, self.values_only)
         queue.clear()  # what is left never closed: its document was cut short
         self.held = []
         if final and self.p.select == "count":
             yield [self.count] * self.p.terms
+        elif final and aggregator is not None:
+            yield from aggregator.rows()
 
     def closes_held(self, batch) -> bool:
         """Whether ``batch`` closes the held element (or leaves its document, cut short)."""
@@ -431,8 +538,13 @@ class PlainPathRun:
             closes = np.flatnonzero(kinds == _CLOSE)
             closed = self.enclosing(opens, depths, states, closes, depths[closes])
             self.count += int(accepting[closed].sum())
-        elif p.select == "element":
-            self.elements(batch, opens[accepting[states]].tolist(), list(batch.document_runs()))
+        elif p.select in ("element", "rows"):
+            chosen = np.flatnonzero(accepting[states])
+            ready = {}
+            if p.fields is not None and len(chosen):
+                arrays = (kinds, depths, names)
+                ready = self.field_rows(batch, arrays, opens, parents[: len(opens)], chosen)
+            self.elements(batch, opens[chosen].tolist(), list(batch.document_runs()), ready)
         elif p.select == "text":
             found = np.flatnonzero(kinds == _TEXT)
             owners = self.enclosing(opens, depths, states, found, depths[found] - 1)
@@ -472,7 +584,41 @@ class PlainPathRun:
         open at that depth in this batch, or the one carried from an earlier batch."""
         return _pick(states, _owner_at_depth(opens, depths, events, want), self.before[want])
 
-    def elements(self, batch, selected: list, runs: list) -> None:
+    def field_rows(self, batch, arrays, opens, parents, chosen) -> dict:
+        """The rows of the selected elements that close in the batch, by open position,
+        their terms read by ``atoms.reach`` (the others are built as nodes)."""
+        kinds, depths, _ = arrays
+        docs = np.frombuffer(batch.docs, dtype=np.int64)
+        at = opens[chosen]
+        closed = np.zeros(len(at), dtype=bool)
+        level = depths[at]
+        for d in np.unique(level).tolist():  # its close: the first close at its depth after it
+            closes = np.flatnonzero((kinds == _CLOSE) & (depths == d))
+            mine = np.flatnonzero(level == d)
+            spot = np.searchsorted(closes, at[mine])
+            found = spot < len(closes)
+            close = closes[np.minimum(spot, len(closes) - 1)] if len(closes) else spot
+            closed[mine] = found & (docs[close] == docs[at[mine]]) if len(closes) else False
+        done = chosen[closed]
+        if not len(done):
+            return {}
+        columns = []
+        for field in self.p.fields:
+            owners, keep, values = reach(field, batch, arrays, opens, parents, True)
+            by_owner: dict = {}
+            for owner, value in zip(owners[keep].tolist(), _kept(values, keep), strict=True):
+                by_owner.setdefault(owner, []).append(value if value is not None else "")
+            columns.append(by_owner)
+        rows = {}
+        for j in done.tolist():
+            row = []
+            for by_owner in columns:
+                found = by_owner.get(j)
+                row.append(None if found is None else found[0] if len(found) == 1 else found)
+            rows[int(opens[j])] = row
+        return rows
+
+    def elements(self, batch, selected: list, runs: list, ready: dict) -> None:
         """Feed the open selected elements their events, start the new ones."""
         ends = {doc: (start, end) for doc, start, end in runs}
         size = len(batch.kinds)
@@ -482,8 +628,13 @@ class PlainPathRun:
             if start != 0 or (not writer.feed(batch, 0, end) and end < size):
                 broken.add(writer.doc)  # its document ended before the element closed
         docs = batch.docs
+        rows = self.p.select == "rows"
         for i in selected:
-            writer = _Writer(docs[i], self.values_only)
+            row = ready.get(i)
+            if row is not None:  # its row is known: read from the events
+                self.queue.append((docs[i], row))
+                continue
+            writer = _Capture(docs[i]) if rows else _Writer(docs[i], self.values_only)
             self.queue.append(writer)
             self.writing.append(writer)
             end = ends[docs[i]][1]
@@ -501,6 +652,10 @@ class PlainPathRun:
         """Rows for the selected text or attribute events."""
         values, docs = batch.values, batch.docs
         self.queue.extend((docs[i], [values[i]]) for i in chosen.tolist())
+
+
+def _kept(values: list, keep: np.ndarray) -> list:
+    return [value for value, kept in zip(values, keep.tolist(), strict=True) if kept]
 
 
 def _owner_at_depth(opens, depths, found, want) -> np.ndarray:
