@@ -16,20 +16,21 @@ that ends inside such an element is held back until the element closes (the
 caller's business: ``subtree`` says which atoms need it).
 
 Comparisons follow ``xcep.xseq.values`` (existential, numeric when both sides
-read as numbers); each distinct value is compared once (``Atom.cache``).
+read as numbers), specialized to the constant (``comparison``).
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from xcep.events import ATTR, CLOSE, TEXT
 from xcep.xseq import ast as A
 from xcep.xseq.semantics import NotFast
-from xcep.xseq.values import compare_one
+from xcep.xseq.values import COMPARISONS, as_string, to_number
 
 _ATTR, _TEXT, _CLOSE = int(ATTR), int(TEXT), int(CLOSE)
-CACHE_LIMIT = 1 << 16  # distinct values remembered per atom before it starts afresh
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 ELEMENT, TEXT_END = "element", "text"  # what an atom's path ends on (else "@name")
 
@@ -37,7 +38,7 @@ ELEMENT, TEXT_END = "element", "text"  # what an atom's path ends on (else "@nam
 class Atom:
     """One existence test or comparison of a relative path, on elements named ``on``."""
 
-    __slots__ = ("cache", "const", "end", "on", "op", "steps", "subtree")
+    __slots__ = ("const", "end", "on", "op", "steps", "subtree", "test")
 
     def __init__(self, on, steps: tuple, end: str, op: str | None, const) -> None:
         self.on = on  # the name the predicated step tests, None for '*'
@@ -45,25 +46,37 @@ class Atom:
         self.end = end  # ELEMENT (the last step's element, or '.'), TEXT_END or '@name'
         self.op, self.const = op, const
         self.subtree = bool(steps) or not end.startswith("@")  # decided at the close
-        self.cache: dict = {}
+        self.test = None if op is None else comparison(op, const)
 
     def key(self) -> tuple:
         return (self.on, self.steps, self.end, self.op, self.const)
 
     def holds(self, values: list) -> np.ndarray:
-        """For each value, whether the comparison holds (existence: always)."""
-        if self.op is None:
-            return np.ones(len(values), dtype=bool)
-        cache, op, const = self.cache, self.op, self.const
-        if len(cache) > CACHE_LIMIT:
-            cache.clear()
-        out = []
-        for value in values:
-            found = cache.get(value)
-            if found is None:
-                found = cache[value] = compare_one(op, value if value is not None else "", const)
-            out.append(found)
-        return np.array(out, dtype=bool)
+        """For each value (a string or None), whether the comparison holds."""
+        test = self.test
+        return np.array([test(value or "") for value in values], dtype=bool)
+
+
+def comparison(op: str, const):
+    """``value -> compare_one(op, value, const)`` for string values, made short: with a
+    constant that is not a number the comparison is of strings; with a number it is
+    numeric when the value reads as one."""
+    number = to_number(const)
+    if number is None:
+        text = as_string(const)
+        return functools.partial(COMPARISONS[FLIPPED[op]], text)  # text op' value
+    compare = COMPARISONS[op]
+
+    def test(value: str) -> bool:
+        try:
+            found = float(value)
+        except ValueError:
+            return compare(value, as_string(const))
+        if found - found != 0 or "_" in value:  # inf, nan, 1_000: not numbers here
+            return compare(value, as_string(const))
+        return compare(found, number)
+
+    return test
 
 
 class Guards:
