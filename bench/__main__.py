@@ -14,6 +14,7 @@ from bench import (
     xseq,
     xseq_multi,
     xseq_opt,
+    xseq_paths,
     xseq_xpath,
 )
 
@@ -27,6 +28,7 @@ BENCHMARKS = {
     "xseq-opt": xseq_opt.run,
     "xseq-multi": xseq_multi.run,
     "xseq-xpath": xseq_xpath.run,
+    "xseq-paths": xseq_paths.run,
     "xquery": xquery.run,
     "xscl": xscl.run,
     "xscl-stream": xscl_stream.run,

@@ -137,9 +137,12 @@ def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
     out.write("".join(f"{name:<{width}}  {value:>12}\n" for name, value in rows))
 
 
-def _read_inputs(args, stdout: TextIO, stderr: TextIO, consume: Callable, **source_options) -> int:
+def _read_inputs(
+    args, stdout: TextIO, stderr: TextIO, consume: Callable, on_wait=None, **source_options
+) -> int:
     """Open the inputs as one event stream, hand its batches to ``consume``, apply --errors.
-    The output is flushed whenever a live input (a pipe) makes the stream wait."""
+    The output is flushed (``on_wait``, else ``stdout.flush``) whenever a live input (a
+    pipe) makes the stream wait."""
     reporter = ErrorReporter(args.errors, stderr)
     inputs = expand_inputs(args.inputs or ["-"], args.input_format)
     bar = _progress_bar(inputs, stderr, args.progress)
@@ -147,7 +150,7 @@ def _read_inputs(args, stdout: TextIO, stderr: TextIO, consume: Callable, **sour
         inputs,
         errors=reporter.policy,
         progress=bar.update if bar is not None else None,
-        on_wait=stdout.flush,
+        on_wait=on_wait or stdout.flush,
         max_depth=args.max_depth,
         keep_raw=reporter.deadletter is not None,
         **source_options,
@@ -288,18 +291,47 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         else:
             stdout.write(engine.explain() + "\n")
         return EXIT_OK
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    rows = _RowWriter(stdout)
 
     def consume(stream: EventStream) -> None:
+        add = rows.add
         for row in engine.run(stream.batches()):
-            stdout.write(dumps(row) + "\n")
+            add(row)
+        rows.write()
         if args.stats:
             stats = engine.stats()
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
             print(json.dumps(stats), file=stderr)
 
-    status = _read_inputs(args, stdout, stderr, consume)
+    status = _read_inputs(args, stdout, stderr, consume, on_wait=rows.flush)
     return EXIT_INPUT if invalid else status
+
+
+class _RowWriter:
+    """Rows as JSON Lines, written a chunk at a time (one write per ``CHUNK`` rows), and
+    every pending one before the stream waits on a live input (``flush``)."""
+
+    CHUNK = 512
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.lines: list[str] = []
+        self.dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def add(self, row: list) -> None:
+        lines = self.lines
+        lines.append(self.dumps(row))
+        if len(lines) >= self.CHUNK:
+            self.write()
+
+    def write(self) -> None:
+        if self.lines:
+            self.out.write("\n".join(self.lines) + "\n")
+            self.lines.clear()
+
+    def flush(self) -> None:
+        self.write()
+        self.out.flush()
 
 
 def _subscribe_queries(engine, path: str, strict: bool, stderr: TextIO) -> int | None:

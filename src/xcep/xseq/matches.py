@@ -179,6 +179,22 @@ class Aggregator:
             elif term.aggregate is not None:
                 aggregate.add(term_values(self.analysis, term.expr, binding, self.values_only))
 
+    def add_values(self, key, found: list) -> None:
+        """One match given as the values of each term (``count($X)``: one per node)."""
+        terms = self.analysis.query.returns
+        group = self.groups.get(key)
+        if group is None:
+            firsts = [
+                None if t.aggregate else v[0] if len(v) == 1 else list(v) if v else None
+                for t, v in zip(terms, found, strict=True)
+            ]
+            group = self.groups[key] = [[Aggregate(t.aggregate) for t in terms], firsts]
+        for aggregate, term, values in zip(group[0], terms, found, strict=True):
+            if term.aggregate == "count":
+                aggregate.count += len(values)
+            elif term.aggregate is not None:
+                aggregate.add(values)
+
     def add_counts(self, key, counts: list[list[int]]) -> None:
         """Matches of a return clause of ``count(…)`` terms only, each given as its counts."""
         group = self.groups.get(key)

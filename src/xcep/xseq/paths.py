@@ -135,14 +135,18 @@ class Field:
 
 
 def _fields(analysis: Analysis) -> list[Field] | None:
-    """The return clause as fields, when every term is one (and the mode is rows)."""
-    if analysis.mode != "rows":
-        return None
+    """The return clause as fields, when every term is one: ``$X@a``, ``$X/b/text()``,
+    an aggregate of one, or ``count($X)`` (a field of the element itself, ``end`` None)."""
     fields = []
     for term in analysis.query.returns:
         expr = term.expr
-        if term.aggregate or expr.__class__ is not A.VarRef or expr.path is None:
+        if expr.__class__ is not A.VarRef:
             return None
+        if expr.path is None:
+            if term.aggregate != "count":
+                return None
+            fields.append(Field((), None))
+            continue
         try:
             steps, end = relative_path(expr.path, expr)
         except NotFast:
@@ -461,7 +465,10 @@ class PlainPathRun:
             while queue:
                 head = queue[0]
                 if head.__class__ is tuple:
-                    yield queue.popleft()[1]
+                    if aggregator is None:
+                        yield queue.popleft()[1]
+                    else:  # a match's values, term by term
+                        aggregator.add_values(None, queue.popleft()[1])
                 elif head.tags:  # a selected element still open: the rows after it wait
                     break
                 elif head.__class__ is _Writer:
@@ -604,17 +611,24 @@ class PlainPathRun:
             return {}
         columns = []
         for field in self.p.fields:
+            if field.end is None:  # count($X): the element itself
+                columns.append(dict.fromkeys(done.tolist(), (True,)))
+                continue
             owners, keep, values = reach(field, batch, arrays, opens, parents, True)
             by_owner: dict = {}
             for owner, value in zip(owners[keep].tolist(), _kept(values, keep), strict=True):
                 by_owner.setdefault(owner, []).append(value if value is not None else "")
             columns.append(by_owner)
         rows = {}
+        raw = self.p.analysis.mode != "rows"  # for the aggregator: each term's values
         for j in done.tolist():
             row = []
             for by_owner in columns:
-                found = by_owner.get(j)
-                row.append(None if found is None else found[0] if len(found) == 1 else found)
+                found = by_owner.get(j, ())
+                if raw:
+                    row.append(found)
+                else:
+                    row.append(found[0] if len(found) == 1 else list(found) if found else None)
             rows[int(opens[j])] = row
         return rows
 
