@@ -189,11 +189,11 @@ class Aggregator:
                 for t, v in zip(terms, found, strict=True)
             ]
             group = self.groups[key] = [[Aggregate(t.aggregate) for t in terms], firsts]
-        for aggregate, term, values in zip(group[0], terms, found, strict=True):
+        for aggregate, term, term_found in zip(group[0], terms, found, strict=True):
             if term.aggregate == "count":
-                aggregate.count += len(values)
+                aggregate.count += len(term_found)
             elif term.aggregate is not None:
-                aggregate.add(values)
+                aggregate.add(term_found)
 
     def add_counts(self, key, counts: list[list[int]]) -> None:
         """Matches of a return clause of ``count(…)`` terms only, each given as its counts."""
