@@ -37,6 +37,7 @@ compares this path with the reference evaluator and with the automaton.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -566,13 +567,18 @@ class _StepSource:
         self.namespace: dict = {"_identity": _identity}
         self.lines: list[str] = []
         self.fresh = 0
+        self.reads_match = False  # whether the condition just made reads the partial match
+        self.hoisted: dict = {}  # a condition on e and p alone -> its variable, in one step
+        self.in_loop = False  # making the blocks of the loop over the partial matches
 
     def build(self):
         p = self.p
         out = self.lines
         out += ["def make_step(emit):", "    def step(lst, e):", "        p = lst.pred"]
         out += ["        new = []", "        found = []", "        new_append = new.append"]
-        out += ["        found_append = found.append", "        for j, regs in lst.threads:"]
+        out += ["        found_append = found.append", "        #hoisted"]
+        out += ["        for j, regs in lst.threads:"]
+        self.in_loop = True
         n = len(p.items)
         for j in range(n):
             targets = [j] if p.items[j].star else []
@@ -586,6 +592,10 @@ class _StepSource:
             for k in targets:
                 self.block(j, k, "regs", "                ")
         out.append("            pass")
+        self.in_loop = False
+        names = list(self.hoisted.values())
+        at = out.index("        #hoisted")
+        out[at] = f"        {' = '.join(names)} = None" if names else "        pass"
         empty = self.constant(tuple(None for _ in p.analysis.variables))
         self.block(-1, 0, empty, "        ")
         if p.varless:
@@ -623,11 +633,18 @@ class _StepSource:
             out.append(f"{pad}    break")
         self.state = self.known(j)
         for pred in item.preds:
-            if not self.test(self.condition(pred, True, regs), pad):
+            if not self.test(self.fresh_condition(pred, True, regs), pad):
                 return
         before = self.state
         self.state = self.known(k)
-        bound = regs
+        bound = f"r{k}" if item.slot is not None else regs
+        later = []  # the conditions that read the partial match: after it is made
+        for cond in item.conds:  # those on e and p alone first: a failed one costs no tuple
+            expr = self.fresh_condition(cond, True, bound)
+            if self.reads_match:
+                later.append(expr)
+            elif not self.test(expr, pad):
+                return
         if item.slot is not None:
             slot, width = item.slot, len(p.analysis.variables)
             if item.star:
@@ -645,15 +662,15 @@ class _StepSource:
                 value if i == slot else "None" if before[i] == "no" else f"{regs}[{i}]"
                 for i in range(width)
             ]
-            bound = f"r{k}"
             out.append(f"{pad}{bound} = ({', '.join(fields)},)")
-        for cond in item.conds:
-            if not self.test(self.condition(cond, True, bound), pad):
+        for expr in later:
+            self.reads_match = True
+            if not self.test(expr, pad):
                 return
         held = sum(1 for at in p.settle if at <= j)
         settled = sum(1 for at in p.settle if at <= k)
         for c in range(held, settled):
-            if not self.test(self.condition(p.per_match[c], False, bound), pad):
+            if not self.test(self.fresh_condition(p.per_match[c], False, bound), pad):
                 return
         out.append(f"{pad}new_append(({k}, {bound}))")
         if k >= p.last_mandatory:
@@ -689,12 +706,22 @@ class _StepSource:
         return f"(0 if {regs}[{slot}] is None else 1)"
 
     def test(self, expr: str, pad: str) -> bool:
-        """A guard of the block; False when it always fails (the rest of the block is dead)."""
+        """A guard of the block; False when it always fails (the rest of the block is dead).
+        A guard on the element and its predecessor alone (``$X@price < prev($X)@price``)
+        is computed once per step, on first use, not once per partial match."""
         if expr == "True":
             return True
         if expr == "False":
             self.lines.append(f"{pad}break")
             return False
+        if self.in_loop and not self.reads_match:
+            key = re.sub(r"\b([ab])\d+\b", r"\1", expr)  # the same test, other names
+            name = self.hoisted.get(key)
+            if name is None:
+                name = self.hoisted[key] = f"h{len(self.hoisted)}"
+            self.lines.append(f"{pad}if {name} is None:")
+            self.lines.append(f"{pad}    {name} = bool({expr})")
+            expr = name
         self.lines.append(f"{pad}if not ({expr}):")
         self.lines.append(f"{pad}    break")
         return True
@@ -723,6 +750,7 @@ class _StepSource:
             return f"e[3][{at}]"
         if slot in p.kleene_slots and expr.func not in ("first", "last"):
             return None  # all of a Kleene-* variable's nodes
+        self.reads_match = True
         node = f"{regs}[{slot}]"
         if slot in p.kleene_slots:
             node += "[0]" if expr.func == "first" else "[1]"
@@ -732,6 +760,11 @@ class _StepSource:
         if known == "yes":
             return f"{node}[3][{at}]"
         return f"(None if {regs}[{slot}] is None else {node}[3][{at}])"
+
+    def fresh_condition(self, cond, iteration: bool, regs: str) -> str:
+        """``condition``, noting in ``reads_match`` whether it reads the partial match."""
+        self.reads_match = False
+        return self.condition(cond, iteration, regs)
 
     def condition(self, cond, iteration: bool, regs: str) -> str:
         """Source for a condition's effective boolean value ("True"/"False" when known)."""
@@ -762,5 +795,6 @@ class _StepSource:
         if isinstance(cond, A.Not):
             arg = self.condition(cond.arg, iteration, regs)
             return {"True": "False", "False": "True"}.get(arg, f"(not {arg})")
+        self.reads_match = True
         closure = self.constant(self.p._condition(cond, iteration))
         return f"{closure}({regs}, e, p)"
