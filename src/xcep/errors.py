@@ -79,6 +79,11 @@ class QueryError(XcepError):
         return f"{where} {self.column}: {self.message}"
 
 
+class StateError(XcepError, ValueError):
+    """A run state that cannot be saved, or saved bytes that cannot be restored here
+    (another query, another version, or not a snapshot at all)."""
+
+
 class TextFileError(XcepError):
     """A query, filter or schema file that is not UTF-8 text: names the file, the line
     and the column of the first bad byte."""

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
+from xcep.errors import StateError
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
 from xcep.xseq.conditions import MemberConditions
@@ -35,9 +36,11 @@ from xcep.xseq.matches import (
 )
 from xcep.xseq.optimize import optimize
 from xcep.xseq.parser import parse_query
-from xcep.xseq.paths import PlainPath
+from xcep.xseq.paths import PlainPath, PlainPathRun
+from xcep.xseq.runs import XSeqRun
+from xcep.xseq.runs import load as load_run
 from xcep.xseq.semantics import Analysis, NotFast, analyze
-from xcep.xseq.sequence import SequencePattern
+from xcep.xseq.sequence import SequencePattern, SequenceRun
 from xcep.xseq.vpa import Vpa, compile_to_vpa
 
 PENDING = None
@@ -1158,6 +1161,31 @@ class XSeqEngine:
             lines.append(f"not a {kind}: {self.fast_path}")
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
+
+    @property
+    def resumable(self) -> bool:
+        """Whether ``start``/``resume`` serve this query (its runtime can be saved)."""
+        return isinstance(self.fast_path, SequencePattern | PlainPath)
+
+    def fingerprint(self) -> tuple:
+        """What a saved run must have been made by: the query and the options."""
+        path = A.to_text(self.analysis.path)  # as the optimizer left it
+        kind = type(self.fast_path).__name__
+        return (self.analysis.query.text, path, self.selection, self.values_only, kind)
+
+    def start(self) -> XSeqRun:
+        """A run fed batch by batch, whose state ``snapshot()`` saves (``xseq/runs.py``)."""
+        if not self.resumable:
+            raise StateError(
+                "this query runs on the pushdown automaton, whose run cannot be fed "
+                f"piecewise or saved yet ({self.fast_path})"
+            )
+        kind = PlainPathRun if isinstance(self.fast_path, PlainPath) else SequenceRun
+        return XSeqRun(self, kind(self.fast_path, self.values_only))
+
+    def resume(self, data: bytes) -> XSeqRun:
+        """The run that ``XSeqRun.snapshot()`` saved, going on where it stopped."""
+        return load_run(self, data)
 
     def run(self, batches: Iterable[EventBatch], final: bool = True) -> Iterator[list]:
         """The output rows, each as soon as it is known (aggregates at the end).

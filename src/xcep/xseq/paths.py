@@ -448,43 +448,80 @@ class PlainPathRun:
         self.held_at = (0, 0)  # (document, depth) of that element
         self.labels = np.zeros(0, dtype=np.int64)  # name id -> label (and OTHER last)
         self.mapped = None  # the symbol table ``labels`` was made for, and its size
+        self.aggregator = None  # select rows, an aggregate return clause
+        if path.select == "rows" and path.analysis.mode != "rows":
+            self.aggregator = Aggregator(path.analysis, values_only)
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
-        queue, analysis = self.queue, self.p.analysis
-        aggregator = None
-        if self.p.select == "rows" and analysis.mode != "rows":
-            aggregator = Aggregator(analysis, self.values_only)
         for batch in batches:
-            if self.held:
-                self.held.append(batch)
-                if not self.closes_held(batch):
-                    continue
-                batch = EventBatch.join(self.held)
-                self.held = []
-            self.batch(batch)
-            while queue:
-                head = queue[0]
-                if head.__class__ is tuple:
-                    if aggregator is None:
-                        yield queue.popleft()[1]
-                    else:  # a match's values, term by term
-                        aggregator.add_values(None, queue.popleft()[1])
-                elif head.tags:  # a selected element still open: the rows after it wait
-                    break
-                elif head.__class__ is _Writer:
-                    yield queue.popleft().row()
-                elif aggregator is not None:
-                    aggregator.add(None, queue.popleft().binding(analysis))
-                else:
-                    node = queue[0].node
-                    binding = queue.popleft().binding(analysis)
-                    yield output_row(analysis, binding, node, self.values_only)
-        queue.clear()  # what is left never closed: its document was cut short
+            yield from self.feed(batch)
+        yield from self.end(final)
+
+    def feed(self, batch) -> list:
+        """The rows known once ``batch`` is read, in document order."""
+        if self.held:
+            self.held.append(batch)
+            if not self.closes_held(batch):
+                return []
+            batch = EventBatch.join(self.held)
+            self.held = []
+        self.batch(batch)
+        queue, analysis, aggregator = self.queue, self.p.analysis, self.aggregator
+        rows: list = []
+        while queue:
+            head = queue[0]
+            if head.__class__ is tuple:
+                if aggregator is None:
+                    rows.append(queue.popleft()[1])
+                else:  # a match's values, term by term
+                    aggregator.add_values(None, queue.popleft()[1])
+            elif head.tags:  # a selected element still open: the rows after it wait
+                break
+            elif head.__class__ is _Writer:
+                rows.append(queue.popleft().row())
+            elif aggregator is not None:
+                aggregator.add(None, queue.popleft().binding(analysis))
+            else:
+                node = queue[0].node
+                binding = queue.popleft().binding(analysis)
+                rows.append(output_row(analysis, binding, node, self.values_only))
+        return rows
+
+    def end(self, final: bool) -> list:
+        """The stream ends (``final``) or stops here: what never closed is dropped (its
+        document was cut short); the counts and aggregates, when ``final``."""
+        self.queue.clear()
         self.held = []
         if final and self.p.select == "count":
-            yield [self.count] * self.p.terms
-        elif final and aggregator is not None:
-            yield from aggregator.rows()
+            return [[self.count] * self.p.terms]
+        if final and self.aggregator is not None:
+            return self.aggregator.rows()
+        return []
+
+    def state(self) -> dict:
+        """What the run has read, as plain data (DFA states as their NFA state sets: the
+        lazily numbered states of another process differ)."""
+        sets = self.p.sets
+        return {
+            "carry": [sets[state] for state in self.carry],
+            "queue": list(self.queue),
+            "writing": self.writing,
+            "count": self.count,
+            "held": self.held,
+            "held_at": self.held_at,
+            "groups": None if self.aggregator is None else self.aggregator.groups,
+        }
+
+    def restore(self, state: dict) -> PlainPathRun:
+        intern = self.p._intern
+        self.carry = [intern(states) for states in state["carry"]]
+        self.queue = deque(state["queue"])
+        self.writing = state["writing"]
+        self.count = state["count"]
+        self.held, self.held_at = state["held"], state["held_at"]
+        if self.aggregator is not None:
+            self.aggregator.groups = state["groups"]
+        return self
 
     def closes_held(self, batch) -> bool:
         """Whether ``batch`` closes the held element (or leaves its document, cut short)."""

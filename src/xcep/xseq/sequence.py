@@ -355,30 +355,10 @@ class SequenceRun:
         self.lists: dict = {}  # partition key -> _List
         self.counts: dict = {}  # count-only return clauses: partition key -> the counts
         self.made = 0  # lists seen
-
-    def new_list(self, key) -> _List:
-        self.made += 1
-        terms = len(self.p.count_refs or ())
-        return _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
-
-    # events
-    def run(self, batches: Iterable, final: bool) -> Iterator[list]:
-        p = self.p
-        names_path = p.list_path
-        depth_of_list = len(names_path)
-        attribute = p.partition_attribute
-        attributes = {name: at for (kind, name), at in p.fields.items() if kind == "@"}
-        children = {name: at for (kind, name), at in p.fields.items() if kind == "/"}
-        deepest = depth_of_list + (2 if children else 0)  # down to the children's text
-        at_close = attribute is None or bool(children)  # step an element at its close
-        keep_raw = not p.count_only
-        ok = [True] * (depth_of_list + 1)  # ok[d]: the open element at depth d is on the path
-        current: _List | None = None  # the list of the open parent (no partition by)
-        pending = None  # the open list element: [doc, ident, tag, values, raw, node, children]
-        pending_list = child = None
-        doc = None
-        step = self.p.make_step(self.emit)
-        width = len(p.fields)
+        fields = pattern.fields.items()
+        self.attributes = {name: at for (kind, name), at in fields if kind == "@"}
+        self.children = {name: at for (kind, name), at in fields if kind == "/"}
+        self.step = pattern.make_step(self.emit)
         numbers: dict = {}  # attribute value -> to_number(value), a cache
 
         def pair(value: str) -> tuple:
@@ -389,93 +369,159 @@ class SequenceRun:
                 number = numbers[value] = to_number(value)
             return (value, number)
 
+        self.pair = pair
+        # the cursor: where the run is in the stream
+        self.ok = [True] * (len(pattern.list_path) + 1)  # the open element at depth d is on
+        self.current: _List | None = None  # the list of the open parent (no partition by)
+        self.pending = None  # the open list element: [doc, ident, tag, values, raw, …]
+        self.pending_list = self.child = self.doc = None
+
+    def new_list(self, key) -> _List:
+        self.made += 1
+        terms = len(self.p.count_refs or ())
+        return _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
+
+    # events
+    def run(self, batches: Iterable, final: bool) -> Iterator[list]:
         for batch in batches:
-            table = batch.symbols.names
-            symbols = batch.symbols  # name ids: .get does not add a name
-            key_id = symbols.get(attribute, -2) if attribute is not None else -2
-            wanted_ids = {symbols[n]: at for n, at in attributes.items() if n in symbols}
-            kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
-            depths = np.frombuffer(batch.depths, dtype=np.int32)
-            if children:
-                wanted_kinds = kinds != _ATTR
-            else:
-                wanted_kinds = (kinds == _OPEN) | (kinds == _CLOSE) if at_close else kinds == _OPEN
-            picked = np.flatnonzero((depths <= deepest) & wanted_kinds)
-            kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
-            docs, nodes = batch.docs, batch.nodes
-            size = len(kinds_)
-            for i in picked.tolist():
-                depth, kind = depths_[i], kinds_[i]
-                if docs[i] != doc:  # a new document (the last may have been cut short)
-                    doc, pending, current, child = docs[i], None, None, None
-                if depth > depth_of_list:  # inside a list element: the children's text
-                    if pending is None:
-                        continue
-                    if depth == depth_of_list + 1:
-                        if kind == _OPEN:
-                            at = children.get(table[names[i]])
-                            child = None if at is None else (at, table[names[i]], nodes[i], [])
-                        elif kind == _CLOSE and child is not None:
-                            pending[3][child[0]] += [pair(v) for v, _ in child[3]]
-                            if keep_raw:
-                                pending[6].append(child[1:])
-                            child = None
-                    elif kind == _TEXT and child is not None:
-                        child[3].append((values[i], nodes[i]))
+            yield from self.feed(batch)
+        yield from self.end(final)
+
+    def cursor(self) -> dict:
+        """Where the run is in the stream (plain data, with ``lists`` and ``counts``)."""
+        return {
+            "ok": self.ok,
+            "current": self.current,
+            "pending": self.pending,
+            "pending_list": self.pending_list,
+            "child": self.child,
+            "doc": self.doc,
+        }
+
+    def state(self) -> dict:
+        """What the run has read, as plain data."""
+        return {
+            "lists": self.lists,
+            "counts": self.counts,
+            "made": self.made,
+            "cursor": self.cursor(),
+            "groups": None if self.aggregator is None else self.aggregator.groups,
+        }
+
+    def restore(self, state: dict) -> SequenceRun:
+        self.lists, self.counts, self.made = state["lists"], state["counts"], state["made"]
+        for name, value in state["cursor"].items():
+            setattr(self, name, value)
+        if self.aggregator is not None:
+            self.aggregator.groups = state["groups"]
+        return self
+
+    def feed(self, batch) -> list:
+        """The rows known once ``batch`` is read."""
+        p = self.p
+        names_path = p.list_path
+        depth_of_list = len(names_path)
+        attribute = p.partition_attribute
+        attributes, children = self.attributes, self.children
+        deepest = depth_of_list + (2 if children else 0)  # down to the children's text
+        at_close = attribute is None or bool(children)  # step an element at its close
+        keep_raw = not p.count_only
+        ok = self.ok  # ok[d]: the open element at depth d is on the path
+        current = self.current  # the list of the open parent (no partition by)
+        pending = self.pending  # the open list element: [doc, ident, tag, values, raw, …]
+        pending_list, child, doc = self.pending_list, self.child, self.doc
+        step, pair, width = self.step, self.pair, len(p.fields)
+        table = batch.symbols.names
+        symbols = batch.symbols  # name ids: .get does not add a name
+        key_id = symbols.get(attribute, -2) if attribute is not None else -2
+        wanted_ids = {symbols[n]: at for n, at in attributes.items() if n in symbols}
+        kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
+        depths = np.frombuffer(batch.depths, dtype=np.int32)
+        if children:
+            wanted_kinds = kinds != _ATTR
+        else:
+            wanted_kinds = (kinds == _OPEN) | (kinds == _CLOSE) if at_close else kinds == _OPEN
+        picked = np.flatnonzero((depths <= deepest) & wanted_kinds)
+        kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
+        docs, nodes = batch.docs, batch.nodes
+        size = len(kinds_)
+        for i in picked.tolist():
+            depth, kind = depths_[i], kinds_[i]
+            if docs[i] != doc:  # a new document (the last may have been cut short)
+                doc, pending, current, child = docs[i], None, None, None
+            if depth > depth_of_list:  # inside a list element: the children's text
+                if pending is None:
                     continue
-                if kind == _TEXT:
-                    continue
-                if kind == _CLOSE:
-                    if depth == depth_of_list:
-                        if pending is not None:
-                            step(pending_list, pending)
-                            pending = None
-                    elif depth == depth_of_list - 1 and attribute is None:
-                        current = None
-                    continue
-                name = table[names[i]]
-                want = names_path[depth - 1]
-                ok[depth] = ok[depth - 1] and (want == A.WILDCARD or want == name)
-                if depth < depth_of_list:
-                    if depth == depth_of_list - 1 and attribute is None and ok[depth]:
-                        current = self.new_list(None)
-                    continue
-                if not ok[depth]:
-                    continue
-                found, raw, key = [None] * width, [] if keep_raw else None, None
-                for at in children.values():
-                    found[at] = []
-                j = i + 1
-                while j < size and kinds_[j] == _ATTR:
-                    aid = names[j]
-                    if aid == key_id:
-                        key = values[j]
-                    at = wanted_ids.get(aid)
-                    if at is not None:
-                        found[at] = pair(values[j])
-                    if raw is not None:
-                        raw.append((table[aid], values[j], nodes[j]))
-                    j += 1
-                element = [doc, nodes[i], name, found, raw, None, []]
-                if attribute is not None:
-                    if key is None:
-                        continue  # in no partition
-                    current = self.lists.get(key)
-                    if current is None:
-                        current = self.lists[key] = self.new_list(key)
-                if at_close:  # as the automaton emits then (and its children are read)
-                    pending, pending_list = element, current
-                else:  # a partition's matches are kept if its document breaks
-                    step(current, element)
-            if self.rows:
-                yield from self.rows
-                self.rows.clear()
-        if final and self.aggregator is not None:
-            for key, counts in self.counts.items():
-                if counts[0]:  # a partition with matches
-                    self.aggregator.add_counts(key, [counts[1:]])
-            order = list(self.lists) if attribute is not None else None
-            yield from self.aggregator.rows(order)
+                if depth == depth_of_list + 1:
+                    if kind == _OPEN:
+                        at = children.get(table[names[i]])
+                        child = None if at is None else (at, table[names[i]], nodes[i], [])
+                    elif kind == _CLOSE and child is not None:
+                        pending[3][child[0]] += [pair(v) for v, _ in child[3]]
+                        if keep_raw:
+                            pending[6].append(child[1:])
+                        child = None
+                elif kind == _TEXT and child is not None:
+                    child[3].append((values[i], nodes[i]))
+                continue
+            if kind == _TEXT:
+                continue
+            if kind == _CLOSE:
+                if depth == depth_of_list:
+                    if pending is not None:
+                        step(pending_list, pending)
+                        pending = None
+                elif depth == depth_of_list - 1 and attribute is None:
+                    current = None
+                continue
+            name = table[names[i]]
+            want = names_path[depth - 1]
+            ok[depth] = ok[depth - 1] and (want == A.WILDCARD or want == name)
+            if depth < depth_of_list:
+                if depth == depth_of_list - 1 and attribute is None and ok[depth]:
+                    current = self.new_list(None)
+                continue
+            if not ok[depth]:
+                continue
+            found, raw, key = [None] * width, [] if keep_raw else None, None
+            for at in children.values():
+                found[at] = []
+            j = i + 1
+            while j < size and kinds_[j] == _ATTR:
+                aid = names[j]
+                if aid == key_id:
+                    key = values[j]
+                at = wanted_ids.get(aid)
+                if at is not None:
+                    found[at] = pair(values[j])
+                if raw is not None:
+                    raw.append((table[aid], values[j], nodes[j]))
+                j += 1
+            element = [doc, nodes[i], name, found, raw, None, []]
+            if attribute is not None:
+                if key is None:
+                    continue  # in no partition
+                current = self.lists.get(key)
+                if current is None:
+                    current = self.lists[key] = self.new_list(key)
+            if at_close:  # as the automaton emits then (and its children are read)
+                pending, pending_list = element, current
+            else:  # a partition's matches are kept if its document breaks
+                step(current, element)
+        self.current, self.pending, self.pending_list = current, pending, pending_list
+        self.child, self.doc = child, doc
+        rows, self.rows = self.rows, []
+        return rows
+
+    def end(self, final: bool) -> list:
+        """The aggregates, when the stream ends (``final``)."""
+        if not final or self.aggregator is None:
+            return []
+        for key, counts in self.counts.items():
+            if counts[0]:  # a partition with matches
+                self.aggregator.add_counts(key, [counts[1:]])
+        order = list(self.lists) if self.p.partition_attribute is not None else None
+        return self.aggregator.rows(order)
 
     # outputs
     def emit(self, lst: _List, found: list) -> None:

@@ -1,0 +1,96 @@
+"""XSeq runs fed batch by batch, saved and resumed (xcep.xseq.runs): cut a stream at
+random points, save the run, resume it in a fresh engine, and the rows are the rows of
+the uninterrupted run; damaged or foreign snapshots are refused with a clear error."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.test_xseq_paths import plain_paths
+from tests.test_xseq_sequence import sequence_queries, streams
+from tests.xseq_queries import documents
+
+from xcep.errors import StateError
+from xcep.events import EventStream
+from xcep.xseq import QuerySyntaxError, XSeqEngine
+
+
+def _batches(text: str, size: int) -> list:
+    return list(EventStream([io.BytesIO(text.encode())], batch_size=size).batches())
+
+
+def _cut_and_resumed(query: str, batches: list, cuts: set) -> list:
+    """The rows of a run saved after each batch in ``cuts`` and resumed by a new engine."""
+    run = XSeqEngine(query).start()
+    rows: list = []
+    for i, batch in enumerate(batches):
+        rows += run.feed([batch])
+        if i in cuts:
+            run = XSeqEngine(query).resume(run.snapshot())
+    return rows + run.finish()
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=plain_paths(),
+    text=documents(),
+    size=st.integers(1, 12),
+    cuts=st.sets(st.integers(0, 40), max_size=6),
+)
+def test_path_runs_resume_where_they_stopped(query, text, size, cuts) -> None:
+    engine = XSeqEngine(query)
+    assert engine.resumable
+    batches = _batches(text, size)
+    expected = list(engine.run(iter(batches)))
+    assert _cut_and_resumed(query, batches, cuts) == expected, query
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(query=sequence_queries(), docs=streams(), cuts=st.sets(st.integers(0, 40), max_size=6))
+def test_sequence_runs_resume_where_they_stopped(query, docs, cuts) -> None:
+    try:
+        engine = XSeqEngine(query)
+    except QuerySyntaxError:
+        return
+    batches = _batches("".join(docs), 7)
+    expected = list(engine.run(iter(batches)))
+    assert _cut_and_resumed(query, batches, cuts) == expected, query
+
+
+def test_a_snapshot_is_small_and_does_not_grow_with_the_stream() -> None:
+    """A run keeps states and live matches, not input: its snapshot stays the same size
+    while one document (a root that never closes) goes on and on."""
+    query = "return $T@price from /s/$T where $T@k = 'a'"
+    run = XSeqEngine(query).start()
+    sizes, rows = [], 0
+    for n in range(200):
+        records = "".join(f'<t k="{"ab"[i % 2]}" price="{n}.{i}"/>' for i in range(50))
+        (batch,) = _batches(f"<s>{records}</s>", 10_000)
+        inner = batch.slice(0 if n == 0 else 1, len(batch) - 1)  # the root opens once
+        rows += len(run.feed([inner]))
+        sizes.append(len(run.snapshot()))
+    assert rows == 200 * 25
+    assert max(sizes[100:]) <= max(sizes[:100]) < 2_000
+
+
+def test_the_automaton_and_foreign_snapshots_are_refused() -> None:
+    automaton = XSeqEngine("//a[.//b]")
+    assert not automaton.resumable
+    with pytest.raises(StateError, match="automaton"):
+        automaton.start()
+    run = XSeqEngine("//a/@x").start()
+    (batch,) = _batches('<r><a x="1"/></r>', 10)
+    assert run.feed([batch.slice(0, len(batch) - 1)]) == [["1"]]  # the root still open
+    data = run.snapshot()
+    with pytest.raises(StateError, match="another query"):
+        XSeqEngine("//a/@y").resume(data)
+    with pytest.raises(StateError, match="damaged"):
+        XSeqEngine("//a/@x").resume(data[:-5])
+    with pytest.raises(StateError, match="not an XSeq run snapshot"):
+        XSeqEngine("//a/@x").resume(b"hello")
+    assert run.finish() == []
+    with pytest.raises(StateError, match="finished"):
+        run.feed([])
