@@ -6,6 +6,7 @@ from bench import (
     events,
     formats,
     spark,
+    streaming_state,
     xpush,
     xpush_families,
     xquery,
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "xscl": xscl.run,
     "xscl-stream": xscl_stream.run,
     "spark": spark.run,
+    "streaming-state": streaming_state.run,
     "spark-1gb": spark.run_big,
 }
 

@@ -106,6 +106,7 @@ class Wrapper:
 
     def __init__(self, record_path: str) -> None:
         ancestors = parse_record_path(record_path)[:-1]
+        self.depth = len(ancestors)  # the elements around the records
         self.head = "".join(f"<{name}>" for name in ancestors).encode()
         self.tail = "".join(f"</{name}>" for name in reversed(ancestors)).encode()
 

@@ -1,21 +1,33 @@
 """Partitions in Structured Streaming: per-key engine state in Spark's state store.
 
 ``groupBy(key).transformWithStateInPandas`` with an ``XSeqPartition`` or
-``XQueryPartition`` processor. The state of a partition is what it takes to
-bring its engine back: the partition's records so far (in arrival order) and
-how many output rows were already emitted. Each micro-batch appends the new
-records, replays the partition through the engine (XSeq: ``run(final=False)``)
-and emits only the rows past that count. When a partition has been idle for
-``idle_timeout``, its last rows (XSeq: aggregates, matches waiting to be
-maximal; XQuery: all of its result, a FLWOR's answer depending on all of its
-input) are emitted and its state is dropped. Idle is measured in event time
-(the input files' modification time; an event-time timer at the partition's
-last record plus the timeout), so a job whose input has stopped keeps its
-partitions until newer input comes. The state lives in the checkpoint (RocksDB
-state store), so a restarted query resumes where the last committed
-micro-batch left off, and the file sink's log makes output exactly-once.
-Replaying costs time proportional to a partition's length: the idle timeout
-bounds it.
+``XQueryPartition`` processor. A partition's records arrive over many
+micro-batches and read as one document that goes on (the record path's
+ancestors open once, close when the partition ends).
+
+- **Saved runs** (XSeq queries on the path or flat-sequence runtime,
+  ``XSeqEngine.resumable``): the state is the engine's own run state
+  (``XSeqRun.snapshot()``: open elements, partial matches, pending rows,
+  aggregates) and the number of nodes read so far. Each micro-batch resumes the
+  run, feeds it only the new records and saves it again: its cost depends on
+  the micro-batch, not on the partition's history, and the state's size on
+  the live matches, not on the records read.
+- **Replay** (the other XSeq queries, XQuery): the state is the partition's
+  records so far (in arrival order) and how many output rows were already
+  emitted. Each micro-batch appends the new records, replays the partition
+  through the engine (XSeq: ``run(final=False)``) and emits only the rows past
+  that count; its cost grows with the partition's length, which the idle
+  timeout bounds.
+
+When a partition has been idle for ``idle_timeout``, its last rows (XSeq:
+aggregates, matches waiting to be maximal; XQuery: all of its result, a
+FLWOR's answer depending on all of its input) are emitted and its state is
+dropped. Idle is measured in event time (the input files' modification time;
+an event-time timer at the partition's last record plus the timeout), so a job
+whose input has stopped keeps its partitions until newer input comes. The
+state lives in the checkpoint (RocksDB state store), so a restarted query
+resumes where the last committed micro-batch left off, and the file sink's log
+makes output exactly-once.
 """
 
 from __future__ import annotations
@@ -32,7 +44,14 @@ from xcep.spark.partitions import Wrapper, partition_stream
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-STATE = StructType([StructField("log", BinaryType()), StructField("emitted", LongType())])
+STATE = StructType(
+    [
+        StructField("log", BinaryType()),  # replay: the records so far
+        StructField("emitted", LongType()),  # replay: the rows emitted so far
+        StructField("run", BinaryType()),  # saved runs: the engine's run state
+        StructField("nodes", LongType()),  # saved runs: the nodes read so far
+    ]
+)
 
 
 class PartitionProcessor(StatefulProcessor):
@@ -59,11 +78,10 @@ class PartitionProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         frames = list(rows)
         new = pd.concat(frames).sort_values(["path", "record"]) if frames else None
-        log, emitted = self.state.get() if self.state.exists() else (b"", 0)
-        if new is not None:
-            log += b"".join(new["content"])
-        out = self.rows(key[0], self.wrap([log]), final=False)[emitted:]
-        self.state.update((log, emitted + len(out)))
+        records = list(new["content"]) if new is not None else []
+        state = tuple(self.state.get()) if self.state.exists() else None
+        out, state = self.advance(key[0], records, state, final=False)
+        self.state.update(state)
         if new is not None:
             for timer in self.handle.listTimers():
                 self.handle.deleteTimer(timer)
@@ -73,10 +91,17 @@ class PartitionProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         if self.state.exists():
-            log, emitted = self.state.get()
-            out = self.rows(key[0], self.wrap([log]), final=True)[emitted:]
+            out, _ = self.advance(key[0], [], tuple(self.state.get()), final=True)
             self.state.clear()
             yield pd.DataFrame(out, columns=list(self.columns))
+
+    def advance(self, key: str, records: list, state: tuple | None, final: bool) -> tuple:
+        """(the new rows, the new state) once ``records`` are added (replay: the whole
+        partition again, the rows past those emitted)."""
+        log, emitted = (state[0], state[1]) if state is not None else (b"", 0)
+        log += b"".join(records)
+        out = self.rows(key, self.wrap([log]), final=final)[emitted:]
+        return out, (log, emitted + len(out), None, None)
 
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
         raise NotImplementedError
@@ -101,12 +126,64 @@ class XSeqPartition(PartitionProcessor):
         super().__init__(record_path, idle_timeout_ms, state_ttl_ms)
         self.spec = (query, selection)
 
+    def advance(self, key: str, records: list, state: tuple | None, final: bool) -> tuple:
+        """A saved run when the query's runtime has one (else replay): resumed, fed the
+        new records only, saved again."""
+        from xcep.spark.xseq import _engine
+
+        engine = _engine(self.spec)
+        if not engine.resumable:
+            return super().advance(key, records, state, final)
+        saved, nodes = (state[2], state[3]) if state is not None else (None, 0)
+        run = engine.resume(saved) if saved is not None else engine.start()
+        batch, read = continued(
+            partition_stream(key, self.wrap(records)).batches(),
+            self.wrap.depth,
+            first=saved is None,
+            last=final,
+            nodes=nodes,
+        )
+        rows = run.feed([batch] if batch is not None else [])
+        if final:
+            rows += run.finish()
+        state = (b"", 0, None if final else run.snapshot(), nodes + read)
+        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        return [(None, key, dumps(r), None) for r in rows], state
+
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
         from xcep.spark.xseq import _engine
 
         rows = _engine(self.spec).run(partition_stream(key, document).batches(), final=final)
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         return [(None, key, dumps(r), None) for r in rows]
+
+
+def continued(batches, depth: int, first: bool, last: bool, nodes: int) -> tuple:
+    """(one batch, nodes read) of a wrapped piece of a partition's document as the
+    continuation of what came before: the ancestors' opens only in the ``first`` piece,
+    their closes only in the ``last``, node numbers going on from ``nodes``."""
+    import numpy as np
+
+    from xcep.events import CLOSE, OPEN, EventBatch
+
+    batches = list(batches)
+    if not batches:
+        return None, 0
+    batch = EventBatch.join(batches)
+    kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
+    depths = np.frombuffer(batch.depths, dtype=np.int32)
+    start, end = 0, len(kinds)
+    if not first:  # the ancestors opened in an earlier piece
+        while start < end and kinds[start] == OPEN and depths[start] <= depth:
+            start += 1
+    if not last:  # and close in a later one
+        while end > start and kinds[end - 1] == CLOSE and depths[end - 1] <= depth:
+            end -= 1
+    read = int(np.frombuffer(batch.nodes, dtype=np.int64).max(initial=-1)) + 1
+    batch = batch.slice(start, end)
+    numbers = np.frombuffer(batch.nodes, dtype=np.int64) + nodes
+    batch.nodes = type(batch.nodes)("q", numbers.tobytes())
+    return (batch if len(batch.kinds) else None), read
 
 
 class XQueryPartition(PartitionProcessor):
