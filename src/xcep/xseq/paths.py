@@ -647,11 +647,14 @@ class PlainPathRun:
         if not len(done):
             return {}
         columns = []
+        wanted = np.zeros(len(opens), dtype=bool)
+        wanted[done] = True
         for field in self.p.fields:
             if field.end is None:  # count($X): the element itself
                 columns.append(dict.fromkeys(done.tolist(), (True,)))
                 continue
             owners, keep, values = reach(field, batch, arrays, opens, parents, True)
+            keep &= wanted[np.maximum(owners, 0)]  # only the selected elements' values
             by_owner: dict = {}
             for owner, value in zip(owners[keep].tolist(), _kept(values, keep), strict=True):
                 by_owner.setdefault(owner, []).append(value if value is not None else "")
