@@ -36,9 +36,7 @@ QUERIES = {
         "where $Y@price < prev($Y)@price and first($Y)@price < $Z@price * 0.9 "
         "partition by /stocks/transaction@company"
     ),
-    "automaton, descendant text": (
-        "return $T@price from /stocks/$T where $T/note//text() = 'trade number 7 ok'"
-    ),
+    "automaton, two fields compared": ("return $T@price from /stocks/$T where $T/note = $T/@buyer"),
 }
 
 

@@ -161,14 +161,14 @@ def test_queries_that_are_not_flat_say_why(query: str, why: str) -> None:
     engine = XSeqEngine(query)
     assert not isinstance(engine.fast_path, SequencePattern)
     assert why in engine.fast_path
-    assert "not a flat sequence pattern" in engine.explain()
+    assert "evaluated on the pushdown automaton" in engine.explain()
     assert engine.stats()["evaluator"] == "automaton"
 
 
 def test_only_selection_all_and_the_switch_use_the_fast_path() -> None:
     query = "return count($Z) from /s/$Z (\\ $X)* partition by /s/t@k"
     assert isinstance(XSeqEngine(query).fast_path, SequencePattern)
-    assert "flat sequence" in XSeqEngine(query).explain()
+    assert "flat-sequence runtime" in XSeqEngine(query).explain()
     assert not isinstance(XSeqEngine(query, selection="maximal").fast_path, SequencePattern)
     assert not isinstance(XSeqEngine(query, fast=False).fast_path, SequencePattern)
 
@@ -182,10 +182,10 @@ def test_cli_explains_and_runs_both_evaluators(tmp_path) -> None:
     query = "return count($Z) from /s/$Z (\\ $X)* where $X@p < prev($X)@p partition by /s/t@k"
     out = io.StringIO()
     assert main(["xseq", query, "--explain"], out) == 0
-    assert "evaluated as a flat sequence pattern" in out.getvalue()
+    assert "evaluated on the flat-sequence runtime" in out.getvalue()
     out = io.StringIO()
     assert main(["xseq", query, "--explain", "--automaton"], out) == 0
-    assert "not a flat sequence pattern: the fast path is off" in out.getvalue()
+    assert "not on a runtime: the fast path is off" in out.getvalue()
     rows = []
     for extra in ([], ["--automaton"]):
         out = io.StringIO()

@@ -32,7 +32,8 @@ from xcep.xseq.values import COMPARISONS, as_string, to_number
 
 _ATTR, _TEXT, _CLOSE = int(ATTR), int(TEXT), int(CLOSE)
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-ELEMENT, TEXT_END = "element", "text"  # what an atom's path ends on (else "@name")
+# what an atom's path ends on (else "@name"): an element, its text children, its texts
+ELEMENT, TEXT_END, DEEP_TEXT = "element", "text", "//text"
 
 
 class Atom:
@@ -42,14 +43,15 @@ class Atom:
 
     def __init__(self, on, steps: tuple, end: str, op: str | None, const) -> None:
         self.on = on  # the name the predicated step tests, None for '*'
-        self.steps = steps  # child element names (None: any) from that element
-        self.end = end  # ELEMENT (the last step's element, or '.'), TEXT_END or '@name'
+        self.steps = steps  # PathSteps from that element down
+        self.end = end  # ELEMENT (the last step's element, or '.'), TEXT_END, DEEP_TEXT, '@a'
         self.op, self.const = op, const
         self.subtree = bool(steps) or not end.startswith("@")  # decided at the close
         self.test = None if op is None else comparison(op, const)
 
     def key(self) -> tuple:
-        return (self.on, self.steps, self.end, self.op, self.const)
+        steps = tuple((step.axis, step.name, step.text) for step in self.steps)
+        return (self.on, steps, self.end, self.op, self.const)
 
     def holds(self, values: list) -> np.ndarray:
         """For each value (a string or None), whether the comparison holds."""
@@ -124,8 +126,37 @@ class Guards:
             raise NotFast(f"the predicate [{A.to_text(cond)}]")
         return self._atom(on, left.path, op, right.value, cond)
 
+    def relative(self, path, cond) -> tuple:
+        """(PathSteps, end) of a relative path: child (``a/b``) and descendant (``.//b``,
+        ``a//b``) element steps, names or ``*``, each with its own predicates, then
+        optionally ``text()``, ``//text()`` or ``@name``; ``.`` alone. Else NotFast."""
+        items = list(path.items) if isinstance(path, A.Seq) else [path]
+        while items and _is(items[0], A.SELF, A.NODE):  # '.': the element itself
+            items = items[1:]
+        end = ELEMENT
+        if items and _is(items[-1], A.CHILD, A.TEXT):
+            end, items = TEXT_END, items[:-1]
+        elif items and _is(items[-1], A.DESCENDANT, A.TEXT):
+            end, items = DEEP_TEXT, items[:-1]
+        elif items and _is(items[-1], A.ATTRIBUTE, A.ELEMENT) and items[-1].name != A.WILDCARD:
+            end, items = "@" + items[-1].name, items[:-1]
+        steps = []
+        for item in items:
+            if not (
+                isinstance(item, A.Step)
+                and item.axis in (A.CHILD, A.DESCENDANT)
+                and item.kind == A.ELEMENT
+                and not item.var
+            ):
+                raise NotFast(f"the predicate [{A.to_text(cond)}]")
+            name = None if item.name == A.WILDCARD else item.name
+            guard = self.guard(item)  # nested predicates: atoms of their own, first
+            text = "".join(f"[{A.to_text(p)}]" for p in item.preds)
+            steps.append(PathStep(item.axis, name, guard, text))
+        return tuple(steps), end
+
     def _atom(self, on, path, op, const, cond):
-        steps, end = relative_path(path, cond)
+        steps, end = self.relative(path, cond)
         atom = Atom(on, steps, end, op, const)
         index = self._ids.get(atom.key())
         if index is None:
@@ -165,20 +196,14 @@ def _or(left, right):
     return lambda mask: left(mask) or right(mask)
 
 
-def relative_path(path, cond) -> tuple:
-    """(child element names, end) of a predicate's relative path, or NotFast."""
-    items = list(path.items) if isinstance(path, A.Seq) else [path]
-    if len(items) == 1 and _is(items[0], A.SELF, A.NODE):
-        return (), ELEMENT
-    end = ELEMENT
-    last = items[-1]
-    if _is(last, A.CHILD, A.TEXT):
-        end, items = TEXT_END, items[:-1]
-    elif _is(last, A.ATTRIBUTE, A.ELEMENT) and last.name != A.WILDCARD:
-        end, items = "@" + last.name, items[:-1]
-    if not all(_is(item, A.CHILD, A.ELEMENT) and not item.var for item in items):
-        raise NotFast(f"the predicate [{A.to_text(cond)}]")
-    return tuple(None if s.name == A.WILDCARD else s.name for s in items), end
+class PathStep:
+    """One element step of an atom's path: child or descendant, a name (None: any), a
+    guard over the element's mask (its own predicates) or None."""
+
+    __slots__ = ("axis", "guard", "name", "text")
+
+    def __init__(self, axis: str, name, guard, text: str) -> None:
+        self.axis, self.name, self.guard, self.text = axis, name, guard, text
 
 
 def _is(step, axis: str, kind: str) -> bool:
@@ -190,54 +215,89 @@ def masks(atoms: list[Atom], batch, arrays, opens, parents) -> np.ndarray:
     ``arrays`` = (kinds, depths, names) as numpy; ``parents[j]`` = the position in ``opens``
     of open j's parent (-1: it opened in an earlier batch)."""
     mask = np.zeros(len(opens), dtype=np.int64)
-    for index, atom in enumerate(atoms):
-        owners, keep, values = reach(atom, batch, arrays, opens, parents, atom.op is not None)
+    for index, atom in enumerate(atoms):  # a step's own predicates come before the atom
+        found = reach(atom, batch, arrays, opens, parents, atom.op is not None, mask)
+        owners, keep, values, _ = found
         if values is not None:
             keep &= atom.holds(values)
         mask[owners[keep]] |= 1 << index
     return mask
 
 
-def reach(path, batch, arrays, opens, parents, with_values: bool) -> tuple:
+def reach(path, batch, arrays, opens, parents, with_values: bool, mask=None) -> tuple:
     """The nodes ``path`` (an ``Atom`` or a ``Field``: ``on``, ``steps``, ``end``) ends on
-    in ``batch``: for each, the position in ``opens`` of the element the path starts from
-    (``owners``), whether it is reached (``keep``), and (``with_values``) its value."""
+    in ``batch``, each paired with an element the path starts from: (``owners``, the
+    positions in ``opens`` of those elements; ``keep``, whether the pair holds; ``values``,
+    with ``with_values``, each pair's value; ``order``, each pair's node in document
+    order). ``mask``: the masks so far, for the steps' own predicates."""
     kinds, depths, names = arrays
     open_names = names[opens]
     symbols = batch.symbols
-    ids = [None if s is None else symbols.get(s) for s in path.steps]
+    ids = [None if s.name is None else symbols.get(s.name) for s in path.steps]
     on = None if path.on is None else symbols.get(path.on)
     end = path.end
-    values = None
+    empty = np.zeros(0, dtype=np.int64)
+    nothing = (empty, empty.astype(bool), [] if with_values else None, empty)
     if (
         not len(opens)
         or (path.on is not None and on is None)
-        or any(s is not None and i is None for s, i in zip(path.steps, ids, strict=True))
+        or any(s.name is not None and i is None for s, i in zip(path.steps, ids, strict=True))
         or (end.startswith("@") and symbols.get(end[1:]) is None)
     ):  # a name the stream never had: no element has the path
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.astype(bool), [] if with_values else None
+        return nothing
     if end.startswith("@"):
         found = np.flatnonzero((kinds == _ATTR) & (names == symbols.get(end[1:])))
         owners = np.searchsorted(opens, found) - 1  # an attribute follows its open
         values = _values(batch.values, found) if with_values else None
-    elif end == TEXT_END:
+    elif end in (TEXT_END, DEEP_TEXT):
         found = np.flatnonzero(kinds == _TEXT)
         owners = _owner(opens, depths, found)
         values = _values(batch.values, found) if with_values else None
     else:  # the elements themselves: the last step's, or the predicated one (.)
         owners = _named(open_names, ids[-1] if ids else on)
-        values = string_values(batch, kinds, opens[owners]) if with_values else None
-    keep = owners >= 0
-    for name in reversed(ids):  # from the owner up to the element the path starts from
-        owners = np.where(keep, owners, 0)
+        found = opens[owners]
+        values = string_values(batch, kinds, found) if with_values else None
+    order = np.arange(len(owners))  # index into found/values
+    if end == DEEP_TEXT:  # the text's parent, or any element above it
+        owners, order = _and_above(owners, order, parents)
+    for step, name in zip(reversed(path.steps), reversed(ids), strict=True):
+        keep = owners >= 0
         if name is not None:
-            keep &= open_names[owners] == name
-        owners = np.where(keep, parents[owners], -1)
-        keep &= owners >= 0
+            keep &= open_names[np.maximum(owners, 0)] == name
+        if step.guard is not None and keep.any():
+            keep[keep] = _holds(step.guard, mask[owners[keep]])
+        owners, order = owners[keep], order[keep]
+        owners = parents[owners]
+        if step.axis == A.DESCENDANT:  # the step's element is any descendant
+            owners, order = _and_above(owners, order, parents)
+    keep = owners >= 0
     if on is not None:
         keep &= open_names[np.maximum(owners, 0)] == on
-    return owners, keep, values
+    if values is not None:
+        values = [values[i] for i in order.tolist()]
+    return owners, keep, values, found[order] if len(found) else order
+
+
+def _and_above(owners: np.ndarray, order: np.ndarray, parents: np.ndarray) -> tuple:
+    """Each (owner, node) pair, and a pair of the node with each of the owner's ancestors
+    that opened in this batch."""
+    all_owners, all_order = [owners], [order]
+    while True:
+        live = owners >= 0
+        owners, order = parents[owners[live]], order[live]
+        live = owners >= 0
+        if not live.any():
+            break
+        owners, order = owners[live], order[live]
+        all_owners.append(owners)
+        all_order.append(order)
+    return np.concatenate(all_owners), np.concatenate(all_order)
+
+
+def _holds(guard, masks: np.ndarray) -> np.ndarray:
+    """``guard`` on each mask, evaluated once per distinct mask."""
+    unique, inverse = np.unique(masks, return_inverse=True)
+    return np.array([guard(int(m)) for m in unique.tolist()], dtype=bool)[inverse.reshape(-1)]
 
 
 def _named(open_names: np.ndarray, name) -> np.ndarray:

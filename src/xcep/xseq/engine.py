@@ -1124,9 +1124,9 @@ class XSeqEngine:
         """Automaton states and the transition cache's entries, hits and hit ratio; on the
         fast path, the lists (partitions) and partial matches of the last run."""
         if isinstance(self.fast_path, SequencePattern):
-            return {"evaluator": "flat sequence", **self.fast_path.stats()}
+            return {"evaluator": "flat-sequence runtime", **self.fast_path.stats()}
         if isinstance(self.fast_path, PlainPath):
-            return {"evaluator": "plain path", **self.fast_path.stats()}
+            return {"evaluator": "path runtime", **self.fast_path.stats()}
         machine = self.group.machine
         return {
             "evaluator": "automaton",
@@ -1153,12 +1153,13 @@ class XSeqEngine:
             lines.append(f"partition by: {A.to_text(path)}@{attribute}")
         lines.append(f"path run by the automaton: {A.to_text(analysis.path)}")
         if isinstance(self.fast_path, SequencePattern):
-            lines.append("evaluated as a flat sequence pattern (a fast path, docs/xseq.md)")
+            lines.append("evaluated on the flat-sequence runtime (docs/xseq.md)")
         elif isinstance(self.fast_path, PlainPath):
-            lines.append("evaluated as a plain path (a fast path, docs/xseq.md)")
+            lines.append("evaluated on the path runtime (docs/xseq.md)")
         else:
-            kind = "plain path" if self.analysis.mode == "nodes" else "flat sequence pattern"
-            lines.append(f"not a {kind}: {self.fast_path}")
+            lines.append(
+                f"evaluated on the pushdown automaton (not on a runtime: {self.fast_path})"
+            )
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
 

@@ -280,7 +280,7 @@ def _tag_names(cond) -> tuple:
     return None, None
 
 
-_LOCAL = A.Compare | A.Arith | A.Const | A.VarRef | A.Step | A.And | A.Or | A.Not
+_LOCAL = A.Compare | A.Arith | A.Const | A.VarRef | A.Step | A.Seq | A.And | A.Or | A.Not
 _BELOW = (A.SELF, A.CHILD, A.ATTRIBUTE, A.DESCENDANT, A.DESCENDANT_OR_SELF)
 
 

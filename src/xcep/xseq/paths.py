@@ -38,7 +38,7 @@ import numpy as np
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
-from xcep.xseq.atoms import ELEMENT, Guards, masks, reach, relative_path
+from xcep.xseq.atoms import ELEMENT, Guards, masks, reach
 from xcep.xseq.dom import TEXT_NODE, Node
 from xcep.xseq.matches import Aggregator, Binding, output_row
 from xcep.xseq.semantics import Analysis, NotFast
@@ -134,7 +134,7 @@ class Field:
         self.on, self.steps, self.end = None, steps, end
 
 
-def _fields(analysis: Analysis) -> list[Field] | None:
+def _fields(analysis: Analysis, guards: Guards) -> list[Field] | None:
     """The return clause as fields, when every term is one: ``$X@a``, ``$X/b/text()``,
     an aggregate of one, or ``count($X)`` (a field of the element itself, ``end`` None)."""
     fields = []
@@ -148,7 +148,7 @@ def _fields(analysis: Analysis) -> list[Field] | None:
             fields.append(Field((), None))
             continue
         try:
-            steps, end = relative_path(expr.path, expr)
+            steps, end = guards.relative(expr.path, expr)
         except NotFast:
             return None
         if end == ELEMENT:
@@ -171,6 +171,7 @@ class PlainPath:
         self.select = "element"  # or "text", ("@", attribute), "count" or "rows"
         self.terms = 0
         self.fields = None  # select rows: the terms as fields read from the events, or None
+        guards = Guards()  # the predicates' atoms (the fields' own predicates' too)
         if analysis.mode == "aggregate":  # return count($X) from …/$X: count the nodes
             counts = [  # count($X): the number of nodes of $X in a match
                 t.expr
@@ -194,7 +195,7 @@ class PlainPath:
         if analysis.mode != "nodes" and self.select != "count":
             _check_rows(analysis, last, variables)
             self.select = "rows"
-            self.fields = _fields(analysis)
+            self.fields = _fields(analysis, guards)
         elif variables and self.select != "count":
             raise NotFast(f"the variable ${variables[0]}")
         if isinstance(last, A.Step) and last.kind == A.TEXT:
@@ -207,7 +208,7 @@ class PlainPath:
             self.select, steps = ("@", last.name), steps[:-1]
         if not steps:
             raise NotFast("a path without an element step")
-        nfa = _Nfa(Guards())
+        nfa = _Nfa(guards)
         start = nfa.state()
         self.final = nfa.build(A.Seq(tuple(steps)), start)
         self.nfa = nfa
@@ -449,6 +450,7 @@ class PlainPathRun:
         self.labels = np.zeros(0, dtype=np.int64)  # name id -> label (and OTHER last)
         self.mapped = None  # the symbol table ``labels`` was made for, and its size
         self.aggregator = None  # select rows, an aggregate return clause
+        self.masks = np.zeros(0, dtype=np.int64)  # the batch's opens' predicate masks
         if path.select == "rows" and path.analysis.mode != "rows":
             self.aggregator = Aggregator(path.analysis, values_only)
 
@@ -553,8 +555,8 @@ class PlainPathRun:
         parents = _owner_at_depth(opens, depths, opens, open_depths - 1)
         labels = self.label_table(batch.symbols)[names[opens]]
         if p.atoms:
-            found = masks(p.atoms, batch, (kinds, depths, names), opens, parents)
-            symbols = p.symbols_of(labels, found)
+            self.masks = masks(p.atoms, batch, (kinds, depths, names), opens, parents)
+            symbols = p.symbols_of(labels, self.masks)
         else:
             symbols = labels
         levels = []
@@ -653,11 +655,15 @@ class PlainPathRun:
             if field.end is None:  # count($X): the element itself
                 columns.append(dict.fromkeys(done.tolist(), (True,)))
                 continue
-            owners, keep, values = reach(field, batch, arrays, opens, parents, True)
+            found = reach(field, batch, arrays, opens, parents, True, self.masks)
+            owners, keep, values, order = found
             keep &= wanted[np.maximum(owners, 0)]  # only the selected elements' values
+            values = _kept(values, keep)
+            owners, order = owners[keep], order[keep]
             by_owner: dict = {}
-            for owner, value in zip(owners[keep].tolist(), _kept(values, keep), strict=True):
-                by_owner.setdefault(owner, []).append(value if value is not None else "")
+            for at in np.argsort(order, kind="stable").tolist():  # in document order
+                value = values[at]
+                by_owner.setdefault(int(owners[at]), []).append(value if value is not None else "")
             columns.append(by_owner)
         rows = {}
         raw = self.p.analysis.mode != "rows"  # for the aggregator: each term's values
