@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
 
-.PHONY: demo demo-local test lint bench clean constraints
+.PHONY: demo demo-local test lint bench clean constraints fuzz
 
 PIP_FLAGS := --quiet --disable-pip-version-check
 
@@ -54,6 +54,15 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest
+
+# The fuzzing campaign (tests/fuzz.py, docs/errors.md): bad documents in every format,
+# hostile documents, mutated queries of every language, odd option values; it fails when
+# a case ends in an internal error, a hang, or a lost good document. FUZZ_CASES=N to size.
+FUZZ_CASES ?= 12000
+FUZZ_SEED ?= 1
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) > build/fuzz-report.json || \
+		{ cat build/fuzz-report.json; exit 1; }
 
 bench: $(STAMP)
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[peers]'

@@ -189,7 +189,7 @@ def _skipping(path, size: int):
         ("//a/text()[. = 'u']", "the step"),
         ("//$X", "the variable"),
         ("return first($Y)@x from //$X (/$Y)*", "child steps"),  # nor a flat sequence
-        ("return count($X) from //$X where $X@x = @k", "child steps"),
+        ("return count($X) from //$X where $X@x = $X@k", "child steps"),
         ("return $X, $Y from //$X/$Y", "child steps"),  # two variables
     ],
 )

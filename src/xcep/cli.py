@@ -489,14 +489,22 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+COUNT_MOST = 2**31 - 1  # the largest count option: a depth, a budget, a size
+
+
 def _count(text: str, least: int = 1) -> int:
-    """A count option (a budget, a depth, a size): a whole number of at least ``least``."""
+    """A count option (a budget, a depth, a size): a whole number of at least ``least``
+    and at most ``COUNT_MOST``."""
     try:
         value = int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
     if value < least:
         raise argparse.ArgumentTypeError(f"expected a number of at least {least}, not {value}")
+    if value > COUNT_MOST:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of at most {COUNT_MOST:,}, not {value:,}"
+        )
     return value
 
 
@@ -840,6 +848,8 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:
+        if _interrupted(exc):  # Ctrl-C inside a library (DuckDB) that made it an error
+            return EXIT_INTERRUPTED
         if args.debug:
             traceback.print_exc()
         if isinstance(exc, XcepError | ValueError | OSError):
@@ -851,6 +861,18 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
         )
         return EXIT_INPUT
     return EXIT_OK
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised while handling, an interruption (Ctrl-C): DuckDB
+    turns one into ``InterruptException``, and the cleanup after it may fail again."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException":
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _silence_stdout() -> None:

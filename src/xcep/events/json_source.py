@@ -38,6 +38,26 @@ _ITEM = "item"
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
 _NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")
+_BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_SCALAR = re.compile(r"[^\s\[\]{}]*")
+
+
+def value_end(text: str, start: int) -> int | None:
+    """Where the JSON value at ``text[start]`` ends, by its brackets alone (strings
+    skipped), whatever is wrong inside it: how a bad document among concatenated ones
+    is passed over without losing the next. None when its brackets never close."""
+    if text[start] not in "[{":
+        return max(_SCALAR.match(text, start).end(), start + 1)
+    depth = 0
+    for token in _BRACKET_OR_STRING.finditer(text, start):
+        first = token.group()[0]
+        if first in "[{":
+            depth += 1
+        elif first in "]}":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return None
 
 
 class _Object(list):
@@ -332,9 +352,12 @@ class JsonReader:
         pos = _WHITESPACE.match(text).end()
         while pos < len(text):
             result = self._document(text, pos, 1, 1, checked)
-            if isinstance(result, InputError):  # skip to the next line that starts a document
-                match = _NEXT_DOCUMENT.search(text, pos + 1)
-                end = match.end() if match else len(text)
+            if isinstance(result, InputError):  # skip the bad document: to its last bracket,
+                end = value_end(text, pos)  # else to the next line that starts a document
+                if end is None:
+                    match = _NEXT_DOCUMENT.search(text, pos + 1)
+                    end = match.end() if match else len(text)
+                end = max(end, pos + 1)  # always onwards
                 ctx.document_failed(result, text[pos:end].encode("utf-8", "surrogateescape"))
             else:
                 end = result

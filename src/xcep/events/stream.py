@@ -176,13 +176,28 @@ def expand_inputs(inputs: Iterable, format: str = "auto") -> list[Input]:
         else:
             path = Path(item)
             if path.is_dir():
-                for child in sorted(path.rglob("*")):
-                    hidden = any(p.startswith(".") for p in child.relative_to(path).parts)
-                    if child.is_file() and not hidden and _format_by_name(child.name):
-                        result.append(Input(str(child), child, format=format))
+                result += [Input(str(p), p, format=format) for p in _data_files(path)]
             else:
                 result.append(Input(str(path), path, format=format))
     return result
+
+
+def _data_files(top: Path) -> list[Path]:
+    """The data files under ``top`` (not hidden), in name order; a subdirectory that
+    cannot be listed is in the list too, so that reading it reports why."""
+    found: list[Path] = []
+
+    def unlisted(error: OSError) -> None:
+        found.append(Path(error.filename))
+
+    for folder, folders, files in os.walk(top, onerror=unlisted):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        found += [
+            Path(folder, name)
+            for name in files
+            if not name.startswith(".") and _format_by_name(name)
+        ]
+    return sorted(found)
 
 
 def _format_by_name(name: str) -> str | None:
@@ -299,6 +314,9 @@ class EventStream:
         ctx = self._ctx
         try:
             raw = self._open(item)
+        except IsADirectoryError:  # a subdirectory that could not be listed (_data_files)
+            ctx.document_failed(InputError(_unlisted(item.path), item.name))
+            return
         except OSError as exc:
             ctx.document_failed(InputError(exc.strerror or str(exc), item.name))
             return
@@ -333,6 +351,16 @@ class EventStream:
         if item.path is None:
             return sys.stdin.buffer
         return open(item.path, "rb")
+
+
+def _unlisted(path: Path) -> str:
+    """Why the directory ``path`` cannot be read as an input."""
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as exc:
+        return f"cannot list the directory: {exc.strerror or exc}"
+    return "a directory, not a file"
 
 
 def _live(raw) -> bool:

@@ -309,11 +309,14 @@ class XmlReader:
 
     def _resync(self, pos: int, start: int) -> int:
         """The position of the next document after the malformed one at ``start``: the
-        next XML declaration when the input's first document had one, else (or when
+        next XML declaration after ``start`` when the input's first document had one
+        (an error can be found inside the next declaration), else (or when
         none comes within ``RESYNC_LOOKAHEAD`` bytes: the documents after may have
         none) the next line that starts with an element."""
-        if self.declared:
-            found = self._search(_RESYNC_DECLARED, 0, pos, start, RESYNC_LOOKAHEAD)
+        if self.declared:  # the first declaration after the bad document's own: the error
+            # may have been found inside the next one (an unclosed literal runs into it)
+            after = max(start + 1, self.window.base)
+            found = self._search(_RESYNC_DECLARED, 0, after, start, RESYNC_LOOKAHEAD)
             if found is not None:
                 return found
         return self._search(_RESYNC_LINE, 1, pos, start, None)

@@ -114,6 +114,15 @@ def analyze(query: A.Query | str) -> Analysis:
                 visit(ref.path, None, True)
         return found
 
+    for clause in (query.where, *(t.expr for t in query.returns or ())):
+        for node in _outside_predicates(clause):
+            if isinstance(node, A.RelPath):  # nothing for it to start from
+                error(
+                    f"{A.to_text(node)!r} has no node to start from: start it from a "
+                    "variable ($X/…, $X@name)",
+                    node.pos,
+                )
+
     for conjunct in _conjuncts(query.where) if query.where is not None else []:
         found = refs(conjunct)
         groups = {kleene[r.var] for r in found if r.var in kleene and r.func in (None, "prev")}
@@ -155,6 +164,23 @@ def bound_variables(path) -> set:
 
 def _pos(path) -> int:
     return next((n.pos for n in A.walk(path) if hasattr(n, "pos")), 0)
+
+
+def _outside_predicates(node):
+    """The nodes of a where condition or return term, but not those of ``$X[…]`` tests
+    and step predicates (whose relative paths start from the tested node)."""
+    if node is None:
+        return
+    yield node
+    if isinstance(node, A.VarTest):
+        yield node.ref
+        return
+    if isinstance(node, A.Step | A.VarRef):
+        return
+    for name in getattr(node, "__slots__", ()):
+        value = getattr(node, name)
+        if hasattr(value, "__slots__"):
+            yield from _outside_predicates(value)
 
 
 def _conjuncts(cond) -> list:
