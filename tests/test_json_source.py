@@ -217,3 +217,73 @@ def test_a_long_line_read_in_many_chunks_is_one_record():
     stream = EventStream([io.BytesIO(data)], format="jsonl", chunk_size=1024)
     texts = [event.value for event in stream if event.kind == Kind.TEXT]
     assert texts == [value, "y"]
+
+
+@given(
+    st.lists(json_elements(max_leaves=12), min_size=1, max_size=4),
+    st.integers(1, 40),
+    st.integers(4, 60),
+    st.booleans(),
+)
+def test_a_large_json_input_read_as_it_comes_gives_the_same_events(trees, chunk_size, hold, pretty):
+    """Past json_stream.WHOLE_LIMIT a .json input is read as it comes: containers too
+    large to hold (past HOLD_LIMIT) are walked into, the rest decoded whole. Made tiny
+    here, so that every document is walked: the events are those of reading it whole."""
+    import xcep.events.json_stream as json_stream
+
+    rnd = random.Random(0)
+    for tree in trees:
+        tree.name = "json"
+    texts = [to_json(t, lambda: rnd.random() < 0.5) for t in trees]
+    if pretty:
+        texts = [json.dumps(json.loads(t), indent=2) for t in texts]
+    text = ("\n" if pretty else " ").join(texts) + "\n"
+    expected = [e for i, t in enumerate(trees) for e in expected_events(t, i)]
+    old = json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT
+    json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT = 1, hold
+    try:
+        got = parse(text, format="json", chunk_size=chunk_size)
+    finally:
+        json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT = old
+    assert as_tuples(got) == expected
+
+
+def test_a_bad_document_in_a_large_json_input_costs_only_itself(monkeypatch):
+    import xcep.events.json_stream as json_stream
+
+    monkeypatch.setattr(json_stream, "WHOLE_LIMIT", 1)
+    monkeypatch.setattr(json_stream, "HOLD_LIMIT", 8)
+    text = '{"id": "g0", "v": [1, 2, 3]}\n{"id": "b", "v": [1, NaN, 3]}\n{"id": "g1"}\n[1, 2'
+    errors = []
+    events = parse(text, format="json", chunk_size=5, errors=errors.append)
+    ids = [e.value for e in events if e.value and e.value.startswith("g")]
+    assert ids == ["g0", "g1"]
+    assert [(e.doc, e.line) for e in errors] == [(1, 2), (3, 4)]  # NaN; the input ends
+
+
+def test_a_large_json_array_is_read_in_memory_bounded_by_its_records(tmp_path):
+    """One array of 25,000 and of 100,000 records (1.2 and 4.8 MB) read with the stream
+    taking over at 256 KB and walking into values past 64 KB: the peak Python memory is
+    the same for both (it depends on those limits, not on the input)."""
+    import tracemalloc
+
+    import xcep.events.json_stream as json_stream
+
+    record = {"id": 0, "name": "n", "tags": ["a", "b"]}
+    peaks = []
+    for count in (25_000, 100_000):
+        path = tmp_path / f"big{count}.json"
+        path.write_text(
+            "[" + ",\n".join(json.dumps({**record, "id": i}) for i in range(count)) + "]"
+        )
+        old = json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT
+        json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT = 256 << 10, 64 << 10
+        try:
+            tracemalloc.start()
+            events = sum(len(batch) for batch in EventStream([path]).batches())
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+            json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT = old
+        assert events == 2 + count * 14  # the root; per record an item, 4 members, 4 texts
+    assert peaks[1] < 1.3 * peaks[0], peaks

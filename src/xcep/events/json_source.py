@@ -15,7 +15,8 @@ The convention (docs/events.md has examples):
 
 Inputs: *JSON Lines* (``.jsonl``, ``.ndjson``) is read line by line and
 streams (a blank line is skipped, a bad line is one bad document); *JSON*
-(``.json``) is read whole and may hold several documents one after another.
+(``.json``) may hold several documents one after another; it is read whole up
+to ``json_stream.WHOLE_LIMIT``, as it comes past that (``json_stream``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, BinaryIO
 
 from xcep.errors import InputError
+from xcep.events import json_stream
 from xcep.events.model import CLOSE, NO_NAME, OPEN, TEXT
 
 if TYPE_CHECKING:
@@ -64,11 +66,11 @@ class _Object(list):
     """A JSON object as its list of (key, value) pairs, duplicates and order kept."""
 
 
-class _TooDeep(Exception):
+class _TooDeep(ValueError):
     pass
 
 
-class _NotJson(Exception):
+class _NotJson(ValueError):
     """What Python's decoder takes and JSON (RFC 8259) does not."""
 
 
@@ -102,13 +104,17 @@ def _check_unicode(value) -> None:
 
 def _emit(ctx: StreamContext, doc: int, value) -> None:
     """Append the events of one JSON value (the whole document) to the builder."""
+    emit_values(ctx, doc, [(ctx.options.json_root, value, 1)], 0)
+
+
+def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
+    """Append the events of JSON values, ``todo`` = [(element name, value, depth)] last
+    first, numbering nodes from ``node``; the next node number."""
     builder = ctx.builder
     symbols = builder.symbols
     max_depth = ctx.options.max_depth
     docs, kinds, names = builder.docs.append, builder.kinds.append, builder.names.append
     values, depths, nodes = builder.values.append, builder.depths.append, builder.nodes.append
-    node = 0
-    todo: list = [(ctx.options.json_root, value, 1)]  # (name, value, depth) or a close marker
     while todo:
         item = todo.pop()
         if type(item) is int:  # a close: the marker is the index of the opening event
@@ -155,6 +161,7 @@ def _emit(ctx: StreamContext, doc: int, value) -> None:
             depths(depth + 1)
             nodes(node)
             node += 1
+    return node
 
 
 def _signature(value, tokens: list, texts: list[str]) -> None:
@@ -267,6 +274,23 @@ class JsonReader:
         else:
             yield from self._whole()
 
+    # what the stream of a large .json input (json_stream.JsonStream) asks of its reader
+    decoder = _decoder
+
+    def emit_items(self, doc: int, items: list, node: int) -> int:
+        """The events of ``items`` = [(element name, value, depth)] in document order."""
+        return emit_values(self.ctx, doc, items[::-1], node)
+
+    @staticmethod
+    def check_text(text: str, start: int, end: int, value) -> None:
+        """Refuse a decoded value whose text held bytes that were not UTF-8 or escapes of
+        lone surrogates (ValueError)."""
+        bad = _NOT_UTF8.search(text, start, end)
+        if bad is not None:
+            raise _NotJson(f"not UTF-8: byte {ord(bad.group()) - 0xDC00:#04x}")
+        if _SURROGATE_ESCAPE.search(text, start, end):
+            _check_unicode(value)
+
     def _document(
         self, text: str, start: int, line: int, column: int, checked: bool = True
     ) -> int | InputError:
@@ -341,9 +365,16 @@ class JsonReader:
 
     def _whole(self) -> Iterator[EventBatch]:
         ctx = self.ctx
-        chunks = []
-        while chunk := ctx.read(self.stream):
+        chunks, size = [], 0
+        limit = json_stream.WHOLE_LIMIT
+        while size <= limit and (chunk := ctx.read(self.stream)):
             chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:  # large: read as it comes, memory bounded by its depth
+            decoder = json_stream.incremental_decoder()
+            text = decoder.decode(b"".join(chunks))
+            yield from json_stream.JsonStream(self, text, decoder, eof=False).batches()
+            return
         data = b"".join(chunks)
         try:
             text, checked = data.decode("utf-8-sig"), True
