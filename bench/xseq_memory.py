@@ -11,17 +11,12 @@ size over the peak at the smallest.
 
 from __future__ import annotations
 
-import multiprocessing
-import resource
-import subprocess
 import sys
 import tempfile
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.harness import write_results
-from bench.xseq_paths import stock_stream
+from bench.xseq_paths import isolated, stock_stream
 
 SIZES_MB = (10, 100, 1000)
 QUICK_SIZES_MB = (1, 10, 30)
@@ -40,22 +35,6 @@ QUERIES = {
 }
 
 
-def _timed(command: list[str], out: str) -> dict:
-    start = time.perf_counter()
-    with open(out, "w") as sink:
-        subprocess.run(command, stdout=sink, stderr=subprocess.DEVNULL, check=True)
-    seconds = time.perf_counter() - start
-    with open(out, "rb") as rows:
-        count = sum(1 for _ in rows)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"seconds": seconds, "rows": count, "peak_rss_mb": peak}
-
-
-def _isolated(command: list[str], out: str) -> dict:
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_timed, command, out).result()
-
-
 def run(repeat: int = 1, quick: bool = False) -> list[dict]:
     sizes = QUICK_SIZES_MB if quick else SIZES_MB
     rows: list[dict] = []
@@ -66,7 +45,7 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
             data = stock_stream(work / "stocks.xml", megabytes * 1_000_000 // BYTES_PER_ELEMENT)
             size = data.stat().st_size
             for name, query in QUERIES.items():
-                found = _isolated([sys.executable, "-m", "xcep", "xseq", query, str(data)], out)
+                found = isolated([sys.executable, "-m", "xcep", "xseq", query, str(data)], out)
                 row = {"query": name, "mb": size / 1e6, **found}
                 row["mb_per_s"] = size / 1e6 / found["seconds"]
                 rows.append(row)

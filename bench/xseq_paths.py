@@ -179,7 +179,8 @@ def _timed(command: list[str], out: str) -> dict:
     return {"seconds": seconds, "rows": count, "peak_rss_mb": peak}
 
 
-def _isolated(command: list[str], out: str) -> dict:
+def isolated(command: list[str], out: str) -> dict:
+    """``command`` in a process of its own, stdout to ``out``: seconds, rows, peak RSS."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(_timed, command, out).result()
 
@@ -203,14 +204,14 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         peaks: dict = {}
         for round_ in range(repeat):
             for source, path in inputs.items():
-                found = _isolated([*xcep, "events", "--stats", str(path)], out)
+                found = isolated([*xcep, "events", "--stats", str(path)], out)
                 times.setdefault(("event source", source), []).append(found["seconds"])
             for case, (source, query, (tag, chain, pred, output, kind)) in CASES.items():
                 path = str(inputs[source])
                 lxml = [sys.executable, str(script), path, out, tag, json.dumps(chain)]
                 lxml += [pred, output, kind]
                 for contender, command in (("xcep", [*xcep, "xseq", query, path]), ("lxml", lxml)):
-                    found = _isolated(command, out)
+                    found = isolated(command, out)
                     times.setdefault((contender, case), []).append(found["seconds"])
                     counts[(contender, case)] = found["rows"]
                     peaks[(contender, case)] = found["peak_rss_mb"]

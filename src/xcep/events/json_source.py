@@ -40,7 +40,6 @@ _ITEM = "item"
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
 _NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")
-_BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _SCALAR = re.compile(r"[^\s\[\]{}]*")
 
 
@@ -50,16 +49,7 @@ def value_end(text: str, start: int) -> int | None:
     is passed over without losing the next. None when its brackets never close."""
     if text[start] not in "[{":
         return max(_SCALAR.match(text, start).end(), start + 1)
-    depth = 0
-    for token in _BRACKET_OR_STRING.finditer(text, start):
-        first = token.group()[0]
-        if first in "[{":
-            depth += 1
-        elif first in "]}":
-            depth -= 1
-            if depth == 0:
-                return token.end()
-    return None
+    return json_stream.bracket_end(text, start)
 
 
 class _Object(list):

@@ -104,7 +104,8 @@ class JsonStream:
         True); else (None, False) — it is larger than ``HOLD_LIMIT``: walk into it."""
         while True:
             text, pos = self.text, self.pos
-            if len(text) - pos > HOLD_LIMIT and text[pos] in "[{" and not _closes(text, pos):
+            held = pos + HOLD_LIMIT
+            if len(text) > held and text[pos] in "[{" and bracket_end(text, pos, held) is None:
                 return None, False  # larger than what is held: no decoding it to find out
             try:
                 value, end = self.reader.decoder.raw_decode(text, pos)
@@ -249,19 +250,19 @@ class JsonStream:
         builder.nodes.append(frame[3])
 
 
-def _closes(text: str, start: int) -> bool:
-    """Whether the container at ``text[start]`` closes within ``HOLD_LIMIT`` characters
-    (by its brackets; strings skipped)."""
+def bracket_end(text: str, start: int, stop: int | None = None) -> int | None:
+    """Where the container at ``text[start]`` ends by its brackets alone (strings
+    skipped), whatever is wrong inside it; None when it does not close before ``stop``."""
     depth = 0
-    for token in _BRACKET_OR_STRING.finditer(text, start, start + HOLD_LIMIT):
+    for token in _BRACKET_OR_STRING.finditer(text, start, len(text) if stop is None else stop):
         first = token.group()[0]
         if first in "[{":
             depth += 1
         elif first in "]}":
             depth -= 1
             if depth == 0:
-                return True
-    return False
+                return token.end()
+    return None
 
 
 def incremental_decoder():
