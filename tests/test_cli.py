@@ -400,3 +400,26 @@ def test_version_says_which_compiled_kernels_are_in_use():
     assert len(lines) == 1 + len(KERNELS)
     for what, why in status.items():
         assert f"  {what}: {'compiled' if why is None else why}" in lines
+
+
+def test_record_path_answers_per_record_in_process(tmp_path) -> None:
+    """--record-path for the in-process commands: one answer per record of one large
+    document, as on Spark."""
+    import io
+
+    people = "".join(f'<person id="p{i}"><age>{20 + i}</age></person>' for i in range(5))
+    data = tmp_path / "site.xml"
+    data.write_text(f'<site><people>{people}</people><other><person id="x"/></other></site>')
+    filters = tmp_path / "f.txt"
+    filters.write_text("young\t/person[age < 22]\nall\t/person\n")
+    records = ["--record-path", "/site/people/person", str(data)]
+    out = io.StringIO()
+    assert main(["filter", "--filters", str(filters), *records], out) == 0
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [a["doc"] for a in answers] == [0, 1, 2, 3, 4]
+    assert [sorted(a["matches"]) for a in answers][:3] == [["all", "young"]] * 2 + [["all"]]
+    out = io.StringIO()
+    assert main(["xseq", "/person/@id", *records], out) == 0
+    assert out.getvalue().split() == [f'["p{i}"]' for i in range(5)]
+    out = io.StringIO()
+    assert main(["xseq", "/person/@id", "--record-path", "site//person", str(data)], out) == 2

@@ -25,7 +25,14 @@ def _section(command: str) -> str:
     return match.group(1)
 
 
-SHARED = {"--input-format", "--errors", "--max-depth", "--progress", "--no-progress"}
+SHARED = {
+    "--input-format",
+    "--errors",
+    "--max-depth",
+    "--record-path",
+    "--progress",
+    "--no-progress",
+}
 
 
 @pytest.mark.parametrize("command", COMMANDS)

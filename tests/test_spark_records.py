@@ -1,6 +1,7 @@
 """The record splitter and units, without Spark: against the tree reference."""
 
 import gzip
+import io
 
 import pytest
 from hypothesis import given, settings
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 
 from trees import Element, elements, expected_events, to_xml
 from xcep.errors import InputError
-from xcep.events import parse
+from xcep.events import EventStream, parse
 from xcep.spark.records import parse_record_path, root_attribute, split_records
 from xcep.spark.units import document_id, is_data_file, read_unit
 
@@ -50,6 +51,28 @@ def test_records_are_the_subtrees_at_the_path(tree, data, declared):
         [(str(e.kind), e.name, e.value, e.depth, e.node) for e in parse(r.content)] for r in records
     ]
     assert parsed == got
+
+
+@settings(max_examples=150)
+@given(st.lists(elements(max_leaves=12), min_size=1, max_size=3), st.data(), st.integers(1, 9))
+def test_records_of_an_event_stream_are_the_records_of_the_splitter(trees, data, batch):
+    """``--record-path`` in-process (events/records.py, on the event stream) gives each
+    record the events the byte splitter's record gives, at every batch size, over
+    several documents."""
+    for tree in trees[1:]:
+        tree.name = trees[0].name
+    steps = data.draw(st.sampled_from(_paths(trees[0])))
+    path = "/" + "/".join(steps)
+    xml = "".join(to_xml(tree) + "\n" for tree in trees)
+    want = [
+        [(e.doc, str(e.kind), e.name, e.value, e.depth, e.node) for e in parse(r.content)]
+        for tree in trees
+        for r in split_records(to_xml(tree).encode(), path)
+    ]
+    want = [[(n, *e[1:]) for e in events] for n, events in enumerate(want)]
+    stream = EventStream([io.BytesIO(xml.encode())], batch_size=batch, record_path=path)
+    got = [(e.doc, str(e.kind), e.name, e.value, e.depth, e.node) for e in stream]
+    assert got == [e for events in want for e in events]
 
 
 def test_records_keep_their_encoding_and_quoted_brackets():

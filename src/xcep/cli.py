@@ -151,6 +151,7 @@ def _read_inputs(
         errors=reporter.policy,
         progress=bar.update if bar is not None else None,
         on_wait=on_wait or stdout.flush,
+        record_path=args.record_path,
         max_depth=args.max_depth,
         keep_raw=reporter.deadletter is not None,
         **source_options,
@@ -593,6 +594,12 @@ def _input_arguments(command: argparse.ArgumentParser) -> None:
         help="the deepest nesting a document may have; deeper ones are malformed (10,000)",
     )
     command.add_argument(
+        "--record-path",
+        metavar="PATH",
+        help="read the elements at this absolute path of each document as documents of "
+        "their own, e.g. /site/people/person (pub/sub over one large document)",
+    )
+    command.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -731,14 +738,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="all",
         help="query rewrites (docs/xseq.md, Optimizer): prefix = spell out the ancestor chain of "
         "a leading //name; loops = unroll a //name whose depth the schema fixes; where = move "
-        "tag() and attribute conditions of the where clause into the steps; all (default). "
+        "tag() tests and conditions on one variable's own subtree from the where clause into "
+        "its step; all (default). "
         "prefix and loops need --dtd or --learn-schema",
     )
     xseq.add_argument(
         "--automaton",
         action="store_true",
-        help="always run the pushdown automaton, also for a plain path or a flat sequence "
-        "pattern (which run on fast paths by default; --explain says which; docs/xseq.md)",
+        help="always run the pushdown automaton, also for a query the path runtime or the "
+        "flat-sequence runtime serves (--explain says which runs it; docs/xseq.md)",
     )
     xseq.set_defaults(run=cmd_xseq)
 

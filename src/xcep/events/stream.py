@@ -25,6 +25,7 @@ from xcep.errors import InputError
 from xcep.events.json_source import JsonReader
 from xcep.events.model import Event, EventBatch, EventBuilder, Kind, Symbols
 from xcep.events.options import SourceOptions
+from xcep.events.records import parse_record_path, records
 from xcep.events.xml_source import XmlReader
 
 FORMATS = ("auto", "xml", "json", "jsonl")
@@ -268,8 +269,9 @@ class EventStream:
     From a pipe, a terminal or a socket, each document is delivered as soon as
     it ends when the input has nothing more yet (a feed that pauses), and
     ``on_wait`` (if given) is called before the read that waits: a program
-    that writes results flushes them there. Keyword options are those of
-    ``SourceOptions``.
+    that writes results flushes them there. ``record_path`` (``/a/b/c``) makes
+    every element at that path a document of its own (``events/records.py``).
+    Keyword options are those of ``SourceOptions``.
     """
 
     def __init__(
@@ -280,9 +282,13 @@ class EventStream:
         errors: ErrorPolicy = "fail",
         progress: Callable[[int], None] | None = None,
         on_wait: Callable[[], None] | None = None,
+        record_path: str | None = None,
         **options,
     ) -> None:
         self.inputs = expand_inputs(inputs, format)
+        if record_path is not None:
+            parse_record_path(record_path)  # a bad one fails here, before any reading
+        self.record_path = record_path
         self.options = SourceOptions(**options)
         self.stats = StreamStats()
         self._ctx = StreamContext(self.options, errors, self.stats, progress, on_wait)
@@ -292,6 +298,12 @@ class EventStream:
         return self._ctx.builder.symbols
 
     def batches(self) -> Iterator[EventBatch]:
+        """The event batches of the inputs (of their records, with ``record_path``)."""
+        if self.record_path is None:
+            return self._batches()
+        return records(self._batches(), self.record_path)
+
+    def _batches(self) -> Iterator[EventBatch]:
         ctx = self._ctx
         started = time.perf_counter()
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from xcep.spark.records import parse_record_path
+from xcep.events.records import parse_record_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -16,6 +16,7 @@ from pyexpat import ErrorString, ExpatError, ParserCreate
 from typing import TYPE_CHECKING
 
 from xcep.errors import InputError
+from xcep.events.records import parse_record_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -25,17 +26,6 @@ if TYPE_CHECKING:
 class Record:
     position: int  # 0-based, in document order
     content: bytes  # the record element, start tag to end tag, UTF-8
-
-
-def parse_record_path(path: str) -> tuple[str, ...]:
-    """``/a/b/c`` → ``("a", "b", "c")``; only child steps with names are allowed."""
-    steps = tuple(path.split("/")[1:])
-    if not path.startswith("/") or not steps or any(not s or s in "*." for s in steps):
-        raise ValueError(
-            f"a record path is an absolute path of element names like /stocks/transaction, "
-            f"not {path!r}"
-        )
-    return steps
 
 
 def split_records(data: bytes, record_path: str, source: str = "<file>") -> Iterator[Record]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xcep.spark.records import parse_record_path, split_records
+from xcep.events.records import parse_record_path
+from xcep.spark.records import split_records
 from xcep.spark.units import UNIT_SCHEMA, data_glob, is_data_file
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from xcep.events.records import parse_record_path
 from xcep.spark.partitions import (
     Wrapper,
     keyed_records,
@@ -28,7 +29,6 @@ from xcep.spark.partitions import (
     partition_stream,
     split_keyed,
 )
-from xcep.spark.records import parse_record_path
 from xcep.spark.units import WorkerCache, string_batch, unit_input
 
 if TYPE_CHECKING:

@@ -64,7 +64,10 @@ class MachineStats:
 
     @property
     def hit_ratio(self) -> float:
-        return 1.0 - self.misses / self.lookups if self.lookups else 0.0
+        """Table lookups served without computing an entry. ``lookups`` is counted from
+        the events (a bound, not a tally), so on a few small documents, where a lookup can
+        fill several entries, the ratio is held at 0 rather than going negative."""
+        return max(0.0, 1.0 - self.misses / self.lookups) if self.lookups else 0.0
 
 
 @dataclass(frozen=True)
