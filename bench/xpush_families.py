@@ -85,7 +85,7 @@ def _compile(job: dict) -> dict:
 def _cli(job: dict) -> dict:
     """``xcep filter`` as a user runs it, answers to a file: wall time, its report."""
     out = Path(job["out"])
-    command = [sys.executable, "-m", "xcep", "filter", "--filters", job["filters"], "--stats"]
+    command = [sys.executable, "-m", "xcep", "filter", "--filters", job["filters"], "--stats=json"]
     start = time.perf_counter()
     with out.open("w") as sink:
         done = subprocess.run(

@@ -158,7 +158,7 @@ PUBSUB = b'<a> <b> 1 </b> <a c="3"> <b> 1 </b> </a> </a>\n<a/>\n<b/>\n<a><b></a>
 def test_filter_outputs_one_line_per_good_document(tmp_path):
     filters = tmp_path / "filters.txt"
     filters.write_text(FILTERS)
-    result = run("filter", "--filters", str(filters), "--stats", stdin=PUBSUB)
+    result = run("filter", "--filters", str(filters), "--stats=json", stdin=PUBSUB)
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert rows == [
         {"doc": 0, "matches": [1, 2, 10]},
@@ -423,3 +423,33 @@ def test_record_path_answers_per_record_in_process(tmp_path) -> None:
     assert out.getvalue().split() == [f'["p{i}"]' for i in range(5)]
     out = io.StringIO()
     assert main(["xseq", "/person/@id", "--record-path", "site//person", str(data)], out) == 2
+
+
+def test_stats_are_one_format_in_every_command(tmp_path) -> None:
+    """--stats: a table in events, filter and xseq; --stats=json: one JSON line; a value
+    after --stats that is no format is the next argument."""
+    import contextlib
+    import io
+
+    data = tmp_path / "d.xml"
+    data.write_text('<t id="1"/>')
+    filters = tmp_path / "f.txt"
+    filters.write_text("a\t/t\n")
+    commands = {
+        "events": (["events"], "stdout"),
+        "filter": (["filter", "--filters", str(filters)], "stderr"),
+        "xseq": (["xseq"], "stderr"),
+    }
+    for name, (argv, where) in commands.items():
+        for fmt in ("", "=json"):
+            out, err = io.StringIO(), io.StringIO()
+            query = ["/t/@id"] if name == "xseq" else []
+            with contextlib.redirect_stderr(err):
+                assert main([*argv, f"--stats{fmt}", *query, str(data)], out) == 0
+            text = (out if where == "stdout" else err).getvalue().splitlines()
+            if fmt:
+                stats = json.loads(text[-1])
+                assert isinstance(stats, dict) and "mb_per_s" in stats
+            else:
+                assert "MB/s" in text[-1] or any(line.startswith("MB/s") for line in text)
+                assert all("{" not in line for line in text)

@@ -119,22 +119,22 @@ def _write_events(batch: EventBatch, fmt: str, out: TextIO, quoted: list[str]) -
 
 
 def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
+    """``events --stats``: the stream's counts and speed, as a table or one JSON line."""
     if fmt == "jsonl":
-        out.write(json.dumps(stats) + "\n")
+        _report_stats(stats, "json", out)
         return
-    rows = [
-        ("documents", f"{stats['documents']:,}"),
-        ("malformed documents", f"{stats['bad_documents']:,}"),
-        ("events", f"{stats['events']:,}"),
-        *((f"  {k}", f"{stats[f'{k}_events']:,}") for k in map(str, Kind)),
-        ("max event depth", f"{stats['max_depth']:,}"),
-        ("bytes", f"{stats['bytes']:,}"),
-        ("seconds", f"{stats['seconds']:.3f}"),
-        ("MB/s", f"{stats['mb_per_s']:.2f}"),
-        ("events/s", f"{stats['events_per_s']:,}"),
-    ]
-    width = max(len(name) for name, _ in rows)
-    out.write("".join(f"{name:<{width}}  {value:>12}\n" for name, value in rows))
+    table = {
+        "documents": stats["documents"],
+        "malformed documents": stats["bad_documents"],
+        "events": stats["events"],
+        **{f"{kind} events": stats[f"{kind}_events"] for kind in map(str, Kind)},
+        "max event depth": stats["max_depth"],
+        "bytes": stats["bytes"],
+        "seconds": round(stats["seconds"], 3),
+        "MB/s": round(stats["mb_per_s"], 2),
+        "events/s": stats["events_per_s"],
+    }
+    _report_stats(table, "text", out)
 
 
 def _read_inputs(
@@ -169,6 +169,9 @@ def _read_inputs(
 
 
 def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
+    _stats_format(args)
+    if args.stats == "json":
+        args.format = args.format or "jsonl"
     fmt = args.format or ("text" if args.stats else "jsonl")
 
     quoted: list[str] = []  # the names as JSON, by id
@@ -197,6 +200,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.schema import read_dtd
     from xcep.xpush import MachineOptions, Workload, XPushMachine
 
+    _stats_format(args)
     if args.order and not args.dtd:
         raise ValueError("--order needs --dtd FILE (the order of elements comes from a DTD)")
     workload, errors = Workload.from_file(args.filters, strict=args.strict)
@@ -218,7 +222,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
         if args.stats:
             stats = machine.stats_dict()
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
-            print(json.dumps(stats), file=stderr)
+            _report_stats(stats, args.stats, stderr)
 
     status = _read_inputs(args, stdout, stderr, consume, keep_whitespace=True)
     return EXIT_INPUT if errors else status
@@ -234,6 +238,7 @@ def _query_text(spec: str) -> str:
 def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
 
+    _stats_format(args, "query")
     if args.explain not in (None, "text", "dot"):  # `--explain QUERY ...`: not its value
         if args.query is not None:
             args.inputs.insert(0, args.query)
@@ -302,7 +307,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         if args.stats:
             stats = engine.stats()
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
-            print(json.dumps(stats), file=stderr)
+            _report_stats(stats, args.stats, stderr)
 
     status = _read_inputs(args, stdout, stderr, consume, on_wait=rows.flush)
     return EXIT_INPUT if invalid else status
@@ -569,6 +574,59 @@ def _warn_undeclared(analysis, dtd, dtd_path: str, stderr: TextIO) -> None:
             )
 
 
+STATS_FORMATS = ("text", "json")
+_STAT_NAMES = {"mb_per_s": "MB/s", "events_per_s": "events/s"}
+
+
+def _stats_argument(command: argparse.ArgumentParser, help_text: str) -> None:
+    """``--stats`` (a text table) or ``--stats=json`` (one JSON line), the same in every
+    command. A value that is not a format was a positional argument: ``_stats_format``
+    puts it back."""
+    command.add_argument(
+        "--stats", nargs="?", const="text", default=None, metavar="text|json", help=help_text
+    )
+
+
+def _stats_format(args, positional: str | None = None) -> None:
+    """Put back a positional argument that ``--stats`` took as its value (``--stats QUERY``,
+    ``--stats FILE``): into ``args.<positional>`` when given and empty, else the inputs."""
+    value = args.stats
+    if value is None or value in STATS_FORMATS:
+        return
+    args.stats = "text"
+    if positional is not None and getattr(args, positional) is None:
+        setattr(args, positional, value)
+    elif positional is not None:
+        args.inputs.insert(0, getattr(args, positional))
+        setattr(args, positional, value)
+    else:
+        args.inputs.insert(0, value)
+
+
+def _report_stats(stats: dict, fmt: str, out: TextIO) -> None:
+    """Statistics as one JSON line (``json``) or an aligned table, nested keys joined."""
+    if fmt == "json":
+        out.write(json.dumps(stats) + "\n")
+        return
+    rows: list[tuple[str, str]] = []
+
+    def flatten(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                flatten(f"{prefix} {key}".strip(), inner)
+        elif isinstance(value, float):
+            rows.append((prefix, f"{value:,.4g}"))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            rows.append((prefix, f"{value:,}"))
+        else:
+            rows.append((prefix, str(value)))
+
+    flatten("", stats)
+    names = [_STAT_NAMES.get(name, name.replace("_", " ")) for name, _ in rows]
+    width = max((len(name) for name in names), default=0)
+    out.write("".join(f"{n:<{width}}  {v:>12}\n" for n, (_, v) in zip(names, rows, strict=True)))
+
+
 def _input_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "inputs", nargs="*", metavar="INPUT", help="files, directories, - for stdin (default)"
@@ -635,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("jsonl", "text"),
         help="jsonl (default for events) or text (default for --stats)",
     )
-    events.add_argument("--stats", action="store_true", help="print counts and speed only")
+    _stats_argument(events, "print counts and speed only, a table (json: one JSON line)")
     events.add_argument(
         "--keep-whitespace",
         action="store_true",
@@ -653,7 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
     filters.add_argument(
         "--filters", required=True, metavar="FILE", help="one 'ID XPATH' per line, # comments"
     )
-    filters.add_argument("--stats", action="store_true", help="machine statistics on stderr")
+    _stats_argument(filters, "machine statistics on stderr at the end, a table (json: one line)")
     filters.add_argument("--strict", action="store_true", help="fail on the first bad filter")
     filters.add_argument(
         "--top-down",
@@ -698,10 +756,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --queries: stop when a query is invalid (default: report it, run the others)",
     )
-    xseq.add_argument(
-        "--stats",
-        action="store_true",
-        help="print automaton states and the transition cache's hit ratio on stderr at the end",
+    _stats_argument(
+        xseq, "the runtime's statistics on stderr at the end, a table (json: one JSON line)"
     )
     xseq.add_argument(
         "--selection",
