@@ -285,7 +285,7 @@ def _query_case(rng: random.Random, work: Path, family: str) -> str:
         argv = ["filter", "--filters", str(work / "filters.txt"), str(data)]
     else:
         (work / "queries.txt").write_text(query + "\n", encoding="utf-8", errors="replace")
-        argv = ["xscl", "--queries", str(work / "queries.txt"), "--stream", "S", str(data)]
+        argv = ["xscl", "--queries", str(work / "queries.txt"), "--stream-name", "S", str(data)]
     status, _, err = run_cli(argv)
     return "crash" if "internal error" in err or status not in (0, 1, 2) else "ok"
 

@@ -22,7 +22,7 @@ def run(*args, stdin: bytes = b"") -> subprocess.CompletedProcess:
 
 
 def test_events_as_json_lines_from_stdin():
-    result = run("events", "--format", "jsonl", stdin=b"<a id='1'>x</a>")
+    result = run("events", "--output-format", "jsonl", stdin=b"<a id='1'>x</a>")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert rows == [
@@ -94,7 +94,7 @@ def test_directory_of_mixed_inputs(tmp_path):
 def test_stats(capsys, tmp_path):
     path = tmp_path / "s.xml"
     path.write_text("<a><b>1</b><b>2</b></a><a/>")
-    assert main(["events", "--stats", "--format", "jsonl", str(path)]) == 0
+    assert main(["events", "--stats", "--output-format", "jsonl", str(path)]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["documents"] == 2
     assert (stats["open_events"], stats["text_events"], stats["max_depth"]) == (4, 2, 3)
@@ -109,7 +109,7 @@ def test_text_format(capsys):
     sys_stdin = sys.stdin
     try:
         sys.stdin = io.TextIOWrapper(io.BytesIO(b'<a k="v">t<b/></a>'))
-        assert main(["events", "--format", "text"]) == 0
+        assert main(["events", "--output-format", "text"]) == 0
     finally:
         sys.stdin = sys_stdin
     assert capsys.readouterr().out.splitlines() == [
@@ -453,3 +453,17 @@ def test_stats_are_one_format_in_every_command(tmp_path) -> None:
             else:
                 assert "MB/s" in text[-1] or any(line.startswith("MB/s") for line in text)
                 assert all("{" not in line for line in text)
+
+
+def test_old_spellings_still_work_with_a_hint(tmp_path, capsys) -> None:
+    """One vocabulary (docs/cli.md): the old spellings are deprecated aliases."""
+    data = tmp_path / "d.xml"
+    data.write_text('<t id="1"/>')
+    assert main(["events", "--format", "text", str(data)]) == 0
+    assert "--format is deprecated, use --output-format" in capsys.readouterr().err
+    queries = tmp_path / "q.txt"
+    queries.write_text("q1\tS/t->x1\n")
+    assert main(["xscl", "--queries", str(queries), "--stream", "S", str(data)]) == 0
+    captured = capsys.readouterr()
+    assert "--stream is deprecated, use --stream-name" in captured.err
+    assert '"query": "q1"' in captured.out or '"query":"q1"' in captured.out

@@ -200,7 +200,7 @@ def test_a_killed_streaming_job_restarts_without_loss_or_duplicates(spark, tmp_p
     inputs, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     paths = _stock_files(inputs, 8, 25, seed=5)
     command = [
-        sys.executable, "-m", "xcep", "spark", "xseq", FALLING, "--input", str(inputs),
+        sys.executable, "-m", "xcep", "spark", "xseq", FALLING, str(inputs),
         "--output", str(out), "--stream", "--checkpoint", str(checkpoint),
         "--max-files-per-trigger", "1", "--master", "local[1]",
         "--conf", "spark.sql.shuffle.partitions=1",
@@ -335,7 +335,7 @@ def test_a_killed_xscl_stream_restarts_without_loss_or_duplicates(spark, tmp_pat
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     command = [
         sys.executable, "-m", "xcep", "spark", "xscl", "--queries", str(tmp_path / "q.txt"),
-        "--timestamp", "@ts", "--input", str(tmp_path / "in"), "--output", str(out),
+        "--timestamp", "@ts", str(tmp_path / "in"), "--output", str(out),
         "--stream", "--checkpoint", str(checkpoint), "--max-files-per-trigger", "1",
         "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=1",
     ]  # fmt: skip

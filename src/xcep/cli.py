@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from xcep import __version__
+from xcep.cliargs import Deprecated
 from xcep.errors import InputError, XcepError, located, read_text
 from xcep.events import FORMATS, NO_NAME, EventBatch, EventStream, Kind, expand_inputs
 
@@ -171,8 +172,8 @@ def _read_inputs(
 def cmd_events(args, stdout: TextIO, stderr: TextIO) -> int:
     _stats_format(args)
     if args.stats == "json":
-        args.format = args.format or "jsonl"
-    fmt = args.format or ("text" if args.stats else "jsonl")
+        args.output_format = args.output_format or "jsonl"
+    fmt = args.output_format or ("text" if args.stats else "jsonl")
 
     quoted: list[str] = []  # the names as JSON, by id
 
@@ -465,7 +466,7 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
             stdout.write("".join([result.to_json() + "\n" for result in results]))
 
     status = EXIT_OK
-    for name, path in _stream_inputs(args.inputs or ["-"], args.stream):
+    for name, path in _stream_inputs(args.inputs or ["-"], args.stream_name):
         one = copy.copy(args)
         one.inputs = [path]
 
@@ -689,10 +690,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _input_arguments(events)
     events.add_argument(
-        "--format",
+        "--output-format",
         choices=("jsonl", "text"),
         help="jsonl (default for events) or text (default for --stats)",
     )
+    events.add_argument("--format", dest="output_format", action=Deprecated, new="--output-format")
     _stats_argument(events, "print counts and speed only, a table (json: one JSON line)")
     events.add_argument(
         "--keep-whitespace",
@@ -839,7 +841,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="where each document's time is (@ts, /item/date, //time): a number or an ISO "
         "date; default: arrival order",
     )
-    xscl.add_argument("--stream", default="S", help="the stream of inputs without NAME= (S)")
+    xscl.add_argument("--stream-name", default="S", help="the stream of inputs without NAME= (S)")
+    xscl.add_argument("--stream", dest="stream_name", action=Deprecated, new="--stream-name")
     xscl.add_argument(
         "--join",
         choices=["memory", "sql"],

@@ -6,6 +6,8 @@ import argparse
 import time
 from typing import TextIO
 
+from xcep.cliargs import Deprecated
+
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
 
@@ -72,7 +74,7 @@ def add_commands(commands) -> None:
         "xscl",
         help="many XSCL join queries: Stage 1 on the workers, Stage 2 on Spark SQL",
         description='Rows {"query": id, "docs": [document indexes], "output": "<result>"} '
-        "(see docs/spark.md). An --input written NAME=PATH is stream NAME.",
+        "(see docs/spark.md). An INPUT written NAME=PATH is stream NAME.",
     )
     xscl.add_argument(
         "--queries", required=True, metavar="FILE", help="one ID<TAB>XSCL query per line"
@@ -109,14 +111,16 @@ def _partition_timing(args) -> dict:
 
 def _job_arguments(job: argparse.ArgumentParser) -> None:
     job.add_argument(
-        "--input", action="append", required=True, metavar="PATH", help="file or directory"
+        "inputs", nargs="*", metavar="INPUT", help="files or directories (NAME=PATH for xscl)"
     )
+    job.add_argument("--input", dest="input", action=Deprecated, new="INPUT arguments", append=True)
     job.add_argument("--output", metavar="PATH", help="output directory (default: console)")
     job.add_argument(
-        "--format",
+        "--output-format",
         choices=("json", "parquet", "console"),
         help="json (JSON Lines files, the default with --output), parquet, or console",
     )
+    job.add_argument("--format", dest="output_format", action=Deprecated, new="--output-format")
     job.add_argument("--overwrite", action="store_true", help="replace an existing output")
     job.add_argument(
         "--record-path",
@@ -124,7 +128,7 @@ def _job_arguments(job: argparse.ArgumentParser) -> None:
         help="cut each file (one large XML document) into records at this path, "
         "e.g. /stocks/transaction",
     )
-    job.add_argument("--stream", action="store_true", help="Structured Streaming over --input")
+    job.add_argument("--stream", action="store_true", help="Structured Streaming over INPUT")
     job.add_argument("--checkpoint", metavar="DIR", help="streaming: the checkpoint directory")
     job.add_argument(
         "--trigger",
@@ -169,7 +173,7 @@ def _units(spark, args):
     from xcep.spark.sources import read_units
 
     if args.stream and len(args.input) != 1:
-        raise ValueError("--stream reads one --input directory")
+        raise ValueError("--stream reads one INPUT directory")
     return read_units(
         spark,
         args.input,
@@ -184,6 +188,10 @@ def _spark_errors(command):
 
     def run(args, stdout: TextIO, stderr: TextIO) -> int:
         from pyspark.errors import PySparkException
+
+        args.input = [*(args.input or []), *args.inputs]  # INPUT, and the old --input
+        if not args.input:
+            raise ValueError("give INPUT files or directories")
 
         try:
             return command(args, stdout, stderr)
@@ -205,7 +213,7 @@ def _write(spark, args, df, stdout: TextIO, stderr: TextIO, started: float) -> i
     from xcep.spark.progress import spark_progress
     from xcep.spark.sinks import write
 
-    fmt = args.format or ("json" if args.output else "console")
+    fmt = args.output_format or ("json" if args.output else "console")
     with spark_progress(spark, stderr, args.progress if not args.stream else False):
         printed = write(
             df,
@@ -303,8 +311,8 @@ def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     named = _stream_inputs(args.input, args.stream_name)
     if args.stream:
         if len(named) != 1:
-            raise ValueError("--stream reads one --input directory")
-        if not (args.output or args.format == "console") or not args.checkpoint:
+            raise ValueError("--stream reads one INPUT directory")
+        if not (args.output or args.output_format == "console") or not args.checkpoint:
             raise ValueError(
                 "a streaming xscl job needs --output (or --format console) and --checkpoint"
             )
@@ -315,7 +323,7 @@ def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         )  # fmt: skip
         run_stream(
             spark, [(name, units)], good, args.output, args.checkpoint, args.timestamp,
-            args.format or "json", args.trigger,
+            args.output_format or "json", args.trigger,
         )  # fmt: skip
         print(f"xcep spark: results in {args.output}/batch=*", file=stderr)
         return EXIT_INPUT if errors else EXIT_OK
