@@ -101,3 +101,26 @@ def test_exit_codes_are_the_documented_ones(tmp_path, args, stdin, code):
     )
     assert done.returncode == code, done.stderr.decode()
     assert b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_example_runs(command, monkeypatch):
+    """The examples each command's --help shows run, from the repository's root, and
+    exit 0; every command shows some."""
+    import contextlib
+    import io
+    import shlex
+
+    from xcep.cli import EXAMPLES, main
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert EXAMPLES[command]
+    for example in EXAMPLES[command]:
+        assert example in help_text.getvalue().replace("\n  ", "\n  ")
+        argv = shlex.split(example)[1:]
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert main(argv, io.StringIO()) == 0, (example, err.getvalue())

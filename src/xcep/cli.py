@@ -672,6 +672,39 @@ def _query_arguments(command: argparse.ArgumentParser) -> None:
     _input_arguments(command)
 
 
+EXAMPLES = {  # shown by each command's --help; tests/test_cli_docs.py runs every one
+    "events": [
+        "xcep events examples/shop-events.xml",
+        "xcep events --stats examples/xscl/stream.xml",
+        "xcep events --record-path /log/event --output-format text examples/shop-events.xml",
+    ],
+    "filter": [
+        "xcep filter --filters examples/person-subscriptions.txt examples/shop-events.xml",
+        "xcep filter --stats=json --filters examples/xmark-subscriptions.txt "
+        "examples/shop-events.xml",
+    ],
+    "xseq": [
+        "xcep xseq '/log/event[@operation = \"Search\"]/@uid' examples/shop-events.xml",
+        "xcep xseq 'return $E@uid, count($E) from /log/$E where $E@operation = \"Login\"' "
+        "examples/shop-events.xml",
+        "xcep xseq --explain @examples/xmark-falling-prices.xseq",
+    ],
+    "xquery": [
+        "xcep xquery @examples/search-no-buy.xq examples/shop-events.xml",
+        "xcep xquery -n 'for $i in 1 to 3 return $i * 2'",
+    ],
+    "xscl": [
+        "xcep xscl --queries examples/xscl/queries.txt --timestamp @date examples/xscl/stream.xml",
+    ],
+}
+
+
+def _examples(command: str) -> str:
+    return "examples (from the repository's root):\n" + "\n".join(
+        f"  {line}" for line in EXAMPLES[command]
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xcep",
@@ -685,6 +718,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     events = commands.add_parser(
         "events",
+        epilog=_examples("events"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="print the nested-word event stream of XML/JSON inputs",
         description="Print the event stream (open/attr/text/close) of the inputs, or counts.",
     )
@@ -705,6 +740,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     filters = commands.add_parser(
         "filter",
+        epilog=_examples("filter"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="which of many XPath filters match each document (XPush)",
         description="For every document, the ids of the filters that match it: one JSON "
         'object per document, {"doc": N, "matches": [ids]}. See docs/xpush.md.',
@@ -736,6 +773,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     xseq = commands.add_parser(
         "xseq",
+        epilog=_examples("xseq"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run an XSeq query (XPath with Kleene-* and sequence patterns)",
         description="Evaluate an XSeq query in one pass: one JSON array per result row. "
         "See docs/xseq.md.",
@@ -810,6 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     xq = commands.add_parser(
         "xquery",
+        epilog=_examples("xquery"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run an XQuery FLWOR with window and pattern clauses",
         description="Evaluate an XQuery (FLWOR, window clause, pattern clause; XPath 3.1 by "
         "elementpath) over the input documents: one serialized item per line. One document is "
@@ -826,6 +867,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     xscl = commands.add_parser(
         "xscl",
+        epilog=_examples("xscl"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run many XSCL join queries (MMQJP) over document streams",
         description="Evaluate XSCL inter-document join queries: one JSON object per result, "
         '{"query": id, "docs": [document indexes], "output": "<result>...</result>"}. '
