@@ -67,7 +67,8 @@ class ErrorReporter:
 
 
 def _progress_bar(stream_inputs, stderr: TextIO, enabled: bool | None):
-    """A tqdm bar over the input bytes: on a terminal for runs over half a second, or forced."""
+    """A tqdm bar over the input bytes (uncompressed): on a terminal for runs over half a
+    second, or forced."""
     if enabled is False or (enabled is None and not stderr.isatty()):
         return None
     from tqdm import tqdm
@@ -76,6 +77,15 @@ def _progress_bar(stream_inputs, stderr: TextIO, enabled: bool | None):
     total = sum(sizes) if sizes and None not in sizes else None
     delay = 0.5 if enabled is None else 0
     return tqdm(total=total, unit="B", unit_scale=True, file=stderr, leave=False, delay=delay)
+
+
+def _advance(bar, read: int, stream: EventStream) -> None:
+    """The bar moves by the bytes read (uncompressed) and shows documents and documents/s."""
+    bar.update(read)
+    elapsed = bar.format_dict.get("elapsed") or 0
+    documents = stream.stats.documents
+    rate = f", {documents / elapsed:,.0f} docs/s" if elapsed > 0 else ""
+    bar.set_postfix_str(f"{documents:,} docs{rate}", refresh=False)
 
 
 _KIND_JSON = tuple(f',"kind":"{kind}"' for kind in map(str, Kind))
@@ -150,7 +160,7 @@ def _read_inputs(
     stream = EventStream(
         inputs,
         errors=reporter.policy,
-        progress=bar.update if bar is not None else None,
+        progress=(lambda read: _advance(bar, read, stream)) if bar is not None else None,
         on_wait=on_wait or stdout.flush,
         record_path=args.record_path,
         max_depth=args.max_depth,

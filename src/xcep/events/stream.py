@@ -90,13 +90,11 @@ class StreamContext:
         self.progress = progress
         self.next_doc = 0
         self.position: Callable[[], int] | None = None  # where the current raw file is
-        self.reported = 0  # the position last reported to ``progress``
         self.on_wait = on_wait
         self.live = False  # the current input is a pipe, a terminal or a socket
 
     def start_input(self, position: Callable[[], int] | None, live: bool = False) -> None:
         self.position = position
-        self.reported = 0
         self.live = live
 
     def before_wait(self) -> Iterator[EventBatch]:
@@ -136,9 +134,7 @@ class StreamContext:
         chunk = read(self.options.chunk_size)
         self.stats.bytes += len(chunk)
         if self.progress is not None and self.position is not None:
-            position = self.position()
-            self.progress(position - self.reported)
-            self.reported = position
+            self.progress(len(chunk))  # bytes read, uncompressed
         return chunk
 
 
@@ -153,11 +149,16 @@ class Input:
 
     @property
     def size(self) -> int | None:
-        """Bytes on disk, for progress bars (None for pipes)."""
+        """Bytes to read, uncompressed, for progress bars (None for pipes): a gzip file's
+        own record of its size (its last member's, modulo 4 GiB: an estimate)."""
         if self.path is None:
             return None
         try:
-            return self.path.stat().st_size
+            with open(self.path, "rb") as file:
+                if file.read(2) != _GZIP_MAGIC:
+                    return self.path.stat().st_size
+                file.seek(-4, os.SEEK_END)
+                return int.from_bytes(file.read(4), "little")
         except OSError:
             return None
 
