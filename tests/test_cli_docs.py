@@ -124,3 +124,11 @@ def test_every_help_example_runs(command, monkeypatch):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             assert main(argv, io.StringIO()) == 0, (example, err.getvalue())
+
+
+def test_the_page_lists_the_help_examples():
+    from xcep.cli import EXAMPLES
+
+    for lines in EXAMPLES.values():
+        for line in lines:
+            assert line in DOC, line
