@@ -770,7 +770,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     filters.add_argument("--order", action="store_true", help="order optimization (needs --dtd)")
     filters.add_argument("--early", action="store_true", help="early notification")
-    filters.add_argument("--train", action="store_true", help="warm up on training documents")
+    filters.add_argument(
+        "--train",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="warm the machine on training documents made from the filters (and --dtd) "
+        "before the first document (default: off here, where a run is short; on in xcep "
+        "spark, where workers live long)",
+    )
     filters.add_argument("--dtd", metavar="FILE", help="DTD for --order and --train")
     filters.add_argument(
         "--max-entries",
