@@ -709,6 +709,15 @@ EXAMPLES = {  # shown by each command's --help; tests/test_cli_docs.py runs ever
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but the examples keep their lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def _examples(command: str) -> str:
     return "examples (from the repository's root):\n" + "\n".join(
         f"  {line}" for line in EXAMPLES[command]
@@ -729,7 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     events = commands.add_parser(
         "events",
         epilog=_examples("events"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
         help="print the nested-word event stream of XML/JSON inputs",
         description="Print the event stream (open/attr/text/close) of the inputs, or counts.",
     )
@@ -751,7 +760,7 @@ def build_parser() -> argparse.ArgumentParser:
     filters = commands.add_parser(
         "filter",
         epilog=_examples("filter"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
         help="which of many XPath filters match each document (XPush)",
         description="For every document, the ids of the filters that match it: one JSON "
         'object per document, {"doc": N, "matches": [ids]}. See docs/xpush.md.',
@@ -791,7 +800,7 @@ def build_parser() -> argparse.ArgumentParser:
     xseq = commands.add_parser(
         "xseq",
         epilog=_examples("xseq"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
         help="run an XSeq query (XPath with Kleene-* and sequence patterns)",
         description="Evaluate an XSeq query in one pass: one JSON array per result row. "
         "See docs/xseq.md.",
@@ -867,7 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     xq = commands.add_parser(
         "xquery",
         epilog=_examples("xquery"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
         help="run an XQuery FLWOR with window and pattern clauses",
         description="Evaluate an XQuery (FLWOR, window clause, pattern clause; XPath 3.1 by "
         "elementpath) over the input documents: one serialized item per line. One document is "
@@ -885,11 +894,11 @@ def build_parser() -> argparse.ArgumentParser:
     xscl = commands.add_parser(
         "xscl",
         epilog=_examples("xscl"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
         help="run many XSCL join queries (MMQJP) over document streams",
         description="Evaluate XSCL inter-document join queries: one JSON object per result, "
         '{"query": id, "docs": [document indexes], "output": "<result>...</result>"}. '
-        "An INPUT written NAME=PATH is stream NAME; others are --stream. See docs/xscl.md.",
+        "An INPUT written NAME=PATH is stream NAME; others are --stream-name. See docs/xscl.md.",
     )
     xscl.add_argument(
         "--queries", required=True, metavar="FILE", help="one ID<TAB>XSCL query per line"
