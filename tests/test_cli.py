@@ -252,6 +252,20 @@ def test_a_pipe_gets_each_answer_when_its_document_ends(tmp_path, command, first
     assert json.loads(line)  # the first document's answer (or first event), whole
 
 
+@pytest.mark.parametrize(
+    "command, expected",
+    [
+        (["xseq", "/stocks/t/@id"], ["1"]),
+        (["xseq", "return $T@id from /stocks/$T[@id = '1']"], ["1"]),
+        (["events"], {"doc": 0, "kind": "open", "name": "stocks", "depth": 1, "node": 0}),
+    ],
+)
+def test_a_feed_whose_root_never_closes_is_answered_as_it_comes(command, expected):
+    """An endless single document: what it decides is answered while its root is open."""
+    first, second = b'<stocks><t id="1"/>\n', b'<t id="2"/></stocks>\n'
+    assert json.loads(_first_line_while_the_input_is_open(command, first, second)) == expected
+
+
 def test_a_million_piped_documents_take_the_memory_of_one():
     """Memory is bounded by the largest document, not by the input: 1,000,000 small
     documents through a pipe take about what 1,000 do."""

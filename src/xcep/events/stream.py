@@ -98,11 +98,13 @@ class StreamContext:
         self.live = live
 
     def before_wait(self) -> Iterator[EventBatch]:
-        """Before a read that may wait for a live input (a pipe from a feed): the complete
-        documents go out now (not when a batch fills), and ``on_wait`` is called when
-        the consumer has taken them (the CLI flushes its output there)."""
+        """Before a read that may wait for a live input (a pipe from a feed): the events
+        read so far go out now (not when a batch fills) — the complete documents, and the
+        part of a document that is still open, so that a feed whose root never closes is
+        answered as it comes —, and ``on_wait`` is called when the consumer has taken
+        them (the CLI flushes its output there)."""
         if self.live:
-            batch = self.builder.take()
+            batch = self.builder.take(force=True)
             if batch is not None:
                 yield batch
             if self.on_wait is not None:
