@@ -261,9 +261,12 @@ def _sniff(stream: BinaryIO) -> tuple[str, BinaryIO]:
 class EventStream:
     """A stream of documents read from one or more inputs, as nested-word events.
 
-    >>> stream = EventStream(["orders.xml", "ticks.jsonl.gz"], errors="skip")
-    >>> for batch in stream.batches(): ...          # columnar, fast
-    >>> for event in EventStream(["orders.xml"]): ...  # one Event at a time
+    >>> import io
+    >>> stream = EventStream([io.BytesIO(b'<a x="1">t</a>')], errors="skip")
+    >>> [(str(e.kind), e.name, e.value) for e in stream]  # one Event at a time
+    [('open', 'a', None), ('attr', 'x', '1'), ('text', None, 't'), ('close', 'a', None)]
+    >>> [len(batch) for batch in EventStream([io.BytesIO(b"<a/>")]).batches()]  # columnar
+    [2]
 
     ``format`` is ``auto`` (by file name, then by the first bytes), ``xml``,
     ``json`` or ``jsonl``. ``errors`` says what happens to a malformed

@@ -1,9 +1,12 @@
 """xcep pipelines on Apache Spark (PySpark): every engine, batch and streaming.
 
 >>> from xcep import spark as xs
->>> session = xs.session("local[4]")
->>> units = xs.read_units(session, "docs/")          # files, records, or a stream
->>> xs.write(xs.filter_units(units, {1: "//item[price > 100]"}), "out/", "json")
+>>> session = xs.session("local[4]")  # doctest: +SKIP
+>>> units = xs.read_units(session, "docs/")  # files, records, or a stream  # doctest: +SKIP
+>>> xs.write(xs.filter_units(units, {1: "//item[price > 100]"}), "out/", "json")  # doctest: +SKIP
+
+(Not run as a doctest: it starts a Spark session; tests/test_spark.py runs the same
+calls on the session the tests share.)
 
 Needs the ``spark`` extra (PySpark 4.3, Java 17). See docs/spark.md.
 """

@@ -293,8 +293,12 @@ def _order_preconditions(afa: AFA, parents, back, initial, order_facts) -> dict:
 class XPushMachine:
     """Many boolean XPath filters over a stream of documents, one lazy pushdown machine.
 
-    >>> m = XPushMachine({"p1": "//a[b/text()=1 and ../a[@c>2]]", "p2": "//a[@c>2 and b/text()=1]"})
-    >>> for doc, ids in m.filter(EventStream(["doc.xml"]).batches()): ...
+    >>> import io
+    >>> from xcep.events import EventStream
+    >>> m = XPushMachine({"p1": "//a[b/text()=1]", "p2": "//a[@c>2]"})
+    >>> docs = [io.BytesIO(b'<r><a c="3"><b>1</b></a></r>'), io.BytesIO(b'<r><a c="1"/></r>')]
+    >>> [(doc, sorted(ids)) for doc, ids in m.run(EventStream(docs).batches())]
+    [(0, ['p1', 'p2']), (1, [])]
     """
 
     def __init__(

@@ -1082,9 +1082,12 @@ class _Group:
 class XSeqEngine:
     """Runs one XSeq query over an event stream and yields its output rows.
 
-    >>> engine = XSeqEngine("//a/@id")
+    >>> import io
     >>> from xcep.events import EventStream
-    >>> rows = list(engine.run(EventStream(...).batches()))  # doctest: +SKIP
+    >>> engine = XSeqEngine("/stocks/t[@price > 10]/@id")
+    >>> data = io.BytesIO(b'<stocks><t id="a" price="12"/><t id="b" price="9"/></stocks>')
+    >>> list(engine.run(EventStream([data]).batches()))
+    [['a']]
     """
 
     def __init__(
@@ -1217,9 +1220,14 @@ class XSeqMultiEngine:
     effect at the next document of the stream (partitioned queries: from the
     next document on, in every partition), an unsubscription at once.
 
+    >>> import io
+    >>> from xcep.events import EventStream
     >>> engine = XSeqMultiEngine({"cheap": "//item[price < 10]/name/text()"})
     >>> engine.subscribe("names", "//person/name/text()")
-    >>> rows = list(engine.run(batches))  # doctest: +SKIP
+    >>> item = b"<item><price>5</price><name>pen</name></item>"
+    >>> data = io.BytesIO(b"<s>" + item + b"<person><name>Al</name></person></s>")
+    >>> list(engine.run(EventStream([data]).batches()))
+    [['cheap', 'pen'], ['names', 'Al']]
     """
 
     def __init__(
