@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TextIO
 
 from xcep import __version__
-from xcep.cliargs import Deprecated
-from xcep.errors import InputError, XcepError, located, read_text
+from xcep.cliargs import Deprecated, load_xscl_queries, query_text, stream_inputs
+from xcep.errors import InputError, XcepError, located
 from xcep.events import FORMATS, NO_NAME, EventBatch, EventStream, Kind, expand_inputs
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -239,13 +239,6 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_INPUT if errors else status
 
 
-def _query_text(spec: str) -> str:
-    """QUERY on the command line: the text itself, or @FILE."""
-    if spec.startswith("@"):
-        return read_text(spec[1:])
-    return spec
-
-
 def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
 
@@ -294,7 +287,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
             return EXIT_USAGE
     else:
         try:
-            engine = XSeqEngine(_query_text(args.query), fast=not args.automaton, **options)
+            engine = XSeqEngine(query_text(args.query), fast=not args.automaton, **options)
         except QuerySyntaxError as error:
             print(f"xcep: error: {error}", file=stderr)
             return EXIT_USAGE
@@ -397,7 +390,7 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_USAGE if compiling or error.static else EXIT_INPUT
 
     try:
-        query = xquery.compile(_query_text(args.query))
+        query = xquery.compile(query_text(args.query))
     except xquery.XQueryError as error:
         return failed(error, compiling=error.static or error.code is None)
     if args.explain:
@@ -476,7 +469,7 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
             stdout.write("".join([result.to_json() + "\n" for result in results]))
 
     status = EXIT_OK
-    for name, path in _stream_inputs(args.inputs or ["-"], args.stream_name):
+    for name, path in stream_inputs(args.inputs or ["-"], args.stream_name):
         one = copy.copy(args)
         one.inputs = [path]
 
@@ -538,36 +531,6 @@ def _batch_size(text: str) -> int | str:
         return _count(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
-
-
-def load_xscl_queries(path: str, engine, stderr: TextIO) -> tuple[list, list]:
-    """Register the ``ID<TAB>XSCL`` lines of ``path`` in ``engine``; report the bad ones.
-    Returns the good ``(id, text)`` pairs and the errors."""
-    from xcep.xscl import XsclSyntaxError, read_queries
-
-    queries, errors = read_queries(path)
-    good = []
-    for qid, text, line in queries:
-        try:
-            engine.add(qid, text)
-            good.append((qid, text))
-        except XsclSyntaxError as error:
-            errors.append(f"line {line}, {error}")
-    for error in errors:
-        print(f"xcep: error: {path}, {error}", file=stderr)
-    return good, errors
-
-
-def _stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:
-    """``NAME=PATH`` puts an input on stream NAME; a bare path is on the default stream."""
-    out = []
-    for item in inputs:
-        name, sep, path = item.partition("=")
-        if sep and name.isidentifier():
-            out.append((name, path))
-        else:
-            out.append((default, item))
-    return out
 
 
 def _warn_undeclared(analysis, dtd, dtd_path: str, stderr: TextIO) -> None:

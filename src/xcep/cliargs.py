@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
+
+from xcep.errors import read_text
 
 
 class Deprecated(argparse.Action):
@@ -21,3 +24,40 @@ class Deprecated(argparse.Action):
         if self.append:
             values = [*(getattr(namespace, self.dest, None) or []), values]
         setattr(namespace, self.dest, values)
+
+
+def query_text(spec: str) -> str:
+    """QUERY on the command line: the text itself, or @FILE."""
+    if spec.startswith("@"):
+        return read_text(spec[1:])
+    return spec
+
+
+def load_xscl_queries(path: str, engine, stderr: TextIO) -> tuple[list, list]:
+    """Register the ``ID<TAB>XSCL`` lines of ``path`` in ``engine``; report the bad ones.
+    Returns the good ``(id, text)`` pairs and the errors."""
+    from xcep.xscl import XsclSyntaxError, read_queries
+
+    queries, errors = read_queries(path)
+    good = []
+    for qid, text, line in queries:
+        try:
+            engine.add(qid, text)
+            good.append((qid, text))
+        except XsclSyntaxError as error:
+            errors.append(f"line {line}, {error}")
+    for error in errors:
+        print(f"xcep: error: {path}, {error}", file=stderr)
+    return good, errors
+
+
+def stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:
+    """``NAME=PATH`` puts an input on stream NAME; a bare path is on the default stream."""
+    out = []
+    for item in inputs:
+        name, sep, path = item.partition("=")
+        if sep and name.isidentifier():
+            out.append((name, path))
+        else:
+            out.append((default, item))
+    return out

@@ -33,8 +33,8 @@ from xcep.events.model import CLOSE, NO_NAME, OPEN, TEXT
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from xcep.events.context import StreamContext
     from xcep.events.model import EventBatch
-    from xcep.events.stream import StreamContext
 
 _ITEM = "item"
 _BOM = b"\xef\xbb\xbf"

@@ -42,8 +42,8 @@ from xcep.events.model import ATTR, CLOSE, NO_NAME, OPEN, TEXT
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from xcep.events.context import StreamContext
     from xcep.events.model import EventBatch
-    from xcep.events.stream import StreamContext
 
 _NOT_SPACE = re.compile(rb"[^ \t\r\n]")
 _ENTITY_REF = re.compile(r"&([^;&\s]+);")
@@ -115,6 +115,7 @@ class XmlReader:
         self.window = _Window()
         self.eof = False
         self.declared: bool | None = None  # did the first document start with <?xml ?
+        self._declaration: list = [None, None, 0]  # (document start, next <?xml, scanned)
         self.scan = _tokenizer.scan if _tokenizer is not None and self.options.compiled else None
 
     def _fill(self) -> bool:
@@ -217,7 +218,7 @@ class XmlReader:
             if batch is not None:
                 yield batch
             raw = options.keep_raw and pos - start <= options.raw_limit
-            window.drop_before(start if raw else pos)
+            window.drop_before(self._droppable(start, start if raw else pos))
             yield from ctx.before_wait()
             self._fill()
 
@@ -260,7 +261,9 @@ class XmlReader:
                     keep = fed
                 # expat may hold an incomplete token: keep it (it starts just past the last
                 # parse event), so that an error in it can be located and resynced from
-                window.drop_before(min(keep, origin + parser.CurrentByteIndex))
+                window.drop_before(
+                    self._droppable(start, min(keep, origin + parser.CurrentByteIndex))
+                )
         except ExpatError as exc:
             if state.root_end is not None:  # the root closed: what follows is the next document
                 end = origin + state.root_end
@@ -288,6 +291,26 @@ class XmlReader:
         if batch is not None:
             yield batch
         return next_start
+
+    def _droppable(self, start: int, upto: int) -> int:
+        """How far the window may be cut while the document at ``start`` is parsed: in a
+        stream with declarations, not past the first one after ``start`` — where the next
+        document starts if this one turns out bad (an unclosed literal or CDATA section
+        runs into it), whatever the parser consumed."""
+        if not self.declared:
+            return upto
+        window = self.window
+        if self._declaration[0] != start:  # a new document: search from its start
+            self._declaration = [start, None, start + 1]
+        _, found, scanned = self._declaration
+        if found is None:
+            match = _RESYNC_DECLARED.search(window.data, max(scanned, window.base) - window.base)
+            if match is not None:
+                found = self._declaration[1] = window.base + match.start()
+            else:  # keep what a declaration cut by the window's end may start with
+                self._declaration[2] = scanned = max(scanned, window.end - 8)
+                return min(upto, scanned)
+        return min(upto, found)
 
     def _after_root(self, pos: int) -> int:
         """Where the next document may start, after a root element that closed at ``pos``.

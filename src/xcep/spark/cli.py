@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import TextIO
 
-from xcep.cliargs import Deprecated
+from xcep.cliargs import Deprecated, load_xscl_queries, query_text, stream_inputs
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
@@ -246,12 +246,11 @@ def cmd_spark_filter(args, stdout: TextIO, stderr: TextIO) -> int:
 
 @_spark_errors
 def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.cli import _query_text
     from xcep.spark.xseq import xseq_units
     from xcep.xseq import QuerySyntaxError
 
     started = time.perf_counter()
-    text = _query_text(args.query)
+    text = query_text(args.query)
     try:
         from xcep.xseq import analyze
 
@@ -273,11 +272,10 @@ def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
 @_spark_errors
 def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep import xquery
-    from xcep.cli import _query_text
     from xcep.spark.xquery import xquery_units
 
     started = time.perf_counter()
-    text = _query_text(args.query)
+    text = query_text(args.query)
     try:
         xquery.compile(text)
     except xquery.XQueryError as error:
@@ -298,7 +296,6 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
 
 @_spark_errors
 def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.cli import _stream_inputs, load_xscl_queries
     from xcep.spark.sources import read_units
     from xcep.spark.xscl import run_stream, xscl_units
     from xcep.xscl import XsclEngine
@@ -308,7 +305,7 @@ def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     if errors and args.strict:
         return EXIT_USAGE
     spark = _session(args)
-    named = _stream_inputs(args.input, args.stream_name)
+    named = stream_inputs(args.input, args.stream_name)
     if args.stream:
         if len(named) != 1:
             raise ValueError("--stream reads one INPUT directory")

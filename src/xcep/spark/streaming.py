@@ -39,6 +39,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from xcep.spark.engines import evaluate_xquery, xquery_query, xseq_engine
 from xcep.spark.partitions import Wrapper, partition_stream
 
 if TYPE_CHECKING:
@@ -129,9 +130,7 @@ class XSeqPartition(PartitionProcessor):
     def advance(self, key: str, records: list, state: tuple | None, final: bool) -> tuple:
         """A saved run when the query's runtime has one (else replay): resumed, fed the
         new records only, saved again."""
-        from xcep.spark.xseq import _engine
-
-        engine = _engine(self.spec)
+        engine = xseq_engine(self.spec)
         if not engine.resumable:
             return super().advance(key, records, state, final)
         saved, nodes = (state[2], state[3]) if state is not None else (None, 0)
@@ -151,9 +150,7 @@ class XSeqPartition(PartitionProcessor):
         return [(None, key, dumps(r), None) for r in rows], state
 
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
-        from xcep.spark.xseq import _engine
-
-        rows = _engine(self.spec).run(partition_stream(key, document).batches(), final=final)
+        rows = xseq_engine(self.spec).run(partition_stream(key, document).batches(), final=final)
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         return [(None, key, dumps(r), None) for r in rows]
 
@@ -201,10 +198,9 @@ class XQueryPartition(PartitionProcessor):
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
         if not final:
             return []
-        from xcep.spark.xquery import _evaluate, _query
         from xcep.xquery.documents import documents_from_batches
 
         trees = list(documents_from_batches(partition_stream(key, document).batches()))
-        items, failure = _evaluate(_query(self.query), trees)
+        items, failure = evaluate_xquery(xquery_query(self.query), trees)
         rows = [(None, key, item, None) for item in items]
         return rows + ([(None, key, None, failure)] if failure is not None else [])

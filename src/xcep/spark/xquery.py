@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from xcep.spark.engines import evaluate_xquery, xquery_query
 from xcep.spark.partitions import (
     Wrapper,
     keyed_records,
@@ -25,7 +26,7 @@ from xcep.spark.partitions import (
     partition_stream,
     split_keyed,
 )
-from xcep.spark.units import WorkerCache, string_batch
+from xcep.spark.units import string_batch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 OUTPUT_SCHEMA = "doc_id string, key string, item string, error string"
-_QUERIES = WorkerCache()  # per Python worker process
 
 
 def xquery_units(
@@ -74,28 +74,10 @@ def xquery_units(
     return items.unionByName(errors)
 
 
-def _query(text: str):
-    def make():
-        from xcep import xquery
-
-        return xquery.compile(text)
-
-    return _QUERIES.get(text, make)
-
-
 def _table(rows: list[tuple]) -> pa.Table:
     import pyarrow as pa
 
     return pa.Table.from_batches([string_batch(rows, ["doc_id", "key", "item", "error"])])
-
-
-def _evaluate(query, trees) -> tuple[list[str], str | None]:
-    from xcep.xquery import XQueryError
-
-    try:
-        return list(query.run(trees)), None
-    except XQueryError as error:  # a dynamic error costs only its own partition/document
-        return [], str(error)
 
 
 def _run_partition(text: str, record_path: str):
@@ -108,7 +90,7 @@ def _run_partition(text: str, record_path: str):
         errors: list = []
         stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
         trees = list(documents_from_batches(stream.batches()))
-        items, failure = _evaluate(_query(text), trees)
+        items, failure = evaluate_xquery(xquery_query(text), trees)
         rows = [(None, key, item, None) for item in items]
         rows += [(None, key, None, str(e)) for e in errors]
         if failure is not None:
@@ -123,7 +105,7 @@ def _run_documents(text: str):
         from xcep.spark.units import read_unit, unit_rows
         from xcep.xquery.documents import documents_from_batches
 
-        query = _query(text)
+        query = xquery_query(text)
         for batch in batches:
             rows: list[tuple] = []
             for path, record, content, error in unit_rows(batch):
@@ -132,7 +114,9 @@ def _run_documents(text: str):
                     continue
                 unit = read_unit(path, record, content)
                 for doc_id, doc_batches in unit.good():
-                    items, failure = _evaluate(query, list(documents_from_batches(doc_batches)))
+                    items, failure = evaluate_xquery(
+                        query, list(documents_from_batches(doc_batches))
+                    )
                     rows += [(doc_id, None, item, None) for item in items]
                     if failure is not None:
                         rows.append((doc_id, None, None, failure))

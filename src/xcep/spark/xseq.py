@@ -22,6 +22,7 @@ import json
 from typing import TYPE_CHECKING
 
 from xcep.events.records import parse_record_path
+from xcep.spark.engines import xseq_engine
 from xcep.spark.partitions import (
     Wrapper,
     keyed_records,
@@ -29,7 +30,7 @@ from xcep.spark.partitions import (
     partition_stream,
     split_keyed,
 )
-from xcep.spark.units import WorkerCache, string_batch, unit_input
+from xcep.spark.units import string_batch, unit_input
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 OUTPUT_SCHEMA = "doc_id string, key string, row string, error string"  # row: JSON text
 RESULT_SCHEMA = "doc_id string, key string, row variant, error string"  # what users get
-_ENGINES = WorkerCache()  # per Python worker process
 
 
 def xseq_units(
@@ -127,15 +127,6 @@ def partition_record_path(analysis) -> str:
     return text
 
 
-def _engine(spec: tuple):
-    def make():
-        from xcep.xseq import XSeqEngine
-
-        return XSeqEngine(*spec)
-
-    return _ENGINES.get(spec, make)
-
-
 def _output(rows: list[tuple]) -> pa.RecordBatch:
     return string_batch(rows, ["doc_id", "key", "row", "error"])
 
@@ -156,7 +147,7 @@ def _run_documents(spec: tuple):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from xcep.spark.units import read_unit, unit_rows
 
-        engine = _engine(spec)
+        engine = xseq_engine(spec)
         for batch in batches:
             out = []
             for path, record, content, error in unit_rows(batch):
@@ -179,7 +170,7 @@ def _run_all(spec: tuple):
         from xcep.events import EventStream
         from xcep.spark.units import unit_rows
 
-        engine = _engine(spec)
+        engine = xseq_engine(spec)
         units = sorted(unit_rows(table), key=lambda u: (u[0], -1 if u[1] is None else u[1]))
         errors: list = []
         inputs = [
@@ -201,7 +192,7 @@ def _run_partition(spec: tuple, record_path: str):
     wrap = Wrapper(record_path)
 
     def run(table: pa.Table) -> pa.Table:
-        engine = _engine(spec)
+        engine = xseq_engine(spec)
         key = table.column("key")[0].as_py()
         errors: list = []
         stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
