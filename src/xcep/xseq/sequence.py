@@ -445,6 +445,9 @@ class SequenceRun:
         kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
         docs, nodes = batch.docs, batch.nodes
         size = len(kinds_)
+        # without raw attributes to keep, an element's key and fields are looked up by its
+        # position in tables numpy made for the whole batch, not read attribute by attribute
+        by_position = None if keep_raw else _attribute_tables(batch, kinds, key_id, wanted_ids)
         for i in picked.tolist():
             depth, kind = depths_[i], kinds_[i]
             if docs[i] != doc:  # a new document (the last may have been cut short)
@@ -486,7 +489,14 @@ class SequenceRun:
             found, raw, key = [None] * width, [] if keep_raw else None, None
             for at in children.values():
                 found[at] = []
-            j = i + 1
+            if by_position is not None:
+                keys, fields = by_position
+                key = keys.get(i)
+                for at, table_at in fields:
+                    value = table_at.get(i)
+                    if value is not None:
+                        found[at] = pair(value)
+            j = size if by_position is not None else i + 1
             while j < size and kinds_[j] == _ATTR:
                 aid = names[j]
                 if aid == key_id:
@@ -570,6 +580,26 @@ class SequenceRun:
                     child.children.append(text)
                 node.children.append(child)
         return element[5]
+
+
+def _attribute_tables(batch, kinds: np.ndarray, key_id: int, wanted_ids: dict) -> tuple:
+    """({open position: partition key}, [(field, {open position: value})]) for a batch:
+    the attributes named ``key_id`` and those of ``wanted_ids``, by the position of the
+    element they follow."""
+    names = np.frombuffer(batch.names, dtype=np.int32)
+    attrs = kinds == _ATTR
+    opens = np.flatnonzero(kinds == _OPEN)
+    values = batch.values
+
+    def table(name_id: int) -> dict:
+        found = np.flatnonzero(attrs & (names == name_id))
+        if not len(found):
+            return {}
+        owners = opens[np.searchsorted(opens, found) - 1]  # an attribute follows its open
+        return dict(zip(owners.tolist(), [values[i] for i in found.tolist()], strict=True))
+
+    keys = table(key_id) if key_id >= 0 else {}
+    return keys, [(at, table(aid)) for aid, at in wanted_ids.items()]
 
 
 def _identity(regs: tuple) -> tuple:
