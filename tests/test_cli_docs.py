@@ -132,3 +132,17 @@ def test_the_page_lists_the_help_examples():
     for lines in EXAMPLES.values():
         for line in lines:
             assert line in DOC, line
+
+
+def test_every_option_of_every_command_has_help():
+    """--help gives every option (and argument) a description, Spark's commands too."""
+
+    def missing(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from missing(sub, f"{prefix} {name}")
+            elif not action.help:
+                yield f"{prefix} {action.option_strings or action.dest}"
+
+    assert list(missing(build_parser(), "xcep")) == []
