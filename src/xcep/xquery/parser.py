@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from elementpath.collations import UNICODE_CODEPOINT_COLLATION
+from elementpath.datatypes import UntypedAtomic
 from elementpath.exceptions import ElementPathError
 from elementpath.xpath31 import XPath31Parser
 
@@ -104,6 +105,33 @@ def _skip_comment(text: str, pos: int) -> int:
     raise static_error(text, pos, "unterminated comment")
 
 
+class XPathParser(XPath31Parser):
+    """elementpath's XPath 3.1, with what it gets wrong put right (docs/xquery.md,
+    "Where elementpath differs"): a general comparison of two untyped values compares
+    them as strings (XPath 3.1 §3.7.2); elementpath 5.1 casts both to ``xs:double``.
+    A subclass, so elementpath's own parser is left as it is."""
+
+
+def _untyped_as_strings(compare_pairs):
+    def iter_comparison_data(self, context):
+        for left, right in compare_pairs(self, context):
+            if isinstance(left, UntypedAtomic) and isinstance(right, UntypedAtomic):
+                yield left.value, right.value
+            else:
+                yield left, right
+
+    return iter_comparison_data
+
+
+for _symbol in ("=", "!=", "<", "<=", ">", ">="):
+    _token = XPathParser.symbol_table[_symbol]
+    XPathParser.symbol_table[_symbol] = type(
+        _token.__name__,
+        (_token,),
+        {"iter_comparison_data": _untyped_as_strings(_token.iter_comparison_data)},
+    )
+
+
 def parse(text: str) -> A.Expr:
     """The syntax tree of an XQuery main module body (no prolog)."""
     return Parser(text).parse_module()
@@ -115,7 +143,7 @@ class Parser:
         self.pos = 0
         # XQuery's default collation is Unicode codepoints; elementpath would take it
         # from the process locale (LC_COLLATE), making answers depend on the machine
-        self.xpath = XPath31Parser(default_collation=UNICODE_CODEPOINT_COLLATION)
+        self.xpath = XPathParser(default_collation=UNICODE_CODEPOINT_COLLATION)
         self.placeholders = 0
 
     # -- tokens --------------------------------------------------------------
