@@ -22,6 +22,7 @@ from elementpath.xpath31 import XPath31Parser
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, static_error
 from xcep.xquery.pattern import check_single_binding
+from xcep.xquery.values import double_text
 
 _SPACE = re.compile(r"(?:\s+|\(:)")
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?")
@@ -106,10 +107,12 @@ def _skip_comment(text: str, pos: int) -> int:
 
 
 class XPathParser(XPath31Parser):
-    """elementpath's XPath 3.1, with what it gets wrong put right (docs/xquery.md,
-    "Where elementpath differs"): a general comparison of two untyped values compares
-    them as strings (XPath 3.1 §3.7.2); elementpath 5.1 casts both to ``xs:double``.
-    A subclass, so elementpath's own parser is left as it is."""
+    """elementpath's XPath 3.1, with what it gets wrong put right (docs/xquery.md): a
+    general comparison of two untyped values compares them as strings (XPath 3.1
+    §3.7.2), where elementpath 5.1 casts both to ``xs:double``; an ``xs:double``'s string
+    is ``1.0E-7``, ``1.0E20``, ``1.2345678E7`` (§19.1.2.2), where elementpath writes
+    ``1E-07``, ``1E20``, ``12345678``. A subclass, so elementpath's own parser is left as
+    it is."""
 
 
 def _untyped_as_strings(compare_pairs):
@@ -123,13 +126,20 @@ def _untyped_as_strings(compare_pairs):
     return iter_comparison_data
 
 
-for _symbol in ("=", "!=", "<", "<=", ">", ">="):
-    _token = XPathParser.symbol_table[_symbol]
-    XPathParser.symbol_table[_symbol] = type(
-        _token.__name__,
-        (_token,),
-        {"iter_comparison_data": _untyped_as_strings(_token.iter_comparison_data)},
-    )
+def _doubles_as_xpath(string_value):
+    def fixed(self, obj) -> str:
+        if type(obj) is float:  # xs:double (xs:float is a class of its own)
+            return double_text(obj)
+        return string_value(self, obj)
+
+    return fixed
+
+
+for _symbol, _token in list(XPathParser.symbol_table.items()):
+    _fixes = {"string_value": _doubles_as_xpath(_token.string_value)}
+    if _symbol in ("=", "!=", "<", "<=", ">", ">="):
+        _fixes["iter_comparison_data"] = _untyped_as_strings(_token.iter_comparison_data)
+    XPathParser.symbol_table[_symbol] = type(_token.__name__, (_token,), _fixes)
 
 
 def parse(text: str) -> A.Expr:

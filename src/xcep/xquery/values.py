@@ -70,7 +70,7 @@ def string_value(item) -> str:
     if isinstance(item, bool):
         return "true" if item else "false"
     if isinstance(item, float):
-        return _double(item)
+        return double_text(item)
     if isinstance(item, Decimal):
         if item == item.to_integral_value():
             return str(item.quantize(Decimal(1)))
@@ -78,7 +78,9 @@ def string_value(item) -> str:
     return str(item)
 
 
-def _double(v: float) -> str:
+def double_text(v: float) -> str:
+    """An ``xs:double`` cast to ``xs:string`` (XPath 3.1 §19.1.2.2): decimal notation
+    from 1e-6 to 1e6, else scientific with one digit before the point (``1.0E-7``)."""
     if v != v:
         return "NaN"
     if math.isinf(v):
