@@ -67,6 +67,7 @@ class For:
     position: str | None
     expr: Expr
     type: SequenceType | None = None
+    allowing_empty: bool = False  # an empty sequence gives one tuple, $var bound to ()
 
 
 @dataclass

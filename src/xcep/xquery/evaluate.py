@@ -217,11 +217,17 @@ class Evaluator:
         if isinstance(clause, A.For):
             out = []
             for t in stream:
-                for i, item in enumerate(self.eval(clause.expr, t), 1):
+                items = self.eval(clause.expr, t)
+                for i, item in enumerate(items, 1):
                     check_type([item], clause.type, f"${clause.var}")
                     u = {**t, clause.var: item}
                     if clause.position:
                         u[clause.position] = i
+                    out.append(u)
+                if not items and clause.allowing_empty:  # one tuple, with () bound
+                    u = {**t, clause.var: as_value([])}
+                    if clause.position:
+                        u[clause.position] = 0
                     out.append(u)
             return out
         if isinstance(clause, A.Let):

@@ -41,7 +41,8 @@ def _clause(clause, depth: int):
     name = type(clause).__name__.lower()
     if isinstance(clause, (A.For, A.Let)):
         at = f" at ${clause.position}" if isinstance(clause, A.For) and clause.position else ""
-        yield f"{pad}{name} ${clause.var}{at}"
+        empty = " allowing empty" if isinstance(clause, A.For) and clause.allowing_empty else ""
+        yield f"{pad}{name} ${clause.var}{empty}{at}"
         yield from _lines(clause.expr, depth + 1)
     elif isinstance(clause, A.Where):
         yield f"{pad}where"

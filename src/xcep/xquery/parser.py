@@ -426,11 +426,15 @@ class Parser:
         while True:
             var = self.var()
             declared = self.declared_type()
+            allowing_empty = self.peek().value == "allowing"
+            if allowing_empty:
+                self.next()
+                self.expect("empty")
             position = None
             if self.accept("at"):
                 position = self.var()
             self.expect("in")
-            out.append(A.For(var, position, self.parse_single(), declared))
+            out.append(A.For(var, position, self.parse_single(), declared, allowing_empty))
             if not self.accept(","):
                 return out
 

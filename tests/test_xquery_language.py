@@ -1,0 +1,30 @@
+"""XQuery forms beyond the first round (issue 23): answers as the specification gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from xcep import xquery
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("for $x allowing empty in () return count($x)", [0]),
+        ("for $x allowing empty at $i in () return $i", [0]),
+        ("for $x allowing empty at $i in ('a', 'b') return $i", [1, 2]),
+        ("for $x as xs:integer allowing empty in () return 'none'", ["none"]),
+        ("for $x in () return 1", []),  # without it, no tuple at all
+        (
+            "for $a in (1, 2), $b allowing empty in $a[. > 1] return count(($a, $b))",
+            [1, 2],
+        ),
+    ],
+)
+def test_allowing_empty(query, expected):
+    assert xquery.compile(query).evaluate(None) == expected
+
+
+def test_allowing_empty_is_explained():
+    text = xquery.compile("for $x allowing empty in () return 1").explain()
+    assert "for $x allowing empty" in text
