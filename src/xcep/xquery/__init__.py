@@ -15,6 +15,8 @@ error code and the query line and column.
 from __future__ import annotations
 
 import io
+import sys
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
@@ -38,7 +40,7 @@ class XQuery:
     def __init__(self, text: str) -> None:
         self.text = text
         try:
-            self.tree = parse(text)
+            self.tree = deep(parse, text)
         except RecursionError:
             raise _too_deep("the query") from None
 
@@ -61,7 +63,7 @@ class XQuery:
         env = {"input": as_value(nodes)}
         env.update(variables or {})
         try:
-            return evaluator.eval(self.tree, env)
+            return deep(evaluator.eval, self.tree, env)
         except RecursionError:
             raise _too_deep("evaluating the query") from None
 
@@ -75,6 +77,38 @@ class XQuery:
         """The result sequence serialized, one item per line."""
         for item in self.evaluate(source, variables):
             yield serialize(item)
+
+
+DEEP_STACK = 1 << 30  # bytes of stack (reserved, not used) for parsing and evaluating
+DEEP_RECURSION = 250_000  # Python frames allowed there
+
+
+def deep(function, *args):
+    """``function(*args)`` in a thread with a large stack and a high recursion limit:
+    elementpath parses and evaluates by recursion, so a long sequence literal or a chain
+    of 100,000s of operators that the specification allows runs instead of failing."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append((False, exc))
+
+    size, limit = threading.stack_size(), sys.getrecursionlimit()
+    threading.stack_size(DEEP_STACK)
+    sys.setrecursionlimit(max(limit, DEEP_RECURSION))
+    try:
+        worker = threading.Thread(target=run, name="xquery")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(size)
+        sys.setrecursionlimit(limit)
+    done, value = outcome[0]
+    if not done:
+        raise value
+    return value
 
 
 def _too_deep(what: str) -> XQueryError:
