@@ -38,3 +38,34 @@ def test_long_sequences_and_operator_chains_run():
     assert xquery.compile(f"({items})").evaluate(None)[-1] == 4_999
     chain = " + ".join(["1"] * 20_000)
     assert xquery.compile(chain).evaluate(None) == [20_000]
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "expected"),
+    [
+        ("declare variable $x := 3; $x + 1", {}, [4]),
+        ("declare variable $x as xs:integer := 3; declare variable $y := $x * 2; $y", {}, [6]),
+        ("declare variable $v external := 7; $v", {}, [7]),
+        ("declare variable $v external; $v + 1", {"v": 10}, [11]),
+        ("declare variable $v external := 7; $v", {"v": 1}, [1]),
+    ],
+)
+def test_declared_variables(query, variables, expected):
+    assert xquery.compile(query).evaluate(None, variables) == expected
+
+
+def test_a_missing_external_variable_and_unsupported_declarations_are_errors():
+    with pytest.raises(xquery.XQueryError, match="XPDY0002"):
+        xquery.compile("declare variable $v external; $v").evaluate(None)
+    for text in ("declare namespace p = 'urn:p'; 1", "declare function local:f() { 1 }; 1"):
+        with pytest.raises(xquery.XQueryError, match=r"XPST0003.*not supported"):
+            xquery.compile(text)
+
+
+def test_var_binds_external_variables_on_the_command_line(capsys):
+    from xcep.cli import main
+
+    query = "declare variable $v external; declare variable $w external := 5; concat($v, $w)"
+    assert main(["xquery", "-n", "--var", "v=abc", query]) == 0
+    assert capsys.readouterr().out == "abc5\n"
+    assert main(["xquery", "-n", "--var", "bad", query]) == 2

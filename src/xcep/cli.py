@@ -380,6 +380,8 @@ def _subscribe_queries(engine, path: str, strict: bool, stderr: TextIO) -> int |
 
 
 def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
+    from elementpath.datatypes import UntypedAtomic
+
     from xcep import xquery
     from xcep.xquery.documents import documents_from_batches
 
@@ -397,8 +399,15 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(query.explain() + "\n")
         return EXIT_OK
 
+    variables = {}
+    for binding in args.var:
+        name, sep, value = binding.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--var takes NAME=VALUE, not {binding!r}")
+        variables[name.strip().removeprefix("$")] = UntypedAtomic(value)
+
     def write(source) -> None:
-        for line in query.run(source):
+        for line in query.run(source, variables):
             stdout.write(line + "\n")
 
     try:
@@ -851,6 +860,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xq.add_argument(
         "--explain", action="store_true", help="print the parsed clauses and pattern NFAs and stop"
+    )
+    xq.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="bind an external variable (declare variable $NAME external;) to VALUE, an "
+        "untyped atomic value; repeatable",
     )
     xq.set_defaults(run=cmd_xquery)
 

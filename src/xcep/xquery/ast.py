@@ -43,6 +43,16 @@ class Element(Expr):
 
 
 @dataclass
+class External(Expr):
+    """``declare variable $name external (:= default)?``: the value the caller binds
+    (``--var name=value``), else the default, else error XPDY0002."""
+
+    name: str
+    default: Expr | None
+    pos: int
+
+
+@dataclass
 class FLWOR(Expr):
     clauses: list
     result: Expr

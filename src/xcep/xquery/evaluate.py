@@ -96,6 +96,13 @@ class Evaluator:
             return [item for part in expr.items for item in self.eval(part, env)]
         if isinstance(expr, A.Element):
             return [self.construct(expr, env)]
+        if isinstance(expr, A.External):
+            if expr.name in env:
+                value = env[expr.name]
+                return list(value) if isinstance(value, list) else [value]
+            if expr.default is not None:
+                return self.eval(expr.default, env)
+            raise XQueryError(f"no value for the external variable ${expr.name}", "XPDY0002")
         raise TypeError(expr)
 
     def xpath(self, expr: A.XPath, env: dict) -> list:

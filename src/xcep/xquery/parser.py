@@ -32,6 +32,7 @@ _NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _STRING = re.compile(r"\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'")
 _SYMBOLS = (":=", "::", "//", "..", "!=", "<=", ">=", "<<", ">>", "||", "=>", "(", ")", "[", "]")
 _SYMBOLS += ("{", "}", ",", "/", "@", "<", ">", "=", "|", "!", "+", "-", "*", "?", ".", "#", ":")
+_SYMBOLS += (";",)
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 
 # names that end an XPath span when they stand where an operator would
@@ -194,11 +195,44 @@ class Parser:
     # -- expressions ---------------------------------------------------------
 
     def parse_module(self) -> A.Expr:
+        """A main module: a prolog of declarations, then the body. Each declared variable
+        is a ``let`` around the body (in order)."""
+        variables = self.parse_prolog()
         expr = self.parse_expr()
         tok = self.peek()
         if tok.kind != "eof":
             raise self.error(f"unexpected {_describe(tok)}", tok.start)
+        for name, value, declared, pos in reversed(variables):
+            expr = A.FLWOR([A.Let(name, value, declared)], expr, pos)
         return expr
+
+    def parse_prolog(self) -> list:
+        """``declare variable $v (as T)? (:= E | external (:= E)?);`` — the variables as
+        (name, value expression, declared type, position). Namespace declarations are
+        refused: xcep's documents keep element names as spelled (docs/events.md), so a
+        declared namespace could never match."""
+        variables = []
+        while self.peek().value == "declare" and self.peek(1).kind == "name":
+            start = self.next().start
+            what = self.next()
+            if what.value == "variable":
+                name = self.var()
+                declared = self.declared_type()
+                if self.accept("external"):
+                    default = self.parse_single() if self.accept(":=") else None
+                    value = A.External(name, default, start)
+                else:
+                    self.expect(":=")
+                    value = self.parse_single()
+                variables.append((name, value, declared, start))
+            else:
+                raise self.error(
+                    f"'declare {what.value}' is not supported (declare variable is)",
+                    what.start,
+                    "XPST0003",
+                )
+            self.expect(";")
+        return variables
 
     def parse_expr(self) -> A.Expr:
         items = [self.parse_single()]
@@ -335,7 +369,7 @@ class Parser:
     def _span_ends(self, tok, operand_end, juxtaposed, paren_stops, pending) -> bool:
         v = tok.value
         if tok.kind == "symbol":
-            if v in (",", ")", "]", "}"):
+            if v in (",", ")", "]", "}", ";"):
                 return True
             return paren_stops and operand_end and v == "("
         if tok.kind in ("var", "string", "number"):
