@@ -69,3 +69,12 @@ def test_var_binds_external_variables_on_the_command_line(capsys):
     assert main(["xquery", "-n", "--var", "v=abc", query]) == 0
     assert capsys.readouterr().out == "abc5\n"
     assert main(["xquery", "-n", "--var", "bad", query]) == 2
+
+
+def test_typed_group_by():
+    data = '<r><e k="a"/><e k="b"/><e k="a"/></r>'
+    query = "for $e in /r/e group by $k as xs:string := string($e/@k) return concat($k, count($e))"
+    assert xquery.compile(query).evaluate(data) == ["a2", "b1"]
+    wrong = "for $e in /r/e group by $k as xs:integer := string($e/@k) return $k"
+    with pytest.raises(xquery.XQueryError, match="XPTY0004"):
+        xquery.compile(wrong).evaluate(data)

@@ -101,6 +101,7 @@ class Count:
 class GroupSpec:
     var: str | None  # None: an anonymous key (``group by $a/user``, the seed's form)
     expr: Expr | None  # None: group by the variable's current value
+    type: SequenceType | None = None  # ``group by $k as xs:string := ...``
 
 
 @dataclass

@@ -267,7 +267,9 @@ class Evaluator:
             t = dict(t)
             for spec in clause.specs:
                 if spec.var and spec.expr is not None:
-                    t[spec.var] = as_value(self.eval(spec.expr, t))
+                    value = self.eval(spec.expr, t)
+                    check_type(value, spec.type, f"${spec.var}")
+                    t[spec.var] = as_value(value)
             atoms = []
             for spec in clause.specs:
                 value = as_sequence(t.get(spec.var)) if spec.var else self.eval(spec.expr, t)

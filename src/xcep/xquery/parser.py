@@ -488,8 +488,11 @@ class Parser:
             tok = self.peek()
             if tok.kind == "var" and self._ends_group_key(self.peek(1)):
                 var = self.var()
+                declared = self.declared_type()
+                if declared is not None and self.peek().value != ":=":
+                    raise self.error("a typed grouping variable needs ':= expression'")
                 expr = self.parse_single() if self.accept(":=") else None
-                specs.append(A.GroupSpec(var, expr))
+                specs.append(A.GroupSpec(var, expr, declared))
             else:
                 specs.append(A.GroupSpec(None, self.parse_single()))
             self.collation()
@@ -508,7 +511,7 @@ class Parser:
     @staticmethod
     def _ends_group_key(tok: Token) -> bool:
         """Whether ``tok`` follows a grouping variable (``group by $k, ...``)."""
-        if tok.kind == "eof" or tok.value in (":=", ",", ")", "}", "]", "collation"):
+        if tok.kind == "eof" or tok.value in (":=", ",", ")", "}", "]", "collation", "as"):
             return True
         return tok.kind == "name" and tok.value in CLAUSE_ENDS
 
