@@ -78,3 +78,13 @@ def test_typed_group_by():
     wrong = "for $e in /r/e group by $k as xs:integer := string($e/@k) return $k"
     with pytest.raises(xquery.XQueryError, match="XPTY0004"):
         xquery.compile(wrong).evaluate(data)
+
+
+def test_a_typed_grouping_key_is_atomized_before_its_check():
+    """XQuery 3.1 §3.12.7 (QT3 group-023, group-024): the key is atomized, then checked."""
+    data = '<r><e g="f"/><e g="m"/><e g="f"/></r>'
+    typed = "for $e in /r/e group by $g as xs:untypedAtomic := $e/@g return concat($g, count($e))"
+    assert xquery.compile(typed).evaluate(data) == ["f2", "m1"]
+    node = "for $e in /r/e group by $g as attribute(*) := $e/@g return $g"
+    with pytest.raises(xquery.XQueryError, match="XPTY0004"):
+        xquery.compile(node).evaluate(data)

@@ -24,6 +24,7 @@ from xcep.xquery.pattern import NFA, compile_pattern, find_instances
 from xcep.xquery.values import (
     as_sequence,
     as_value,
+    atomize,
     check_type,
     ebv,
     element_of,
@@ -268,6 +269,8 @@ class Evaluator:
             for spec in clause.specs:
                 if spec.var and spec.expr is not None:
                     value = self.eval(spec.expr, t)
+                    if spec.type is not None:  # the key is atomized, then checked (§3.12.7)
+                        value = atomize(value)
                     check_type(value, spec.type, f"${spec.var}")
                     t[spec.var] = as_value(value)
             atoms = []
