@@ -248,6 +248,9 @@ SEED_QUERIES = {
         "return count($w)",
         "declare function local:f($x) { $x * 2 }; local:f(count(//v))",
         "let $a := (1, 2, 3) return sum($a[. > 1])",
+        "declare variable $w as xs:integer := 3; declare function local:f($x) "
+        "{ if ($x le 1) then 1 else $x * local:f($x - 1) }; local:f($w)",
+        "for $x allowing empty at $i in () group by $k as xs:integer := $i return $k",
     ],
     "query-filter": ["q1 /t[v/@n = 3]", "q2 //v[text() = 'a&1']", "q3 /t[count(v) > 2 and w]"],
     "query-xscl": [

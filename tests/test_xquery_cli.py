@@ -78,21 +78,23 @@ def test_explain_shows_the_pattern_automaton():
 
 
 def test_qt3_window_clause(data_dir):
-    """Every applicable QT3 window-clause case passes, except one elementpath limitation:
-    WindowingUseCase17 passes an untyped attribute to day-from-dateTime(), which
-    elementpath 5 does not cast (XPath's function conversion rules say it should)."""
+    """Every applicable QT3 window-clause case passes, except: WindowingUseCase17 passes
+    an untyped attribute to day-from-dateTime(), which elementpath 5 does not cast
+    (XPath's function conversion rules say it should); TumblingWindowExpr553-555 declare
+    a prefixed variable ($local:foo), which xcep's prolog does not bind yet."""
     outcomes = run_set(data_dir / "qt3", "WindowClause")
     failed = {o.name for o in outcomes if o.status == "fail"}
-    assert failed <= {"WindowingUseCase17"}, [o for o in outcomes if o.status == "fail"]
+    known = {"WindowingUseCase17", *(f"TumblingWindowExpr55{i}" for i in (3, 4, 5))}
+    assert failed <= known, [o for o in outcomes if o.status == "fail"]
     counts = summary(outcomes)
-    assert counts["pass"] >= 100, counts
+    assert counts["pass"] >= 105, counts
 
 
 @pytest.mark.parametrize(
     ("name", "least"),
     [
         ("ForClause", 0.85),
-        ("LetClause", 0.9),
+        ("LetClause", 0.88),  # 0.93 before the cases with a prolog applied (75 pass, not 69)
         ("WhereClause", 0.85),
         ("OrderByClause", 0.95),
         ("GroupByClause", 0.8),

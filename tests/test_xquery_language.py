@@ -57,7 +57,7 @@ def test_declared_variables(query, variables, expected):
 def test_a_missing_external_variable_and_unsupported_declarations_are_errors():
     with pytest.raises(xquery.XQueryError, match="XPDY0002"):
         xquery.compile("declare variable $v external; $v").evaluate(None)
-    for text in ("declare namespace p = 'urn:p'; 1", "declare function local:f() { 1 }; 1"):
+    for text in ("declare namespace p = 'urn:p'; 1", "declare option o 'v'; 1"):
         with pytest.raises(xquery.XQueryError, match=r"XPST0003.*not supported"):
             xquery.compile(text)
 
@@ -88,3 +88,36 @@ def test_a_typed_grouping_key_is_atomized_before_its_check():
     node = "for $e in /r/e group by $g as attribute(*) := $e/@g return $g"
     with pytest.raises(xquery.XQueryError, match="XPTY0004"):
         xquery.compile(node).evaluate(data)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("declare function local:f($x) { $x * 2 }; local:f(3)", [6]),
+        (
+            "declare function local:fact($n as xs:integer) as xs:integer "
+            "{ if ($n le 1) then 1 else $n * local:fact($n - 1) }; local:fact(10)",
+            [3628800],
+        ),
+        ("declare function local:sum($s) { sum($s) }; local:sum((1, 2, 3))", [6]),
+        ("declare function local:two() { (1, 2) }; count(local:two())", [2]),
+        (
+            "declare variable $k := 3; declare function local:sq($x) "
+            "{ for $i in 1 to $x return $i * $i }; local:sq($k)",
+            [1, 4, 9],
+        ),
+    ],
+)
+def test_declared_functions(query, expected):
+    assert xquery.compile(query).evaluate(None) == expected
+
+
+def test_declared_function_errors():
+    with pytest.raises(xquery.XQueryError, match="XPTY0004"):
+        xquery.compile("declare function local:f($x as xs:string) { $x }; local:f(3)").evaluate(
+            None
+        )
+    with pytest.raises(xquery.XQueryError, match="XQST0034"):
+        xquery.compile("declare function local:f($x) { 1 }; declare function local:f($x) { 2 }; 1")
+    with pytest.raises(xquery.XQueryError, match="prefixed name"):
+        xquery.compile("declare function f($x) { $x }; 1")

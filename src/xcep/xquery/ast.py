@@ -43,6 +43,15 @@ class Element(Expr):
 
 
 @dataclass
+class Functions(Expr):
+    """The functions a prolog declares, around the body that calls them: evaluating it
+    gives the functions the evaluator that runs their bodies (``runtime``)."""
+
+    runtime: dict
+    body: Expr
+
+
+@dataclass
 class External(Expr):
     """``declare variable $name external (:= default)?``: the value the caller binds
     (``--var name=value``), else the default, else error XPDY0002."""

@@ -97,6 +97,9 @@ class Evaluator:
             return [item for part in expr.items for item in self.eval(part, env)]
         if isinstance(expr, A.Element):
             return [self.construct(expr, env)]
+        if isinstance(expr, A.Functions):  # the prolog's functions run on this evaluator
+            expr.runtime["evaluator"] = self
+            return self.eval(expr.body, env)
         if isinstance(expr, A.External):
             if expr.name in env:
                 value = env[expr.name]

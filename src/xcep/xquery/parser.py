@@ -143,6 +143,29 @@ for _symbol, _token in list(XPathParser.symbol_table.items()):
     XPathParser.symbol_table[_symbol] = type(_token.__name__, (_token,), _fixes)
 
 
+LOCAL_FUNCTIONS = "http://www.w3.org/2005/xquery-local-functions"
+
+
+def _call(runtime: dict, function: dict, args: tuple):
+    """A declared function called from XPath: its body run by the query's evaluator on
+    its arguments (each a sequence), their and its result's types checked."""
+    from xcep.xquery.values import as_value, check_type
+
+    env = {}
+    for (name, declared), value in zip(function["params"], args, strict=True):
+        items = value if isinstance(value, list) else ([] if value is None else [value])
+        check_type(items, declared, f"${name} of {function['name']}()")
+        env[name] = as_value(items)
+    evaluator = runtime.get("evaluator")
+    if evaluator is None:  # elementpath folds a call with constant arguments as it parses
+        from xcep.xquery.evaluate import Evaluator
+
+        evaluator = Evaluator(runtime.get("text", ""), None)
+    result = evaluator.eval(function["body"], env)
+    check_type(result, function["returns"], f"the result of {function['name']}()")
+    return result
+
+
 def parse(text: str) -> A.Expr:
     """The syntax tree of an XQuery main module body (no prolog)."""
     return Parser(text).parse_module()
@@ -197,6 +220,7 @@ class Parser:
     def parse_module(self) -> A.Expr:
         """A main module: a prolog of declarations, then the body. Each declared variable
         is a ``let`` around the body (in order)."""
+        self.runtime: dict = {"text": self.text}  # what declared functions run with
         variables = self.parse_prolog()
         expr = self.parse_expr()
         tok = self.peek()
@@ -204,7 +228,7 @@ class Parser:
             raise self.error(f"unexpected {_describe(tok)}", tok.start)
         for name, value, declared, pos in reversed(variables):
             expr = A.FLWOR([A.Let(name, value, declared)], expr, pos)
-        return expr
+        return A.Functions(self.runtime, expr) if "functions" in self.runtime else expr
 
     def parse_prolog(self) -> list:
         """``declare variable $v (as T)? (:= E | external (:= E)?);`` — the variables as
@@ -215,7 +239,9 @@ class Parser:
         while self.peek().value == "declare" and self.peek(1).kind == "name":
             start = self.next().start
             what = self.next()
-            if what.value == "variable":
+            if what.value == "function":
+                self.parse_function()
+            elif what.value == "variable":
                 name = self.var()
                 declared = self.declared_type()
                 if self.accept("external"):
@@ -227,12 +253,53 @@ class Parser:
                 variables.append((name, value, declared, start))
             else:
                 raise self.error(
-                    f"'declare {what.value}' is not supported (declare variable is)",
+                    f"'declare {what.value}' is not supported (declare variable and function are)",
                     what.start,
                     "XPST0003",
                 )
             self.expect(";")
         return variables
+
+    def parse_function(self) -> None:
+        """``declare function prefix:name($p as T, ...) as R { body };``: registered with
+        elementpath (before its body is read: it may call itself), run by our evaluator."""
+        tok = self.next()
+        if tok.kind != "name" or ":" not in tok.value:
+            raise self.error("a declared function needs a prefixed name (local:f)", tok.start)
+        prefix, name = tok.value.split(":", 1)
+        self.expect("(")
+        params: list[tuple[str, A.SequenceType | None]] = []
+        while self.peek().value != ")":
+            params.append((self.var(), self.declared_type()))
+            if not self.accept(","):
+                break
+        self.expect(")")
+        returns = self.declared_type()
+        function = {"params": params, "returns": returns, "body": None, "name": tok.value}
+        self.xpath.namespaces.setdefault("local", LOCAL_FUNCTIONS)
+        if prefix not in self.xpath.namespaces:
+            raise self.error(f"no namespace for the prefix {prefix!r}", tok.start, "XPST0081")
+        arity = len(params)
+        names = ", ".join(f"a{i}" for i in range(arity))
+        namespace: dict = {}
+        exec(f"def call({names}): return run(({names}{',' if arity == 1 else ''}))", namespace)
+        namespace["run"] = lambda args: _call(self.runtime, function, args)
+        try:
+            self.xpath.external_function(
+                namespace["call"],
+                name=name,
+                prefix=prefix,
+                sequence_types=("item()*",) * (arity + 1),
+            )
+        except ElementPathError as exc:
+            raise self.error(str(exc), tok.start, "XQST0034") from None
+        self.runtime.setdefault("functions", []).append(function)
+        self.expect("{")
+        if self.accept("}"):
+            function["body"] = A.Sequence([])
+            return
+        function["body"] = self.parse_expr()
+        self.expect("}")
 
     def parse_expr(self) -> A.Expr:
         items = [self.parse_single()]
