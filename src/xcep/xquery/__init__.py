@@ -99,7 +99,7 @@ def deep(function, *args):
     threading.stack_size(DEEP_STACK)
     sys.setrecursionlimit(max(limit, DEEP_RECURSION))
     try:
-        worker = threading.Thread(target=run, name="xquery")
+        worker = threading.Thread(target=run, name="xquery", daemon=True)  # Ctrl-C ends it
         worker.start()
         worker.join()
     finally:
