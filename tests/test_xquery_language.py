@@ -106,6 +106,11 @@ def test_a_typed_grouping_key_is_atomized_before_its_check():
             "{ for $i in 1 to $x return $i * $i }; local:sq($k)",
             [1, 4, 9],
         ),
+        (  # a function body sees the prolog's variables; a prefixed variable name
+            "declare variable $local:n as xs:integer* := 1 to 4; "
+            "declare function local:total() { sum($local:n) }; local:total()",
+            [10],
+        ),
     ],
 )
 def test_declared_functions(query, expected):

@@ -43,11 +43,13 @@ class Element(Expr):
 
 
 @dataclass
-class Functions(Expr):
-    """The functions a prolog declares, around the body that calls them: evaluating it
-    gives the functions the evaluator that runs their bodies (``runtime``)."""
+class Prolog(Expr):
+    """A prolog's declarations around the body: the variables (name, value, declared
+    type), bound in order, and the functions' ``runtime`` (the evaluator that runs their
+    bodies, and the variables, which function bodies see too)."""
 
     runtime: dict
+    variables: list
     body: Expr
 
 

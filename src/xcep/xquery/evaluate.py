@@ -97,8 +97,13 @@ class Evaluator:
             return [item for part in expr.items for item in self.eval(part, env)]
         if isinstance(expr, A.Element):
             return [self.construct(expr, env)]
-        if isinstance(expr, A.Functions):  # the prolog's functions run on this evaluator
+        if isinstance(expr, A.Prolog):  # variables in order; functions on this evaluator
             expr.runtime["evaluator"] = self
+            env = expr.runtime["globals"] = dict(env)
+            for name, value, declared in expr.variables:
+                items = self.eval(value, env)
+                check_type(items, declared, f"${name}")
+                env[name] = as_value(items)
             return self.eval(expr.body, env)
         if isinstance(expr, A.External):
             if expr.name in env:

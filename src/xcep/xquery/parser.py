@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from elementpath.collations import UNICODE_CODEPOINT_COLLATION
 from elementpath.datatypes import UntypedAtomic
-from elementpath.exceptions import ElementPathError
+from elementpath.exceptions import ElementPathError, MissingContextError
 from elementpath.xpath31 import XPath31Parser
 
 from xcep.xquery import ast as A
@@ -151,16 +151,14 @@ def _call(runtime: dict, function: dict, args: tuple):
     its arguments (each a sequence), their and its result's types checked."""
     from xcep.xquery.values import as_value, check_type
 
-    env = {}
+    env = dict(runtime.get("globals", {}))  # the prolog's variables, then the parameters
     for (name, declared), value in zip(function["params"], args, strict=True):
         items = value if isinstance(value, list) else ([] if value is None else [value])
         check_type(items, declared, f"${name} of {function['name']}()")
         env[name] = as_value(items)
     evaluator = runtime.get("evaluator")
-    if evaluator is None:  # elementpath folds a call with constant arguments as it parses
-        from xcep.xquery.evaluate import Evaluator
-
-        evaluator = Evaluator(runtime.get("text", ""), None)
+    if evaluator is None:  # elementpath's static check as it parses: the call runs later
+        raise MissingContextError("a declared function runs when the query runs")
     result = evaluator.eval(function["body"], env)
     check_type(result, function["returns"], f"the result of {function['name']}()")
     return result
@@ -178,6 +176,7 @@ class Parser:
         # XQuery's default collation is Unicode codepoints; elementpath would take it
         # from the process locale (LC_COLLATE), making answers depend on the machine
         self.xpath = XPathParser(default_collation=UNICODE_CODEPOINT_COLLATION)
+        self.xpath.namespaces.setdefault("local", LOCAL_FUNCTIONS)  # predeclared (XQuery 3.1)
         self.placeholders = 0
 
     # -- tokens --------------------------------------------------------------
@@ -220,19 +219,20 @@ class Parser:
     def parse_module(self) -> A.Expr:
         """A main module: a prolog of declarations, then the body. Each declared variable
         is a ``let`` around the body (in order)."""
-        self.runtime: dict = {"text": self.text}  # what declared functions run with
+        self.runtime: dict = {}  # what declared functions run with (A.Prolog)
         variables = self.parse_prolog()
         expr = self.parse_expr()
         tok = self.peek()
         if tok.kind != "eof":
             raise self.error(f"unexpected {_describe(tok)}", tok.start)
-        for name, value, declared, pos in reversed(variables):
-            expr = A.FLWOR([A.Let(name, value, declared)], expr, pos)
-        return A.Functions(self.runtime, expr) if "functions" in self.runtime else expr
+        if not variables and "functions" not in self.runtime:
+            return expr
+        return A.Prolog(self.runtime, [(n, v, t) for n, v, t, _ in variables], expr)
 
     def parse_prolog(self) -> list:
         """``declare variable $v (as T)? (:= E | external (:= E)?);`` — the variables as
-        (name, value expression, declared type, position). Namespace declarations are
+        (name, value expression, declared type, position), bound in order around the
+        body (``A.Prolog``), which function bodies see too. Namespace declarations are
         refused: xcep's documents keep element names as spelled (docs/events.md), so a
         declared namespace could never match."""
         variables = []
@@ -276,7 +276,6 @@ class Parser:
         self.expect(")")
         returns = self.declared_type()
         function = {"params": params, "returns": returns, "body": None, "name": tok.value}
-        self.xpath.namespaces.setdefault("local", LOCAL_FUNCTIONS)
         if prefix not in self.xpath.namespaces:
             raise self.error(f"no namespace for the prefix {prefix!r}", tok.start, "XPST0081")
         arity = len(params)
