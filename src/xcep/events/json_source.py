@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
 _ITEM = "item"
 _BOM = b"\xef\xbb\xbf"
-_WHITESPACE = re.compile(r"[ \t\r\n]*")
-_NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")
+_WHITESPACE = json_stream.WHITESPACE
+_NEXT_DOCUMENT = json_stream.NEXT_DOCUMENT
 _SCALAR = re.compile(r"[^\s\[\]{}]*")
 
 

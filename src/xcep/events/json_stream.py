@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 WHOLE_LIMIT = 32 << 20  # characters of input read whole before the stream takes over
 HOLD_LIMIT = 1 << 20  # characters a single value may take before the stream walks into it
-_SPACE = re.compile(r"[ \t\r\n]*")
-_NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")
+WHITESPACE = re.compile(r"[ \t\r\n]*")  # JSON's white space (json_source uses these too)
+NEXT_DOCUMENT = re.compile(r"\n(?=[\[{])")  # a line that starts a document
 _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")  # what may still follow a number's first part
 _BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
@@ -84,7 +84,7 @@ class JsonStream:
     def skip_space(self) -> bool:
         """Past white space, reading on; False when the input ends."""
         while True:
-            self.pos = _SPACE.match(self.text, self.pos).end()
+            self.pos = WHITESPACE.match(self.text, self.pos).end()
             if self.pos < len(self.text):
                 return True
             if not self.more():
@@ -151,7 +151,7 @@ class JsonStream:
         """To the next line that starts a document after ``at``, reading on."""
         self.pos = min(at, len(self.text))
         while True:
-            match = _NEXT_DOCUMENT.search(self.text, self.pos)
+            match = NEXT_DOCUMENT.search(self.text, self.pos)
             if match is not None:
                 self.pos = match.end()
                 return
