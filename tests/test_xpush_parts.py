@@ -45,6 +45,29 @@ def test_index_finds_exactly_the_true_predicates(specs, values):
             assert compiled.true_states(value) == sorted(want), value
 
 
+# starts-with and contains beyond ASCII: two- and three-byte characters, a character
+# whose UTF-8 ends with the bytes another's starts with, a lone surrogate (from JSON)
+TEXT_ALPHABET = st.sampled_from("abé\u00e9\u0101\u3042\u0301\ud800x")
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["starts-with", "contains"]), st.text(TEXT_ALPHABET, max_size=4)),
+        max_size=12,
+    ),
+    st.lists(st.text(TEXT_ALPHABET, max_size=10), max_size=10),
+)
+def test_text_predicates_beyond_ascii(specs, values):
+    """The compiled index matches UTF-8 bytes: it must agree with str's own tests."""
+    predicates = {2 * i + 1: Predicate(op, constant) for i, (op, constant) in enumerate(specs)}
+    compiled = PredicateIndex(predicates).compiled(2 * len(specs) + 2)
+    for value in values:
+        want = {i for i, p in predicates.items() if p.holds(value)}
+        assert PredicateIndex(predicates).true_states(value) == want
+        if compiled is not None:
+            assert compiled.true_states(value) == sorted(want), value
+
+
 @given(st.one_of(VALUE_TEXT, st.text("12 .-\t\n\r\xa0\u2003\uff11\u0663")))
 def test_number_conversion_agrees_with_lxml(text):
     """XPath's digits are ASCII and its white space XML's: a full-width one (U+FF11) and

@@ -225,11 +225,10 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     if args.train:
         machine.train(dtd)
     gc.freeze()  # the compiled filters live as long as the run: out of the collector's way
-    quote = _Quoted().__getitem__  # a document can match thousands of filters
 
-    def consume(stream: EventStream) -> None:
-        for doc, ids in machine.run(stream.batches()):
-            stdout.write(f'{{"doc":{doc},"matches":[{",".join(map(quote, ids))}]}}\n')
+    def consume(stream: EventStream) -> None:  # a document can match thousands of filters
+        for doc, matches in machine.run(stream.batches(), as_json=True):
+            stdout.write(f'{{"doc":{doc},"matches":{matches}}}\n')
         if args.stats:
             stats = machine.stats_dict()
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]

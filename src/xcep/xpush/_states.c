@@ -412,13 +412,273 @@ static PyTypeObject SetStoreType = {
     .tp_as_sequence = &store_sequence,
 };
 
+/* ----- TextMatcher: starts-with and contains predicates on a value's UTF-8 bytes ----- */
+
+/* The patterns of starts-with predicates in a trie (root PREFIX_ROOT) and those of contains
+ * predicates in an Aho-Corasick automaton (root INFIX_ROOT), over UTF-8 bytes: a string
+ * starts with or contains another exactly when its UTF-8 bytes do. Edges are one open
+ * addressing table keyed by (node, byte); each node has the states of the patterns ending
+ * there (a linked list), its failure link and its output link (the next node on the
+ * failure chain where patterns end). One pass over the value's bytes finds every match:
+ * the Python _Trie and _AhoCorasick (predicates.py) are the reference. */
+enum { PREFIX_ROOT = 0, INFIX_ROOT = 1 };
+
+typedef struct {
+    PyObject_HEAD
+    int32_t limit;
+    IntVec fail, output, ends, first_child, next_sibling, byte; /* per node */
+    IntVec end_state, end_next;                                  /* the lists of ends */
+    uint64_t *keys;                                              /* (node << 8 | byte) + 1 */
+    int32_t *children;
+    Py_ssize_t slots, edges;
+} TextMatcher;
+
+static PyTypeObject TextMatcherType;
+
+static uint64_t edge_hash(uint64_t key)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    return key ^ (key >> 33);
+}
+
+static int32_t tm_child(const TextMatcher *t, int32_t node, uint8_t b)
+{
+    uint64_t key = ((uint64_t)node << 8 | b) + 1;
+    if (t->slots == 0)
+        return -1;
+    for (Py_ssize_t i = (Py_ssize_t)(edge_hash(key) & (uint64_t)(t->slots - 1));; i = (i + 1) & (t->slots - 1)) {
+        if (t->keys[i] == key)
+            return t->children[i];
+        if (t->keys[i] == 0)
+            return -1;
+    }
+}
+
+static void tm_put(TextMatcher *t, uint64_t key, int32_t child)
+{
+    Py_ssize_t i = (Py_ssize_t)(edge_hash(key) & (uint64_t)(t->slots - 1));
+    while (t->keys[i] != 0)
+        i = (i + 1) & (t->slots - 1);
+    t->keys[i] = key;
+    t->children[i] = child;
+}
+
+static int32_t tm_new_node(TextMatcher *t, int32_t b)
+{
+    int32_t node = (int32_t)t->fail.len;
+    if (vec_push(&t->fail, INFIX_ROOT) < 0 || vec_push(&t->output, -1) < 0 ||
+        vec_push(&t->ends, -1) < 0 || vec_push(&t->first_child, -1) < 0 ||
+        vec_push(&t->next_sibling, -1) < 0 || vec_push(&t->byte, b) < 0)
+        return -1;
+    return node;
+}
+
+/* The child of node by b, made when missing. */
+static int32_t tm_step(TextMatcher *t, int32_t node, uint8_t b)
+{
+    int32_t child = tm_child(t, node, b);
+    if (child >= 0)
+        return child;
+    if (2 * (t->edges + 1) > t->slots) { /* grow the table: rehash every edge */
+        Py_ssize_t old = t->slots, slots = old ? 2 * old : 64;
+        uint64_t *keys = t->keys;
+        int32_t *children = t->children;
+        t->keys = PyMem_Calloc((size_t)slots, sizeof(uint64_t));
+        t->children = PyMem_Malloc((size_t)slots * sizeof(int32_t));
+        if (t->keys == NULL || t->children == NULL) {
+            PyMem_Free(t->keys);
+            PyMem_Free(t->children);
+            t->keys = keys, t->children = children;
+            return PyErr_NoMemory(), -1;
+        }
+        t->slots = slots;
+        for (Py_ssize_t i = 0; i < old; i++)
+            if (keys[i] != 0)
+                tm_put(t, keys[i], children[i]);
+        PyMem_Free(keys);
+        PyMem_Free(children);
+    }
+    if ((child = tm_new_node(t, b)) < 0)
+        return -1;
+    tm_put(t, ((uint64_t)node << 8 | b) + 1, child);
+    t->edges++;
+    t->next_sibling.data[child] = t->first_child.data[node];
+    t->first_child.data[node] = child;
+    return child;
+}
+
+/* Add the patterns of a dict {bytes: [states]} under root. */
+static int tm_add(TextMatcher *t, int32_t root, PyObject *patterns)
+{
+    PyObject *pattern, *states;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(patterns, &pos, &pattern, &states)) {
+        if (!PyBytes_Check(pattern)) {
+            PyErr_SetString(PyExc_TypeError, "TextMatcher: patterns are bytes");
+            return -1;
+        }
+        const uint8_t *at = (const uint8_t *)PyBytes_AS_STRING(pattern);
+        int32_t node = root;
+        for (Py_ssize_t i = 0; node >= 0 && i < PyBytes_GET_SIZE(pattern); i++)
+            node = tm_step(t, node, at[i]);
+        IntVec found = {NULL, 0, 0};
+        if (node < 0 || read_ints(states, 0, t->limit, &found) < 0) {
+            PyMem_Free(found.data);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < found.len; i++) {
+            if (vec_push(&t->end_state, found.data[i]) < 0 ||
+                vec_push(&t->end_next, t->ends.data[node]) < 0) {
+                PyMem_Free(found.data);
+                return -1;
+            }
+            t->ends.data[node] = (int32_t)t->end_state.len - 1;
+        }
+        PyMem_Free(found.data);
+    }
+    return 0;
+}
+
+/* The failure and output links of the infix automaton, breadth first. */
+static int tm_links(TextMatcher *t)
+{
+    IntVec queue = {NULL, 0, 0};
+    int32_t *fail = t->fail.data, *output = t->output.data, *ends = t->ends.data;
+    for (int32_t c = t->first_child.data[INFIX_ROOT]; c >= 0; c = t->next_sibling.data[c])
+        if (vec_push(&queue, c) < 0)
+            return -1;
+    for (Py_ssize_t head = 0; head < queue.len; head++) {
+        int32_t node = queue.data[head];
+        for (int32_t c = t->first_child.data[node]; c >= 0; c = t->next_sibling.data[c]) {
+            uint8_t b = (uint8_t)t->byte.data[c];
+            int32_t f = fail[node], g;
+            while ((g = tm_child(t, f, b)) < 0 && f != INFIX_ROOT)
+                f = fail[f];
+            fail[c] = g >= 0 && g != c ? g : INFIX_ROOT;
+            output[c] = fail[c] != INFIX_ROOT && ends[fail[c]] >= 0 ? fail[c] : output[fail[c]];
+            if (vec_push(&queue, c) < 0) {
+                PyMem_Free(queue.data);
+                return -1;
+            }
+        }
+    }
+    PyMem_Free(queue.data);
+    return 0;
+}
+
+static int tm_append_ends(const TextMatcher *t, int32_t node, IntVec *out)
+{
+    for (int32_t e = t->ends.data[node]; e >= 0; e = t->end_next.data[e])
+        if (vec_push(out, t->end_state.data[e]) < 0)
+            return -1;
+    return 0;
+}
+
+/* The states of the patterns that start or occur in value (a str), appended to out. */
+static int tm_search(const TextMatcher *t, PyObject *value, IntVec *out)
+{
+    Py_ssize_t n;
+    PyObject *encoded = NULL;
+    const uint8_t *at = (const uint8_t *)PyUnicode_AsUTF8AndSize(value, &n);
+    if (at == NULL) { /* a lone surrogate (from JSON): encoded as the patterns are */
+        PyErr_Clear();
+        encoded = PyUnicode_AsEncodedString(value, "utf-8", "surrogatepass");
+        if (encoded == NULL)
+            return -1;
+        at = (const uint8_t *)PyBytes_AS_STRING(encoded);
+        n = PyBytes_GET_SIZE(encoded);
+    }
+    int failed = tm_append_ends(t, PREFIX_ROOT, out) < 0 || tm_append_ends(t, INFIX_ROOT, out) < 0;
+    for (int32_t node = PREFIX_ROOT, i = 0; !failed && i < n; i++) {
+        if ((node = tm_child(t, node, at[i])) < 0)
+            break;
+        failed = tm_append_ends(t, node, out) < 0;
+    }
+    if (t->first_child.data[INFIX_ROOT] >= 0) {
+        int32_t node = INFIX_ROOT;
+        for (Py_ssize_t i = 0; !failed && i < n; i++) {
+            int32_t g;
+            while ((g = tm_child(t, node, at[i])) < 0 && node != INFIX_ROOT)
+                node = t->fail.data[node];
+            node = g >= 0 ? g : INFIX_ROOT;
+            for (int32_t o = t->ends.data[node] >= 0 ? node : t->output.data[node]; o >= 0 && !failed;
+                 o = t->output.data[o])
+                failed = tm_append_ends(t, o, out) < 0;
+        }
+    }
+    Py_XDECREF(encoded);
+    return failed ? -1 : 0;
+}
+
+static void text_matcher_dealloc(TextMatcher *t)
+{
+    IntVec *vecs[] = {&t->fail, &t->output, &t->ends, &t->first_child, &t->next_sibling,
+                      &t->byte, &t->end_state, &t->end_next};
+    for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
+        PyMem_Free(vecs[k]->data);
+    PyMem_Free(t->keys);
+    PyMem_Free(t->children);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyObject *text_matcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"limit", "prefixes", "infixes", NULL};
+    int limit;
+    PyObject *prefixes, *infixes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!O!", keywords, &limit, &PyDict_Type,
+                                     &prefixes, &PyDict_Type, &infixes))
+        return NULL;
+    TextMatcher *t = (TextMatcher *)type->tp_alloc(type, 0);
+    if (t == NULL)
+        return NULL;
+    t->limit = limit;
+    if (limit < 0 || tm_new_node(t, 0) < 0 || tm_new_node(t, 0) < 0 ||
+        tm_add(t, PREFIX_ROOT, prefixes) < 0 || tm_add(t, INFIX_ROOT, infixes) < 0 ||
+        tm_links(t) < 0) {
+        if (limit < 0)
+            PyErr_SetString(PyExc_ValueError, "TextMatcher: limit ≥ 0");
+        Py_DECREF(t);
+        return NULL;
+    }
+    return (PyObject *)t;
+}
+
+/* matcher(value) -> list: the states of the patterns that start or occur in value */
+static PyObject *text_matcher_call(TextMatcher *t, PyObject *args, PyObject *kwargs)
+{
+    PyObject *value;
+    if (!PyArg_ParseTuple(args, "U", &value))
+        return NULL;
+    IntVec out = {NULL, 0, 0};
+    PyObject *list = NULL;
+    if (tm_search(t, value, &out) == 0 && (list = PyList_New(out.len)) != NULL)
+        for (Py_ssize_t i = 0; i < out.len; i++)
+            PyList_SET_ITEM(list, i, PyLong_FromLong(out.data[i]));
+    PyMem_Free(out.data);
+    return list;
+}
+
+static PyTypeObject TextMatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xpush._states.TextMatcher",
+    .tp_basicsize = sizeof(TextMatcher),
+    .tp_dealloc = (destructor)text_matcher_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "TextMatcher(limit, prefixes, infixes): starts-with and contains predicates "
+              "({pattern as UTF-8 bytes: [states]}); matcher(value) -> the states that hold "
+              "(a list, may repeat)",
+    .tp_new = text_matcher_new,
+    .tp_call = (ternaryfunc)text_matcher_call,
+};
+
 /* ----- ValueIndex: which predicates hold on a value (predicates.PredicateIndex.true_states) ----- */
 
 /* A PredicateIndex's tables, tested in C: string (in)equality through its dicts (str ->
  * list of states), numbers parsed here (xpath_number; by the Python function for a
  * string that is not ASCII), numeric (in)equality through its dicts (float -> states),
  * ranges by binary search over sorted constants, and prefixes and infixes (starts-with,
- * contains) by the Python function `text`, when there are any. */
+ * contains) by a TextMatcher (or a Python function `text`), when there are any. */
 typedef struct {
     double *keys;
     int32_t *states;
@@ -669,6 +929,8 @@ static int value_index_states(ValueIndex *v, PyObject *value, IntVec *out)
             }
         }
     }
+    if (v->text != NULL && Py_IS_TYPE(v->text, &TextMatcherType))
+        return tm_search((const TextMatcher *)v->text, value, out);
     if (v->text != NULL) {
         PyObject *found = PyObject_CallOneArg(v->text, value);
         int failed = found == NULL || read_ints(found, 0, v->limit, out) < 0;
@@ -2292,22 +2554,88 @@ static PyTypeObject StateKernelType = {
     .tp_new = kernel_new,
 };
 
+/* json_list(ranks, texts, ends, ascii) -> str: "[" the texts of the ranks (int32 bytes)
+ * joined by "," "]". texts holds every filter's id as JSON text (UTF-8), one after the
+ * other; ends (int64) where each ends; ascii: texts holds ASCII only. */
+static PyObject *json_list(PyObject *module, PyObject *args)
+{
+    Py_buffer ranks, texts, ends;
+    int ascii;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*p", &ranks, &texts, &ends, &ascii))
+        return NULL;
+    const int32_t *rank = ranks.buf;
+    const int64_t *end = ends.buf;
+    const char *text = texts.buf;
+    Py_ssize_t count = ranks.len / 4, n = ends.len / 8, total = 2;
+    if (ranks.len % 4 || ends.len % 8 || (n && end[n - 1] != texts.len)) {
+        PyErr_SetString(PyExc_ValueError, "json_list: ranks int32, ends int64 ending at texts");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (rank[i] < 0 || rank[i] >= n) {
+            PyErr_Format(PyExc_ValueError, "filter %d out of range", rank[i]);
+            goto done;
+        }
+        total += end[rank[i]] - (rank[i] ? end[rank[i] - 1] : 0) + (i > 0);
+    }
+    char *buffer = ascii ? NULL : PyMem_Malloc((size_t)total);
+    if (ascii) {
+        out = PyUnicode_New(total, 127);
+        if (out == NULL)
+            goto done;
+        buffer = (char *)PyUnicode_1BYTE_DATA(out);
+    } else if (buffer == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *at = buffer;
+    *at++ = '[';
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t start = rank[i] ? end[rank[i] - 1] : 0;
+        if (i > 0)
+            *at++ = ',';
+        memcpy(at, text + start, (size_t)(end[rank[i]] - start));
+        at += end[rank[i]] - start;
+    }
+    *at = ']';
+    if (!ascii) {
+        out = PyUnicode_DecodeUTF8(buffer, total, "strict");
+        PyMem_Free(buffer);
+    }
+done:
+    PyBuffer_Release(&ranks);
+    PyBuffer_Release(&texts);
+    PyBuffer_Release(&ends);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"json_list", json_list, METH_VARARGS,
+     "json_list(ranks, texts, ends, ascii) -> str: the JSON list of the ids of ranks (int32 "
+     "bytes); texts: every id as JSON text (UTF-8) one after the other, ends (int64 bytes) "
+     "where each ends, ascii: texts is ASCII"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_states", "The compiled core of the XPush machine.", -1, NULL,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_states", "The compiled core of the XPush machine.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__states(void)
 {
     if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0 ||
-        PyType_Ready(&TableViewType) < 0 || PyType_Ready(&ValueIndexType) < 0)
+        PyType_Ready(&TableViewType) < 0 || PyType_Ready(&ValueIndexType) < 0 ||
+        PyType_Ready(&TextMatcherType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "StateKernel", (PyObject *)&StateKernelType) < 0 ||
         PyModule_AddObjectRef(m, "SetStore", (PyObject *)&SetStoreType) < 0 ||
-        PyModule_AddObjectRef(m, "ValueIndex", (PyObject *)&ValueIndexType) < 0) {
+        PyModule_AddObjectRef(m, "ValueIndex", (PyObject *)&ValueIndexType) < 0 ||
+        PyModule_AddObjectRef(m, "TextMatcher", (PyObject *)&TextMatcherType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

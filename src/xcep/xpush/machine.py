@@ -34,6 +34,7 @@ flushed and rebuilt lazily (``stats.flushes``).
 from __future__ import annotations
 
 import io
+import json
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -47,10 +48,12 @@ from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
 from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload, id_key
 
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # an id as JSON text
+
 try:
-    from xcep.xpush._states import StateKernel
+    from xcep.xpush._states import StateKernel, json_list
 except ImportError:  # built without a C compiler: the Python machine does it all
-    StateKernel = None
+    StateKernel = json_list = None
 
 
 @dataclass
@@ -116,6 +119,14 @@ class _Compiled:
     @property
     def predicate_states(self) -> frozenset[int]:
         return self.index.states
+
+    @cached_property
+    def json_ids(self) -> tuple[bytes, array, bool]:
+        """Every id as JSON text (UTF-8), by rank, one after the other; where each ends
+        (int64); whether all are ASCII: what ``json_list`` joins into an answer."""
+        texts = [_JSON(fid).encode() for fid in self.ids]
+        blob = b"".join(texts)
+        return blob, array("q", accumulate(map(len, texts))), blob.isascii()
 
     @cached_property
     def early_states(self) -> frozenset[int]:
@@ -345,7 +356,7 @@ class XPushMachine:
         self.EMPTY = self._intern(frozenset())
         self.ALL = self._intern(frozenset((-1,)))  # the top-down state without top-down pruning
         self.accept: dict = {}
-        self.answers: dict = {}
+        self.clear_answers()
         self._qt_sets: dict[int, frozenset[int]] = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         self._qt_indexes: dict[int, PredicateIndex] = {}
@@ -355,11 +366,25 @@ class XPushMachine:
         else:
             self.q0t = self.ALL
 
+    def clear_answers(self) -> None:
+        """Forget the cached answers (their ranks), not the states: at a document boundary
+        when they hold more than half the budget, for answers that are large and rarely
+        repeat must not flush the machine."""
+        self.answers: dict = {}
+        self.answers_held = 0
+
     def entries(self) -> int:
         """Table entries plus the elements of all interned sets (the memory measure)."""
         tables = (self.push, self.leaf, self.close, self.add, self.accept, self.values)
         sets = self.sets.held + (self.kernel.held if self.kernel else 0)
-        return sum(map(len, tables)) + len(self.answers) + self.held + self.index_held + sets
+        return (
+            sum(map(len, tables))
+            + len(self.answers)
+            + self.answers_held
+            + self.held
+            + self.index_held
+            + sets
+        )
 
     def add_filter(self, fid, text: str) -> None:
         """Subscribe a filter; it takes effect at the next document boundary."""
@@ -606,8 +631,9 @@ class XPushMachine:
         self.accept[(qb, vq)] = result
         return result
 
-    def _answer(self, found: int, proven: tuple[int, ...]) -> list:
-        """A document's answer: the ids of its filters, in ascending id order (a new list).
+    def _answer(self, found: int, proven: tuple[int, ...]) -> bytes | tuple[int, ...]:
+        """A document's answer: the ranks of its filters, ascending (int32 bytes from the
+        compiled core, else a tuple).
 
         ``found`` is the accepted set of states (initial and early states matched at the
         document node), ``proven`` the sets of early states matched on the way (all
@@ -628,10 +654,23 @@ class XPushMachine:
                 ranks = tuple(sorted(union))
                 count = len(ranks)
             self.answers[(found, proven)] = ranks
-            self.held += count + len(proven) + 1
+            self.answers_held += count + len(proven) + 1
+        return ranks
+
+    def _answer_ids(self, found: int, proven: tuple[int, ...]) -> list:
+        """A document's answer as a new list of ids (ascending)."""
+        ranks = self._answer(found, proven)
         if self.kernel is not None:
-            return self.kernel.ids_of(ranks, c.ids)
-        return list(map(c.ids.__getitem__, ranks))
+            return self.kernel.ids_of(ranks, self.compiled.ids)
+        return list(map(self.compiled.ids.__getitem__, ranks))
+
+    def _answer_json(self, found: int, proven: tuple[int, ...]) -> str:
+        """A document's answer as the text of a JSON list of ids (ascending)."""
+        ranks = self._answer(found, proven)
+        if self.kernel is not None:
+            return json_list(ranks, *self.compiled.json_ids)
+        ids = self.compiled.ids
+        return "[" + ",".join(_JSON(ids[rank]) for rank in ranks) + "]"
 
     def _document_values(self, qt: int, text: str) -> int:
         table = self.values.get(qt)
@@ -645,11 +684,19 @@ class XPushMachine:
             self._pending_change = False
             self.stats.rebuilds += 1
             self._build()
-        elif self.entries() > self.options.max_entries:
-            self.flush()
+        else:
+            if self.answers_held > self.options.max_entries // 2:
+                self.clear_answers()
+            if self.entries() > self.options.max_entries:
+                self.flush()
 
-    def run(self, batches: Iterable[EventBatch]) -> Iterator[tuple[int, list]]:
-        """For each complete document: (doc index, ids of the matching filters, ascending)."""
+    def run(
+        self, batches: Iterable[EventBatch], as_json: bool = False
+    ) -> Iterator[tuple[int, list]]:
+        """For each complete document: (doc index, ids of the matching filters, ascending);
+        with ``as_json`` the ids as the text of a JSON list (``'[1,"b"]'``), made in C
+        without a Python object per id (for writing large answers)."""
+        answer = self._answer_json if as_json else self._answer_ids
         elem_labels: list[str] = []
         attr_labels: list[str] = []
         symbols = None
@@ -762,7 +809,7 @@ class XPushMachine:
                         if found is None:
                             found = self._accept(qb, dvq)
                         self.stats.documents += 1
-                        yield d, self._answer(found, tuple(proven))
+                        yield d, answer(found, tuple(proven))
                         doc = -1  # the next event starts a new document
                 else:
                     label = attr_labels[name] if kind == ATTR else "#text"
@@ -819,7 +866,7 @@ class XPushMachine:
                 shown = f"{label}={event.value!r}"
             steps.append((shown, sorted(describe(afa, s, memo) for s in self.sets[qb])))
         vq = self._element_values(qt, "".join(texts[-1]))
-        return steps, self._answer(self._accept(qb, vq), tuple(proven))
+        return steps, self._answer_ids(self._accept(qb, vq), tuple(proven))
 
     def train(self, dtd=None) -> int:
         """Warm the tables on training documents made from the filters (and a DTD)."""

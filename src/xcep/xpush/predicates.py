@@ -175,6 +175,7 @@ class PredicateIndex:
         self.numeric = bool(self.number_eq or self.range_keys or self.all_number_ne)
         self.prefixes = _Trie(prefixes) if prefixes else None
         self.infixes = _AhoCorasick(infixes) if infixes else None
+        self.patterns = (prefixes, infixes)  # starts-with's and contains' (for the C twin)
 
     def restricted(self, states) -> PredicateIndex:
         """The index of the predicates of ``states`` only (those enabled at a node)."""
@@ -218,11 +219,17 @@ class PredicateIndex:
         """This index tested in C (``xcep.xpush._states.ValueIndex``, over states below
         ``limit``), or None when the compiled core is not built."""
         try:
-            from xcep.xpush._states import ValueIndex
+            from xcep.xpush._states import TextMatcher, ValueIndex
         except ImportError:
             return None
         ranges = {op: (keys, self.range_states[op]) for op, keys in self.range_keys.items()}
-        text = self.text_states if self.prefixes is not None or self.infixes is not None else None
+        text = None
+        if self.prefixes is not None or self.infixes is not None:
+            prefixes, infixes = (
+                {p.encode("utf-8", "surrogatepass"): states for p, states in patterns.items()}
+                for patterns in self.patterns
+            )
+            text = TextMatcher(limit, prefixes, infixes)
         return ValueIndex(
             limit,
             self.string_eq,
