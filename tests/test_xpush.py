@@ -187,6 +187,126 @@ def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, tw
         assert compile_filter(text) == fresh
 
 
+@settings(max_examples=60)
+@given(st.lists(filters, min_size=1, max_size=5), st.lists(documents(), min_size=1, max_size=3))
+def test_answers_as_json_are_the_answers(paths, trees):
+    """``run(..., as_json=True)`` writes the ids in C: the same ids, in the same order,
+    whatever they are (integers, strings needing escapes, beyond ASCII)."""
+    import json
+
+    names = [7, 'f"1', "s\u00e9", -3, "\U0001f600", "a b"]
+    workload = {
+        names[i % len(names)] if i < len(names) else i: to_text(p)
+        for i, p in enumerate(p for p in paths if usable(p))
+    }
+    data = b"".join(etree.tostring(t) + b"\n" for t in trees)
+    for compiled in (True, False):
+        machine = XPushMachine(workload, MachineOptions(compiled=compiled))
+        as_lists = [ids for _, ids in machine.run(EventStream([io.BytesIO(data)]).batches())]
+        machine = XPushMachine(workload, MachineOptions(compiled=compiled))
+        texts = [t for _, t in machine.run(EventStream([io.BytesIO(data)]).batches(), as_json=True)]
+        assert [json.loads(t) for t in texts] == as_lists
+
+
+@settings(max_examples=150)
+@given(st.lists(filters, min_size=1, max_size=6), st.booleans())
+def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_early):
+    """A workload compiles each filter by replaying its shape's program with the
+    filter's constants; the AFA must be the one compiling each tree makes, state for
+    state (the same states, numbered alike, the same initial and early states)."""
+    from xcep.xpush.afa import AFA
+    from xcep.xpush.workload import compile_filter, filter_program
+
+    texts = [to_text(p) for p in paths if usable(p)]
+    by_tree, by_program = AFA(), AFA()
+    for number, text in enumerate(texts):
+        by_tree.add_filter(number, compile_filter(text), unique_early)
+        program, constants, owner = filter_program(text)
+        by_program.add_program(number, program, constants, owner if unique_early else None)
+    for column in ("kind", "eps", "label", "target", "predicate", "initial", "early"):
+        assert getattr(by_program, column) == getattr(by_tree, column), column
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "b-1",
+                "x1.5",
+                "@c",
+                "..",
+                "[",
+                "]",
+                "=",
+                "!=",
+                "<",
+                " ",
+                "/",
+                "//",
+                "(",
+                ")",
+                "and",
+                "'",
+                '"',
+                "-",
+                ".",
+                "*",
+                "starts-with(",
+                ",",
+                "1",
+                "-2.5",
+                ".5",
+                "'x'",
+                '"y"',
+                "'1'",
+            ]
+        ),
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
+    """Two filters of one shape (the text with its constants cut out) must parse alike
+    but for their constants: a filter whose constants are replaced by others of their
+    kind parses as the first filter with those constants put in (or both fail)."""
+    from xcep.xpush.parser import FilterSyntaxError
+    from xcep.xpush.workload import _CONSTANT, _put, _shape
+
+    text = "".join(pieces)
+    key, constants = _shape(text)
+    others = {
+        c: data.draw(
+            st.sampled_from([3.0, -0.5, 12.0])
+            if isinstance(c, float)
+            else st.sampled_from(["", "q", "1", "z z"])
+        )
+        for c in constants
+    }
+    if len(set(others.values())) < len(others) or any(
+        isinstance(v, float) != isinstance(c, float) for c, v in others.items()
+    ):
+        return  # distinct constants must stay distinct
+
+    def replace_constant(match):
+        if match.group(1) is not None:
+            return "'" + others[match.group(1)[1:-1]] + "'"
+        value = others[float(match.group(2))]
+        return f"{value:g}" if value != int(value) else str(int(value))
+
+    renamed = _CONSTANT.sub(replace_constant, text)
+    if _shape(renamed)[0] != key:
+        return  # a string constant that now reads otherwise ("'" inside): not one shape
+    try:
+        first = parse_filter(text)
+    except FilterSyntaxError:
+        with pytest.raises(FilterSyntaxError):
+            parse_filter(renamed)
+        return
+    assert parse_filter(renamed) == _put(first, others)
+
+
 @settings(max_examples=150)
 @given(st.lists(filters, min_size=1, max_size=6), st.lists(documents(), min_size=1, max_size=4))
 def test_machine_agrees_with_lxml(paths, trees):

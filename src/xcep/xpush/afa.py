@@ -86,48 +86,126 @@ class AFA:
 
     def add_filter(self, number: int, path: Path, unique_early: bool = False) -> int:
         """Compile one (rewritten, ``..``-free) filter; returns its initial state."""
-        compiler = _Compiler(self, ("early", path) if unique_early else None)
-        state = compiler.path(path.steps, _true_leaf, main=True)
+        builder = Builder(self, ("early", path) if unique_early else None)
+        compiler = _Compiler(builder, unique_early)
+        state = compiler.path(path.steps, builder.true, main=True)
         self.initial[number] = state
         if compiler.early is not None:
             self.early[number] = compiler.early
         return state
 
+    def add_program(
+        self, number: int, program: Program, constants: tuple, owner: tuple | None = None
+    ) -> int:
+        """Compile one filter by replaying its shape's program with its constants;
+        ``owner`` (the filter's own key) when its first branching state must be its own
+        (early notification). Returns its initial state."""
+        builder = Builder(self, owner)
+        states: list[int] = []
+        for name, args in program.steps:
+            states.append(_REPLAY[name](builder, args, states, constants))
+        self.initial[number] = states[program.root]
+        if owner is not None and program.early is not None:
+            self.early[number] = states[program.early]
+        return states[program.root]
 
-def _true_leaf(compiler: _Compiler, unique: bool = False) -> int:
-    key = compiler.owner if unique else ("true",)
-    return compiler.afa.state(key, OR, predicate=TRUE)
+
+class Builder:
+    """Makes the states of an AFA, equal ones shared: the primitives a filter is
+    compiled into (``_Compiler`` calls them; a ``Recorder`` records them as a program).
+    ``owner``: the key of the filter's own first branching state, when it needs one."""
+
+    def __init__(self, afa: AFA, owner: tuple | None = None) -> None:
+        self.afa, self.owner = afa, owner
+
+    def true(self) -> int:
+        return self.afa.state(("true",), OR, predicate=TRUE)
+
+    def false(self) -> int:
+        return self.afa.state(("false",), OR)  # an OR with nothing never matches
+
+    def leaf(self, op: str, value) -> int:
+        key = ("leaf", op, value)  # a number constant is a float, a string one a str
+        found = self.afa.shared.get(key)
+        return self.afa.state(key, OR, predicate=Predicate(op, value)) if found is None else found
+
+    def step(self, label: str, target: int) -> int:
+        return self.afa.state(("step", label, target), OR, label=label, target=target)
+
+    def loop(self, inner: int) -> int:
+        """``//``: a ``*`` transition to itself and an ε-move to ``inner``."""
+        loop = self.afa.state(("loop", inner), OR, eps=(inner,), label="*")
+        self.afa.target[loop] = loop
+        return loop
+
+    def loop_or_text(self, inner: int) -> int:
+        """``//.`` (descendant-or-self::node()): text nodes too."""
+        text = self.step("#text", inner)
+        loop = self.afa.state(("loop-or-text", inner), OR, eps=(inner, text), label="*")
+        self.afa.target[loop] = loop
+        return loop
+
+    def all_of(self, items) -> int:
+        """AND: leaves that match every node add nothing (``x and true()`` is x)."""
+        predicate = self.afa.predicate
+        items = tuple(sorted({t for t in items if predicate[t] is not TRUE}))
+        if not items:
+            return self.true()
+        if len(items) == 1:
+            return items[0]
+        return self.afa.state(("and", items), AND, eps=items)
+
+    def any_of(self, items) -> int:
+        predicate = self.afa.predicate
+        items = tuple(sorted(set(items)))
+        if not items or any(predicate[t] is TRUE for t in items):
+            return self.true()
+        if len(items) == 1:
+            return items[0]
+        return self.afa.state(("or", items), OR, eps=items)
+
+    def negate(self, item: int) -> int:
+        return self.afa.state(("not", item), NOT, eps=(item,))
+
+    def own(self, items) -> int:
+        """The filter's own first branching state: the AND of ``items`` (its own true leaf
+        when nothing is left to check), keyed by ``owner`` so that reaching it proves the
+        filter (and those equal to it) and no other. Without an owner, ``all_of``."""
+        if self.owner is None:
+            return self.all_of(items)
+        predicate = self.afa.predicate
+        items = tuple(sorted({t for t in items if predicate[t] is not TRUE}))
+        if items:
+            return self.afa.state(self.owner, AND, eps=items)
+        return self.afa.state(self.owner, OR, predicate=TRUE)
 
 
 class _Compiler:
-    def __init__(self, afa: AFA, owner: tuple | None) -> None:
-        self.afa = afa
-        # the key of the filter's first branching state when it must be its own
-        # (equal filters share it: they are proven together)
-        self.owner = owner
+    """A filter's tree as ``Builder`` calls (or a ``Recorder``'s)."""
+
+    def __init__(self, build: Builder | Recorder, unique_early: bool) -> None:
+        self.build = build
+        self.unique_early = unique_early
+        # the filter's own first branching state: None until claimed, -1 while built
         self.early: int | None = None
 
     def _unique(self, main: bool) -> bool:
-        return main and self.owner is not None and self.early is None
+        return main and self.unique_early and self.early is None
 
     def path(self, steps: tuple[Step, ...], final, main: bool = False) -> int:
-        """A state matching node x iff ``steps`` from x reach a node matched by ``final``."""
+        """A state matching node x iff ``steps`` from x reach a node matched by ``final()``."""
         if not steps:
             if self._unique(main):
-                self.early = final(self, True)
+                self.early = self.build.own(())
                 return self.early
-            return final(self)
+            return final()
         step, rest = steps[0], steps[1:]
         inner = self.step(step, rest, final, main)
         if step.axis != DESCENDANT:
             return inner
-        key, eps = ("loop", inner), (inner,)
         if step.test == SELF:  # //. is descendant-or-self::node(): text nodes too
-            text = self.afa.state(("step", "#text", inner), OR, label="#text", target=inner)
-            key, eps = ("loop-or-text", inner), (inner, text)
-        loop = self.afa.state(key, OR, eps=eps, label="*")
-        self.afa.target[loop] = loop
-        return loop
+            return self.build.loop_or_text(inner)
+        return self.build.loop(inner)
 
     def step(self, step: Step, rest: tuple[Step, ...], final, main: bool) -> int:
         if step.test == SELF:
@@ -135,7 +213,7 @@ class _Compiler:
         if step.test not in (ELEMENT, ATTRIBUTE, TEXT):
             raise ValueError(f"cannot compile a {step.test} step (rewrite it first)")
         target = self.conjunction(step.predicates, lambda: self.path(rest, final, main), main)
-        return self.afa.state(("step", step.label, target), OR, label=step.label, target=target)
+        return self.build.step(step.label, target)
 
     def conjunction(self, predicates: tuple[Expr, ...], then, main: bool = False) -> int:
         if not predicates:
@@ -145,51 +223,120 @@ class _Compiler:
             self.early = -1  # claimed: the states inside are ordinary
         successors = [self.expr(q) for q in predicates]
         successors.append(then())
-        # `x and true()` is x: leaves that match every node add nothing
-        successors = tuple(sorted({t for t in successors if self.afa.predicate[t] is not TRUE}))
-        if unique:  # (with nothing left to check, the filter's own true leaf)
-            if successors:
-                self.early = self.afa.state(self.owner, AND, eps=successors)
-            else:
-                self.early = _true_leaf(self, unique=True)
+        if unique:
+            self.early = self.build.own(successors)
             return self.early
-        if not successors:
-            return _true_leaf(self)
-        if len(successors) == 1:
-            return successors[0]
-        return self.afa.state(("and", successors), AND, eps=successors)
+        return self.build.all_of(successors)
 
     def expr(self, expr: Expr) -> int:
-        afa = self.afa
-        if isinstance(expr, And | Or):
-            kind = AND if isinstance(expr, And) else OR
-            items = tuple(sorted({self.expr(item) for item in expr.items}))
-            if kind == AND:
-                items = tuple(t for t in items if afa.predicate[t] is not TRUE)
-            elif any(afa.predicate[t] is TRUE for t in items):
-                return _true_leaf(self)
-            if len(items) == 1:
-                return items[0]
-            if not items:
-                return _true_leaf(self)
-            return afa.state(("and" if kind == AND else "or", items), kind, eps=items)
-        if isinstance(expr, Not):
-            item = self.expr(expr.item)
-            return afa.state(("not", item), NOT, eps=(item,))
-        if isinstance(expr, Const):
-            if expr.value:
-                return _true_leaf(self)
-            return afa.state(("false",), OR)  # an OR with nothing never matches
-        if isinstance(expr, Exists):
-            return self.path(expr.path.steps, _true_leaf)
-        if isinstance(expr, Compare):
-            predicate = Predicate(expr.op, expr.value)
+        return _EXPRESSIONS[type(expr)](self, expr)
 
-            def leaf(compiler: _Compiler, unique: bool = False) -> int:
-                return compiler.afa.state(("leaf", predicate), OR, predicate=predicate)
 
-            return self.path(expr.path.steps, leaf)
-        raise TypeError(f"not a filter expression: {expr!r}")
+_EXPRESSIONS = {  # filter expression type → its states (by the compiler's builder)
+    And: lambda c, e: c.build.all_of([c.expr(item) for item in e.items]),
+    Or: lambda c, e: c.build.any_of([c.expr(item) for item in e.items]),
+    Not: lambda c, e: c.build.negate(c.expr(e.item)),
+    Const: lambda c, e: c.build.true() if e.value else c.build.false(),
+    Exists: lambda c, e: c.path(e.path.steps, c.build.true),
+    Compare: lambda c, e: c.path(e.path.steps, lambda: c.build.leaf(e.op, e.value)),
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    """A filter shape compiled once: ``steps`` are ``Builder`` calls ``(name, args)``
+    whose state arguments are indexes of earlier steps and whose constants are indexes
+    in the constants it uses; ``root`` is the step of its initial state, ``early`` that
+    of its own first branching state (None when it has none); ``places``: where the
+    constants it uses are among the filter's (a rewrite may drop some). Equal trees
+    record equal programs. ``AFA.add_program`` replays it with a filter's constants
+    (``uses``): no tree is built or walked."""
+
+    steps: tuple[tuple[str, tuple], ...]
+    root: int
+    early: int | None
+    places: tuple[int, ...]
+    _hash: int = field(default=0, compare=False, repr=False)
+    _all: bool = field(default=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:  # a program is a key of its filters' own states
+        object.__setattr__(self, "_hash", hash((self.steps, self.root, self.early)))
+        object.__setattr__(self, "_all", self.places == tuple(range(len(self.places))))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def uses(self, constants: tuple) -> tuple:
+        """The constants it uses, of a filter's constants."""
+        if self._all and len(constants) == len(self.places):  # all of them, in order
+            return constants
+        return tuple(constants[place] for place in self.places)
+
+
+class Recorder:
+    """Stands in for a ``Builder`` and records its calls (``Recorder.program``)."""
+
+    def __init__(self, places: dict) -> None:
+        self.places = places  # constant → its place among the filter's constants
+        self.used: dict[int, int] = {}  # place → index among the constants used
+        self.steps: list[tuple[str, tuple]] = []
+
+    def _emit(self, name: str, *args) -> int:
+        self.steps.append((name, args))
+        return len(self.steps) - 1
+
+    def true(self) -> int:
+        return self._emit("true")
+
+    def false(self) -> int:
+        return self._emit("false")
+
+    def leaf(self, op: str, value) -> int:
+        place = self.places[value]
+        return self._emit("leaf", op, self.used.setdefault(place, len(self.used)))
+
+    def step(self, label: str, target: int) -> int:
+        return self._emit("step", label, target)
+
+    def loop(self, inner: int) -> int:
+        return self._emit("loop", inner)
+
+    def loop_or_text(self, inner: int) -> int:
+        return self._emit("loop_or_text", inner)
+
+    def all_of(self, items) -> int:
+        return self._emit("all_of", tuple(items))
+
+    def any_of(self, items) -> int:
+        return self._emit("any_of", tuple(items))
+
+    def negate(self, item: int) -> int:
+        return self._emit("negate", item)
+
+    def own(self, items) -> int:
+        return self._emit("own", tuple(items))
+
+    @classmethod
+    def program(cls, path: Path, constants: tuple) -> Program:
+        """The program of a (rewritten) filter whose distinct constants are ``constants``."""
+        recorder = cls({value: place for place, value in enumerate(constants)})
+        compiler = _Compiler(recorder, unique_early=True)
+        root = compiler.path(path.steps, recorder.true, main=True)
+        return Program(tuple(recorder.steps), root, compiler.early, tuple(recorder.used))
+
+
+_REPLAY = {  # step name → the Builder call, from (builder, args, states so far, constants)
+    "true": lambda b, a, s, c: b.true(),
+    "false": lambda b, a, s, c: b.false(),
+    "leaf": lambda b, a, s, c: b.leaf(a[0], c[a[1]]),
+    "step": lambda b, a, s, c: b.step(a[0], s[a[1]]),
+    "loop": lambda b, a, s, c: b.loop(s[a[0]]),
+    "loop_or_text": lambda b, a, s, c: b.loop_or_text(s[a[0]]),
+    "all_of": lambda b, a, s, c: b.all_of([s[i] for i in a[0]]),
+    "any_of": lambda b, a, s, c: b.any_of([s[i] for i in a[0]]),
+    "negate": lambda b, a, s, c: b.negate(s[a[0]]),
+    "own": lambda b, a, s, c: b.own([s[i] for i in a[0]]),
+}
 
 
 def describe(afa: AFA, state: int, _memo: dict | None = None) -> str:

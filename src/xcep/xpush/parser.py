@@ -92,13 +92,16 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = tokenize(text)
+        tokens = tokenize(text)
+        self.tokens = [*tokens, tokens[-1]]  # the end twice: peek(1) needs no bounds check
+        # per token the text of an op or name (what ``at`` compares), else None
+        self.words = [t[1] if t[0] in ("op", "name") else None for t in self.tokens]
         self.i = 0
         self.depth = 0  # predicates open: absolute paths only outside them
 
     # token helpers
     def peek(self, offset: int = 0) -> tuple[str, str, int]:
-        return self.tokens[min(self.i + offset, len(self.tokens) - 1)]
+        return self.tokens[self.i + offset]
 
     def next(self) -> tuple[str, str, int]:
         token = self.tokens[self.i]
@@ -106,8 +109,7 @@ class _Parser:
         return token
 
     def at(self, value: str) -> bool:
-        kind, text, _ = self.peek()
-        return kind in ("op", "name") and text == value
+        return self.words[self.i] == value
 
     def expect(self, value: str) -> None:
         if not self.at(value):

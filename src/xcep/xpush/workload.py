@@ -14,9 +14,9 @@ from pathlib import Path as FilePath
 
 from xcep._gc import collector_paused
 from xcep.errors import XcepError, located, text_lines
-from xcep.xpush.afa import AFA
+from xcep.xpush.afa import AFA, Program, Recorder
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
-from xcep.xpush.parser import TOKEN, FilterSyntaxError, parse_filter
+from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 
 
@@ -44,51 +44,91 @@ def parse_id(text: str):
 
 COMPILE_EVERY = 50_000  # filters added before they are compiled into the AFA (and dropped)
 SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is cleared
-_by_shape: dict[tuple, tuple[Path, tuple]] = {}
 
 
-def compile_filter(text: str, fid=None) -> Path:
-    """Parse and rewrite one filter, or raise ``FilterError``.
+@dataclass
+class _Shape:
+    """A filter shape parsed and rewritten once: the tree of the first filter of the shape
+    (with its constants), and the shape's program (made when first asked for)."""
+
+    path: Path
+    constants: tuple
+    program: Program | None = None
+
+
+_by_shape: dict[tuple, _Shape] = {}
+
+
+def _known_shape(text: str, fid) -> tuple[_Shape, tuple]:
+    """(the shape of a filter, the filter's constants): parsed and
+    rewritten when new, or raise ``FilterError``.
 
     Subscriptions are mostly a few shapes with different constants: a filter's
     *shape* (its tokens, each constant by its first place among the filter's
-    distinct constants) is parsed and rewritten once, and a filter of a known
-    shape is that result with its own constants put in. Neither the parser nor
-    the rewrite rules look at a constant's value, only at whether two are equal,
-    which the shape keeps."""
-    try:
-        key, constants = _shape(text)
-        found = _by_shape.get(key)
-        if found is None:
-            path = normalize(parse_filter(text))
-            if len(_by_shape) >= SHAPE_LIMIT:
-                _by_shape.clear()
-            _by_shape[key] = (path, constants)
-            return path
-    except FilterSyntaxError as exc:
-        raise FilterError(exc.message, fid, column=exc.position) from None
-    except UnsupportedFilter as exc:
-        raise FilterError(str(exc), fid) from None
-    path, theirs = found
-    if theirs == constants:
-        return path
-    return _put(path, dict(zip(theirs, constants, strict=True)))
+    distinct constants) is parsed and rewritten once. Neither the parser nor the
+    rewrite rules look at a constant's value, only at whether two are equal, which
+    the shape keeps."""
+    key, constants = _shape(text)
+    found = _by_shape.get(key)
+    if found is None:
+        try:
+            found = _Shape(normalize(parse_filter(text)), constants)
+        except FilterSyntaxError as exc:
+            raise FilterError(exc.message, fid, column=exc.position) from None
+        except UnsupportedFilter as exc:
+            raise FilterError(str(exc), fid) from None
+        if len(_by_shape) >= SHAPE_LIMIT:
+            _by_shape.clear()
+        _by_shape[key] = found
+    return found, constants
+
+
+def compile_filter(text: str, fid=None) -> Path:
+    """Parse and rewrite one filter (a filter of a known shape is that shape's tree with
+    its own constants put in), or raise ``FilterError``."""
+    shape, constants = _known_shape(text, fid)
+    if shape.constants == constants:
+        return shape.path
+    return _put(shape.path, dict(zip(shape.constants, constants, strict=True)))
+
+
+def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple]:
+    """(the program of a filter's shape, the constants it uses, the filter's own key for early
+    notification): what ``AFA.add_program`` compiles, without a tree per filter; or
+    raise ``FilterError``."""
+    shape, constants = _known_shape(text, fid)
+    if shape.program is None:
+        shape.program = Recorder.program(shape.path, shape.constants)
+    program = shape.program
+    used = program.uses(constants)
+    # equal filters (one tree: one program and constants) share their own state
+    return program, used, ("early", program, used)
+
+
+# a constant: a string, or a number where a token starts (not inside a name: the
+# tokenizer reads ``a-1`` and ``x1.5`` as names)
+_CONSTANT = re.compile(
+    r"""('[^']*'|"[^"]*")|(?<![\w.\-\u00b7\u00c0-\uffff])(-?(?:\d+(?:\.\d*)?|\.\d+))"""
+)
 
 
 def _shape(text: str) -> tuple[tuple, tuple]:
-    """A filter's tokens (``TOKEN`` groups) with constants numbered, and its distinct
-    constants in order (as the parser reads them: numbers as floats, strings
-    without their quotes). A bad character makes a shape of its own: the parser
-    reports it."""
-    shape = []
+    """A filter's text with its constants cut out (each replaced by its place among the
+    filter's distinct constants, and whether it is a number), and its distinct constants
+    in order (as the parser reads them: numbers as floats, strings without their
+    quotes). Two filters of one shape differ only in their constants: they tokenize
+    alike and parse to one tree but for the constants. (What is not cut out stays in
+    the text: a shape of its own, never a wrong one.)"""
+    parts = _CONSTANT.split(text)
     constants: dict = {}
-    for token in TOKEN.findall(text):
-        number, string = token[0], token[1]
-        if number or string:
-            value = float(number) if number else string[1:-1]
-            token = (bool(number), constants.setdefault(value, len(constants)))
-        shape.append(token)
-    return tuple(shape), tuple(constants)
+    places = []
+    for i in range(1, len(parts), 3):
+        string = parts[i]
+        if string is not None:
+            places.append(constants.setdefault(string[1:-1], len(constants)))
+        else:
+            places.append(~constants.setdefault(float(parts[i + 1]), len(constants)))
+    return (tuple(parts[::3]), tuple(places)), tuple(constants)
 
 
 def _put(node, values: dict):
@@ -159,8 +199,8 @@ class Workload:
         self.names_of: list = []  # filter number → id
         self._afa: AFA | None = None  # the last compilation, and how it was made
         self._afa_unique_early = False
-        # id → rewritten Path of the filters added since: only they are kept as trees
-        # (1,000,000 trees take a gigabyte); ``paths`` parses the others again
+        # id → (program, constants, own key) of the filters added since (filter_program):
+        # only they are kept so (``paths`` parses every filter again)
         self._uncompiled: dict = {}
         self._removed = 0  # filters removed since
         items = filters.items() if isinstance(filters, dict) else filters
@@ -172,26 +212,22 @@ class Workload:
 
     @property
     def paths(self) -> dict:
-        """id → rewritten Path of every filter (those compiled are parsed again from their
-        text: for training and for a fresh compilation, both rare)."""
-        pending = self._uncompiled
-        return {
-            fid: pending[fid] if fid in pending else compile_filter(text, fid)
-            for fid, text in self.texts.items()
-        }
+        """id → rewritten Path of every filter, parsed again from its text (for training:
+        rare)."""
+        return {fid: compile_filter(text, fid) for fid, text in self.texts.items()}
 
     def add(self, fid, text: str, line: int | None = None) -> None:
         if fid in self.texts:
             raise FilterError("duplicate filter id", fid, line)
         try:
-            path = compile_filter(text, fid)
+            program = filter_program(text, fid)
         except FilterError as exc:
             exc.line = line
             raise
         number = len(self.names_of)
         self.names_of.append(fid)
-        self.texts[fid], self.numbers[fid], self._uncompiled[fid] = text, number, path
-        if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the trees can go
+        self.texts[fid], self.numbers[fid], self._uncompiled[fid] = text, number, program
+        if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the programs can go
             self.compile(self._afa_unique_early)
 
     def remove(self, fid) -> None:
@@ -212,11 +248,16 @@ class Workload:
         if afa is None or self._afa_unique_early != unique_early or 4 * self._removed > len(self):
             afa = self._afa = AFA()
             self._afa_unique_early, self._removed = unique_early, 0
-            adding = self.paths
+            pending = self._uncompiled
+            adding = {
+                fid: pending[fid] if fid in pending else filter_program(text, fid)
+                for fid, text in self.texts.items()
+            }
         else:
             adding = self._uncompiled
-        for fid, path in adding.items():
-            afa.add_filter(self.numbers[fid], path, unique_early)
+        numbers, add = self.numbers, afa.add_program
+        for fid, (program, constants, owner) in adding.items():
+            add(numbers[fid], program, constants, owner if unique_early else None)
         self._uncompiled = {}
         return afa
 
