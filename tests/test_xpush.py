@@ -494,6 +494,53 @@ def test_workload_changes_answer_like_a_new_machine(paths, changes, trees, optio
         assert machine.compiled.afa is afa
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(filters, min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 2), filters, st.integers(0, 40)), max_size=30),
+    st.lists(documents(), min_size=3, max_size=10),
+    st.sampled_from(OPTIONS),
+    st.booleans(),
+)
+def test_changes_while_documents_flow(paths, changes, trees, options, as_json):
+    """Filters added and removed after each answer, while the run goes on: each document
+    is answered by the filters of the moment it starts. With tiny limits the changes
+    go through delta machines (nested ones too), removals are left out of answers,
+    removed ids come back with other filters, and machines merge and rebuild."""
+    import json
+    from unittest import mock
+
+    from xcep.xpush import machine as M
+
+    texts = {i: to_text(p) for i, p in enumerate(paths) if usable(p)}
+    usable_changes = [(op, to_text(p), pick) for op, p, pick in changes if usable(p)]
+    data = b"".join(etree.tostring(t) + b"\n" for t in trees)
+    with mock.patch.object(M, "DELTA_SMALL", 2), mock.patch.object(M, "DELTA_SHARE", 2):
+        machine = XPushMachine(dict(texts), options)
+        removed: list = []
+        got, want = [], []
+        stream = EventStream([io.BytesIO(data)], keep_whitespace=True, batch_size=7)
+        for doc, answer in machine.run(stream.batches(), as_json=as_json):
+            got.append(json.loads(answer) if as_json else answer)
+            current = sorted(texts)
+            answer_now = lxml_answer([trees[doc]], [texts[f] for f in current])[0]
+            want.append([current[i] for i in answer_now])
+            for op, text, pick in usable_changes[doc * 3 : doc * 3 + 3]:
+                if op == 0 or not texts:  # a new id, or one removed before
+                    fid = removed.pop() if removed and pick % 2 else 1000 + len(want) * 10 + pick
+                    if fid in texts:
+                        continue
+                    texts[fid] = text
+                    machine.add_filter(fid, text)
+                elif op == 1:
+                    fid = sorted(texts)[pick % len(texts)]
+                    del texts[fid]
+                    removed.append(fid)
+                    machine.remove_filter(fid)
+            assert len(machine) == len(texts)
+    assert got == want
+
+
 def test_malformed_document_gets_no_answer_and_costs_nothing_else():
     decl = b'<?xml version="1.0"?>'
     data = decl + b"<a><b>1</b></a>\n" + decl + b"<a><b>\n" + decl + b"<a/>"

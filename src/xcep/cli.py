@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from xcep import __version__
+from xcep._gc import collector_paused
 from xcep.cliargs import Deprecated, load_xscl_queries, query_text, stream_inputs
 from xcep.errors import InputError, XcepError, located
 from xcep.events import FORMATS, NO_NAME, EventBatch, EventStream, Kind, expand_inputs
@@ -214,17 +215,20 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     _stats_format(args)
     if args.order and not args.dtd:
         raise ValueError("--order needs --dtd FILE (the order of elements comes from a DTD)")
-    workload, errors = Workload.from_file(args.filters, strict=args.strict)
-    for error in errors:
-        print(f"xcep: error: {args.filters}, {error}", file=stderr)
-    dtd = read_dtd(args.dtd) if args.dtd else None
-    options = MachineOptions(
-        top_down=args.top_down, order=args.order, early=args.early, max_entries=args.max_entries
-    )
-    machine = XPushMachine(workload, options, order_facts=dtd if args.order else None)
-    if args.train:
-        machine.train(dtd)
-    gc.freeze()  # the compiled filters live as long as the run: out of the collector's way
+    # the compiled filters (millions of objects) live as long as the run: built with the
+    # collector paused, then frozen out of its way (else it scans them all once or twice)
+    with collector_paused():
+        workload, errors = Workload.from_file(args.filters, strict=args.strict)
+        for error in errors:
+            print(f"xcep: error: {args.filters}, {error}", file=stderr)
+        dtd = read_dtd(args.dtd) if args.dtd else None
+        options = MachineOptions(
+            top_down=args.top_down, order=args.order, early=args.early, max_entries=args.max_entries
+        )
+        machine = XPushMachine(workload, options, order_facts=dtd if args.order else None)
+        if args.train:
+            machine.train(dtd)
+        gc.freeze()
 
     def consume(stream: EventStream) -> None:  # a document can match thousands of filters
         for doc, matches in machine.run(stream.batches(), as_json=True):

@@ -36,6 +36,8 @@ from __future__ import annotations
 import io
 import json
 from array import array
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -46,7 +48,7 @@ from xcep._gc import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xpush.afa import AFA, AND, NOT, OR, TRUE
 from xcep.xpush.predicates import Predicate, PredicateIndex
-from xcep.xpush.workload import Workload, id_key
+from xcep.xpush.workload import FilterError, Workload, id_key
 
 _JSON = json.JSONEncoder(ensure_ascii=False).encode  # an id as JSON text
 
@@ -54,6 +56,71 @@ try:
     from xcep.xpush._states import StateKernel, json_list
 except ImportError:  # built without a C compiler: the Python machine does it all
     StateKernel = json_list = None
+
+
+DELTA_SMALL = 64  # a machine this small rebuilds itself for a change (under a millisecond)
+DELTA_SHARE = 32  # a larger one's delta (and removals) merge at a 32nd of its filters
+
+
+class _Feed:
+    """An iterator over a deque that others fill: ends when it is empty."""
+
+    def __init__(self, items: deque) -> None:
+        self.items = items
+
+    def __iter__(self) -> _Feed:
+        return self
+
+    def __next__(self):
+        if not self.items:
+            raise StopIteration
+        return self.items.popleft()
+
+
+class _Follower:
+    """A delta machine run beside its machine over the same batches, from the document
+    after ``last`` (the one answered when the change came), in step with it: it reads a
+    document only when asked for its answer, so that the changes made after each answer
+    reach it in time."""
+
+    def __init__(self, machine: XPushMachine, batch: EventBatch, last: int) -> None:
+        self.machine = machine
+        self.items: deque = deque()
+        self.answers = machine.run(_Feed(self.items))
+        self.ahead: tuple | None = None  # an answer read for a later document
+        self.done = True  # the batch given is read to its end
+        start = bisect_right(batch.docs, last)  # this batch's documents after the change
+        if start < len(batch):
+            self.feed(batch.slice(start, len(batch)) if start else batch)
+
+    def feed(self, batch: EventBatch) -> None:
+        while not self.done:  # the end of the last batch: no document left in it
+            self._read()
+        self.items.extend((batch, None))
+        self.done = False
+
+    def _read(self) -> tuple | None:
+        item = next(self.answers)
+        if item is None:
+            self.done = True
+        return item
+
+    def answer(self, doc: int) -> list:
+        """Its answer for ``doc``."""
+        while True:
+            item = self.ahead
+            self.ahead = None
+            if item is None:
+                if self.done:
+                    return []
+                item = self._read()
+                if item is None:
+                    return []
+            if item[0] == doc:
+                return item[1]
+            if item[0] > doc:  # (a document it began before the change: none)
+                self.ahead = item
+                return []
 
 
 @dataclass
@@ -324,6 +391,8 @@ class XPushMachine:
             self.workload = filters if isinstance(filters, Workload) else Workload(filters)
         self.stats = MachineStats()
         self._pending_change = False
+        self._delta: XPushMachine | None = None  # runs the filters added since the build
+        self._dropped: frozenset = frozenset()  # filters removed since: left out of answers
         self._build()
 
     # ----- building and flushing -----
@@ -386,14 +455,73 @@ class XPushMachine:
             + sets
         )
 
+    def __len__(self) -> int:
+        """The filters it answers for."""
+        delta = len(self._delta) if self._delta is not None else 0
+        return len(self.workload) - len(self._dropped) + delta
+
+    def __contains__(self, fid) -> bool:
+        """Whether it answers for the filter ``fid``."""
+        if self._delta is not None and fid in self._delta:
+            return True
+        return fid in self.workload.texts and fid not in self._dropped
+
+    def filters(self) -> dict:
+        """id → text of every filter it answers for."""
+        texts = {f: t for f, t in self.workload.texts.items() if f not in self._dropped}
+        return texts | (self._delta.filters() if self._delta is not None else {})
+
     def add_filter(self, fid, text: str) -> None:
-        """Subscribe a filter; it takes effect at the next document boundary."""
-        self.workload.add(fid, text)
-        self._pending_change = True
+        """Subscribe a filter; it takes effect at the next document boundary.
+
+        A small machine (``DELTA_SMALL`` filters) rebuilds itself for a change, in well
+        under a millisecond. A larger one hands added filters to its *delta machine*,
+        which runs beside it over the same events, and leaves removed ones out of its
+        answers; when the delta holds more than a ``DELTA_SHARE``-th of its filters (or
+        that many were removed) both are merged into one machine, rebuilt at the next
+        document boundary. So a change costs well under a millisecond, and a rebuild of
+        the large machine comes once per many changes."""
+        if fid in self:
+            raise FilterError("duplicate filter id", fid)
+        if (
+            self._delta is None
+            and len(self.workload) < DELTA_SMALL
+            and fid not in self.workload.texts
+        ):
+            self.workload.add(fid, text)
+            self._pending_change = True
+            return
+        if self._delta is None:
+            self._delta = XPushMachine((), self.options, self.order_facts)
+        self._delta.add_filter(fid, text)
+        if len(self._delta) > max(DELTA_SMALL, len(self) // DELTA_SHARE):
+            self._merge()
 
     def remove_filter(self, fid) -> None:
-        """Unsubscribe a filter; it takes effect at the next document boundary."""
-        self.workload.remove(fid)
+        """Unsubscribe a filter; it takes effect at the next document boundary (see
+        ``add_filter``)."""
+        if self._delta is not None and fid in self._delta:
+            self._delta.remove_filter(fid)
+            return
+        if fid not in self:
+            raise FilterError("no such filter", fid)
+        if self._delta is None and len(self.workload) <= DELTA_SMALL:
+            self.workload.remove(fid)
+            self._pending_change = True
+            return
+        self._dropped = self._dropped | {fid}  # a new set: a run reads it per document
+        if len(self._dropped) > max(DELTA_SMALL, len(self) // DELTA_SHARE):
+            self._merge()
+
+    def _merge(self) -> None:
+        """One workload again: the removed filters out, the delta's in; rebuilt at the next
+        document boundary."""
+        for fid in self._dropped:
+            self.workload.remove(fid)
+        if self._delta is not None:
+            for fid, text in self._delta.filters().items():
+                self.workload.add(fid, text)
+        self._delta, self._dropped = None, frozenset()
         self._pending_change = True
 
     # ----- set operations behind the tables -----
@@ -691,12 +819,58 @@ class XPushMachine:
                 self.flush()
 
     def run(
-        self, batches: Iterable[EventBatch], as_json: bool = False
-    ) -> Iterator[tuple[int, list]]:
+        self, batches: Iterable[EventBatch | None], as_json: bool = False
+    ) -> Iterator[tuple[int, list | str]]:
         """For each complete document: (doc index, ids of the matching filters, ascending);
         with ``as_json`` the ids as the text of a JSON list (``'[1,"b"]'``), made in C
-        without a Python object per id (for writing large answers)."""
-        answer = self._answer_json if as_json else self._answer_ids
+        without a Python object per id (for writing large answers).
+
+        Filters added since the machine was built run in its delta machine, over the same
+        batches (from the document after the change); removed ones are left out of the
+        answers until the machine is rebuilt (see ``add_filter``). A ``None`` among the
+        batches is answered by a ``None``: a pause, for running machines side by side."""
+        feed: deque = deque()
+        own = self._run(_Feed(feed))
+        follower: _Follower | None = None
+        last = -1  # the last document answered
+        for batch in batches:
+            if batch is None:
+                feed.append(None)
+                next(own)
+                yield None
+                continue
+            feed.extend((batch, None))
+            if self._delta is None:
+                follower = None
+            elif follower is None or follower.machine is not self._delta:
+                follower = _Follower(self._delta, batch, last)  # changed before the run
+            else:
+                follower.feed(batch)
+            for item in own:
+                if item is None:  # the batch is done
+                    break
+                doc, found, proven = item
+                delta, dropped = self._delta, self._dropped
+                if delta is None and not dropped:  # the common case: nothing changed
+                    yield doc, (self._answer_json if as_json else self._answer_ids)(found, proven)
+                else:
+                    ids = self._answer_ids(found, proven)
+                    if dropped:
+                        ids = [fid for fid in ids if fid not in dropped]
+                    if follower is not None and follower.machine is delta:
+                        ids = sorted((*ids, *follower.answer(doc)), key=id_key)
+                    yield doc, ("[" + ",".join(map(_JSON, ids)) + "]") if as_json else ids
+                last = doc
+                if self._delta is None:
+                    follower = None
+                elif follower is None or follower.machine is not self._delta:
+                    follower = _Follower(self._delta, batch, last)  # changed just now
+        for _ in own:  # the end of the input
+            pass
+
+    def _run(self, batches: Iterable[EventBatch | None]) -> Iterator[tuple[int, int, tuple] | None]:
+        """The machine over the batches: (doc, accepted states, proven states) per complete
+        document, None after each ``None`` batch."""
         elem_labels: list[str] = []
         attr_labels: list[str] = []
         symbols = None
@@ -714,6 +888,9 @@ class XPushMachine:
         fresh = False  # the walk has not yet run in this document
         misses = (self._leaf, self._element_values)  # what the walk calls on a miss
         for batch in batches:
+            if batch is None:
+                yield None
+                continue
             if batch.symbols is not symbols:
                 symbols = batch.symbols
                 elem_labels, attr_labels = [], []
@@ -809,7 +986,7 @@ class XPushMachine:
                         if found is None:
                             found = self._accept(qb, dvq)
                         self.stats.documents += 1
-                        yield d, answer(found, tuple(proven))
+                        yield d, found, tuple(proven)
                         doc = -1  # the next event starts a new document
                 else:
                     label = attr_labels[name] if kind == ATTR else "#text"
@@ -893,7 +1070,9 @@ class XPushMachine:
         }
         states = len(self.sets)
         return {
-            "filters": len(self.workload),
+            "filters": len(self),
+            "delta_filters": len(self._delta) if self._delta is not None else 0,
+            "removed_pending": len(self._dropped),
             "afa_states": self.compiled.size,
             "atomic_predicates": self.compiled.index.count,
             "states": states,
