@@ -769,7 +769,7 @@ def test_the_state_kernel_checks_what_it_is_given():
 
     if machine.StateKernel is None:
         pytest.skip("the state kernel is not built here (no C compiler)")
-    c = XPushMachine({1: "/a[b and c]"}).compiled
+    c = XPushMachine({1: "/a[b and c]"}, MachineOptions(compiled=False)).compiled
     n = len(c.afa)
     good = dict(
         kind=bytes(c.afa.kind),

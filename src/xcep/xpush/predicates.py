@@ -24,6 +24,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict, deque
 from dataclasses import dataclass
+from functools import cached_property
 
 # XPath 1.0's Number, between XML white space (ASCII digits only: a full-width or
 # Arabic-Indic digit is not a digit of XPath, nor NBSP or \x1c white space)
@@ -173,9 +174,18 @@ class PredicateIndex:
         self.range_keys = {op: [c for c, _ in items] for op, items in ordered.items()}
         self.range_states = {op: [s for _, s in items] for op, items in ordered.items()}
         self.numeric = bool(self.number_eq or self.range_keys or self.all_number_ne)
-        self.prefixes = _Trie(prefixes) if prefixes else None
-        self.infixes = _AhoCorasick(infixes) if infixes else None
         self.patterns = (prefixes, infixes)  # starts-with's and contains' (for the C twin)
+        self.tests_text = bool(prefixes or infixes)
+
+    @cached_property
+    def prefixes(self) -> _Trie | None:
+        """The starts-with constants in a trie (built when Python tests a value: the
+        compiled core has its own)."""
+        return _Trie(self.patterns[0]) if self.patterns[0] else None
+
+    @cached_property
+    def infixes(self) -> _AhoCorasick | None:
+        return _AhoCorasick(self.patterns[1]) if self.patterns[1] else None
 
     def restricted(self, states) -> PredicateIndex:
         """The index of the predicates of ``states`` only (those enabled at a node)."""
@@ -202,7 +212,7 @@ class PredicateIndex:
                         true.update(states[: bisect_left(keys, x)])
                     else:
                         true.update(states[: bisect_right(keys, x)])
-        if self.prefixes is not None or self.infixes is not None:
+        if self.tests_text:
             true |= self.text_states(value)
         return true
 
@@ -224,7 +234,7 @@ class PredicateIndex:
             return None
         ranges = {op: (keys, self.range_states[op]) for op, keys in self.range_keys.items()}
         text = None
-        if self.prefixes is not None or self.infixes is not None:
+        if self.tests_text:
             prefixes, infixes = (
                 {p.encode("utf-8", "surrogatepass"): states for p, states in patterns.items()}
                 for patterns in self.patterns
