@@ -431,6 +431,7 @@ class XPushMachine:
         self._qt_sets: dict[int, frozenset[int]] = {}
         self._qt_extras: dict[int, tuple[frozenset, frozenset]] = {}
         self._qt_indexes: dict[int, PredicateIndex] = {}
+        self._qt_tested: dict = {}  # top-down state → its index tested in C
         if self.options.top_down:
             initial = self._eps_close(self.compiled.initial)
             self.q0t = self._intern(initial)
@@ -666,7 +667,9 @@ class XPushMachine:
     def _value_states(self, qt: int, value: str) -> set[int]:
         """The enabled predicate states ``value`` makes true at a node with top-down state
         ``qt``."""
-        return self._value_index(qt).true_states(value)
+        index = self._value_index(qt)
+        tested = self._qt_tested.get(qt)  # the compiled twin, when there is one
+        return index.true_states(value) if tested is None else set(tested.true_states(value))
 
     def _value_index(self, qt: int) -> PredicateIndex:
         """The index of the predicates enabled at a node with top-down state ``qt`` (built
@@ -690,6 +693,7 @@ class XPushMachine:
                     if enabled is not None:
                         self._indexes[key] = (index, tested)
                 self.kernel.set_values(qt, tested)
+                self._qt_tested[qt] = tested
         return index
 
     def _tests_values(self, qt: int) -> bool:
