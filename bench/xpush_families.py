@@ -82,6 +82,58 @@ def _compile(job: dict) -> dict:
     return {"compile_s": seconds, "filters_per_s": job["count"] / seconds, "errors": len(errors)}
 
 
+def _changes(job: dict) -> dict:
+    """In a fresh process: the machine over the messages, one filter added or removed after
+    every document (alternately; the added ones from the family, not yet in the set):
+    what a change costs (the call) and what the documents cost meanwhile, beside the same
+    run without changes."""
+    import gc
+    import random
+
+    from xcep._gc import collector_paused
+    from xcep.events import EventStream
+    from xcep.xpush import Workload, XPushMachine
+    from xcep.xpush.workload import read_filters_file
+
+    lines = read_filters_file(job["filters"])
+    spare = [(line.fid, line.text) for line in lines[-job["spare"] :]]
+    kept = lines[: -job["spare"]]
+    out: dict = {}
+    for changing in (False, True):
+        with collector_paused():
+            machine = XPushMachine(Workload((line.fid, line.text) for line in kept))
+            gc.freeze()
+        live = [line.fid for line in kept]
+        rng = random.Random(1)
+        calls: list[float] = []
+        docs: list[float] = []
+        stream = EventStream([job["data"]], keep_whitespace=True)
+        before = time.perf_counter()
+        for doc, _ in machine.run(stream.batches(), as_json=True):
+            now = time.perf_counter()
+            docs.append(now - before)
+            if changing:
+                if doc % 2 == 0 and spare:
+                    fid, text = spare.pop()
+                    machine.add_filter(fid, text)
+                    live.append(fid)
+                else:
+                    machine.remove_filter(live.pop(rng.randrange(len(live))))
+                calls.append(time.perf_counter() - now)
+            before = time.perf_counter()
+        docs.sort()
+        key = "changing" if changing else "still"
+        out[f"{key}_run_s"] = sum(docs)
+        out[f"{key}_doc_p50_ms"] = docs[len(docs) // 2] * 1000
+        out[f"{key}_doc_p99_ms"] = docs[int(0.99 * (len(docs) - 1))] * 1000
+        out[f"{key}_doc_max_ms"] = docs[-1] * 1000
+    calls.sort()
+    out["changes"] = len(calls)
+    out["change_p50_ms"] = calls[len(calls) // 2] * 1000
+    out["change_p99_ms"] = calls[int(0.99 * (len(calls) - 1))] * 1000
+    return out
+
+
 def _cli(job: dict) -> dict:
     """``xcep filter`` as a user runs it, answers to a file: wall time, its report."""
     out = Path(job["out"])
@@ -143,6 +195,16 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
                 row = {"family": family, "filters": count, "messages": len(documents), "mb": mb}
                 row.update(_isolated(_compile, job))
                 row.update(_isolated(_cli, job))
+                if count >= 100_000:  # filters added and removed while documents flow
+                    spare_path = workdir / f"{family}-{count}-changes.txt"
+                    more = workload(family, documents, count + 4_000)[count:]
+                    spare_path.write_text(
+                        filters_path.read_text()
+                        + "".join(f"g{i}\t{f}\n" for i, f in enumerate(more))
+                    )
+                    row.update(
+                        _isolated(_changes, {**job, "filters": str(spare_path), "spare": 4_000})
+                    )
                 peers = _peers(filters, data, documents, 100, 300 if quick else 500)
                 peers.pop("lxml_sample_answers")
                 row.update(peers)
@@ -155,10 +217,17 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
                     f"{row['end_to_end_mb_per_s']:6.2f} MB/s steady {row['steady_mb_per_s']:6.2f}"
                     f" MB/s compile {row['filters_per_s']:8.0f}/s flushes {row['flushes']:3}"
                     f" RSS {row['peak_rss_mb']:6.0f} MB x lxml {row['vs_lxml']:8.0f}"
-                    f" x YFilter {row['vs_yfilter']:6.1f}",
+                    f" x YFilter {row['vs_yfilter']:6.1f}"
+                    + (
+                        f" change p50 {row['change_p50_ms']:.3f} ms, doc p50 "
+                        f"{row['changing_doc_p50_ms']:.2f}/{row['still_doc_p50_ms']:.2f} ms"
+                        if "changes" in row
+                        else ""
+                    ),
                     flush=True,
                 )
     print(markdown(rows))
+    print(changes_markdown(rows))
     return rows
 
 
@@ -177,5 +246,26 @@ def markdown(rows: list[dict]) -> str:
             f"| {r['states']:,} ({r['average_state_size']:.0f}) "
             f"| {r['matches'] / r['messages']:,.0f} | {r['peak_rss_mb']:,.0f} MB "
             f"| {r['vs_lxml']:,.0f}× | {r['vs_yfilter']:.1f}× |"
+        )
+    return "\n".join(lines)
+
+
+def changes_markdown(rows: list[dict]) -> str:
+    lines = [
+        "| family | filters | changes | change p50 / p99 | document p50 / p99 / max, changing "
+        "| document p50 / p99 / max, still | run changing / still |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "changes" not in r:
+            continue
+        lines.append(
+            f"| {r['family']} | {r['filters']:,} | {r['changes']:,} "
+            f"| {r['change_p50_ms']:.3f} / {r['change_p99_ms']:.3f} ms "
+            f"| {r['changing_doc_p50_ms']:.2f} / {r['changing_doc_p99_ms']:.2f} / "
+            f"{r['changing_doc_max_ms']:,.0f} ms "
+            f"| {r['still_doc_p50_ms']:.2f} / {r['still_doc_p99_ms']:.2f} / "
+            f"{r['still_doc_max_ms']:,.0f} ms "
+            f"| {r['changing_run_s']:.2f} / {r['still_run_s']:.2f} s |"
         )
     return "\n".join(lines)

@@ -513,7 +513,10 @@ def test_changes_while_documents_flow(paths, changes, trees, options, as_json):
     from xcep.xpush import machine as M
 
     texts = {i: to_text(p) for i, p in enumerate(paths) if usable(p)}
-    usable_changes = [(op, to_text(p), pick) for op, p, pick in changes if usable(p)]
+    theirs = {i: to_text(p, existential=True) for i, p in enumerate(paths) if usable(p)}
+    usable_changes = [
+        (op, to_text(p), to_text(p, existential=True), pick) for op, p, pick in changes if usable(p)
+    ]
     data = b"".join(etree.tostring(t) + b"\n" for t in trees)
     with mock.patch.object(M, "DELTA_SMALL", 2), mock.patch.object(M, "DELTA_SHARE", 2):
         machine = XPushMachine(dict(texts), options)
@@ -523,14 +526,14 @@ def test_changes_while_documents_flow(paths, changes, trees, options, as_json):
         for doc, answer in machine.run(stream.batches(), as_json=as_json):
             got.append(json.loads(answer) if as_json else answer)
             current = sorted(texts)
-            answer_now = lxml_answer([trees[doc]], [texts[f] for f in current])[0]
+            answer_now = lxml_answer([trees[doc]], [theirs[f] for f in current])[0]
             want.append([current[i] for i in answer_now])
-            for op, text, pick in usable_changes[doc * 3 : doc * 3 + 3]:
+            for op, text, their_text, pick in usable_changes[doc * 3 : doc * 3 + 3]:
                 if op == 0 or not texts:  # a new id, or one removed before
                     fid = removed.pop() if removed and pick % 2 else 1000 + len(want) * 10 + pick
                     if fid in texts:
                         continue
-                    texts[fid] = text
+                    texts[fid], theirs[fid] = text, their_text
                     machine.add_filter(fid, text)
                 elif op == 1:
                     fid = sorted(texts)[pick % len(texts)]
@@ -538,6 +541,38 @@ def test_changes_while_documents_flow(paths, changes, trees, options, as_json):
                     removed.append(fid)
                     machine.remove_filter(fid)
             assert len(machine) == len(texts)
+    assert got == want
+
+
+def test_a_long_stream_with_a_change_after_every_answer():
+    """200 documents in few batches, a filter added or removed after each answer: the
+    delta machines must read each document only after the changes before it (a delta
+    that read its batch ahead answered with the filters of an earlier moment)."""
+    from unittest import mock
+
+    from xcep.xpush import machine as M
+
+    rng = random.Random(3)
+    docs = [f'<a x="{rng.randint(0, 5)}"><b>{rng.randint(0, 5)}</b></a>' for _ in range(200)]
+    kinds = [f"/a[@x = {k}]" for k in range(6)] + [f"/a[b = {k}]" for k in range(6)]
+    kinds += [f"/a[b > {k} and @x < {k}]" for k in range(6)]
+    live = {0: kinds[0], 1: kinds[1], 2: kinds[2]}
+    data = "\n".join(docs).encode()
+    got, want, fresh = [], [], 100
+    with mock.patch.object(M, "DELTA_SMALL", 2), mock.patch.object(M, "DELTA_SHARE", 2):
+        machine = XPushMachine(dict(live))
+        for doc, ids in machine.run(EventStream([io.BytesIO(data)]).batches()):
+            tree = etree.fromstring(docs[doc])
+            want.append(sorted(f for f, x in live.items() if etree.XPath(f"boolean({x})")(tree)))
+            got.append(ids)
+            if rng.random() < 0.6 or len(live) < 3:
+                live[fresh] = rng.choice(kinds)
+                machine.add_filter(fresh, live[fresh])
+                fresh += 1
+            else:
+                fid = rng.choice(sorted(live))
+                del live[fid]
+                machine.remove_filter(fid)
     assert got == want
 
 

@@ -36,13 +36,15 @@ from __future__ import annotations
 import io
 import json
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain
+
+import numpy as np
 
 from xcep._gc import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
@@ -51,6 +53,7 @@ from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import FilterError, Workload, id_key
 
 _JSON = json.JSONEncoder(ensure_ascii=False).encode  # an id as JSON text
+_NO_RANKS = np.zeros(0, np.int32)
 
 try:
     from xcep.xpush._states import StateKernel, json_list
@@ -393,6 +396,7 @@ class XPushMachine:
         self._pending_change = False
         self._delta: XPushMachine | None = None  # runs the filters added since the build
         self._dropped: frozenset = frozenset()  # filters removed since: left out of answers
+        self._dropped_ranks = _NO_RANKS  # their ranks (int32, ascending)
         self._build()
 
     # ----- building and flushing -----
@@ -403,6 +407,7 @@ class XPushMachine:
             self.kernel = self.compiled.new_kernel() if self.options.compiled else None
             if self.kernel is not None:  # it holds its own copies: the Python ones can go
                 self.compiled.back = self.compiled.watchers = None
+        self._ranks: dict = {}  # filter id → its rank here (_rank_of)
         self._indexes: dict[frozenset, tuple] = {}  # enabled predicates -> index, in C
         self.index_held = 0  # their predicates (part of the memory measure)
         self.flush(count=False)
@@ -486,12 +491,9 @@ class XPushMachine:
         the large machine comes once per many changes."""
         if fid in self:
             raise FilterError("duplicate filter id", fid)
-        if (
-            self._delta is None
-            and len(self.workload) < DELTA_SMALL
-            and fid not in self.workload.texts
-        ):
-            self.workload.add(fid, text)
+        small = self._delta is None and len(self.workload) < DELTA_SMALL
+        if (small or self._pending_change) and fid not in self.workload.texts:
+            self.workload.add(fid, text)  # rebuilt at the next document anyway
             self._pending_change = True
             return
         if self._delta is None:
@@ -508,11 +510,12 @@ class XPushMachine:
             return
         if fid not in self:
             raise FilterError("no such filter", fid)
-        if self._delta is None and len(self.workload) <= DELTA_SMALL:
-            self.workload.remove(fid)
+        if self._pending_change or (self._delta is None and len(self.workload) <= DELTA_SMALL):
+            self.workload.remove(fid)  # rebuilt at the next document anyway
             self._pending_change = True
             return
         self._dropped = self._dropped | {fid}  # a new set: a run reads it per document
+        self._dropped_ranks = np.union1d(self._dropped_ranks, [self._rank_of(fid)])
         if len(self._dropped) > max(DELTA_SMALL, len(self) // DELTA_SHARE):
             self._merge()
 
@@ -524,7 +527,7 @@ class XPushMachine:
         if self._delta is not None:
             for fid, text in self._delta.filters().items():
                 self.workload.add(fid, text)
-        self._delta, self._dropped = None, frozenset()
+        self._delta, self._dropped, self._dropped_ranks = None, frozenset(), _NO_RANKS
         self._pending_change = True
 
     # ----- set operations behind the tables -----
@@ -791,6 +794,52 @@ class XPushMachine:
             self.answers_held += count + len(proven) + 1
         return ranks
 
+    def _combined(self, found: int, proven: tuple, more: list, as_json: bool) -> list | str:
+        """A document's answer while filters change: its own, less the removed filters,
+        with ``more`` (the delta's answer, ids ascending) merged in. Done on ranks, in
+        time in the changes, not in the size of the answer (which can hold thousands)."""
+        answer = self._answer(found, proven)  # int32 bytes, or a tuple from Python
+        ranks = np.frombuffer(answer, np.int32) if self.kernel else np.array(answer, np.int32)
+        if self._dropped and len(ranks):
+            ranks = ranks[~np.isin(ranks, self._dropped_ranks, assume_unique=True)]
+        ids = self.compiled.ids
+        # where each of ``more`` goes among the ranks: before the first filter above it
+        cuts = ranks.searchsorted([self._rank_of(fid) for fid in more]).tolist()
+        pieces: list = []
+        start = 0
+        for cut, fid in zip(cuts, more, strict=True):
+            pieces += (ranks[start:cut], fid)
+            start = cut
+        pieces.append(ranks[start:])
+        if as_json:
+            texts = [
+                _JSON(piece) if k % 2 else self._ranks_json(piece)[1:-1]
+                for k, piece in enumerate(pieces)
+            ]
+            return "[" + ",".join(text for text in texts if text) + "]"
+        out: list = []
+        for k, piece in enumerate(pieces):
+            if k % 2:
+                out.append(piece)
+            elif self.kernel is not None:
+                out += self.kernel.ids_of(piece.tobytes(), ids)
+            else:
+                out += map(ids.__getitem__, piece.tolist())
+        return out
+
+    def _rank_of(self, fid) -> int:
+        """The rank a filter would have here (the first one above it): for a filter of the
+        delta, cached until the machine is rebuilt."""
+        rank = self._ranks.get(fid)
+        if rank is None:
+            rank = self._ranks[fid] = bisect_left(self.compiled.ids, id_key(fid), key=id_key)
+        return rank
+
+    def _ranks_json(self, ranks) -> str:
+        if self.kernel is not None:
+            return json_list(ranks, *self.compiled.json_ids)
+        return "[" + ",".join(_JSON(self.compiled.ids[rank]) for rank in ranks) + "]"
+
     def _answer_ids(self, found: int, proven: tuple[int, ...]) -> list:
         """A document's answer as a new list of ids (ascending)."""
         ranks = self._answer(found, proven)
@@ -800,11 +849,7 @@ class XPushMachine:
 
     def _answer_json(self, found: int, proven: tuple[int, ...]) -> str:
         """A document's answer as the text of a JSON list of ids (ascending)."""
-        ranks = self._answer(found, proven)
-        if self.kernel is not None:
-            return json_list(ranks, *self.compiled.json_ids)
-        ids = self.compiled.ids
-        return "[" + ",".join(_JSON(ids[rank]) for rank in ranks) + "]"
+        return self._ranks_json(self._answer(found, proven))
 
     def _document_values(self, qt: int, text: str) -> int:
         table = self.values.get(qt)
@@ -856,16 +901,12 @@ class XPushMachine:
                 if item is None:  # the batch is done
                     break
                 doc, found, proven = item
-                delta, dropped = self._delta, self._dropped
-                if delta is None and not dropped:  # the common case: nothing changed
+                delta = self._delta
+                if delta is None and not self._dropped:  # the common case: nothing changed
                     yield doc, (self._answer_json if as_json else self._answer_ids)(found, proven)
                 else:
-                    ids = self._answer_ids(found, proven)
-                    if dropped:
-                        ids = [fid for fid in ids if fid not in dropped]
-                    if follower is not None and follower.machine is delta:
-                        ids = sorted((*ids, *follower.answer(doc)), key=id_key)
-                    yield doc, ("[" + ",".join(map(_JSON, ids)) + "]") if as_json else ids
+                    more = follower.answer(doc) if follower and follower.machine is delta else []
+                    yield doc, self._combined(found, proven, more, as_json)
                 last = doc
                 if self._delta is None:
                     follower = None
