@@ -35,6 +35,7 @@ SHARED = {
     "--input-format",
     "--errors",
     "--max-depth",
+    "--max-attributes",
     "--record-path",
     "--progress",
     "--no-progress",

@@ -102,3 +102,39 @@ def test_amplification_limit_is_configurable():
     assert len(parse(text)[1].value) == 3_000_000
     with pytest.raises(InputError, match="amplification limit 2"):
         parse(text, max_amplification=2)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_too_many_attributes_cost_their_document_only(compiled):
+    """``max_attributes`` (10,000 by default) refuses an element with more, located at its
+    tag; the documents around it are read. Both tokenizers (the compiled one counts a long
+    tag's attributes before reading any; expat's path checks what expat hands over)."""
+    import io
+
+    from xcep.events import EventStream
+
+    def document(n: int) -> str:
+        return "<r " + " ".join(f'a{i}="{i}"' for i in range(n)) + "/>"
+
+    for limit, n in ((10_000, 10_000), (10_000, 10_001), (70, 71), (70, 70), (3, 4)):
+        data = f"<ok/>\n<x>\n  {document(n)}</x>\n<ok/>\n".encode()
+        errors = []
+        stream = EventStream(
+            [io.BytesIO(data)], errors=errors.append, compiled=compiled, max_attributes=limit
+        )
+        docs = sorted({doc for batch in stream.batches() for doc in batch.docs})
+        if n <= limit:
+            assert docs == [0, 1, 2] and not errors
+        else:
+            assert docs == [0, 2]
+            assert [(e.doc, e.line, e.column) for e in errors] == [(1, 3, 3)]
+            assert f"more than the limit of {limit} attributes" in str(errors[0])
+
+
+def test_a_million_attributes_are_refused_in_little_memory():
+    """One element with 1,000,000 attributes (12 MB): refused before its attributes take
+    memory (the issue's bound: 3× the document plus 100 MB)."""
+    text = "<r " + " ".join(f'a{i}="v"' for i in range(1_000_000)) + "/>"
+    result = _measure(text)
+    assert "more than the limit of 10000 attributes" in result["outcome"]
+    assert result["grown_kb"] < (3 * len(text) >> 10) + 100 * 1024

@@ -92,6 +92,24 @@ def _advance(bar, read: int, stream: EventStream) -> None:
 _KIND_JSON = tuple(f',"kind":"{kind}"' for kind in map(str, Kind))
 
 
+LARGE = 1 << 20  # a value this long is written in pieces, never copied into a line
+
+
+def _write_lines(out: TextIO, lines: list[str]) -> None:
+    """Lines written at once, but a large one (``LARGE``) on its own: a 200 MB text is not
+    copied into a joined string (memory stays within a few times the input)."""
+    start = 0
+    for at, line in enumerate(lines):
+        if len(line) >= LARGE:
+            if at > start:
+                out.write("\n".join(lines[start:at]) + "\n")
+            out.write(line)
+            out.write("\n")
+            start = at + 1
+    if start < len(lines):
+        out.write("\n".join(lines[start:] if start else lines) + "\n")
+
+
 def _events_jsonl(batch: EventBatch, quoted: list[str]) -> list[str]:
     """The lines of ``Event.to_dict`` as JSON, written straight from the columns; names
     are encoded once (``quoted``, by name id, kept between batches)."""
@@ -126,8 +144,7 @@ def _write_events(batch: EventBatch, fmt: str, out: TextIO, quoted: list[str]) -
             else:
                 body = json.dumps(event.value, ensure_ascii=False)
             lines.append(f"{event.doc}\t{indent}{body}")
-    if lines:
-        out.write("\n".join(lines) + "\n")
+    _write_lines(out, lines)
 
 
 def _write_stats(stats: dict, fmt: str, out: TextIO) -> None:
@@ -165,6 +182,7 @@ def _read_inputs(
         on_wait=on_wait or stdout.flush,
         record_path=args.record_path,
         max_depth=args.max_depth,
+        max_attributes=args.max_attributes,
         keep_raw=reporter.deadletter is not None,
         **source_options,
     )
@@ -338,9 +356,8 @@ class _RowWriter:
             self.write()
 
     def write(self) -> None:
-        if self.lines:
-            self.out.write("\n".join(self.lines) + "\n")
-            self.lines.clear()
+        _write_lines(self.out, self.lines)
+        self.lines.clear()
 
     def flush(self) -> None:
         self.write()
@@ -636,6 +653,13 @@ def _input_arguments(command: argparse.ArgumentParser) -> None:
         default=10_000,
         metavar="N",
         help="the deepest nesting a document may have; deeper ones are malformed (10,000)",
+    )
+    command.add_argument(
+        "--max-attributes",
+        type=_count,
+        default=10_000,
+        metavar="N",
+        help="the most attributes one element may have; a document with more is malformed (10,000)",
     )
     command.add_argument(
         "--record-path",

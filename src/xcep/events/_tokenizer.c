@@ -19,13 +19,13 @@
 #include <string.h>
 
 /* what scan() returns */
-enum { MORE = 0, DONE = 1, HANDOVER = 2, PROLOG = 3 };
+enum { MORE = 0, DONE = 1, HANDOVER = 2, PROLOG = 3, LIMIT = 4 };
 /* where a document's parse is */
 enum { IN_PROLOG = 0, IN_BODY = 1 };
 /* event kinds (xcep.events.model.Kind) */
 enum { K_OPEN = 0, K_ATTR = 1, K_TEXT = 2, K_CLOSE = 3 };
 /* results of the small parsers below */
-enum { OK = 0, CUT = 1, BAD = 2, FAIL = -1 };
+enum { OK = 0, CUT = 1, BAD = 2, TOO_MANY = 3, FAIL = -1 };
 
 #define MAX_ATTRIBUTES 64
 
@@ -61,6 +61,7 @@ typedef struct {
     long long next_node;
     int keep_whitespace;
     long max_depth;
+    long max_attributes;
     Column scratch;
 } Scan;
 
@@ -604,6 +605,36 @@ static int is_namespace_declaration(const Attribute *a)
            (a->length == 5 || a->name[5] == ':');
 }
 
+/* The attributes of a start tag from p on (after MAX_ATTRIBUTES of them), counted
+ * without reading them: TOO_MANY past the limit (the document is refused before its
+ * attributes take any memory), CUT when the tag is not all here, else BAD (expat reads
+ * the tag and decides). */
+static int count_attributes(Scan *s, const unsigned char *p, long count)
+{
+    const unsigned char *end = s->end;
+    for (;;) {
+        p = skip_space(p, end);
+        if (p == end)
+            return CUT;
+        if (*p == '>' || *p == '/')
+            return BAD;
+        const unsigned char *equals = memchr(p, '=', (size_t)(end - p));
+        if (equals == NULL)
+            return CUT;
+        p = skip_space(equals + 1, end);
+        if (p == end)
+            return CUT;
+        if (*p != '"' && *p != '\'')
+            return BAD;
+        const unsigned char *close = memchr(p + 1, *p, (size_t)(end - p - 1));
+        if (close == NULL)
+            return CUT;
+        p = close + 1;
+        if (++count > s->max_attributes)
+            return TOO_MANY;
+    }
+}
+
 /* A start tag at *pp (p[0] == '<'): its events (after the text before it). */
 static int start_tag(Scan *s, const unsigned char **pp)
 {
@@ -637,7 +668,11 @@ static int start_tag(Scan *s, const unsigned char **pp)
             empty = 1;
             break;
         }
-        if (after == p || count == MAX_ATTRIBUTES) { /* attributes need space before them */
+        if (count == MAX_ATTRIBUTES && after != p) {
+            status = count_attributes(s, after, count);
+            goto done;
+        }
+        if (after == p) { /* attributes need space before them */
             status = BAD;
             goto done;
         }
@@ -668,7 +703,10 @@ static int start_tag(Scan *s, const unsigned char **pp)
                 status = BAD; /* a duplicate attribute */
                 goto done;
             }
-        count++;
+        if (++count > s->max_attributes) {
+            status = TOO_MANY;
+            goto done;
+        }
     }
     Py_ssize_t depth = depth_of(s) + 1;
     if (depth > s->max_depth) {
@@ -1059,10 +1097,10 @@ static PyObject *scan(PyObject *module, PyObject *args)
     Scan s;
     (void)module;
     memset(&s, 0, sizeof s);
-    if (!PyArg_ParseTuple(args, "y*npiLLO!O!O!O!pl:scan", &buffer, &pos, &final, &phase, &s.doc,
+    if (!PyArg_ParseTuple(args, "y*npiLLO!O!O!O!pll:scan", &buffer, &pos, &final, &phase, &s.doc,
                           &s.next_node, &PyTuple_Type, &columns, &PyDict_Type, &s.symbols,
                           &PyByteArray_Type, &s.stack, &PyList_Type, &s.parts,
-                          &s.keep_whitespace, &s.max_depth))
+                          &s.keep_whitespace, &s.max_depth, &s.max_attributes))
         return NULL;
     PyObject *result = NULL;
     if (pos < 0 || pos > buffer.len) {
@@ -1105,6 +1143,11 @@ static PyObject *scan(PyObject *module, PyObject *args)
         }
         if (status == FAIL)
             goto out;
+        if (status == TOO_MANY) {
+            p = root;
+            answer = LIMIT;
+            goto answer;
+        }
         if (status != OK) {
             answer = status == CUT && !final ? MORE : PROLOG;
             goto answer;
@@ -1113,7 +1156,7 @@ static PyObject *scan(PyObject *module, PyObject *args)
     status = body(&s, &p);
     if (status == FAIL)
         goto out;
-    answer = status == OK ? DONE : status == CUT ? MORE : HANDOVER;
+    answer = status == OK ? DONE : status == CUT ? MORE : status == TOO_MANY ? LIMIT : HANDOVER;
 answer:
     result = Py_BuildValue("inLn", answer, (Py_ssize_t)(p - s.buf), s.next_node, root_at);
 out:
@@ -1132,7 +1175,7 @@ out:
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, pos, final, phase, doc, next_node, columns, symbols, stack, parts, "
-     "keep_whitespace, max_depth) -> (status, pos, next_node, root_at)\n\n"
+     "keep_whitespace, max_depth, max_attributes) -> (status, pos, next_node, root_at)\n\n"
      "Events of one document from buffer[pos:] appended to the columns (arrays q B i, "
      "a list, arrays i q); stack: a bytearray of (node, name id) int64 pairs; see "
      "xcep/events/xml_source.py."},
@@ -1152,7 +1195,8 @@ PyMODINIT_FUNC PyInit__tokenizer(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "MORE", MORE) < 0 || PyModule_AddIntConstant(m, "DONE", DONE) < 0 ||
         PyModule_AddIntConstant(m, "HANDOVER", HANDOVER) < 0 ||
-        PyModule_AddIntConstant(m, "PROLOG", PROLOG) < 0) {
+        PyModule_AddIntConstant(m, "PROLOG", PROLOG) < 0 ||
+        PyModule_AddIntConstant(m, "LIMIT", LIMIT) < 0) {
         Py_DECREF(m);
         return NULL;
     }

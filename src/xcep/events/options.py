@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class SourceOptions:
     keep_whitespace: bool = False  # keep whitespace-only text nodes
     max_depth: int = 10_000  # deepest element nesting accepted
+    max_attributes: int = 10_000  # most attributes on one element
     max_entity_chars: int = 1_000_000  # largest expansion of one internal entity
     max_amplification: int = 100  # characters produced per input byte (with entities)
     chunk_size: int = 64 * 1024  # bytes read from the input at a time
@@ -19,7 +20,7 @@ class SourceOptions:
     compiled: bool = True  # read XML with the compiled tokenizer where it is built
 
     def __post_init__(self) -> None:
-        for name in ("max_depth", "max_entity_chars", "chunk_size", "batch_size"):
+        for name in ("max_depth", "max_attributes", "max_entity_chars", "chunk_size", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not self.json_root:

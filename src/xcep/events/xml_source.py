@@ -9,7 +9,9 @@ Choices (see docs/events.md):
 - secure: no external entity or DTD is ever read, an internal entity may expand
   to at most ``max_entity_chars`` characters, a document may produce at most
   ``max_amplification`` characters per input byte once it declares entities,
-  and nesting deeper than ``max_depth`` is an error;
+  and nesting deeper than ``max_depth`` or a start tag with more than
+  ``max_attributes`` attributes is an error (the compiled tokenizer counts a
+  long tag's attributes before reading them: a hostile tag costs no memory);
 - several documents may follow each other in one input (with or without
   whitespace between them). A malformed document is reported and skipped: the
   reader resumes at the next XML declaration ``<?xml`` when the input's first
@@ -69,7 +71,12 @@ _AFTER_ROOT = re.compile(
 
 
 class _DocumentError(Exception):
-    """Raised inside expat handlers; carries the message only."""
+    """Raised inside expat handlers: the message, and where expat was when it was raised
+    (``at``: line, column and byte index; else the position after expat stops is used)."""
+
+    def __init__(self, message: str, at: tuple[int, int, int] | None = None) -> None:
+        super().__init__(message)
+        self.at = at
 
 
 class _Window:
@@ -197,6 +204,7 @@ class XmlReader:
                 parts,
                 options.keep_whitespace,
                 options.max_depth,
+                options.max_attributes,
             )
             pos = window.base + at
             if root_at >= 0:
@@ -209,6 +217,11 @@ class XmlReader:
                 return self._after_root(pos)
             if status == _tokenizer.PROLOG:
                 return None
+            if status == _tokenizer.LIMIT:
+                message = (
+                    f"an element with more than the limit of {options.max_attributes} attributes"
+                )
+                return (yield from self._failed(start, doc, pos, message))
             if status == _tokenizer.HANDOVER:
                 pairs = array("q", bytes(stack))
                 names = builder.symbols.names
@@ -276,15 +289,27 @@ class XmlReader:
             error_pos = origin + parser.ErrorByteIndex
         except _DocumentError as exc:
             message = str(exc)
-            line, column = parser.CurrentLineNumber, parser.CurrentColumnNumber
-            error_pos = origin + parser.CurrentByteIndex
+            line, column, index = exc.at or (
+                parser.CurrentLineNumber,
+                parser.CurrentColumnNumber,
+                parser.CurrentByteIndex,
+            )
+            error_pos = origin + index
         if handover is None:
             line, column = line0 + line - 1, column + (column0 if line == 1 else 1)
-        else:  # expat counted the prefix: count from the input instead
-            line, column = window.line_column(max(error_pos, window.base))
+            return (yield from self._failed(start, doc, error_pos, message, (line, column)))
+        return (yield from self._failed(start, doc, error_pos, message))
+
+    def _failed(
+        self, start: int, doc: int, error_pos: int, message: str, at: tuple | None = None
+    ) -> Iterator[EventBatch]:
+        """Report the document at ``start`` malformed at ``error_pos`` (line and column
+        ``at``, else counted from the input); return where the next document starts."""
+        window, ctx = self.window, self.ctx
+        line, column = at or window.line_column(max(error_pos, window.base))
         error = InputError(message, self.source, doc, line, column)
         next_start = self._resync(max(error_pos, start + 1, window.base), start)
-        if start >= window.base and next_start - start <= options.raw_limit:
+        if start >= window.base and next_start - start <= self.options.raw_limit:
             error.raw = bytes(window.data[start - window.base : next_start - window.base])
         ctx.document_failed(error)
         batch = ctx.builder.take()
@@ -388,6 +413,7 @@ class _Handlers:
         values, depths, nodes = builder.values.append, builder.depths.append, builder.nodes.append
         keep_whitespace = options.keep_whitespace
         max_depth = options.max_depth
+        max_attributes = 2 * options.max_attributes  # names and values
         text_parts: list[str] = [] if handover is None else handover.parts
         stack: list[int] = [] if handover is None else handover.stack  # node of each open element
         next_node = 0 if handover is None else handover.next_node
@@ -418,8 +444,15 @@ class _Handlers:
                 if keep_whitespace or not value.isspace():
                     text(value)
             depth = len(stack) + 1
-            if depth > max_depth:
-                raise _DocumentError(f"nesting deeper than the limit of {max_depth} elements")
+            if depth > max_depth or len(attributes) > max_attributes:
+                at = (parser.CurrentLineNumber, parser.CurrentColumnNumber, parser.CurrentByteIndex)
+                if depth > max_depth:
+                    message = f"nesting deeper than the limit of {max_depth} elements"
+                else:
+                    message = (
+                        f"an element with more than the limit of {max_attributes // 2} attributes"
+                    )
+                raise _DocumentError(message, at)
             node = next_node
             stack.append(node)
             tag = symbols_get(name)
