@@ -403,7 +403,6 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     from elementpath.datatypes import UntypedAtomic
 
     from xcep import xquery
-    from xcep.xquery.documents import documents_from_batches
 
     def failed(error: xquery.XQueryError, compiling: bool = False) -> int:
         """The documented exit codes: 2 for a static error (any error compiling, and
@@ -436,7 +435,7 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
             return EXIT_OK
 
         def consume(stream: EventStream) -> None:
-            write(list(documents_from_batches(stream.batches())))
+            write(stream)  # item by item when the query streams (--explain says), else whole
 
         return _read_inputs(args, stdout, stderr, consume)
     except xquery.XQueryError as error:

@@ -19,16 +19,19 @@ import sys
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from functools import cached_property
 
 from elementpath.tree_builders import get_node_tree
 
 from xcep._gc import collector_paused
 from xcep.events import EventStream, Input
-from xcep.xquery import ast
+from xcep.xquery import ast, streaming
+from xcep.xquery import ast as A
 from xcep.xquery.documents import documents_from_batches
 from xcep.xquery.errors import XQueryError
 from xcep.xquery.evaluate import Evaluator
 from xcep.xquery.parser import parse
+from xcep.xquery.streaming import LazyItems, StreamPlan
 from xcep.xquery.values import as_value, serialize
 
 __all__ = ["XQuery", "XQueryError", "ast", "compile", "parse"]
@@ -68,15 +71,54 @@ class XQuery:
             raise _too_deep("evaluating the query") from None
 
     def explain(self) -> str:
-        """The parsed query: clauses, the XPath handed to elementpath, each pattern's NFA."""
+        """How the query runs (over a stream, or on whole documents and why), then the
+        parsed query: clauses, the XPath handed to elementpath, each pattern's NFA."""
         from xcep.xquery.explain import explain
 
-        return explain(self.tree)
+        plan, why = self.stream_plan
+        how = plan.describe() if plan else f"whole documents: {why}"
+        return how + "\n" + explain(self.tree)
+
+    @cached_property
+    def stream_plan(self) -> tuple[StreamPlan | None, str]:
+        """(how it runs over a stream, "") or (None, why it needs whole documents)."""
+        return streaming.plan(self.tree)
 
     def run(self, source=None, variables: dict | None = None) -> Iterator[str]:
-        """The result sequence serialized, one item per line."""
-        for item in self.evaluate(source, variables):
+        """The result sequence serialized, one item per line: as windows close when the
+        query can run over a stream (``stream_plan``) and ``source`` is one (an
+        ``EventStream`` or a list of inputs), else after reading whole documents."""
+        plan = self.stream_plan[0]
+        if plan is not None and isinstance(source, EventStream | list) and not _trees(source):
+            stream = source if isinstance(source, EventStream) else EventStream(source)
+            items = self.stream(plan, stream, variables)
+        else:
+            items = self.evaluate(source, variables)
+        for item in items:
             yield serialize(item)
+
+    def stream(self, plan: StreamPlan, stream: EventStream, variables: dict | None) -> Iterator:
+        """The result items of a streamable query over ``stream``, window by window."""
+        evaluator = Evaluator(self.text, None)
+        env = dict(variables or {})
+        if plan.prolog is not None:
+            env = evaluator.prolog(plan.prolog, env)
+        flwor = plan.flwor
+        windows = evaluator.window(
+            flwor.clauses[0],
+            env,
+            LazyItems(streaming.items(stream.batches(), plan.path, plan.ordered)),
+        )
+        result = flwor.result
+        try:
+            for t in windows:
+                for u in evaluator.tuples(flwor.clauses[1:], t):
+                    if isinstance(result, A.Element):  # written as it is built: no node
+                        yield evaluator.build(result, u)
+                    else:
+                        yield from evaluator.eval(result, u)
+        except RecursionError:
+            raise _too_deep("evaluating the query") from None
 
 
 DEEP_STACK = 1 << 30  # bytes of stack (reserved, not used) for parsing and evaluating
@@ -120,6 +162,11 @@ def _too_deep(what: str) -> XQueryError:
 def compile(text: str) -> XQuery:
     """Parse ``text`` (an XQuery main module body) into an ``XQuery``."""
     return XQuery(text)
+
+
+def _trees(source) -> bool:
+    """Is ``source`` a list of ElementTree documents (already built)?"""
+    return isinstance(source, list) and bool(source) and isinstance(source[0], ET.ElementTree)
 
 
 def _documents(source) -> list[ET.ElementTree]:

@@ -24,6 +24,7 @@ class XPath(Expr):
     placeholders: list[tuple[str, Expr]] = field(default_factory=list)
     token: Any = None  # elementpath's compiled expression
     fast: Any = None  # the fast-path closure (False: none), made on first use
+    atoms: Any = None  # the same for its atomized value (Evaluator.atoms)
     from_root: Any = None  # for /a/b/*: its fast path from the document node (False: none)
 
 

@@ -19,8 +19,9 @@ from elementpath.xpath_nodes import ElementNode
 
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
-from xcep.xquery.fastpath import Fallback, compile_fast, item_column, root_path
+from xcep.xquery.fastpath import Fallback, compile_atoms, compile_fast, item_column, root_path
 from xcep.xquery.pattern import NFA, compile_pattern, find_instances
+from xcep.xquery.streaming import LazyItems
 from xcep.xquery.values import (
     as_sequence,
     as_value,
@@ -97,14 +98,8 @@ class Evaluator:
             return [item for part in expr.items for item in self.eval(part, env)]
         if isinstance(expr, A.Element):
             return [self.construct(expr, env)]
-        if isinstance(expr, A.Prolog):  # variables in order; functions on this evaluator
-            expr.runtime["evaluator"] = self
-            env = expr.runtime["globals"] = dict(env)
-            for name, value, declared in expr.variables:
-                items = self.eval(value, env)
-                check_type(items, declared, f"${name}")
-                env[name] = as_value(items)
-            return self.eval(expr.body, env)
+        if isinstance(expr, A.Prolog):
+            return self.eval(expr.body, self.prolog(expr, env))
         if isinstance(expr, A.External):
             if expr.name in env:
                 value = env[expr.name]
@@ -113,6 +108,17 @@ class Evaluator:
                 return self.eval(expr.default, env)
             raise XQueryError(f"no value for the external variable ${expr.name}", "XPDY0002")
         raise TypeError(expr)
+
+    def prolog(self, prolog: A.Prolog, env: dict) -> dict:
+        """The variables with the prolog's bound, in order; its functions run on this
+        evaluator."""
+        prolog.runtime["evaluator"] = self
+        env = prolog.runtime["globals"] = dict(env)
+        for name, value, declared in prolog.variables:
+            items = self.eval(value, env)
+            check_type(items, declared, f"${name}")
+            env[name] = as_value(items)
+        return env
 
     def xpath(self, expr: A.XPath, env: dict) -> list:
         if expr.placeholders:
@@ -156,6 +162,19 @@ class Evaluator:
         line, column = position(self.text, offset)
         return XQueryError(message, code, line, column)
 
+    def atoms(self, expr: A.Expr, env: dict) -> list:
+        """``expr``'s items where only their string values count (an attribute value
+        template): through the atomizing fast path when there is one."""
+        if isinstance(expr, A.XPath) and not expr.placeholders:
+            if expr.atoms is None:
+                expr.atoms = compile_atoms(expr.token) or False
+            if expr.atoms:
+                try:
+                    return expr.atoms(env)
+                except Fallback:
+                    pass
+        return self.eval(expr, env)
+
     def condition(self, expr: A.Expr):
         """A function env -> sequence for ``expr``: its fast path when it has one."""
         if isinstance(expr, A.XPath) and not expr.placeholders:
@@ -187,7 +206,9 @@ class Evaluator:
         elem = ET.Element(expr.name)
         for name, parts in expr.attributes:
             value = "".join(
-                part if isinstance(part, str) else " ".join(map(string_value, self.eval(part, env)))
+                part
+                if isinstance(part, str)
+                else " ".join(map(string_value, self.atoms(part, env)))
                 for part in parts
             )
             elem.set(name, value)
@@ -312,9 +333,12 @@ class Evaluator:
 
     # -- the window clause (XQuery 3.1 §3.12.4) ---------------------------------
 
-    def window(self, clause: A.Window, env: dict):
-        items = self.eval(clause.expr, env)
-        n = len(items)
+    def window(self, clause: A.Window, env: dict, items: LazyItems | None = None):
+        """The window clause's tuples over its items (``items``: read from a stream,
+        else its expression's value), read only as far as its conditions look, and the
+        items no window can reach any more forgotten."""
+        if items is None:
+            items = LazyItems(iter(self.eval(clause.expr, env)))
 
         def bind(cond: A.WindowCondition | None, base: dict, i: int) -> dict:
             t = dict(base)
@@ -327,36 +351,42 @@ class Evaluator:
             if cond.previous:
                 t[cond.previous] = items[i - 1] if i > 0 else []
             if cond.next:
-                t[cond.next] = items[i + 1] if i + 1 < n else []
+                t[cond.next] = items[i + 1] if items.has(i + 1) else []
             return t
+
+        start_when = self.condition(clause.start.when)
+        end_when = self.condition(clause.end.when) if clause.end is not None else None
 
         def starts(i: int) -> dict | None:
             t = bind(clause.start, env, i)
-            return t if ebv(self.eval(clause.start.when, t)) else None
+            return t if ebv(start_when(t)) else None
 
         def find_end(s: int, t: dict) -> tuple[int, dict | None]:
-            for e in range(s, n):
+            e = s
+            while items.has(e):
                 u = bind(clause.end, t, e)
-                if ebv(self.eval(clause.end.when, u)):
+                if ebv(end_when(u)):
                     return e, u
-            return n - 1, None
+                e += 1
+            return e - 1, None
 
         def emit(t: dict, s: int, e: int) -> dict:
             t = dict(t)
-            t[clause.var] = items[s : e + 1]
+            t[clause.var] = items.slice(s, e + 1)
             check_type(t[clause.var], clause.type, f"window ${clause.var}")
             return t
 
         i = 0
         t = None
-        while i < n:
+        while items.has(i):
+            items.release(i - 1)  # no window reaches before i now, but $previous of i
             t = t or starts(i)
             if t is None:
                 i += 1
                 continue
             if clause.end is None:  # tumbling, no end: up to the next start
                 e, nxt = i + 1, None
-                while e < n and (nxt := starts(e)) is None:
+                while items.has(e) and (nxt := starts(e)) is None:
                     e += 1
                 yield emit(t, i, e - 1)
                 i, t = e, nxt
@@ -365,7 +395,8 @@ class Evaluator:
             started, t = t, None
             if u is None:
                 if not clause.only_end:
-                    yield emit(bind(clause.end, started, n - 1), i, n - 1)
+                    last = items.last()
+                    yield emit(bind(clause.end, started, last), i, last)
                 if not clause.sliding:
                     return
             else:

@@ -50,6 +50,15 @@ def compile_fast(token) -> Closure | None:
         return None
 
 
+def compile_atoms(token) -> Closure | None:
+    """A closure for the atomized value of ``token`` (``$v/@a`` read straight from the
+    element, no attribute node made), or ``None``."""
+    try:
+        return _atoms(token)
+    except _Unsupported:
+        return None
+
+
 class _Unsupported(Exception):
     pass
 

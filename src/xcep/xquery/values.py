@@ -292,7 +292,10 @@ def _qualified(elem: ET.Element) -> str:
 
 
 def serialize(item) -> str:
-    """One result item as a line of text: nodes as XML, atomic values as their string."""
+    """One result item as a line of text: nodes as XML, atomic values as their string
+    (an ElementTree element, a constructed result not made a node, as XML)."""
+    if isinstance(item, ET.Element):
+        return serialize_element(item)
     if not is_node(item):
         return string_value(item)
     kind = item.node_kind

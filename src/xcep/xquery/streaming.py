@@ -1,0 +1,314 @@
+"""Windows over a stream: a FLWOR that opens with a window clause over
+``$input/a/b/c`` is evaluated item by item as the events come.
+
+``plan(tree)`` decides whether a query can run so, and says why not otherwise
+(``--explain`` prints it). It can when:
+
+- the query is a FLWOR (after a prolog that declares variables only) whose
+  first clause is a window clause binding ``$input/NAME/NAME/...`` (child steps
+  from the document node), and whose other clauses are ``for``, ``let`` and
+  ``where`` (each window's tuples are then finished before the next window:
+  ``count``, ``group by`` and ``order by`` need every tuple first);
+- nothing else reads ``$input``, the context item (a relative path or ``.`` at
+  the top of an expression), an absolute path, or above an item: no ``..``,
+  ``parent::``, ``ancestor::``, ``preceding::``, ``following::`` axes, no
+  ``root()``, ``id()``. Such a query sees in each item the same tree it would
+  see in the whole document.
+
+Each item is built as a small tree of its own when its element closes
+(``items``); its nodes are numbered after the previous item's, so document
+order across items is stream order, as in the whole document. The window
+clause (``Evaluator.window``) reads the items through ``LazyItems``, as far as
+its conditions look (``next`` looks one ahead), and forgets those no window can
+reach: memory holds the open windows, not the stream. Output comes as windows
+close. One difference: a document found malformed after some of its items were
+read (only a document of more than ``batch_size`` events is read before it
+completes) keeps those items; the whole-document path drops the document.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from elementpath.tree_builders import get_node_tree
+
+from xcep.events import ATTR, CLOSE, OPEN, EventBatch
+from xcep.xquery import ast as A
+
+_BINDING = re.compile(r"\s*\$input((?:\s*/\s*[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)+)\s*\Z")
+# what reads outside an item: axes that go up or sideways, the root and ids
+_OUTSIDE = {
+    "..": "'..'",
+    "parent": "the parent axis",
+    "ancestor": "the ancestor axis",
+    "ancestor-or-self": "the ancestor axis",
+    "preceding": "the preceding axis",
+    "preceding-sibling": "the preceding-sibling axis",
+    "following": "the following axis",
+    "following-sibling": "the following-sibling axis",
+    "root": "root()",
+    "id": "id()",
+    "idref": "idref()",
+    "element-with-id": "element-with-id()",
+}
+# what reads the context item when it stands at the top of an expression
+_CONTEXT = {
+    "(name)",
+    ".",
+    "@",
+    "text",
+    "node",
+    "element",
+    "attribute",
+    "comment",
+    "processing-instruction",
+    "document-node",
+    "child",
+    "descendant",
+    "descendant-or-self",
+    "self",
+    "namespace",
+    "position",
+    "last",
+}
+# functions that read the context item when called without arguments
+_CONTEXT_FUNCTIONS = {
+    "string",
+    "data",
+    "name",
+    "local-name",
+    "namespace-uri",
+    "number",
+    "normalize-space",
+    "string-length",
+    "node-name",
+    "base-uri",
+    "document-uri",
+    "generate-id",
+    "has-children",
+    "path",
+    "lang",
+    "nilled",
+}
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """How a query runs over a stream: the element names of its items' path (below the
+    document node), its prolog (or None) and its FLWOR."""
+
+    path: tuple[str, ...]
+    prolog: A.Prolog | None
+    flwor: A.FLWOR
+    ordered: bool  # the query compares nodes by document order (union, <<, ...)
+
+    def describe(self) -> str:
+        return (
+            f"streaming: the items of $input/{'/'.join(self.path)} are read one at a time, "
+            "each window is answered when it closes"
+        )
+
+
+def plan(tree: A.Expr) -> tuple[StreamPlan | None, str]:
+    """(the plan, "") when the query can run over a stream, else (None, why not)."""
+    prolog, body = (tree, tree.body) if isinstance(tree, A.Prolog) else (None, tree)
+    if prolog is not None and prolog.runtime.get("functions"):
+        return None, "the prolog declares functions"
+    if not isinstance(body, A.FLWOR) or not isinstance(body.clauses[0], A.Window):
+        return None, "the query is not a FLWOR that opens with a window clause"
+    window = body.clauses[0]
+    binding = window.expr
+    match = _BINDING.match(binding.text) if isinstance(binding, A.XPath) else None
+    if match is None or binding.placeholders:
+        return None, "the window clause does not bind $input/NAME/... (child steps)"
+    for clause in body.clauses[1:]:
+        if not isinstance(clause, A.For | A.Let | A.Where):
+            return None, f"a {type(clause).__name__.lower()} clause follows the window"
+    parts: list = [window.start.when, window.end.when if window.end else None, body.result]
+    parts += [getattr(clause, "expr", None) for clause in body.clauses[1:]]
+    parts += [value for _, value, _ in prolog.variables] if prolog is not None else []
+    for part in parts:
+        why = _reads_outside_item(part)
+        if why:
+            return None, why
+    path = tuple(step.strip() for step in match.group(1).split("/")[1:])
+    ordered = any(_orders_nodes(part) for part in parts)
+    return StreamPlan(path, prolog, body, ordered), ""
+
+
+_ORDERING = {"|", "union", "intersect", "except", "<<", ">>", "is"}
+
+
+def _orders_nodes(expr) -> bool:
+    """Does ``expr`` compare nodes by their document order (or identity)? Then the items'
+    nodes are numbered after each other (else the numbering is skipped: it costs)."""
+    if isinstance(expr, A.XPath):
+        tokens = [expr.token]
+        while tokens:
+            token = tokens.pop()
+            if token.symbol in _ORDERING:
+                return True
+            tokens.extend(token)
+        return any(_orders_nodes(sub) for _, sub in expr.placeholders)
+    if isinstance(expr, A.Sequence):
+        return any(map(_orders_nodes, expr.items))
+    if isinstance(expr, A.Element):
+        parts = [p for _, value in expr.attributes for p in value] + list(expr.content)
+        return any(_orders_nodes(p) for p in parts if not isinstance(p, str))
+    return isinstance(expr, A.FLWOR)  # (nested: not looked into; numbering only costs)
+
+
+def _reads_outside_item(expr) -> str:
+    """Why ``expr`` would see something else in an item than in the whole document
+    ("" when it would not)."""
+    if expr is None or isinstance(expr, str):
+        return ""
+    if isinstance(expr, A.XPath):
+        return _token_reads_outside(expr.token, True) or next(
+            (why for _, sub in expr.placeholders if (why := _reads_outside_item(sub))), ""
+        )
+    if isinstance(expr, A.Sequence):
+        return next((why for item in expr.items if (why := _reads_outside_item(item))), "")
+    if isinstance(expr, A.Element):
+        parts = [p for _, value in expr.attributes for p in value] + list(expr.content)
+        return next((why for part in parts if (why := _reads_outside_item(part))), "")
+    if isinstance(expr, A.FLWOR):
+        inner: list = [expr.result]
+        for clause in expr.clauses:
+            if isinstance(clause, A.Pattern):
+                return "a pattern clause inside the query"
+            if isinstance(clause, A.Window):
+                inner += [clause.expr, clause.start.when, clause.end.when if clause.end else None]
+            elif isinstance(clause, A.GroupBy | A.OrderBy):
+                inner += [spec.expr for spec in clause.specs]
+            else:
+                inner.append(getattr(clause, "expr", None))
+        return next((why for part in inner if (why := _reads_outside_item(part))), "")
+    if isinstance(expr, A.External):
+        return _reads_outside_item(expr.default)
+    return f"a {type(expr).__name__} expression"
+
+
+def _token_reads_outside(token, top: bool) -> str:
+    """The same for one of elementpath's tokens; ``top``: it is evaluated against the
+    query's context item (not inside a path step or a predicate)."""
+    symbol = token.symbol
+    if symbol == "$":
+        return "$input outside the window clause" if token.value == "input" else ""
+    if symbol in _OUTSIDE:
+        return f"{_OUTSIDE[symbol]} looks outside an item"
+    if symbol in ("/", "//"):
+        if len(token) == 1:
+            return "an absolute path"
+        return _token_reads_outside(token[0], top) or _token_reads_outside(token[1], False)
+    if symbol == "[":
+        return _token_reads_outside(token[0], top) or next(
+            (why for p in list(token)[1:] if (why := _token_reads_outside(p, False))), ""
+        )
+    if top and len(token) == 0 and (symbol in _CONTEXT or symbol in _CONTEXT_FUNCTIONS):
+        return "the context item (a relative path or '.' outside a path from a variable)"
+    if top and symbol == "*" and len(token) == 0:
+        return "the context item (a relative path or '.' outside a path from a variable)"
+    if top and symbol in _CONTEXT and symbol not in ("position", "last"):
+        return "the context item (a relative path or '.' outside a path from a variable)"
+    return next((why for child in token if (why := _token_reads_outside(child, top))), "")
+
+
+def items(batches: Iterable[EventBatch], path: tuple[str, ...], ordered: bool = True) -> Iterator:
+    """The elements at ``path`` below each document node, in stream order, each an
+    elementpath node of a tree of its own; with ``ordered`` its nodes are numbered after
+    the items' before it (document order across items is stream order)."""
+    depth_wanted = len(path)
+    on_path = [True] + [False] * depth_wanted  # by depth: its ancestors and it match
+    builder: ET.TreeBuilder | None = None
+    pending = None  # an open tag waiting for its attributes: [name, attributes]
+    open_inside = 0  # elements open inside the item being built
+    numbered = 0  # the nodes numbered so far
+    for batch in batches:
+        names = batch.symbols.names
+        for kind, name, value, depth in zip(
+            batch.kinds, batch.names, batch.values, batch.depths, strict=True
+        ):
+            if builder is None:
+                if kind == OPEN and depth <= depth_wanted:
+                    matched = on_path[depth - 1] and names[name] == path[depth - 1]
+                    on_path[depth] = matched
+                    if matched and depth == depth_wanted:
+                        builder, pending, open_inside = ET.TreeBuilder(), [names[name], {}], 1
+                continue
+            if kind == ATTR:
+                pending[1][names[name]] = value
+                continue
+            if pending is not None:
+                builder.start(*pending)
+                pending = None
+            if kind == OPEN:
+                pending = [names[name], {}]
+                open_inside += 1
+            elif kind == CLOSE:
+                builder.end(names[name])
+                open_inside -= 1
+                if open_inside == 0:
+                    element = builder.close()
+                    node = get_node_tree(element)
+                    if ordered:
+                        _renumber(node, numbered)
+                        numbered += sum(4 + len(e.attrib) for e in element.iter())
+                    builder = None
+                    yield node
+            else:
+                builder.data(value)
+
+
+def _renumber(node, offset: int) -> None:
+    """Move the positions of a tree's elements and texts by ``offset``: its attribute
+    and namespace nodes, made when first asked for, take theirs from their element's."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        node.position += offset
+        todo.extend(getattr(node, "children", None) or ())
+
+
+class LazyItems:
+    """A sequence read from an iterator as far as it is looked at; the items before a
+    ``release``d index are forgotten (indexes stay those of the whole sequence)."""
+
+    def __init__(self, iterator: Iterator) -> None:
+        self.iterator = iterator
+        self.items: list = []
+        self.base = 0  # the index of items[0]
+        self.done = False
+
+    def has(self, i: int) -> bool:
+        """Is there an item ``i`` (reading up to it)?"""
+        while not self.done and i >= self.base + len(self.items):
+            for item in self.iterator:
+                self.items.append(item)
+                break
+            else:
+                self.done = True
+        return i < self.base + len(self.items)
+
+    def __getitem__(self, i: int):
+        self.has(i)
+        return self.items[i - self.base]
+
+    def slice(self, start: int, end: int) -> list:
+        """Items ``start`` to ``end - 1`` (read)."""
+        return self.items[start - self.base : end - self.base]
+
+    def last(self) -> int:
+        """The index of the last item (reading them all)."""
+        while self.has(self.base + len(self.items)):
+            pass
+        return self.base + len(self.items) - 1
+
+    def release(self, i: int) -> None:
+        """Forget the items before ``i``."""
+        if i > self.base:
+            del self.items[: i - self.base]
+            self.base = i
