@@ -341,7 +341,9 @@ class Evaluator:
             items = LazyItems(iter(self.eval(clause.expr, env)))
 
         def bind(cond: A.WindowCondition | None, base: dict, i: int) -> dict:
-            t = dict(base)
+            return bind_into(cond, dict(base), i)
+
+        def bind_into(cond: A.WindowCondition | None, t: dict, i: int) -> dict:
             if cond is None:
                 return t
             if cond.current:
@@ -362,9 +364,9 @@ class Evaluator:
             return t if ebv(start_when(t)) else None
 
         def find_end(s: int, t: dict) -> tuple[int, dict | None]:
-            e = s
+            e, u = s, dict(t)
             while items.has(e):
-                u = bind(clause.end, t, e)
+                bind_into(clause.end, u, e)  # (the same variables each time: one dict)
                 if ebv(end_when(u)):
                     return e, u
                 e += 1

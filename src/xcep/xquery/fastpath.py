@@ -77,6 +77,8 @@ def _compile(tok) -> Closure:
         return _compile(tok[1])
     if symbol == "/" and len(tok) == 2:
         return _step(_compile(tok[0]), tok[1])
+    if symbol == "[" and len(tok) == 2:  # E[3], E[last()]: one item by its position
+        return _positional(_compile(tok[0]), tok[1])
     if symbol in _COMPARE or symbol in _GENERAL:
         special = _attribute_test(tok)
         if special is not None:
@@ -95,6 +97,17 @@ def _compile(tok) -> Closure:
     if tok.label == "function":
         return _function(symbol, [_compile(arg) for arg in tok])
     raise _Unsupported(symbol)
+
+
+def _positional(items: Closure, predicate) -> Closure:
+    if predicate.symbol == "(integer)":
+        index = predicate.value - 1
+        if index < 0:
+            return lambda env: []
+        return lambda env: (lambda xs: xs[index : index + 1])(items(env))
+    if predicate.symbol == "last" and len(predicate) == 0:
+        return lambda env: items(env)[-1:]
+    raise _Unsupported("[")
 
 
 def _attribute_comparison(tok):

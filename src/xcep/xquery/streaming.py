@@ -285,6 +285,8 @@ class LazyItems:
 
     def has(self, i: int) -> bool:
         """Is there an item ``i`` (reading up to it)?"""
+        if i < self.base + len(self.items):
+            return True
         while not self.done and i >= self.base + len(self.items):
             for item in self.iterator:
                 self.items.append(item)
@@ -294,7 +296,8 @@ class LazyItems:
         return i < self.base + len(self.items)
 
     def __getitem__(self, i: int):
-        self.has(i)
+        if i >= self.base + len(self.items):
+            self.has(i)
         return self.items[i - self.base]
 
     def slice(self, start: int, end: int) -> list:
