@@ -138,3 +138,28 @@ def test_a_million_attributes_are_refused_in_little_memory():
     result = _measure(text)
     assert "more than the limit of 10000 attributes" in result["outcome"]
     assert result["grown_kb"] < (3 * len(text) >> 10) + 100 * 1024
+
+
+def _peak_rss_mb(argv: list[str], stdin: bytes) -> float:
+    """Peak RSS of ``xcep ARGV`` in a process of its own (reading ``stdin``)."""
+    script = (
+        "import atexit, resource, runpy, sys;"
+        "atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+        " file=sys.stderr));"
+        f"sys.argv = ['xcep', *{argv!r}];"
+        "runpy.run_module('xcep', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=stdin, capture_output=True, check=False
+    )
+    return int(done.stderr.decode().split()[-1]) / 1024
+
+
+def test_a_50_mb_text_node_in_a_join_takes_a_few_times_its_size(tmp_path):
+    """A 50 MB text node joined by xscl (the issue: 200 MB took 1.1 GB): within 3× its
+    size plus 100 MB."""
+    queries = tmp_path / "q.txt"
+    queries.write_text("q1\tS/t->x1[/v->x2] JOIN{x2 = y2, 10} S/t->y1[/v->y2]\n")
+    data = b"<t><v>" + b"x" * 50_000_000 + b"</v></t>\n<t><v>1</v></t>\n"
+    peak = _peak_rss_mb(["xscl", "--queries", str(queries), "--stream-name", "S", "-"], data)
+    assert peak < 3 * 50 + 100, peak
