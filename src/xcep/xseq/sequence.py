@@ -448,6 +448,7 @@ class SequenceRun:
         # without raw attributes to keep, an element's key and fields are looked up by its
         # position in tables numpy made for the whole batch, not read attribute by attribute
         by_position = None if keep_raw else _attribute_tables(batch, kinds, key_id, wanted_ids)
+        keys, fields = by_position if by_position is not None else (None, None)
         for i in picked.tolist():
             depth, kind = depths_[i], kinds_[i]
             if docs[i] != doc:  # a new document (the last may have been cut short)
@@ -487,16 +488,18 @@ class SequenceRun:
             if not ok[depth]:
                 continue
             found, raw, key = [None] * width, [] if keep_raw else None, None
-            for at in children.values():
-                found[at] = []
+            if children:
+                for at in children.values():
+                    found[at] = []
             if by_position is not None:
-                keys, fields = by_position
                 key = keys.get(i)
                 for at, table_at in fields:
                     value = table_at.get(i)
                     if value is not None:
                         found[at] = pair(value)
-            j = size if by_position is not None else i + 1
+                j = size
+            else:
+                j = i + 1
             while j < size and kinds_[j] == _ATTR:
                 aid = names[j]
                 if aid == key_id:
@@ -645,6 +648,7 @@ class _StepSource:
         self.fresh = 0
         self.reads_match = False  # whether the condition just made reads the partial match
         self.hoisted: dict = {}  # a condition on e and p alone -> its variable, in one step
+        self.hoisted_exprs: dict = {}  # its variable -> the condition's source
         self.in_loop = False  # making the blocks of the loop over the partial matches
 
     def build(self):
@@ -665,15 +669,20 @@ class _StepSource:
             if not targets:
                 continue
             out.append(f"            {'if' if j == 0 else 'elif'} j == {j}:")
+            branch = len(out)
             for k in targets:
                 self.block(j, k, "regs", "                ")
+            if len(out) == branch:  # every block can never pass: the match ends here
+                out.append("                pass")
         out.append("            pass")
         self.in_loop = False
-        names = list(self.hoisted.values())
-        at = out.index("        #hoisted")
-        out[at] = f"        {' = '.join(names)} = None" if names else "        pass"
+        at = out.index("        #hoisted")  # computed once, before the partial matches
+        hoisted = [
+            f"            {name} = bool({expr})" for name, expr in self.hoisted_exprs.items()
+        ]
+        out[at : at + 1] = ["        if lst.threads:", *hoisted] if hoisted else ["        pass"]
         empty = self.constant(tuple(None for _ in p.analysis.variables))
-        self.block(-1, 0, empty, "        ")
+        self.block(-1, 0, empty, "        ")  # (when it can never pass, no new match starts)
         if p.varless:
             out.append("        if len(new) > 1:")
             out.append("            new = list({(t[0], _identity(t[1])): t for t in new}.values())")
@@ -695,6 +704,18 @@ class _StepSource:
                     known[item.slot] = "yes" if i <= after else "no"
         return known
 
+    def moved(self, before: dict, j: int, k: int) -> dict:
+        """What is bound once a partial match moves from item ``j`` to item ``k``: what was
+        before, none of the Kleene-* items passed over (an empty run: a condition on its
+        first or last is false, and the block is dead code), and ``k``'s variable."""
+        state = dict(before)
+        for i in range(j + 1, k):
+            if self.p.items[i].slot is not None:
+                state[self.p.items[i].slot] = "no"
+        if self.p.items[k].slot is not None:
+            state[self.p.items[k].slot] = "yes"
+        return state
+
     def block(self, j: int, k: int, regs: str, pad: str) -> None:
         """The code that moves a partial match ``regs``, which ends in item ``j`` (-1: a new
         one), to item ``k`` with ``e``. The per-match conditions that became decidable on
@@ -702,6 +723,7 @@ class _StepSource:
         p = self.p
         item = p.items[k]
         out = self.lines
+        first_line = len(out)  # a block that can never pass is left out altogether
         out.append(f"{pad}while True:")
         pad += "    "
         if item.name is not None:
@@ -710,9 +732,10 @@ class _StepSource:
         self.state = self.known(j)
         for pred in item.preds:
             if not self.test(self.fresh_condition(pred, True, regs), pad):
+                del out[first_line:]
                 return
         before = self.state
-        self.state = self.known(k)
+        self.state = self.moved(before, j, k)
         bound = f"r{k}" if item.slot is not None else regs
         later = []  # the conditions that read the partial match: after it is made
         for cond in item.conds:  # those on e and p alone first: a failed one costs no tuple
@@ -720,6 +743,7 @@ class _StepSource:
             if self.reads_match:
                 later.append(expr)
             elif not self.test(expr, pad):
+                del out[first_line:]
                 return
         if item.slot is not None:
             slot, width = item.slot, len(p.analysis.variables)
@@ -742,11 +766,13 @@ class _StepSource:
         for expr in later:
             self.reads_match = True
             if not self.test(expr, pad):
+                del out[first_line:]
                 return
         held = sum(1 for at in p.settle if at <= j)
         settled = sum(1 for at in p.settle if at <= k)
         for c in range(held, settled):
             if not self.test(self.fresh_condition(p.per_match[c], False, bound), pad):
+                del out[first_line:]
                 return
         out.append(f"{pad}new_append(({k}, {bound}))")
         if k >= p.last_mandatory:
@@ -784,7 +810,7 @@ class _StepSource:
     def test(self, expr: str, pad: str) -> bool:
         """A guard of the block; False when it always fails (the rest of the block is dead).
         A guard on the element and its predecessor alone (``$X@price < prev($X)@price``)
-        is computed once per step, on first use, not once per partial match."""
+        is computed once per step, before the partial matches, not once per each."""
         if expr == "True":
             return True
         if expr == "False":
@@ -795,8 +821,7 @@ class _StepSource:
             name = self.hoisted.get(key)
             if name is None:
                 name = self.hoisted[key] = f"h{len(self.hoisted)}"
-            self.lines.append(f"{pad}if {name} is None:")
-            self.lines.append(f"{pad}    {name} = bool({expr})")
+                self.hoisted_exprs[name] = expr
             expr = name
         self.lines.append(f"{pad}if not ({expr}):")
         self.lines.append(f"{pad}    break")
