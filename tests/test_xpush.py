@@ -746,9 +746,9 @@ def _xmark_messages(data_dir, split_documents):
 
 def test_the_compiled_kernels_are_built():
     """CI builds the kernels (a C compiler is there); elsewhere they are optional."""
-    from xcep.xpush import machine
+    from xcep.xpush import compiled
 
-    built = machine.StateKernel is not None
+    built = compiled.StateKernel is not None
     if not built and not os.environ.get("CI"):
         pytest.skip("the compiled kernels are not built here (no C compiler)")
     assert built
@@ -758,12 +758,12 @@ def test_the_compiled_kernels_are_built():
 
 def _bare_kernel(n: int):
     """A compiled core over n states with no moves (skips the test when it is not built)."""
-    from xcep.xpush import machine
+    from xcep.xpush import compiled
 
-    if machine.StateKernel is None:
+    if compiled.StateKernel is None:
         pytest.skip("the compiled core is not built here (no C compiler)")
-    return machine.StateKernel(
-        b"\0" * n, b"", *[machine._offsets([()] * n)] * 4, 1, [None] * n
+    return compiled.StateKernel(
+        b"\0" * n, b"", *[compiled.offsets([()] * n)] * 4, 1, [None] * n
     )  # fmt: skip
 
 
@@ -784,10 +784,10 @@ def _bare_kernel(n: int):
 def test_the_compiled_store_interns_sets(sets, rng):
     """The core's SetStore against the Python reference: the same ids for the same sets,
     whatever the order and repeats of their items, and the same memory measure."""
-    from xcep.xpush import machine
+    from xcep.xpush.compiled import SetStore
 
     kernel = _bare_kernel(20_000)
-    store, reference = kernel.states, machine.SetStore()
+    store, reference = kernel.states, SetStore()
     for items in sets:
         shuffled = items * 2
         rng.shuffle(shuffled)
@@ -800,7 +800,7 @@ def test_the_compiled_store_interns_sets(sets, rng):
 def test_the_state_kernel_checks_what_it_is_given():
     from array import array
 
-    from xcep.xpush import machine
+    from xcep.xpush import compiled as machine
 
     if machine.StateKernel is None:
         pytest.skip("the state kernel is not built here (no C compiler)")
@@ -809,10 +809,10 @@ def test_the_state_kernel_checks_what_it_is_given():
     good = dict(
         kind=bytes(c.afa.kind),
         true_leaves=array("i", sorted(c.true_leaves)),
-        eps=machine._offsets(c.afa.eps),
-        watchers=machine._offsets(c.watchers),
-        early=machine._offsets([()] * n),
-        initial=machine._offsets([c.initial.get(s, ()) for s in range(n)]),
+        eps=machine.offsets(c.afa.eps),
+        watchers=machine.offsets(c.watchers),
+        early=machine.offsets([()] * n),
+        initial=machine.offsets([c.initial.get(s, ()) for s in range(n)]),
         filters=1,
         back=c.back,
     )
@@ -831,7 +831,7 @@ def test_the_state_kernel_checks_what_it_is_given():
         "kind": bytes([7]) * n,
         "back": c.back[:-1],
         "true_leaves": array("i", [n]),
-        "prec": (machine._offsets([()] * n), machine._offsets([[n]])),  # a set of no state
+        "prec": (machine.offsets([()] * n), machine.offsets([[n]])),  # a set of no state
     }
     for name, value in bad.items():
         with pytest.raises(ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xcep import xquery
+from xcep.xquery.values import serialize
 
 
 @pytest.mark.parametrize(
@@ -126,3 +127,16 @@ def test_declared_function_errors():
         xquery.compile("declare function local:f($x) { 1 }; declare function local:f($x) { 2 }; 1")
     with pytest.raises(xquery.XQueryError, match="prefixed name"):
         xquery.compile("declare function f($x) { $x }; 1")
+
+
+def test_a_processing_instruction_in_element_content_is_dropped_like_a_comment():
+    """(It crashed the parser: an internal error, found by QT3's K2-NameTest-15.)"""
+    query = xquery.compile("let $e := <a b='1'><?b asd?><b/><!-- c --><c/></a> return $e/*")
+    assert [serialize(item) for item in query.evaluate()] == ["<b/>", "<c/>"]
+
+
+@pytest.mark.parametrize("text", ["<a>< b/></a>", "<?b x?>", "<a><?b x</a>", "<1/>"])
+def test_a_bad_direct_constructor_is_a_located_syntax_error(text):
+    with pytest.raises(xquery.XQueryError) as info:
+        xquery.compile(text)
+    assert info.value.code == "XPST0003" and info.value.column

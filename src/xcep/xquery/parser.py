@@ -779,6 +779,8 @@ class Parser:
         start = self.pos
         assert text[self.pos] == "<"
         m = _NAME.match(text, self.pos + 1)
+        if m is None:
+            raise self.error("expected an element name after '<'")
         name = m.group()
         self.pos = m.end()
         attributes = []
@@ -886,6 +888,11 @@ class Parser:
                 if end < 0:
                     raise self.error("unterminated comment")
                 self.pos = end + 3
+            elif text.startswith("<?", self.pos):  # a processing instruction: dropped too
+                end = text.find("?>", self.pos)
+                if end < 0 or not _NAME.match(text, self.pos + 2):
+                    raise self.error("expected a processing instruction <?target …?>")
+                self.pos = end + 2
             elif text.startswith("<![CDATA[", self.pos):
                 end = text.find("]]>", self.pos)
                 if end < 0:

@@ -1,0 +1,242 @@
+"""A workload compiled for the XPush machine: what the runtime needs of the AFA
+(back tables, watchers, the predicate index, filters by rank), precomputed once per
+workload, and the compiled core built over it (``CompiledWorkload.new_kernel``).
+
+``SetStore`` is the Python reference of the core's interned sets of AFA states.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate, chain
+
+from xcep.xpush.afa import AFA, AND, NOT, TRUE
+from xcep.xpush.predicates import Predicate, PredicateIndex
+from xcep.xpush.workload import Workload, id_key
+
+id_json = json.JSONEncoder(ensure_ascii=False).encode  # a filter id as JSON text
+
+try:
+    from xcep.xpush._states import StateKernel
+except ImportError:  # built without a C compiler: the Python machine does it all
+    StateKernel = None
+
+
+@dataclass(frozen=True)
+class MachineOptions:
+    top_down: bool = True
+    order: bool = False
+    early: bool = False
+    max_entries: int = 10_000_000
+    compiled: bool = True  # the compiled core (xcep.xpush._states) if built
+
+    def __post_init__(self) -> None:
+        if self.early and not self.top_down:
+            raise ValueError("early notification needs top-down pruning (top_down=True)")
+
+
+@dataclass
+class CompiledWorkload:
+    """What the runtime needs of the AFA, precomputed once per workload."""
+
+    afa: AFA
+    back: list[dict[str, tuple[int, ...]] | None]  # state → {label: states stepping into it}
+    watchers: list[tuple[int, ...]]  # ε-predecessors to decide when the state matches
+    true_leaves: frozenset[int]
+    not_states: frozenset[int]
+    index: PredicateIndex
+    initial: dict[int, tuple[int, ...]]  # initial state → filters (their ranks)
+    ids: list  # rank → filter id: filters are known by their position in ascending id order
+    early: dict[int, tuple[int, ...]] = field(default_factory=dict)  # early state → filters
+    prec: dict[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
+    needs_element_values: bool = False
+    size: int = 0  # AFA states compiled here (a workload's AFA grows as filters are added)
+
+    @property
+    def predicate_states(self) -> frozenset[int]:
+        return self.index.states
+
+    @cached_property
+    def json_ids(self) -> tuple[bytes, array, bool]:
+        """Every id as JSON text (UTF-8), by rank, one after the other; where each ends
+        (int64); whether all are ASCII: what ``json_list`` joins into an answer."""
+        texts = [id_json(fid).encode() for fid in self.ids]
+        blob = b"".join(texts)
+        return blob, array("q", accumulate(map(len, texts))), blob.isascii()
+
+    @cached_property
+    def early_states(self) -> frozenset[int]:
+        return frozenset(self.early)
+
+    @cached_property
+    def proving_states(self) -> frozenset[int]:
+        """The states that prove filters at the document node: initial and early ones."""
+        return frozenset(self.initial) | frozenset(self.early)
+
+    def new_kernel(self):
+        """A new compiled core over this AFA (``xcep.xpush._states``): the machine's interned sets,
+        eval, t_pop, t_add, t_accept and the table walk; None if it is not built."""
+        if StateKernel is None:
+            return None
+        states = range(self.size)
+        prec = None
+        if self.prec:  # (precondition sets per state, states per set), sets numbered here
+            sets = list({p for groups in self.prec.values() for p in groups})
+            number = {p: k for k, p in enumerate(sets)}
+            groups = [[number[p] for p in self.prec.get(s, ())] for s in states]
+            prec = (offsets(groups), offsets([sorted(p) for p in sets]))
+        return StateKernel(
+            bytes(self.afa.kind[: self.size]),
+            array("i", sorted(self.true_leaves)),
+            offsets(self.afa.eps[: self.size]),
+            offsets(self.watchers),
+            offsets([self.early.get(s, ()) for s in states]),
+            offsets([self.initial.get(s, ()) for s in states]),
+            len(self.ids),
+            self.back,
+            prec,
+        )
+
+
+def compile_workload(
+    workload: Workload, options: MachineOptions, order_facts=None
+) -> CompiledWorkload:
+    afa = workload.compile(unique_early=options.early)
+    n = len(afa)
+    back: list[dict | None] = [None] * n
+    for s in range(n):
+        if afa.label[s] is not None:
+            by_label = back[afa.target[s]]
+            if by_label is None:
+                by_label = back[afa.target[s]] = {}
+            by_label[afa.label[s]] = (*by_label.get(afa.label[s], ()), s)
+    parents: list[list[int]] = [[] for _ in range(n)]
+    for s, successors in enumerate(afa.eps):
+        for t in successors:
+            parents[t].append(s)
+    predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
+    ids = sorted(workload.numbers, key=id_key)
+    rank = {workload.numbers[fid]: position for position, fid in enumerate(ids)}
+    initial = _by_state(afa.initial, rank)
+    compiled = CompiledWorkload(
+        afa=afa,
+        back=back,
+        watchers=_watchers(afa, parents),
+        true_leaves=frozenset(s for s in range(n) if afa.predicate[s] is TRUE),
+        not_states=frozenset(s for s in range(n) if afa.kind[s] == NOT),
+        index=PredicateIndex(predicates),
+        initial=initial,
+        ids=ids,
+        early=_by_state(afa.early, rank),
+        needs_element_values=bool(predicates),
+        size=n,
+    )
+    if options.order and order_facts is not None:
+        compiled.prec = _order_preconditions(afa, parents, back, initial, order_facts)
+    return compiled
+
+
+def offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
+    """Lists of ints as flat int32 arrays: offsets (one more than lists) and items."""
+    return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
+
+
+class SetStore:
+    """Interned sets of AFA states (frozensets), known by their ids: the Python reference
+    of the compiled core's SetStore."""
+
+    def __init__(self) -> None:
+        self._sets: list = []
+        self._ids: dict = {}
+        self.held = 0  # elements of all sets plus one per set (the memory measure)
+
+    def intern(self, states) -> int:
+        key = states if isinstance(states, frozenset) else frozenset(states)
+        ident = self._ids.get(key)
+        if ident is None:
+            ident = self._ids[key] = len(self._sets)
+            self._sets.append(key)
+            self.held += len(key) + 1
+        return ident
+
+    def __getitem__(self, ident: int):
+        return self._sets[ident]
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+
+def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[int, ...]]:
+    """{filter number: state} → {state: ranks of its filters}."""
+    out: dict[int, tuple[int, ...]] = {}
+    for f, s in filters.items():
+        out[s] = (*out.get(s, ()), rank[f])
+    return out
+
+
+def _watchers(afa: AFA, parents: list[list[int]]) -> list[tuple[int, ...]]:
+    """OR and NOT predecessors always; an AND only through one successor, the one least
+    likely to match: one that tests values if any (structure matches most documents),
+    then the least shared."""
+    tests_values = [isinstance(p, Predicate) for p in afa.predicate]
+    for s in range(len(afa)):  # successors and targets have smaller numbers, except loops
+        target = afa.target[s]
+        if target is not None and target != s and tests_values[target]:
+            tests_values[s] = True
+        if any(tests_values[t] for t in afa.eps[s]):
+            tests_values[s] = True
+    watchers: list[list[int]] = [[] for _ in range(len(afa))]
+    for s, successors in enumerate(afa.eps):
+        if not successors:
+            continue
+        if afa.kind[s] == AND:
+            watch = min(successors, key=lambda t: (not tests_values[t], len(parents[t]), -t))
+            watchers[watch].append(s)
+        else:
+            for t in successors:
+                watchers[t].append(s)
+    return [tuple(w) for w in watchers]
+
+
+def _order_preconditions(afa: AFA, parents, back, initial, order_facts) -> dict:
+    """For the order optimization: step state → one set per AND above it.
+
+    A step state ``c`` under an AND may be dropped from a node's state while,
+    for every AND it is under, some sibling that must come before it (by the
+    DTD) has not matched there yet: that AND can no longer be satisfied. A
+    state with any other use (reached by a transition, under an OR or NOT,
+    an initial state, one AND where nothing must precede it) is never dropped.
+    """
+    prec = {}
+    for c in range(len(afa)):
+        label = afa.label[c]
+        if (
+            label is None
+            or afa.eps[c]
+            or label in ("*", "@*", "#text")
+            or back[c] is not None
+            or c in initial
+            or not parents[c]
+        ):
+            continue
+        sets = []
+        for a in parents[c]:
+            if afa.kind[a] != AND:
+                break
+            before = frozenset(
+                d
+                for d in afa.eps[a]
+                if d != c
+                and afa.label[d] is not None
+                and afa.label[d] not in ("*", "@*", "#text")
+                and order_facts.precedes(afa.label[d], label)
+            )
+            if not before:
+                break
+            sets.append(before)
+        else:
+            prec[c] = tuple(sets)
+    return prec
