@@ -45,6 +45,7 @@ import numpy as np
 
 from xcep._gc import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
+from xcep.events.stepping import Feed
 from xcep.xpush.afa import AND, OR
 from xcep.xpush.compiled import (
     MachineOptions,
@@ -67,21 +68,6 @@ DELTA_SMALL = 64  # a machine this small rebuilds itself for a change (under a m
 DELTA_SHARE = 32  # a larger one's delta (and removals) merge at a 32nd of its filters
 
 
-class _Feed:
-    """An iterator over a deque that others fill: ends when it is empty."""
-
-    def __init__(self, items: deque) -> None:
-        self.items = items
-
-    def __iter__(self) -> _Feed:
-        return self
-
-    def __next__(self):
-        if not self.items:
-            raise StopIteration
-        return self.items.popleft()
-
-
 class _Follower:
     """A delta machine run beside its machine over the same batches, from the document
     after ``last`` (the one answered when the change came), in step with it: it reads a
@@ -91,7 +77,7 @@ class _Follower:
     def __init__(self, machine: XPushMachine, batch: EventBatch, last: int) -> None:
         self.machine = machine
         self.items: deque = deque()
-        self.answers = machine.run(_Feed(self.items))
+        self.answers = machine.run(Feed(self.items))
         self.ahead: tuple | None = None  # an answer read for a later document
         self.done = True  # the batch given is read to its end
         start = bisect_right(batch.docs, last)  # this batch's documents after the change
@@ -668,7 +654,7 @@ class XPushMachine:
         answers until the machine is rebuilt (see ``add_filter``). A ``None`` among the
         batches is answered by a ``None``: a pause, for running machines side by side."""
         feed: deque = deque()
-        own = self._run(_Feed(feed))
+        own = self._run(Feed(feed))
         follower: _Follower | None = None
         last = -1  # the last document answered
         for batch in batches:

@@ -15,6 +15,9 @@ def documents_from_batches(batches: Iterable[EventBatch]) -> Iterator[ET.Element
     pending = None  # an open tag waiting for its attributes: [name, attributes]
     depth = 0
     for batch in batches:
+        if batch is None:  # a pause (xcep.events.stepping)
+            yield None
+            continue
         names = batch.symbols.names
         for d, kind, name, value in zip(
             batch.docs, batch.kinds, batch.names, batch.values, strict=True

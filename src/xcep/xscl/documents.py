@@ -110,6 +110,9 @@ def documents_from_batches(batches: Iterable[EventBatch]) -> Iterator[Document]:
     nodes: list[Node] = []
     doc = None
     for batch in batches:
+        if batch is None:  # a pause (xcep.events.stepping)
+            yield None
+            continue
         names = batch.symbols.names
         for d, kind, name, value in zip(
             batch.docs, batch.kinds, batch.names, batch.values, strict=True

@@ -1005,6 +1005,9 @@ def _drive(batches: Iterable[EventBatch], stream, active: dict, rows: list, fina
     open_ = text = close = None
     attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
     for batch in batches:
+        if batch is None:  # a pause (xcep.events.stepping): what is known is out
+            yield None
+            continue
         names = batch.symbols.names
         for number, start, end in batch.document_runs():
             if tag is not None:  # the open tag's attributes ended with its document

@@ -1,0 +1,471 @@
+"""One interface to the four engines: plans and runs.
+
+``compile_plan(kind, queries, **options)`` compiles queries of one language
+(``filter``, ``xseq``, ``xquery``, ``xscl``; ``queries``: id → text) into a
+``Plan``: immutable once made, and the same for every run. ``plan.start()``
+gives a ``Run``, which is fed the stream's event batches one at a time and
+gives ``Row``s as they are known:
+
+    run = plan.start()
+    for batch in EventStream(inputs).batches():
+        for row in run.feed(batch):
+            ...
+    rows = run.finish()  # what only the end of the stream decides
+
+``run.snapshot()`` saves a run as bytes (versioned, checked against the plan)
+and ``plan.restore(data)`` — in this process or another — gives a run that
+goes on where it stopped; ``run.add(id, text)`` and ``run.remove(id)`` change
+the queries of a running plan where the engine allows it (from the next
+document on); ``plan.explain()`` and ``run.stats()`` describe them, with the
+keys ``queries``, ``documents`` and ``rows`` in every engine. Where an engine
+cannot yet do something (a snapshot of a query on the XSeq pushdown automaton,
+of an XQuery window over a stream, of an XSCL join), it raises ``StateError``
+saying so; ``plan.can`` lists what it can.
+
+A row is ``(query, doc, value)``: for filters one row per document, ``query``
+None and ``value`` the matching filter ids, ascending; for XSeq, XQuery and
+XSCL one row per result, ``value`` what the command line prints for it (an
+XSeq row's list, an XQuery item's serialization, an XSCL result's JSON) and
+``doc`` the document it came from where the engine knows it.
+
+The command line, Spark and the service are to run on nothing else (issue 30):
+this module is their single entrance to the engines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+from xcep.errors import StateError
+from xcep.events.model import CLOSE, EventBatch
+from xcep.events.stepping import Stepper
+
+MAGIC = b"xcep-run\n"
+VERSION = 1
+
+
+class Row(NamedTuple):
+    query: object  # the query's id (None for a document's filters)
+    doc: int | None  # the document it came from, where the engine knows it
+    value: object
+
+
+class Plan:
+    """Compiled queries of one language (subclasses: one per engine)."""
+
+    kind: ClassVar[str]
+    can: ClassVar[frozenset] = frozenset()  # of "snapshot", "add", "remove"
+
+    def __init__(self, queries: dict, **options) -> None:
+        self.queries = dict(queries)
+        self.options = options
+
+    def fingerprint(self) -> str:
+        """What a snapshot is checked against: the kind, the queries and the options."""
+        text = json.dumps(
+            [self.kind, sorted((str(k), v) for k, v in self.queries.items()), self.options],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def start(self) -> Run:
+        raise NotImplementedError
+
+    def restore(self, data: bytes) -> Run:
+        """The run that ``data`` (``Run.snapshot``) saved."""
+        if not isinstance(data, bytes | bytearray) or not data.startswith(MAGIC):
+            raise StateError("not a run snapshot")
+        try:
+            saved = pickle.loads(data[len(MAGIC) :])
+        except Exception as exc:  # truncated or damaged
+            raise StateError(f"a damaged run snapshot ({type(exc).__name__})") from None
+        if saved.get("version") != VERSION:
+            raise StateError(f"a run snapshot of version {saved.get('version')}, not {VERSION}")
+        if saved.get("kind") != self.kind or saved.get("plan") != self.fingerprint():
+            raise StateError("the snapshot was saved by another plan (queries or options)")
+        return self._restore(saved["state"])
+
+    def _restore(self, state) -> Run:
+        raise StateError(f"{self.kind} runs cannot be saved yet")
+
+    def explain(self) -> str:
+        raise NotImplementedError
+
+
+class Run:
+    """One pass of a plan over a stream, fed a batch at a time."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.documents = 0
+        self.rows = 0
+        self.finished = False
+
+    def feed(self, batch: EventBatch) -> list[Row]:
+        if self.finished:
+            raise StateError("this run is finished: start or restore another")
+        rows = self._feed(batch)
+        self.rows += len(rows)
+        return rows
+
+    def finish(self) -> list[Row]:
+        if self.finished:
+            return []
+        self.finished = True
+        rows = self._finish()
+        self.rows += len(rows)
+        return rows
+
+    def snapshot(self) -> bytes:
+        if self.finished:
+            raise StateError("this run is finished: nothing is left to save")
+        saved = {
+            "version": VERSION,
+            "kind": self.plan.kind,
+            "plan": self.plan.fingerprint(),
+            "state": self._state(),
+        }
+        return MAGIC + pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def add(self, query_id, text: str) -> None:
+        raise StateError(f"{self.plan.kind} queries cannot be added to a running plan yet")
+
+    def remove(self, query_id) -> None:
+        raise StateError(f"{self.plan.kind} queries cannot be removed from a running plan yet")
+
+    def stats(self) -> dict:
+        return {"queries": len(self.plan.queries), "documents": self.documents, "rows": self.rows}
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        raise NotImplementedError
+
+    def _finish(self) -> list[Row]:
+        return []
+
+    def _state(self):
+        raise StateError(f"{self.plan.kind} runs cannot be saved yet")
+
+
+def _documents_ended(batch: EventBatch) -> int:
+    """How many documents end in ``batch`` (their root closes)."""
+    kinds = np.frombuffer(batch.kinds, np.uint8)
+    depths = np.frombuffer(batch.depths, np.int32)
+    return int(np.count_nonzero((kinds == CLOSE) & (depths == 1)))
+
+
+def _open_tail(batch: EventBatch) -> tuple[int, EventBatch] | None:
+    """The events of the document still open at the end of ``batch`` (its number and
+    them), or None when the batch ends at a document's end."""
+    n = len(batch)
+    if n == 0 or (batch.kinds[n - 1] == CLOSE and batch.depths[n - 1] == 1):
+        return None
+    *_, (number, start, end) = batch.document_runs()
+    return number, batch.slice(start, end)
+
+
+# -- filters (xcep.xpush) ------------------------------------------------------------
+
+
+class FilterPlan(Plan):
+    """Boolean XPath filters (``xcep.xpush``): one row per document, its filters."""
+
+    kind = "filter"
+    can = frozenset({"snapshot", "add", "remove"})
+
+    def __init__(self, queries: dict, **options) -> None:
+        super().__init__(queries, **options)
+        from xcep.xpush import MachineOptions, Workload
+
+        self.machine_options = MachineOptions(**options)
+        self.workload = Workload(self.queries)  # parsed once: a bad filter fails here
+
+    def start(self, filters: dict | None = None) -> FilterRun:
+        return FilterRun(self, self.queries if filters is None else filters)
+
+    def _restore(self, state) -> FilterRun:
+        run = self.start(state["filters"])
+        run.documents = state["documents"]
+        for batch in state["open"]:  # the open document's events: read again
+            run.feed(batch)
+        return run
+
+    def explain(self) -> str:
+        from xcep.xpush import XPushMachine
+
+        stats = XPushMachine(self.workload, self.machine_options).stats_dict()
+        return (
+            f"{len(self.queries)} filters, one lazy XPush machine: {stats['afa_states']} AFA "
+            f"states, {stats['atomic_predicates']} atomic predicates"
+        )
+
+
+class FilterRun(Run):
+    def __init__(self, plan: FilterPlan, filters: dict) -> None:
+        super().__init__(plan)
+        from xcep.xpush import XPushMachine
+
+        self.machine = XPushMachine(dict(filters), plan.machine_options)
+        self.pass_ = Stepper(self.machine.run)
+        self.open: list[EventBatch] = []  # the events of the document still open
+        self.open_doc = None
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        found = self.pass_.feed(batch)
+        self.documents += len(found)
+        tail = _open_tail(batch)
+        if tail is None:
+            self.open, self.open_doc = [], None
+        elif tail[0] == self.open_doc:
+            self.open.append(tail[1])
+        else:
+            self.open, self.open_doc = [tail[1]], tail[0]
+        return [Row(None, doc, ids) for doc, ids in found]
+
+    def _state(self):
+        return {"filters": self.machine.filters(), "open": self.open, "documents": self.documents}
+
+    def add(self, query_id, text: str) -> None:
+        self.machine.add_filter(query_id, text)
+
+    def remove(self, query_id) -> None:
+        self.machine.remove_filter(query_id)
+
+    def stats(self) -> dict:
+        return {**self.machine.stats_dict(), **super().stats(), "queries": len(self.machine)}
+
+
+# -- XSeq (xcep.xseq) ----------------------------------------------------------------
+
+
+class XSeqPlan(Plan):
+    """XSeq queries: one query on its runtime (a run of the path or flat-sequence runtime
+    can be saved), several in one automaton (queries added and removed while it runs)."""
+
+    kind = "xseq"
+
+    def __init__(self, queries: dict, **options) -> None:
+        super().__init__(queries, **options)
+        from xcep.xseq import XSeqEngine, XSeqMultiEngine
+
+        if len(self.queries) == 1:
+            ((self.single_id, text),) = self.queries.items()
+            self.engine = XSeqEngine(text, **options)
+            self.can = frozenset({"snapshot"}) if self.engine.resumable else frozenset()
+        else:
+            self.single_id = None
+            self.engine = None
+            self.can = frozenset({"add", "remove"})
+            XSeqMultiEngine(**options)  # the options are checked here
+            for text in self.queries.values():  # and the queries
+                XSeqEngine(text, **options)
+
+    def start(self) -> XSeqRun:
+        return XSeqRun(self)
+
+    def _restore(self, state) -> XSeqRun:
+        if self.engine is None or not self.engine.resumable:
+            raise StateError("only a run of one XSeq query on a resumable runtime is saved")
+        run = XSeqRun(self, self.engine.resume(state["run"]))
+        run.documents = state["documents"]
+        return run
+
+    def explain(self) -> str:
+        if self.engine is not None:
+            runtime = self.engine.fast_path
+            how = runtime if isinstance(runtime, str) else type(runtime).__name__
+            return f"one XSeq query ({how}); saved runs: {self.engine.resumable}"
+        return f"{len(self.queries)} XSeq queries in one automaton"
+
+
+class XSeqRun(Run):
+    def __init__(self, plan: XSeqPlan, resumed=None) -> None:
+        super().__init__(plan)
+        engine = plan.engine
+        self.resumable = resumed is not None or (engine is not None and engine.resumable)
+        if self.resumable:
+            self.run = resumed if resumed is not None else engine.start()
+            return
+        if engine is None:
+            from xcep.xseq import XSeqMultiEngine
+
+            self.multi = XSeqMultiEngine(**plan.options)
+            for qid, text in plan.queries.items():
+                self.multi.subscribe(qid, text)
+            self.pass_ = Stepper(self.multi.run)
+        else:
+            self.multi = None
+            self.pass_ = Stepper(engine.run)
+
+    def _rows(self, found: list) -> list[Row]:
+        if self.plan.single_id is not None:
+            return [Row(self.plan.single_id, None, row) for row in found]
+        return [Row(row[0], None, row[1:]) for row in found]
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        self.documents += _documents_ended(batch)
+        if self.resumable:
+            return self._rows(self.run.feed([batch]))
+        return self._rows(self.pass_.feed(batch))
+
+    def _finish(self) -> list[Row]:
+        return self._rows(self.run.finish() if self.resumable else self.pass_.end())
+
+    def _state(self):
+        if not self.resumable:
+            raise StateError("this XSeq query runs on the pushdown automaton: not saved yet")
+        return {"run": self.run.snapshot(), "documents": self.documents}
+
+    def add(self, query_id, text: str) -> None:
+        if self.resumable or self.multi is None:
+            raise StateError("queries are added to a plan of several XSeq queries")
+        self.multi.subscribe(query_id, text)
+
+    def remove(self, query_id) -> None:
+        if self.resumable or self.multi is None:
+            raise StateError("queries are removed from a plan of several XSeq queries")
+        self.multi.unsubscribe(query_id)
+
+
+# -- XQuery (xcep.xquery) --------------------------------------------------------------
+
+
+class XQueryPlan(Plan):
+    """One XQuery query (``queries``: one id → text): on whole documents, read as they
+    complete and evaluated at the end (a run saves the documents read so far)."""
+
+    kind = "xquery"
+    can = frozenset({"snapshot"})
+
+    def __init__(self, queries: dict, **options) -> None:
+        super().__init__(queries, **options)
+        from xcep import xquery
+
+        if len(self.queries) != 1:
+            raise ValueError("an XQuery plan holds one query")
+        ((self.query_id, text),) = self.queries.items()
+        self.query = xquery.compile(text)
+
+    def start(self) -> XQueryRun:
+        return XQueryRun(self)
+
+    def _restore(self, state) -> XQueryRun:
+        import xml.etree.ElementTree as ET
+
+        run = XQueryRun(self)
+        run.trees = [ET.ElementTree(ET.fromstring(data)) for data in state["documents"]]
+        run.documents = len(run.trees)
+        for batch in state["open"]:
+            run.feed(batch)
+        return run
+
+    def explain(self) -> str:
+        return self.query.explain()
+
+
+class XQueryRun(Run):
+    def __init__(self, plan: XQueryPlan) -> None:
+        super().__init__(plan)
+        from xcep.xquery.documents import documents_from_batches
+
+        self.trees: list = []
+        self.pass_ = Stepper(documents_from_batches)
+        self.open: list[EventBatch] = []
+        self.open_doc = None
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        found = self.pass_.feed(batch)
+        self.trees += found
+        self.documents += len(found)
+        tail = _open_tail(batch)
+        if tail is None:
+            self.open, self.open_doc = [], None
+        elif tail[0] == self.open_doc:
+            self.open.append(tail[1])
+        else:
+            self.open, self.open_doc = [tail[1]], tail[0]
+        return []
+
+    def _finish(self) -> list[Row]:
+        self.trees += self.pass_.end()
+        qid = self.plan.query_id
+        return [Row(qid, None, line) for line in self.plan.query.run(self.trees or None)]
+
+    def _state(self):
+        import xml.etree.ElementTree as ET
+
+        return {"documents": [ET.tostring(t.getroot()) for t in self.trees], "open": self.open}
+
+
+# -- XSCL (xcep.xscl) ------------------------------------------------------------------
+
+
+class XsclPlan(Plan):
+    """XSCL join queries over one stream (``stream``, default ``S``); results as each
+    document is joined."""
+
+    kind = "xscl"
+    can = frozenset({"add", "remove"})
+
+    def __init__(self, queries: dict, stream: str = "S", **options) -> None:
+        super().__init__(queries, stream=stream, **options)
+        self.stream = stream
+        self.engine_options = options
+        self.start()  # the queries are checked here
+
+    def start(self) -> XsclRun:
+        return XsclRun(self)
+
+    def explain(self) -> str:
+        return f"{len(self.queries)} XSCL queries over the stream {self.stream}"
+
+
+class XsclRun(Run):
+    def __init__(self, plan: XsclPlan) -> None:
+        super().__init__(plan)
+        from xcep.xscl import XsclEngine, timestamp_reader
+        from xcep.xscl.documents import documents_from_batches
+
+        self.engine = XsclEngine(**plan.engine_options)
+        for qid, text in plan.queries.items():
+            self.engine.add(qid, text)
+        self.timestamp = timestamp_reader(None)
+        self.pass_ = Stepper(documents_from_batches)
+
+    def _join(self, documents: list) -> list[Row]:
+        batch = []
+        for doc in documents:
+            batch.append((self.plan.stream, doc, self.timestamp(doc, self.documents)))
+            self.documents += 1
+        if not batch:
+            return []
+        return [Row(r.query, None, r.to_json()) for r in self.engine.process(batch)]
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        return self._join(self.pass_.feed(batch))
+
+    def _finish(self) -> list[Row]:
+        return self._join(self.pass_.end())
+
+    def add(self, query_id, text: str) -> None:
+        self.engine.add(query_id, text)
+
+    def remove(self, query_id) -> None:
+        self.engine.remove(query_id)
+
+
+PLANS = {plan.kind: plan for plan in (FilterPlan, XSeqPlan, XQueryPlan, XsclPlan)}
+
+
+def compile_plan(kind: str, queries: dict, **options) -> Plan:
+    """Compile ``queries`` (id → text) of the language ``kind`` into a plan."""
+    try:
+        plan = PLANS[kind]
+    except KeyError:
+        raise ValueError(f"no engine for {kind!r}: one of {', '.join(PLANS)}") from None
+    return plan(queries, **options)
