@@ -26,6 +26,10 @@ CASES = {
     "xseq-sequence": {"q": "return count($Z) from /s/$Z (\\ $X)* where $X@price < prev($X)@price"},
     "xseq-multi": {"a": "/s/t/@price", "b": "/s/t[@company='B']/v/text()", "c": "//v/text()"},
     "xquery": {"q": "for $t in $input/s/t where $t/@price > 5 return string($t/@price)"},
+    "xquery-window": {
+        "q": "for tumbling window $w in $input/s/t start $a when true() end $b next $c "
+        "when $c/@company != $b/@company return <w n='{count($w)}' c='{$a/@company}'/>"
+    },
     "xscl": {
         "j": "S/s/t->x1[/v->x2] JOIN{x2 = y2, 3} S/s/t->y1[/v->y2]",
         "k": "S/s/t->x1[/@company->x2] JOIN{x2 = y2, 2} S/s/t->y1[/@company->y2]",
@@ -68,7 +72,7 @@ def engine_rows(case: str) -> list:
         for qid, text in queries.items():
             engine.subscribe(qid, text)
         return [(row[0], None, row[1:]) for row in engine.run(stream)]
-    if case == "xquery":
+    if case in ("xquery", "xquery-window"):
         from xcep import xquery
         from xcep.xquery.documents import documents_from_batches
 
@@ -173,3 +177,30 @@ def test_the_kinds_are_the_four_engines():
     assert sorted(PLANS) == ["filter", "xquery", "xscl", "xseq"]
     with pytest.raises(ValueError, match="one of filter"):
         compile_plan("sql", {})
+
+
+def test_a_window_over_a_stream_answers_as_windows_close():
+    plan = compile_plan("xquery", CASES["xquery-window"])
+    assert plan.streams and "snapshot" not in plan.can
+    run = plan.start()
+    early = [row for batch in batches(50)[:-1] for row in run.feed(batch)]
+    assert early  # before the stream ends
+    rows = early + [row for batch in batches(50)[-1:] for row in run.feed(batch)] + run.finish()
+    assert [tuple(r) for r in rows] == engine_rows("xquery-window")
+    with pytest.raises(StateError, match="not saved yet"):
+        plan.start().snapshot()
+
+
+def test_an_error_in_a_threaded_pass_reaches_the_caller():
+    plan = compile_plan(
+        "xquery",
+        {
+            "q": "for tumbling window $w in $input/s/t "
+            "start $a when xs:integer($a/@price) idiv 0 = 1 return 1"
+        },
+    )
+    run = plan.start()
+    with pytest.raises(Exception, match=r"FOAR0001|division"):
+        for batch in batches(50):
+            run.feed(batch)
+        run.finish()

@@ -43,7 +43,7 @@ import numpy as np
 
 from xcep.errors import StateError
 from xcep.events.model import CLOSE, EventBatch
-from xcep.events.stepping import Stepper
+from xcep.events.stepping import Stepper, ThreadStepper
 
 MAGIC = b"xcep-run\n"
 VERSION = 1
@@ -336,8 +336,10 @@ class XSeqRun(Run):
 
 
 class XQueryPlan(Plan):
-    """One XQuery query (``queries``: one id → text): on whole documents, read as they
-    complete and evaluated at the end (a run saves the documents read so far)."""
+    """One XQuery query (``queries``: one id → text). A window over a stream
+    (``xcep.xquery.streaming``) gives its rows as windows close (such a run is not
+    saved yet); any other query runs on whole documents, read as they complete and
+    evaluated at the end (a run saves the documents read so far)."""
 
     kind = "xquery"
     can = frozenset({"snapshot"})
@@ -350,9 +352,11 @@ class XQueryPlan(Plan):
             raise ValueError("an XQuery plan holds one query")
         ((self.query_id, text),) = self.queries.items()
         self.query = xquery.compile(text)
+        self.streams = self.query.stream_plan[0] is not None
+        self.can = frozenset() if self.streams else frozenset({"snapshot"})
 
     def start(self) -> XQueryRun:
-        return XQueryRun(self)
+        return XQueryStreamRun(self) if self.streams else XQueryRun(self)
 
     def _restore(self, state) -> XQueryRun:
         import xml.etree.ElementTree as ET
@@ -400,6 +404,32 @@ class XQueryRun(Run):
         import xml.etree.ElementTree as ET
 
         return {"documents": [ET.tostring(t.getroot()) for t in self.trees], "open": self.open}
+
+
+class XQueryStreamRun(Run):
+    """A window over a stream: the query's own pass (``XQuery.stream``), in a thread of
+    its own (its items are asked for inside the window clause)."""
+
+    def __init__(self, plan: XQueryPlan) -> None:
+        super().__init__(plan)
+        from xcep.xquery.values import serialize
+
+        query, stream_plan = plan.query, plan.query.stream_plan[0]
+        self.serialize = serialize
+        self.pass_ = ThreadStepper(lambda batches: query.stream(stream_plan, batches, None))
+
+    def _rows(self, items: list) -> list[Row]:
+        return [Row(self.plan.query_id, None, self.serialize(item)) for item in items]
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        self.documents += _documents_ended(batch)
+        return self._rows(self.pass_.feed(batch))
+
+    def _finish(self) -> list[Row]:
+        return self._rows(self.pass_.end())
+
+    def _state(self):
+        raise StateError("an XQuery window over a stream is not saved yet")
 
 
 # -- XSCL (xcep.xscl) ------------------------------------------------------------------

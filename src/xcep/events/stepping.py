@@ -5,10 +5,18 @@ find. To feed such a pass piecewise (a service, a Spark micro-batch, an engine
 beside another) without a thread, the pass reads from a ``Feed`` that its driver
 fills, and answers a ``None`` batch (a *pause*) with a ``None``: the driver then
 knows that the batch before it is read to its end. ``Stepper`` is that driver.
+
+A pass that cannot answer a pause (its reading is nested deep inside what it does:
+an XQuery window asks for its next item in the middle of a condition) runs in a
+thread of its own instead (``ThreadStepper``), fed through a queue: the caller's
+thread waits whenever the pass runs, so the two never run at once and the results
+are those of one pass.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
@@ -56,3 +64,63 @@ class Stepper:
             return []
         self.ended = True
         return list(self.found)
+
+
+_WANTS, _DONE = object(), object()
+
+
+class ThreadStepper:
+    """``Stepper``'s interface for a pass that does not answer pauses: it runs in a
+    thread of its own, which waits for the next batch whenever it wants one."""
+
+    def __init__(self, make: Callable[[Iterable], Iterator]) -> None:
+        self.inbox: queue.Queue = queue.Queue()
+        self.outbox: queue.Queue = queue.Queue()
+        self.ended = False
+        self.thread = threading.Thread(target=self._pass, args=(make,), daemon=True)
+        self.thread.start()
+        self._collect()  # until the pass wants its first batch
+
+    def _batches(self) -> Iterator:
+        while True:
+            self.outbox.put(_WANTS)  # the caller may go on: this thread waits
+            batch = self.inbox.get()
+            if batch is _DONE:
+                return
+            yield batch
+
+    def _pass(self, make) -> None:
+        try:
+            for item in make(self._batches()):
+                self.outbox.put(item)
+        except BaseException as exc:  # handed to the caller's thread
+            self.outbox.put((_DONE, exc))
+            return
+        self.outbox.put((_DONE, None))
+
+    def _collect(self) -> list:
+        out = []
+        while True:
+            item = self.outbox.get()
+            if item is _WANTS:
+                return out
+            if type(item) is tuple and len(item) == 2 and item[0] is _DONE:
+                self.ended = True
+                if item[1] is not None:
+                    raise item[1]
+                return out
+            out.append(item)
+
+    def feed(self, batch) -> list:
+        if self.ended:
+            raise ValueError("the pass has ended")
+        self.inbox.put(batch)
+        return self._collect()
+
+    def end(self) -> list:
+        if self.ended:
+            return []
+        self.inbox.put(_DONE)
+        out = self._collect()
+        self.thread.join()
+        return out

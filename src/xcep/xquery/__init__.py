@@ -97,8 +97,9 @@ class XQuery:
         for item in items:
             yield serialize(item)
 
-    def stream(self, plan: StreamPlan, stream: EventStream, variables: dict | None) -> Iterator:
-        """The result items of a streamable query over ``stream``, window by window."""
+    def stream(self, plan: StreamPlan, stream, variables: dict | None) -> Iterator:
+        """The result items of a streamable query over ``stream`` (an ``EventStream`` or
+        its batches), window by window."""
         evaluator = Evaluator(self.text, None)
         env = dict(variables or {})
         if plan.prolog is not None:
@@ -107,7 +108,7 @@ class XQuery:
         windows = evaluator.window(
             flwor.clauses[0],
             env,
-            LazyItems(streaming.items(stream.batches(), plan.path, plan.ordered)),
+            LazyItems(streaming.items(_batches(stream), plan.path, plan.ordered)),
         )
         result = flwor.result
         try:
@@ -162,6 +163,10 @@ def _too_deep(what: str) -> XQueryError:
 def compile(text: str) -> XQuery:
     """Parse ``text`` (an XQuery main module body) into an ``XQuery``."""
     return XQuery(text)
+
+
+def _batches(stream):
+    return stream.batches() if isinstance(stream, EventStream) else stream
 
 
 def _trees(source) -> bool:

@@ -204,6 +204,8 @@ def _token_reads_outside(token, top: bool) -> str:
         if len(token) == 1:
             return "an absolute path"
         return _token_reads_outside(token[0], top) or _token_reads_outside(token[1], False)
+    if symbol == ":" and len(token) == 2 and "function" in token[1].label:
+        return _token_reads_outside(token[1], top)  # fn:count(...), xs:integer(...)
     if symbol == "[":
         return _token_reads_outside(token[0], top) or next(
             (why for p in list(token)[1:] if (why := _token_reads_outside(p, False))), ""
