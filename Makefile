@@ -17,7 +17,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 $(STAMP): pyproject.toml setup.py constraints.txt src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
-	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[dev,bench,spark]'
+	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[dev,bench,spark,serve]'
 	$(PY) -c 'from xcep.kernels import report_missing; report_missing()'
 	touch $(STAMP)
 
@@ -27,7 +27,7 @@ constraints:
 	rm -rf build/constraints-venv
 	$(PYTHON) -m venv build/constraints-venv
 	build/constraints-venv/bin/pip install $(PIP_FLAGS) --upgrade pip
-	build/constraints-venv/bin/pip install $(PIP_FLAGS) -e '.[dev,bench,spark,peers]'
+	build/constraints-venv/bin/pip install $(PIP_FLAGS) -e '.[dev,bench,spark,serve,peers]'
 	{ echo '# The exact versions make installs (pip install -c constraints.txt): tested by make test.'; \
 	  echo '# Made by `make constraints` from the ranges in pyproject.toml; do not edit by hand.'; \
 	  build/constraints-venv/bin/pip freeze --exclude-editable; } > constraints.txt

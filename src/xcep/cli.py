@@ -965,9 +965,11 @@ def build_parser() -> argparse.ArgumentParser:
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     xscl.set_defaults(run=cmd_xscl)
 
+    from xcep.serve.cli import add_commands as add_serve_commands
     from xcep.spark.cli import add_commands
 
     add_commands(commands)
+    add_serve_commands(commands)
     return parser
 
 

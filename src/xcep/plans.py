@@ -339,20 +339,23 @@ class XQueryPlan(Plan):
     """One XQuery query (``queries``: one id → text). A window over a stream
     (``xcep.xquery.streaming``) gives its rows as windows close (such a run is not
     saved yet); any other query runs on whole documents, read as they complete and
-    evaluated at the end (a run saves the documents read so far)."""
+    evaluated at the end (a run saves the documents read so far) — or, with
+    ``per_document=True`` (a service: every message a document of its own), on each
+    document as it completes, ``$input`` that document."""
 
     kind = "xquery"
     can = frozenset({"snapshot"})
 
-    def __init__(self, queries: dict, **options) -> None:
-        super().__init__(queries, **options)
+    def __init__(self, queries: dict, per_document: bool = False, **options) -> None:
+        super().__init__(queries, per_document=per_document, **options)
         from xcep import xquery
 
+        self.per_document = per_document
         if len(self.queries) != 1:
             raise ValueError("an XQuery plan holds one query")
         ((self.query_id, text),) = self.queries.items()
         self.query = xquery.compile(text)
-        self.streams = self.query.stream_plan[0] is not None
+        self.streams = self.query.stream_plan[0] is not None and not per_document
         self.can = frozenset() if self.streams else frozenset({"snapshot"})
 
     def start(self) -> XQueryRun:
@@ -384,8 +387,13 @@ class XQueryRun(Run):
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         found = self.pass_.feed(batch)
-        self.trees += found
         self.documents += len(found)
+        rows = []
+        if self.plan.per_document:
+            qid = self.plan.query_id
+            rows = [Row(qid, None, line) for tree in found for line in self.plan.query.run([tree])]
+        else:
+            self.trees += found
         tail = _open_tail(batch)
         if tail is None:
             self.open, self.open_doc = [], None
@@ -393,9 +401,11 @@ class XQueryRun(Run):
             self.open.append(tail[1])
         else:
             self.open, self.open_doc = [tail[1]], tail[0]
-        return []
+        return rows
 
     def _finish(self) -> list[Row]:
+        if self.plan.per_document:
+            return []
         self.trees += self.pass_.end()
         qid = self.plan.query_id
         return [Row(qid, None, line) for line in self.plan.query.run(self.trees or None)]

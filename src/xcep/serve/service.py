@@ -1,0 +1,320 @@
+"""``xcep serve``: every standing query of every kind over one parse of each message.
+
+The service reads the messages of ``--input`` (a JetStream stream over the subject,
+made or reused), in order from the one after its checkpoint, each one a document (XML or JSON,
+detected as the command line does), and feeds its events to one run per kind
+(``xcep.plans``): filters, XSeq, XQuery (per document, or a window over the
+stream), XSCL. What they find is published to JetStream:
+
+- a filter ``ID`` that matches: the message itself, unchanged, on
+  ``xcep.out.filter.ID`` (header ``Xcep-Input-Seq``: the input's stream sequence);
+- a result row of an XSeq, XQuery or XSCL query ``ID``: the batch command's
+  output line on ``xcep.out.<kind>.ID``;
+- a malformed document: its one-line error on ``xcep.deadletter``.
+
+Every result carries a ``Nats-Msg-Id`` made of the kind, the query, the input's
+sequence and the row's place, so a result published twice (after a restart) is
+stored once; a message counts as served (the checkpoint moves past it) only once
+the output stream has stored its results. The standing
+queries (``--filters`` and the other files, and the changes sent to
+``xcep.control``) are kept in ``STATE/queries.json``; after each message the
+runs that can be saved are saved with the sequence they cover
+(``STATE/checkpoint``), so a restart goes on from there: a message it covered
+is acknowledged again and not served twice. ``xcep.status`` answers with the
+counts as JSON. See docs/serve.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import pickle
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from xcep.errors import StateError, XcepError
+from xcep.events import EventStream, Input
+from xcep.plans import compile_plan
+from xcep.serve.broker import ensure_stream, jetstream, stream_name
+
+KINDS = ("filter", "xseq", "xquery", "xscl")
+TOKEN = re.compile(r"[A-Za-z0-9_-]+\Z")  # a query id is one subject token
+CONTROL, STATUS, DEADLETTER = "xcep.control", "xcep.status", "xcep.deadletter"
+OUTPUT = "xcep.out"
+
+
+class QuerySet:
+    """The standing queries, by kind and id, kept in ``STATE/queries.json``."""
+
+    def __init__(self, state: Path) -> None:
+        self.path = state / "queries.json"
+        self.queries: dict[str, dict] = {kind: {} for kind in KINDS}
+        if self.path.exists():
+            saved = json.loads(self.path.read_text())
+            for kind in KINDS:
+                self.queries[kind].update(saved.get(kind, {}))
+
+    def save(self) -> None:
+        _write_atomically(self.path, json.dumps(self.queries, indent=1).encode())
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def _check_id(qid: str) -> None:
+    if not TOKEN.match(qid):
+        raise ValueError(
+            f"a query id is letters, digits, '_' and '-' (a subject token), not {qid!r}"
+        )
+
+
+class Service:
+    """The runs of the standing queries, fed one message at a time."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        state.mkdir(parents=True, exist_ok=True)
+        self.queries = QuerySet(state)
+        self.checkpoint = state / "checkpoint"
+        self.covered = 0  # the last input sequence the saved runs include
+        self.runs: dict = {}
+        self.served = self.results = self.bad = 0
+        self.started = time.monotonic()
+        self._start_runs()
+
+    def _plan(self, kind: str, queries: dict):
+        if kind == "xseq":
+            return [compile_plan("xseq", {qid: text}) for qid, text in queries.items()]
+        if kind == "xquery":
+            return [
+                compile_plan("xquery", {qid: text}, per_document=True)
+                for qid, text in queries.items()
+            ]
+        return [compile_plan(kind, queries)] if queries else []
+
+    def _start_runs(self) -> None:
+        saved = {}
+        if self.checkpoint.exists():
+            data = pickle.loads(self.checkpoint.read_bytes())
+            self.covered, saved = data["covered"], data["runs"]
+        self.runs = {}
+        for kind in KINDS:
+            for plan in self._plan(kind, self.queries.queries[kind]):
+                key = (kind, tuple(sorted(map(str, plan.queries))))
+                snapshot = saved.get(key)
+                try:
+                    run = plan.restore(snapshot) if snapshot is not None else plan.start()
+                except StateError:
+                    run = plan.start()  # saved by other queries: starts afresh
+                self.runs[key] = (kind, plan, run)
+
+    def save(self, covered: int) -> None:
+        """The runs that can be saved, with the input sequence they cover."""
+        runs = {}
+        for key, (_, plan, run) in self.runs.items():
+            if "snapshot" in plan.can:
+                runs[key] = run.snapshot()
+        self.covered = covered
+        _write_atomically(self.checkpoint, pickle.dumps({"covered": covered, "runs": runs}))
+
+    def change(self, request: dict) -> None:
+        """``{"op": "add"|"remove", "kind": KIND, "id": ID, "query": TEXT}``: checked (a bad
+        query raises and changes nothing), then in force from the next message on (the
+        answer to a control request says which: ``from``, an input sequence)."""
+        op, kind, qid = request.get("op"), request.get("kind"), str(request.get("id", ""))
+        if kind not in KINDS or op not in ("add", "remove"):
+            raise ValueError(f"op is add or remove, kind one of {', '.join(KINDS)}")
+        _check_id(qid)
+        queries = dict(self.queries.queries[kind])
+        if op == "add":
+            if qid in queries:
+                raise ValueError(f"{kind} {qid} is already a standing query")
+            queries[qid] = str(request.get("query", ""))
+            self._plan(kind, {qid: queries[qid]})  # a bad query fails here
+        elif queries.pop(qid, None) is None:
+            raise ValueError(f"no {kind} query {qid}")
+        self.queries.queries[kind] = queries
+        self.queries.save()
+        if kind == "filter":  # a change the running machine takes (delta machines)
+            for k, _, run in list(self.runs.values()):
+                if k == "filter":
+                    (run.add(qid, queries[qid]) if op == "add" else run.remove(qid))
+                    return
+        kept = {key: value for key, value in self.runs.items() if value[0] != kind}
+        for plan in self._plan(kind, queries):  # the others start again with their queries
+            key = (kind, tuple(sorted(map(str, plan.queries))))
+            kept[key] = self.runs.get(key) or (kind, plan, plan.start())
+        self.runs = kept
+
+    def serve(self, seq: int, data: bytes) -> list[tuple[str, bytes, dict]]:
+        """The messages to publish for the input message ``seq``: (subject, body, headers)."""
+        errors: list = []
+        stream = EventStream(
+            [Input(f"message {seq}", file=io.BytesIO(data), format="auto")],
+            errors=errors.append,
+            keep_whitespace=True,
+        )
+        found: dict = {key: [] for key in self.runs}
+        for batch in stream.batches():
+            np.frombuffer(batch.docs, np.int64)[:] = seq  # the document is the message
+            for key, (_, _, run) in self.runs.items():
+                found[key] += run.feed(batch)
+        out = []
+        if errors:
+            self.bad += 1
+            out.append(
+                (DEADLETTER, f"input {seq}: {errors[0]}".encode(), {"Nats-Msg-Id": f"dead.{seq}"})
+            )
+        seen: dict = {}
+        for (kind, _), rows in found.items():
+            for row in rows:
+                if kind == "filter":
+                    for fid in row.value:
+                        headers = {"Xcep-Input-Seq": str(seq), "Nats-Msg-Id": f"filter.{fid}.{seq}"}
+                        out.append((f"{OUTPUT}.filter.{fid}", data, headers))
+                    continue
+                n = seen[(kind, row.query)] = seen.get((kind, row.query), -1) + 1
+                value = row.value if isinstance(row.value, str) else _json(row.value)
+                headers = {
+                    "Xcep-Input-Seq": str(seq),
+                    "Nats-Msg-Id": f"{kind}.{row.query}.{seq}.{n}",
+                }
+                out.append((f"{OUTPUT}.{kind}.{row.query}", value.encode(), headers))
+        self.served += 1
+        self.results += len(out)
+        return out
+
+    def status(self) -> dict:
+        seconds = time.monotonic() - self.started
+        return {
+            "documents": self.served,
+            "results": self.results,
+            "malformed": self.bad,
+            "covered": self.covered,
+            "documents_per_s": round(self.served / seconds, 1) if seconds else 0.0,
+            "queries": {kind: len(q) for kind, q in self.queries.queries.items()},
+        }
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def load_files(service: Service, files: dict[str, str | None]) -> None:
+    """The queries of ``--filters`` and the other files join the standing ones (a query
+    already standing keeps its text)."""
+    from xcep.xpush.workload import read_filters_file
+
+    changed = False
+    for kind, path in files.items():
+        if path is None:
+            continue
+        for line in read_filters_file(path, what="query"):
+            qid = str(line.fid)
+            _check_id(qid)
+            if qid not in service.queries.queries[kind]:
+                service.queries.queries[kind][qid] = line.text
+                changed = True
+    if changed:
+        service.queries.save()
+        service._start_runs()
+
+
+async def run_service(
+    url: str,
+    subject: str,
+    state: Path,
+    files: dict[str, str | None] | None = None,
+    stop: asyncio.Event | None = None,
+    log=None,
+    fetch: int = 32,
+) -> Service:
+    """Serve ``subject`` until ``stop`` is set (or forever)."""
+    service = Service(Path(state))
+    load_files(service, files or {})
+    connection, js = await jetstream(url)
+    await ensure_stream(js, stream_name(subject), [subject])
+    await ensure_stream(js, "XCEP_OUT", [f"{OUTPUT}.>", DEADLETTER])
+    # the input read in order from the message after the checkpoint: the checkpoint is
+    # what the service has acknowledged (a message served again after a crash gives the
+    # same results, which the output stream stores once: their Nats-Msg-Id)
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    config = ConsumerConfig(
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+        opt_start_seq=service.covered + 1,
+        ack_policy=AckPolicy.NONE,
+        inactive_threshold=60,
+    )
+    consumer = await js.pull_subscribe(subject, stream=stream_name(subject), config=config)
+
+    changes: asyncio.Queue = asyncio.Queue()
+
+    async def on_control(message) -> None:
+        await changes.put(message)  # applied between two messages: apply_changes
+
+    async def apply_changes() -> None:
+        """The changes sent since the last message, in force from the next one on: made
+        and saved with the checkpoint, so that a restart has them from that message on."""
+        while not changes.empty():
+            message = changes.get_nowait()
+            try:
+                service.change(json.loads(message.data))
+                service.save(service.covered)
+                answer = {"ok": True, "from": service.covered + 1}
+            except (ValueError, XcepError, json.JSONDecodeError) as exc:
+                answer = {"error": str(exc)}
+            if message.reply:
+                await message.respond(_json(answer).encode())
+
+    async def on_status(message) -> None:
+        if message.reply:
+            await message.respond(_json(service.status()).encode())
+
+    await connection.subscribe(CONTROL, cb=on_control)
+    await connection.subscribe(STATUS, cb=on_status)
+    last_log = time.monotonic()
+    try:
+        while stop is None or not stop.is_set():
+            await apply_changes()
+            try:
+                messages = await consumer.fetch(fetch, timeout=0.2)
+            except TimeoutError:  # nats' own timeout is one too
+                continue
+            for message in messages:
+                seq = message.metadata.sequence.stream
+                if seq <= service.covered:
+                    continue
+                acks = [
+                    js.publish(subject_, body, headers=headers)
+                    for subject_, body, headers in service.serve(seq, message.data)
+                ]
+                await asyncio.gather(*acks)  # stored by the output stream: then covered
+                service.save(seq)
+                await apply_changes()
+            if log is not None and time.monotonic() - last_log > 10:
+                last_log = time.monotonic()
+                log(_json(service.status()))
+    finally:
+        await connection.close()
+    return service
+
+
+async def send_control(url: str, request: dict, timeout: float = 5) -> dict:
+    """Send one change to a running service and return its answer."""
+    import nats
+
+    connection = await nats.connect(url, connect_timeout=5)
+    try:
+        answer = await connection.request(CONTROL, _json(request).encode(), timeout=timeout)
+        return json.loads(answer.data)
+    finally:
+        await connection.drain()

