@@ -37,6 +37,7 @@ constraints:
 # per-company runs of falling prices over a generated stock stream (XSeq, partition by).
 demo: $(STAMP)
 	$(PY) examples/spark_demo.py $(DATA) build/demo
+	$(PY) examples/serve_demo.py $(DATA) build/serve-demo
 
 # The same engines in-process, one command each.
 demo-local: $(STAMP)
