@@ -203,3 +203,35 @@ def test_kill_9_and_restart_routes_every_message_exactly_once(broker, tmp_path):
     want += expected_routes(more, 301, late)
     assert routed == want  # nothing lost, nothing twice
     assert json.loads((tmp_path / "state" / "queries.json").read_text())["filter"]["late"]
+
+
+def test_xcep_run_answers_as_each_command_does(tmp_path):
+    """One parse, every kind: the same answers as xcep filter, xseq, xquery and xscl."""
+    from xcep.cli import main
+
+    data = tmp_path / "in.xml"
+    data.write_bytes(b"\n".join(document(i) for i in range(40)))
+    filters, xseq = files(tmp_path)
+    xquery = tmp_path / "q.txt"
+    xquery.write_text("q\tfor $t in $input/t where $t/@p > 6 return string($t/@p)\n")
+    xscl = tmp_path / "j.txt"
+    xscl.write_text("j\tS/t->x1[/v->x2] JOIN{x2 = y2, 5} S/t->y1[/v->y2]\n")
+
+    def lines(*argv) -> list[str]:
+        out = io.StringIO()
+        assert main([*argv, str(data)], stdout=out) == 0
+        return out.getvalue().splitlines()
+
+    both = [json.loads(line) for line in lines(
+        "run", "--filters", str(filters), "--xseq", str(xseq), "--xquery", str(xquery),
+        "--xscl", str(xscl),
+    )]  # fmt: skip
+    by_kind: dict = {}
+    for row in both:
+        by_kind.setdefault(row.pop("kind"), []).append(row)
+    assert by_kind["filter"] == [json.loads(x) for x in lines("filter", "--filters", str(filters))]
+    assert [r["row"] for r in by_kind["xseq"]] == [json.loads(x) for x in lines("xseq", "/t/@p")]
+    solo = lines("xquery", "for $t in $input/t where $t/@p > 6 return string($t/@p)")
+    assert [r["item"] for r in by_kind["xquery"]] == solo
+    assert by_kind["xscl"] == [json.loads(x) for x in lines("xscl", "--queries", str(xscl))]
+    assert all(by_kind[kind] for kind in ("filter", "xseq", "xquery", "xscl"))  # not empty

@@ -511,6 +511,41 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     return status
 
 
+def cmd_run(args, stdout: TextIO, stderr: TextIO) -> int:
+    """Every query of every kind over one parse of the inputs (the loop of xcep serve)."""
+    from xcep.serve.service import read_query_file, standing_plans
+
+    files = {"filter": args.filters, "xseq": args.xseq, "xquery": args.xquery, "xscl": args.xscl}
+    if not any(files.values()):
+        print("xcep: error: give queries: --filters, --xseq, --xquery or --xscl FILE", file=stderr)
+        return EXIT_USAGE
+    runs = [
+        (kind, plan.start())
+        for kind, path in files.items()
+        if path is not None
+        for plan in standing_plans(kind, read_query_file(path), per_document=False)
+    ]
+
+    def line(kind: str, row) -> str:
+        if kind == "filter":
+            return json.dumps({"kind": kind, "doc": row.doc, "matches": row.value})
+        if kind == "xscl":  # its result's own JSON object, tagged
+            return '{"kind":"xscl",' + row.value[1:]
+        field = "row" if kind == "xseq" else "item"
+        return json.dumps({"kind": kind, "query": row.query, field: row.value}, default=str)
+
+    def consume(stream: EventStream) -> None:
+        for batch in stream.batches():
+            for kind, run in runs:
+                rows = run.feed(batch)
+                if rows:
+                    stdout.write("".join(line(kind, row) + "\n" for row in rows))
+        for kind, run in runs:
+            stdout.write("".join(line(kind, row) + "\n" for row in run.finish()))
+
+    return _read_inputs(args, stdout, stderr, consume, keep_whitespace=True)
+
+
 AUTO_BATCH = 500  # the largest batch of --batch auto
 
 
@@ -964,6 +999,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     xscl.set_defaults(run=cmd_xscl)
+
+    run = commands.add_parser(
+        "run",
+        formatter_class=_HelpFormatter,
+        help="run queries of every kind over one parse of the inputs",
+        description="Every filter, XSeq, XQuery and XSCL query (ID<TAB>QUERY per line in each "
+        "file) over one parse of the inputs, as xcep serve does on a broker: one JSON object "
+        'per line, tagged with its kind ({"kind": "filter", "doc": N, "matches": [ids]}, '
+        '{"kind": "xseq", "query": id, "row": [...]}, {"kind": "xquery", "query": id, '
+        '"item": "..."}, {"kind": "xscl", "query": id, ...}). See docs/serve.md.',
+    )
+    for flag in ("--filters", "--xseq", "--xquery", "--xscl"):
+        run.add_argument(flag, metavar="FILE", help=f"ID<TAB>query per line ({flag[2:]})")
+    _input_arguments(run)
+    run.set_defaults(run=cmd_run)
 
     from xcep.serve.cli import add_commands as add_serve_commands
     from xcep.spark.cli import add_commands

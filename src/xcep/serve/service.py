@@ -48,6 +48,29 @@ CONTROL, STATUS, DEADLETTER = "xcep.control", "xcep.status", "xcep.deadletter"
 OUTPUT = "xcep.out"
 
 
+def standing_plans(kind: str, queries: dict, per_document: bool) -> list:
+    """The plans of one kind's standing queries: one for the filters (one machine) and
+    the XSCL queries (one join), one per XSeq and XQuery query (each its own run; an
+    XQuery query on each document alone with ``per_document``, else over the stream)."""
+    if not queries:
+        return []
+    if kind == "xseq":
+        return [compile_plan("xseq", {qid: text}) for qid, text in queries.items()]
+    if kind == "xquery":
+        return [
+            compile_plan("xquery", {qid: text}, per_document=per_document)
+            for qid, text in queries.items()
+        ]
+    return [compile_plan(kind, queries)]
+
+
+def read_query_file(path: str) -> dict:
+    """``ID<TAB>QUERY`` per line (as the batch commands read them): id → text."""
+    from xcep.xpush.workload import read_filters_file
+
+    return {str(line.fid): line.text for line in read_filters_file(path, what="query")}
+
+
 class QuerySet:
     """The standing queries, by kind and id, kept in ``STATE/queries.json``."""
 
@@ -91,14 +114,7 @@ class Service:
         self._start_runs()
 
     def _plan(self, kind: str, queries: dict):
-        if kind == "xseq":
-            return [compile_plan("xseq", {qid: text}) for qid, text in queries.items()]
-        if kind == "xquery":
-            return [
-                compile_plan("xquery", {qid: text}, per_document=True)
-                for qid, text in queries.items()
-            ]
-        return [compile_plan(kind, queries)] if queries else []
+        return standing_plans(kind, queries, per_document=True)
 
     def _start_runs(self) -> None:
         saved = {}
@@ -211,17 +227,14 @@ def _json(value) -> str:
 def load_files(service: Service, files: dict[str, str | None]) -> None:
     """The queries of ``--filters`` and the other files join the standing ones (a query
     already standing keeps its text)."""
-    from xcep.xpush.workload import read_filters_file
-
     changed = False
     for kind, path in files.items():
         if path is None:
             continue
-        for line in read_filters_file(path, what="query"):
-            qid = str(line.fid)
+        for qid, text in read_query_file(path).items():
             _check_id(qid)
             if qid not in service.queries.queries[kind]:
-                service.queries.queries[kind][qid] = line.text
+                service.queries.queries[kind][qid] = text
                 changed = True
     if changed:
         service.queries.save()
