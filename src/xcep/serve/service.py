@@ -43,6 +43,7 @@ from xcep.plans import compile_plan
 from xcep.serve.broker import ensure_stream, jetstream, stream_name
 
 KINDS = ("filter", "xseq", "xquery", "xscl")
+SAVE_EVERY, SAVE_SECONDS = 200, 0.5  # a checkpoint at least this often
 TOKEN = re.compile(r"[A-Za-z0-9_-]+\Z")  # a query id is one subject token
 CONTROL, STATUS, DEADLETTER = "xcep.control", "xcep.status", "xcep.deadletter"
 OUTPUT = "xcep.out"
@@ -108,8 +109,10 @@ class Service:
         self.queries = QuerySet(state)
         self.checkpoint = state / "checkpoint"
         self.covered = 0  # the last input sequence the saved runs include
+        self.served = 0  # the last input sequence served (its results stored)
+        self.saved_at = time.monotonic()
         self.runs: dict = {}
-        self.served = self.results = self.bad = 0
+        self.documents = self.results = self.bad = 0
         self.started = time.monotonic()
         self._start_runs()
 
@@ -121,6 +124,7 @@ class Service:
         if self.checkpoint.exists():
             data = pickle.loads(self.checkpoint.read_bytes())
             self.covered, saved = data["covered"], data["runs"]
+            self.served = self.covered
         self.runs = {}
         for kind in KINDS:
             for plan in self._plan(kind, self.queries.queries[kind]):
@@ -132,11 +136,25 @@ class Service:
                     run = plan.start()  # saved by other queries: starts afresh
                 self.runs[key] = (kind, plan, run)
 
-    def save(self, covered: int) -> None:
-        """The runs that can be saved, with the input sequence they cover."""
+    def save_now(self) -> bool:
+        """Whether to save: every SAVE_EVERY messages or SAVE_SECONDS (a message served
+        again after a crash gives results the output stream already has, so a checkpoint
+        per message is not needed, and a file's rename costs about a millisecond)."""
+        return (
+            self.served - self.covered >= SAVE_EVERY
+            or time.monotonic() - self.saved_at >= SAVE_SECONDS
+        )
+
+    def save(self, covered: int | None = None) -> None:
+        """The runs that can be saved, with the input sequence they cover (the last one
+        served by default)."""
+        covered = self.served if covered is None else covered
+        self.saved_at = time.monotonic()
         runs = {}
-        for key, (_, plan, run) in self.runs.items():
-            if "snapshot" in plan.can:
+        for key, (kind, plan, run) in self.runs.items():
+            # filters hold nothing between two messages (each a whole document), and their
+            # set is in queries.json: saving them would cost their texts per message
+            if kind != "filter" and "snapshot" in plan.can:
                 runs[key] = run.snapshot()
         self.covered = covered
         _write_atomically(self.checkpoint, pickle.dumps({"covered": covered, "runs": runs}))
@@ -204,18 +222,19 @@ class Service:
                     "Nats-Msg-Id": f"{kind}.{row.query}.{seq}.{n}",
                 }
                 out.append((f"{OUTPUT}.{kind}.{row.query}", value.encode(), headers))
-        self.served += 1
+        self.documents += 1
         self.results += len(out)
         return out
 
     def status(self) -> dict:
         seconds = time.monotonic() - self.started
         return {
-            "documents": self.served,
+            "documents": self.documents,
+            "served": self.served,
             "results": self.results,
             "malformed": self.bad,
             "covered": self.covered,
-            "documents_per_s": round(self.served / seconds, 1) if seconds else 0.0,
+            "documents_per_s": round(self.documents / seconds, 1) if seconds else 0.0,
             "queries": {kind: len(q) for kind, q in self.queries.queries.items()},
         }
 
@@ -281,7 +300,7 @@ async def run_service(
             message = changes.get_nowait()
             try:
                 service.change(json.loads(message.data))
-                service.save(service.covered)
+                service.save()  # the change and what was served before it, together
                 answer = {"ok": True, "from": service.covered + 1}
             except (ValueError, XcepError, json.JSONDecodeError) as exc:
                 answer = {"error": str(exc)}
@@ -300,22 +319,28 @@ async def run_service(
             await apply_changes()
             try:
                 messages = await consumer.fetch(fetch, timeout=0.2)
-            except TimeoutError:  # nats' own timeout is one too
+            except TimeoutError:  # nats' own timeout is one too: idle, save
+                if service.served > service.covered:
+                    service.save()
                 continue
             for message in messages:
                 seq = message.metadata.sequence.stream
-                if seq <= service.covered:
+                if seq <= service.served:
                     continue
-                acks = [
-                    js.publish(subject_, body, headers=headers)
+                acks = [  # published together, each acknowledged by the output stream
+                    await js.publish_async(subject_, body, headers=headers)
                     for subject_, body, headers in service.serve(seq, message.data)
                 ]
-                await asyncio.gather(*acks)  # stored by the output stream: then covered
-                service.save(seq)
+                await asyncio.gather(*acks)  # stored by the output stream: served
+                service.served = seq
+                if service.save_now():
+                    service.save()
                 await apply_changes()
             if log is not None and time.monotonic() - last_log > 10:
                 last_log = time.monotonic()
                 log(_json(service.status()))
+        if service.served > service.covered:
+            service.save()
     finally:
         await connection.close()
     return service
