@@ -235,3 +235,30 @@ def test_xcep_run_answers_as_each_command_does(tmp_path):
     assert [r["item"] for r in by_kind["xquery"]] == solo
     assert by_kind["xscl"] == [json.loads(x) for x in lines("xscl", "--queries", str(xscl))]
     assert all(by_kind[kind] for kind in ("filter", "xseq", "xquery", "xscl"))  # not empty
+
+
+def test_an_xquery_window_runs_across_messages(broker, tmp_path):
+    """Each message a document; the window's items come from one after the other, and a
+    window is published when it closes (the last stays open: the stream goes on)."""
+    queries = tmp_path / "q.txt"
+    queries.write_text(
+        "runs\tfor tumbling window $w in $input/t start $s when true() end $e next $n "
+        'when $n/@c != $e/@c return <run c="{$s/@c}" n="{count($w)}"/>\n'
+    )
+    command = [
+        sys.executable, "-m", "xcep", "serve", "--nats", broker, "--input", "in.w",
+        "--state", str(tmp_path / "state"), "--xquery", str(queries),
+    ]  # fmt: skip
+    service = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        run(status(broker))
+        run(publish(broker, "in.w", [f'<t c="{c}"/>'.encode() for c in "AABBBA"]))
+        wait_covered(broker, 6)
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.communicate(timeout=20)
+    found = run(outputs(broker, "xcep.out.xquery.runs", "runs"))
+    assert [(body, seq) for _, body, seq in found] == [
+        (b'<run c="A" n="2"/>', "3"),  # closed by the third message
+        (b'<run c="B" n="3"/>', "6"),
+    ]

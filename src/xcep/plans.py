@@ -338,10 +338,10 @@ class XSeqRun(Run):
 class XQueryPlan(Plan):
     """One XQuery query (``queries``: one id → text). A window over a stream
     (``xcep.xquery.streaming``) gives its rows as windows close (such a run is not
-    saved yet); any other query runs on whole documents, read as they complete and
-    evaluated at the end (a run saves the documents read so far) — or, with
-    ``per_document=True`` (a service: every message a document of its own), on each
-    document as it completes, ``$input`` that document."""
+    saved yet), across documents; any other query runs on whole documents, read as
+    they complete and evaluated at the end (a run saves the documents read so far) —
+    or, with ``per_document=True`` (a service: every message a document of its own),
+    on each document as it completes, ``$input`` that document."""
 
     kind = "xquery"
     can = frozenset({"snapshot"})
@@ -355,7 +355,7 @@ class XQueryPlan(Plan):
             raise ValueError("an XQuery plan holds one query")
         ((self.query_id, text),) = self.queries.items()
         self.query = xquery.compile(text)
-        self.streams = self.query.stream_plan[0] is not None and not per_document
+        self.streams = self.query.stream_plan[0] is not None  # (then not per document)
         self.can = frozenset() if self.streams else frozenset({"snapshot"})
 
     def start(self) -> XQueryRun:
