@@ -5,6 +5,7 @@ import argparse
 from bench import (
     events,
     formats,
+    serve,
     spark,
     streaming_state,
     xpush,
@@ -35,6 +36,7 @@ BENCHMARKS = {
     "xseq-paths": xseq_paths.run,
     "xquery": xquery.run,
     "xquery-stream": xquery_stream.run,
+    "serve": serve.run,
     "xscl": xscl.run,
     "xscl-stream": xscl_stream.run,
     "spark": spark.run,

@@ -314,12 +314,15 @@ async def run_service(
     await connection.subscribe(CONTROL, cb=on_control)
     await connection.subscribe(STATUS, cb=on_status)
     last_log = time.monotonic()
+    want = 1  # a fetch waits until it has this many: 1 when idle (latency), more in a backlog
     try:
         while stop is None or not stop.is_set():
             await apply_changes()
             try:
-                messages = await consumer.fetch(fetch, timeout=0.2)
+                messages = await consumer.fetch(want, timeout=0.2)
+                want = fetch if len(messages) == want else 1
             except TimeoutError:  # nats' own timeout is one too: idle, save
+                want = 1
                 if service.served > service.covered:
                     service.save()
                 continue
