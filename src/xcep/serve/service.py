@@ -40,7 +40,7 @@ import numpy as np
 from xcep.errors import StateError, XcepError
 from xcep.events import EventStream, Input
 from xcep.plans import compile_plan
-from xcep.serve.broker import ensure_stream, jetstream, stream_name
+from xcep.serve.broker import NatsBroker
 
 KINDS = ("filter", "xseq", "xquery", "xscl")
 SAVE_EVERY, SAVE_SECONDS = 200, 0.5  # a checkpoint at least this often
@@ -188,8 +188,9 @@ class Service:
             kept[key] = self.runs.get(key) or (kind, plan, plan.start())
         self.runs = kept
 
-    def serve(self, seq: int, data: bytes) -> list[tuple[str, bytes, dict]]:
-        """The messages to publish for the input message ``seq``: (subject, body, headers)."""
+    def serve(self, seq: int, data: bytes) -> list[tuple[str, bytes, str, dict]]:
+        """The messages to publish for the input message ``seq``: (subject, body, id —
+        stored once by the broker however often it is sent —, headers)."""
         errors: list = []
         stream = EventStream(
             [Input(f"message {seq}", file=io.BytesIO(data), format="auto")],
@@ -204,24 +205,21 @@ class Service:
         out = []
         if errors:
             self.bad += 1
-            out.append(
-                (DEADLETTER, f"input {seq}: {errors[0]}".encode(), {"Nats-Msg-Id": f"dead.{seq}"})
-            )
+            error = f"input {seq}: {errors[0]}".encode()
+            out.append((DEADLETTER, error, f"dead.{seq}", {"Xcep-Input-Seq": str(seq)}))
         seen: dict = {}
         for (kind, _), rows in found.items():
             for row in rows:
                 if kind == "filter":
                     for fid in row.value:
-                        headers = {"Xcep-Input-Seq": str(seq), "Nats-Msg-Id": f"filter.{fid}.{seq}"}
-                        out.append((f"{OUTPUT}.filter.{fid}", data, headers))
+                        headers = {"Xcep-Input-Seq": str(seq)}
+                        out.append((f"{OUTPUT}.filter.{fid}", data, f"filter.{fid}.{seq}", headers))
                     continue
                 n = seen[(kind, row.query)] = seen.get((kind, row.query), -1) + 1
                 value = row.value if isinstance(row.value, str) else _json(row.value)
-                headers = {
-                    "Xcep-Input-Seq": str(seq),
-                    "Nats-Msg-Id": f"{kind}.{row.query}.{seq}.{n}",
-                }
-                out.append((f"{OUTPUT}.{kind}.{row.query}", value.encode(), headers))
+                ident = f"{kind}.{row.query}.{seq}.{n}"
+                headers = {"Xcep-Input-Seq": str(seq)}
+                out.append((f"{OUTPUT}.{kind}.{row.query}", value.encode(), ident, headers))
         self.documents += 1
         self.results += len(out)
         return out
@@ -268,73 +266,57 @@ async def run_service(
     stop: asyncio.Event | None = None,
     log=None,
     fetch: int = 32,
+    broker=None,
 ) -> Service:
-    """Serve ``subject`` until ``stop`` is set (or forever)."""
+    """Serve ``subject`` until ``stop`` is set (or forever), on ``broker`` (a
+    ``NatsBroker`` at ``url`` by default)."""
     service = Service(Path(state))
     load_files(service, files or {})
-    connection, js = await jetstream(url)
-    await ensure_stream(js, stream_name(subject), [subject])
-    await ensure_stream(js, "XCEP_OUT", [f"{OUTPUT}.>", DEADLETTER])
+    broker = broker or NatsBroker(url)
     # the input read in order from the message after the checkpoint: the checkpoint is
     # what the service has acknowledged (a message served again after a crash gives the
-    # same results, which the output stream stores once: their Nats-Msg-Id)
-    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
-    config = ConsumerConfig(
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-        opt_start_seq=service.covered + 1,
-        ack_policy=AckPolicy.NONE,
-        inactive_threshold=60,
-    )
-    consumer = await js.pull_subscribe(subject, stream=stream_name(subject), config=config)
-
+    # same results, which the output stream stores once: their ids)
+    await broker.open(subject, service.covered + 1, [f"{OUTPUT}.>", DEADLETTER])
     changes: asyncio.Queue = asyncio.Queue()
 
-    async def on_control(message) -> None:
-        await changes.put(message)  # applied between two messages: apply_changes
+    async def on_control(body: bytes, respond) -> None:
+        await changes.put((body, respond))  # applied between two messages: apply_changes
 
     async def apply_changes() -> None:
         """The changes sent since the last message, in force from the next one on: made
         and saved with the checkpoint, so that a restart has them from that message on."""
         while not changes.empty():
-            message = changes.get_nowait()
+            body, respond = changes.get_nowait()
             try:
-                service.change(json.loads(message.data))
+                service.change(json.loads(body))
                 service.save()  # the change and what was served before it, together
                 answer = {"ok": True, "from": service.covered + 1}
             except (ValueError, XcepError, json.JSONDecodeError) as exc:
                 answer = {"error": str(exc)}
-            if message.reply:
-                await message.respond(_json(answer).encode())
+            await respond(_json(answer).encode())
 
-    async def on_status(message) -> None:
-        if message.reply:
-            await message.respond(_json(service.status()).encode())
+    async def on_status(body: bytes, respond) -> None:
+        await respond(_json(service.status()).encode())
 
-    await connection.subscribe(CONTROL, cb=on_control)
-    await connection.subscribe(STATUS, cb=on_status)
+    await broker.listen(CONTROL, on_control)
+    await broker.listen(STATUS, on_status)
     last_log = time.monotonic()
     want = 1  # a fetch waits until it has this many: 1 when idle (latency), more in a backlog
     try:
         while stop is None or not stop.is_set():
             await apply_changes()
             try:
-                messages = await consumer.fetch(want, timeout=0.2)
+                messages = await broker.fetch(want, timeout=0.2)
                 want = fetch if len(messages) == want else 1
-            except TimeoutError:  # nats' own timeout is one too: idle, save
+            except TimeoutError:  # idle: save
                 want = 1
                 if service.served > service.covered:
                     service.save()
                 continue
-            for message in messages:
-                seq = message.metadata.sequence.stream
+            for seq, data in messages:
                 if seq <= service.served:
                     continue
-                acks = [  # published together, each acknowledged by the output stream
-                    await js.publish_async(subject_, body, headers=headers)
-                    for subject_, body, headers in service.serve(seq, message.data)
-                ]
-                await asyncio.gather(*acks)  # stored by the output stream: served
+                await broker.publish(service.serve(seq, data))  # all stored: served
                 service.served = seq
                 if service.save_now():
                     service.save()
@@ -345,7 +327,7 @@ async def run_service(
         if service.served > service.covered:
             service.save()
     finally:
-        await connection.close()
+        await broker.close()
     return service
 
 
