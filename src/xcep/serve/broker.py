@@ -109,7 +109,8 @@ class NatsBroker:
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
         self.connection, self.js = await jetstream(self.url)
-        await ensure_stream(self.js, stream_name(subject), [subject])
+        self.stream = stream_name(subject)
+        await ensure_stream(self.js, self.stream, [subject])
         await ensure_stream(self.js, "XCEP_OUT", outputs)
         config = ConsumerConfig(
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
@@ -120,6 +121,11 @@ class NatsBroker:
         self.consumer = await self.js.pull_subscribe(
             subject, stream=stream_name(subject), config=config
         )
+
+    async def last_sequence(self) -> int:
+        """The sequence of the input's last message (what is there to read)."""
+        info = await self.js.stream_info(self.stream)
+        return info.state.last_seq
 
     async def fetch(self, want: int, timeout: float) -> list[tuple[int, bytes]]:
         """The next messages, (sequence, body): as soon as ``want`` are there, else those

@@ -113,6 +113,8 @@ class Service:
         self.saved_at = time.monotonic()
         self.runs: dict = {}
         self.documents = self.results = self.bad = 0
+        self.last = 0  # the input's last sequence, when last asked
+        self.seconds = dict.fromkeys(KINDS, 0.0)  # time in each kind's engines
         self.started = time.monotonic()
         self._start_runs()
 
@@ -200,8 +202,10 @@ class Service:
         found: dict = {key: [] for key in self.runs}
         for batch in stream.batches():
             np.frombuffer(batch.docs, np.int64)[:] = seq  # the document is the message
-            for key, (_, _, run) in self.runs.items():
+            for key, (kind, _, run) in self.runs.items():
+                began = time.perf_counter()
                 found[key] += run.feed(batch)
+                self.seconds[kind] += time.perf_counter() - began
         out = []
         if errors:
             self.bad += 1
@@ -233,6 +237,8 @@ class Service:
             "malformed": self.bad,
             "covered": self.covered,
             "documents_per_s": round(self.documents / seconds, 1) if seconds else 0.0,
+            "lag": max(0, self.last - self.served),
+            "engine_seconds": {kind: round(t, 3) for kind, t in self.seconds.items()},
             "queries": {kind: len(q) for kind, q in self.queries.queries.items()},
         }
 
@@ -296,6 +302,7 @@ async def run_service(
             await respond(_json(answer).encode())
 
     async def on_status(body: bytes, respond) -> None:
+        service.last = await broker.last_sequence()
         await respond(_json(service.status()).encode())
 
     await broker.listen(CONTROL, on_control)
@@ -323,6 +330,7 @@ async def run_service(
                 await apply_changes()
             if log is not None and time.monotonic() - last_log > 10:
                 last_log = time.monotonic()
+                service.last = await broker.last_sequence()
                 log(_json(service.status()))
         if service.served > service.covered:
             service.save()
