@@ -8,7 +8,10 @@
 - ``record_path="/stocks/transaction"``: each file is one large XML document
   cut into records, one unit per record, keeping its position.
 - ``stream=True``: Structured Streaming over a directory (new files as they
-  arrive), ``max_files_per_trigger`` files per micro-batch.
+  arrive), ``max_files_per_trigger`` files per micro-batch; or over a NATS
+  JetStream subject, ``nats://HOST:PORT/SUBJECT`` (``nats_source``): one unit per
+  message, its id ``nats://HOST:PORT/SUBJECT#SEQ``, ``max_files_per_trigger``
+  messages per micro-batch.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def read_units(
     if record_path is not None:
         parse_record_path(record_path)  # a bad path fails here, on the driver
     paths = [paths] if isinstance(paths, str) else list(paths)
+    if stream and len(paths) == 1 and paths[0].startswith("nats://"):
+        return _units_of_messages(spark, paths[0], record_path, max_files_per_trigger)
     if stream:
         if len(paths) != 1:
             raise ValueError("a streaming source is one directory")
@@ -53,6 +58,30 @@ def read_units(
         files = reader.option("pathGlobFilter", data_glob()).load(paths)  # only data files
     files = files.select("path", "content", F.col("modificationTime").alias("time"))
     return files.mapInArrow(_units_of_files(record_path), UNIT_SCHEMA)
+
+
+def _units_of_messages(spark, url: str, record_path, per_trigger) -> DataFrame:
+    """A NATS JetStream subject as a stream of units, one per message (a document)."""
+    from pyspark.sql import functions as F
+
+    from xcep.spark.nats_source import parse_url, register
+
+    if record_path is not None:
+        raise ValueError("--record-path cuts files: a message is one document")
+    server, subject = parse_url(url)
+    register(spark)
+    reader = spark.readStream.format("xcep-nats").option("url", server)
+    reader = reader.option("subject", subject)
+    if per_trigger:
+        reader = reader.option("maxMessagesPerTrigger", per_trigger)
+    messages = reader.load()
+    return messages.select(
+        "path",
+        F.lit(None).cast("long").alias("record"),
+        "content",
+        F.lit(None).cast("string").alias("error"),
+        F.col("time").cast("timestamp").alias("time"),
+    )
 
 
 def _units_of_files(record_path: str | None):
