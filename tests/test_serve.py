@@ -262,3 +262,27 @@ def test_an_xquery_window_runs_across_messages(broker, tmp_path):
         (b'<run c="A" n="2"/>', "3"),  # closed by the third message
         (b'<run c="B" n="3"/>', "6"),
     ]
+
+
+def test_a_query_that_fails_on_a_message_costs_its_answer_only(broker, tmp_path):
+    queries = tmp_path / "q.txt"
+    queries.write_text("tenth\tfor $t in $input/t return 10 idiv xs:integer($t/@p)\n")
+    filters = tmp_path / "f.txt"
+    filters.write_text("all\t/t\n")
+    command = [
+        sys.executable, "-m", "xcep", "serve", "--nats", broker, "--input", "in.e",
+        "--state", str(tmp_path / "state"), "--xquery", str(queries), "--filters", str(filters),
+    ]  # fmt: skip
+    service = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        run(status(broker))
+        run(publish(broker, "in.e", [b'<t p="5"/>', b'<t p="0"/>', b'<t p="2"/>']))
+        assert wait_covered(broker, 3)["served"] == 3
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.communicate(timeout=20)
+    answers = run(outputs(broker, "xcep.out.xquery.tenth", "tenth"))
+    assert [(body, seq) for _, body, seq in answers] == [(b"2", "1"), (b"5", "3")]
+    assert len(run(outputs(broker, "xcep.out.filter.all", "all"))) == 3  # the filter too
+    dead = run(outputs(broker, "xcep.deadletter", "dead-e"))
+    assert len(dead) == 1 and b"input 2: xquery tenth" in dead[0][1] and b"FOAR0001" in dead[0][1]

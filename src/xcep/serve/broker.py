@@ -74,10 +74,20 @@ def local_server(store: str | Path, port: int | None = None) -> Iterator[str]:
 
 
 async def jetstream(url: str):
-    """(connection, JetStream context) to the server at ``url``."""
+    """(connection, JetStream context) to the server at ``url``; ``ConnectionError`` (one
+    line) when it cannot be reached."""
     import nats
+    from nats.errors import NoServersError
 
-    connection = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    async def quiet(error: Exception) -> None:  # (nats-py prints each retry's traceback)
+        pass
+
+    try:
+        connection = await nats.connect(
+            url, connect_timeout=5, max_reconnect_attempts=3, error_cb=quiet
+        )
+    except (NoServersError, OSError) as exc:
+        raise ConnectionError(f"cannot reach the NATS server at {url}: {exc}") from None
     return connection, connection.jetstream()
 
 

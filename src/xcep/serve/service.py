@@ -40,7 +40,7 @@ import numpy as np
 from xcep.errors import StateError, XcepError
 from xcep.events import EventStream, Input
 from xcep.plans import compile_plan
-from xcep.serve.broker import NatsBroker
+from xcep.serve.broker import NatsBroker, jetstream
 
 KINDS = ("filter", "xseq", "xquery", "xscl")
 SAVE_EVERY, SAVE_SECONDS = 200, 0.5  # a checkpoint at least this often
@@ -200,17 +200,28 @@ class Service:
             keep_whitespace=True,
         )
         found: dict = {key: [] for key in self.runs}
+        failed: dict = {}  # a run that raised: its error (it starts afresh)
         for batch in stream.batches():
             np.frombuffer(batch.docs, np.int64)[:] = seq  # the document is the message
             for key, (kind, _, run) in self.runs.items():
+                if key in failed:
+                    continue
                 began = time.perf_counter()
-                found[key] += run.feed(batch)
+                try:
+                    found[key] += run.feed(batch)
+                except Exception as exc:  # one query's failure costs its answer, no more
+                    failed[key] = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
                 self.seconds[kind] += time.perf_counter() - began
+        for key, why in failed.items():
+            kind, plan, _ = self.runs[key]
+            self.runs[key] = (kind, plan, plan.start())
+            errors.append(f"{kind} {', '.join(key[1])}: {why}")
         out = []
         if errors:
             self.bad += 1
-            error = f"input {seq}: {errors[0]}".encode()
-            out.append((DEADLETTER, error, f"dead.{seq}", {"Xcep-Input-Seq": str(seq)}))
+        for n, error in enumerate(errors):  # a malformed document, a query that failed on it
+            line = f"input {seq}: {error}".encode()
+            out.append((DEADLETTER, line, f"dead.{seq}.{n}", {"Xcep-Input-Seq": str(seq)}))
         seen: dict = {}
         for (kind, _), rows in found.items():
             for row in rows:
@@ -341,11 +352,13 @@ async def run_service(
 
 async def send_control(url: str, request: dict, timeout: float = 5) -> dict:
     """Send one change to a running service and return its answer."""
-    import nats
+    from nats.errors import NoRespondersError
 
-    connection = await nats.connect(url, connect_timeout=5)
+    connection, _ = await jetstream(url)
     try:
         answer = await connection.request(CONTROL, _json(request).encode(), timeout=timeout)
         return json.loads(answer.data)
+    except NoRespondersError:
+        raise ConnectionError(f"no xcep serve answers on {url}") from None
     finally:
-        await connection.drain()
+        await connection.close()
