@@ -159,14 +159,26 @@ def _documents_ended(batch: EventBatch) -> int:
     return int(np.count_nonzero((kinds == CLOSE) & (depths == 1)))
 
 
-def _open_tail(batch: EventBatch) -> tuple[int, EventBatch] | None:
-    """The events of the document still open at the end of ``batch`` (its number and
-    them), or None when the batch ends at a document's end."""
-    n = len(batch)
-    if n == 0 or (batch.kinds[n - 1] == CLOSE and batch.depths[n - 1] == 1):
-        return None
-    *_, (number, start, end) = batch.document_runs()
-    return number, batch.slice(start, end)
+class OpenDocument:
+    """The events read so far of the document still open after the last batch: what a
+    run whose state between documents is empty saves (and reads again when restored)."""
+
+    def __init__(self) -> None:
+        self.batches: list[EventBatch] = []
+        self.number = None
+
+    def note(self, batch: EventBatch) -> None:
+        """Take in the batch just fed."""
+        n = len(batch)
+        if n == 0 or (batch.kinds[n - 1] == CLOSE and batch.depths[n - 1] == 1):
+            self.batches, self.number = [], None  # it ends at a document's end
+            return
+        *_, (number, start, end) = batch.document_runs()
+        tail = batch.slice(start, end)
+        if number == self.number:
+            self.batches.append(tail)
+        else:
+            self.batches, self.number = [tail], number
 
 
 # -- filters (xcep.xpush) ------------------------------------------------------------
@@ -212,23 +224,20 @@ class FilterRun(Run):
 
         self.machine = XPushMachine(dict(filters), plan.machine_options)
         self.pass_ = Stepper(self.machine.run)
-        self.open: list[EventBatch] = []  # the events of the document still open
-        self.open_doc = None
+        self.open = OpenDocument()
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         found = self.pass_.feed(batch)
         self.documents += len(found)
-        tail = _open_tail(batch)
-        if tail is None:
-            self.open, self.open_doc = [], None
-        elif tail[0] == self.open_doc:
-            self.open.append(tail[1])
-        else:
-            self.open, self.open_doc = [tail[1]], tail[0]
+        self.open.note(batch)
         return [Row(None, doc, ids) for doc, ids in found]
 
     def _state(self):
-        return {"filters": self.machine.filters(), "open": self.open, "documents": self.documents}
+        return {
+            "filters": self.machine.filters(),
+            "open": self.open.batches,
+            "documents": self.documents,
+        }
 
     def add(self, query_id, text: str) -> None:
         self.machine.add_filter(query_id, text)
@@ -382,8 +391,7 @@ class XQueryRun(Run):
 
         self.trees: list = []
         self.pass_ = Stepper(documents_from_batches)
-        self.open: list[EventBatch] = []
-        self.open_doc = None
+        self.open = OpenDocument()
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         found = self.pass_.feed(batch)
@@ -394,13 +402,7 @@ class XQueryRun(Run):
             rows = [Row(qid, None, line) for tree in found for line in self.plan.query.run([tree])]
         else:
             self.trees += found
-        tail = _open_tail(batch)
-        if tail is None:
-            self.open, self.open_doc = [], None
-        elif tail[0] == self.open_doc:
-            self.open.append(tail[1])
-        else:
-            self.open, self.open_doc = [tail[1]], tail[0]
+        self.open.note(batch)
         return rows
 
     def _finish(self) -> list[Row]:
@@ -413,7 +415,10 @@ class XQueryRun(Run):
     def _state(self):
         import xml.etree.ElementTree as ET
 
-        return {"documents": [ET.tostring(t.getroot()) for t in self.trees], "open": self.open}
+        return {
+            "documents": [ET.tostring(t.getroot()) for t in self.trees],
+            "open": self.open.batches,
+        }
 
 
 class XQueryStreamRun(Run):

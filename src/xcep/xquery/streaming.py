@@ -29,14 +29,14 @@ completes) keeps those items; the whole-document path drops the document.
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from elementpath.tree_builders import get_node_tree
 
-from xcep.events import ATTR, CLOSE, OPEN, EventBatch
+from xcep.events import OPEN, TEXT, EventBatch
 from xcep.xquery import ast as A
+from xcep.xquery.documents import ElementBuilder
 
 _BINDING = re.compile(r"\s*\$input((?:\s*/\s*[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)+)\s*\Z")
 # what reads outside an item: axes that go up or sideways, the root and ids
@@ -225,44 +225,29 @@ def items(batches: Iterable[EventBatch], path: tuple[str, ...], ordered: bool = 
     the items' before it (document order across items is stream order)."""
     depth_wanted = len(path)
     on_path = [True] + [False] * depth_wanted  # by depth: its ancestors and it match
-    builder: ET.TreeBuilder | None = None
-    pending = None  # an open tag waiting for its attributes: [name, attributes]
-    open_inside = 0  # elements open inside the item being built
+    building: ElementBuilder | None = None
     numbered = 0  # the nodes numbered so far
     for batch in batches:
         names = batch.symbols.names
         for kind, name, value, depth in zip(
             batch.kinds, batch.names, batch.values, batch.depths, strict=True
         ):
-            if builder is None:
+            if building is None:
                 if kind == OPEN and depth <= depth_wanted:
                     matched = on_path[depth - 1] and names[name] == path[depth - 1]
                     on_path[depth] = matched
                     if matched and depth == depth_wanted:
-                        builder, pending, open_inside = ET.TreeBuilder(), [names[name], {}], 1
+                        building = ElementBuilder()
+                        building.add(kind, names[name], value)
                 continue
-            if kind == ATTR:
-                pending[1][names[name]] = value
-                continue
-            if pending is not None:
-                builder.start(*pending)
-                pending = None
-            if kind == OPEN:
-                pending = [names[name], {}]
-                open_inside += 1
-            elif kind == CLOSE:
-                builder.end(names[name])
-                open_inside -= 1
-                if open_inside == 0:
-                    element = builder.close()
-                    node = get_node_tree(element)
-                    if ordered:
-                        _renumber(node, numbered)
-                        numbered += sum(4 + len(e.attrib) for e in element.iter())
-                    builder = None
-                    yield node
-            else:
-                builder.data(value)
+            element = building.add(kind, None if kind == TEXT else names[name], value)
+            if element is not None:
+                node = get_node_tree(element)
+                if ordered:
+                    _renumber(node, numbered)
+                    numbered += sum(4 + len(e.attrib) for e in element.iter())
+                building = None
+                yield node
 
 
 def _renumber(node, offset: int) -> None:
