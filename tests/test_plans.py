@@ -204,3 +204,17 @@ def test_an_error_in_a_threaded_pass_reaches_the_caller():
         for batch in batches(50):
             run.feed(batch)
         run.finish()
+
+
+def test_closing_a_threaded_run_ends_its_thread():
+    import threading
+
+    plan = compile_plan("xquery", CASES["xquery-window"])
+    before = threading.active_count()
+    runs = [plan.start() for _ in range(5)]
+    for run in runs:
+        run.feed(batches(50)[0])
+    assert threading.active_count() == before + 5
+    for run in runs:
+        run.close()
+    assert threading.active_count() == before

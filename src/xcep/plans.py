@@ -34,6 +34,7 @@ this module is their single entrance to the engines.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import pickle
@@ -141,6 +142,9 @@ class Run:
 
     def stats(self) -> dict:
         return {"queries": len(self.plan.queries), "documents": self.documents, "rows": self.rows}
+
+    def close(self) -> None:
+        """Let the run go without finishing it (a run with a thread ends it)."""
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         raise NotImplementedError
@@ -445,6 +449,10 @@ class XQueryStreamRun(Run):
 
     def _state(self):
         raise StateError("an XQuery window over a stream is not saved yet")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # its error was the caller's business already
+            self.pass_.end()
 
 
 # -- XSCL (xcep.xscl) ------------------------------------------------------------------

@@ -188,6 +188,9 @@ class Service:
         for plan in self._plan(kind, queries):  # the others start again with their queries
             key = (kind, tuple(sorted(map(str, plan.queries))))
             kept[key] = self.runs.get(key) or (kind, plan, plan.start())
+        for key, (_, _, run) in self.runs.items():
+            if key not in kept:
+                run.close()
         self.runs = kept
 
     def serve(self, seq: int, data: bytes) -> list[tuple[str, bytes, str, dict]]:
@@ -213,7 +216,8 @@ class Service:
                     failed[key] = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
                 self.seconds[kind] += time.perf_counter() - began
         for key, why in failed.items():
-            kind, plan, _ = self.runs[key]
+            kind, plan, old = self.runs[key]
+            old.close()
             self.runs[key] = (kind, plan, plan.start())
             errors.append(f"{kind} {', '.join(key[1])}: {why}")
         out = []
