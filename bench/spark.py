@@ -1,4 +1,5 @@
-"""The engines on Spark local[1] and local[2] against in-process, on the same input (issue 8).
+"""The engines on Spark local[1], local[2] and a 2-worker standalone cluster on loopback
+against in-process, on the same input (issues 8 and 25).
 
 ``python -m bench spark``:
 
@@ -44,7 +45,7 @@ RISES = (
     "return count($Y) from /stocks /$X \\ $Y where $Y/price/text() > $X/price/text() "
     "partition by /stocks/transaction@company"
 )
-MASTERS = ["local[1]", "local[2]"]
+MASTERS = ["local[1]", "local[2]", "standalone"]  # standalone: 2 workers on loopback
 BIG_CONF = {"spark.sql.shuffle.partitions": 8, "spark.driver.memory": "6g"}
 
 
@@ -134,6 +135,18 @@ def spark_cases(spark, master: str, inputs: dict) -> list[Case]:
     ]
 
 
+def _master(name: str):
+    """The master URL for ``name``: a local one as it is, ``standalone`` a cluster of two
+    workers (1 core, 1 GB each) started on loopback for the run."""
+    import contextlib
+
+    from xcep.spark.cluster import standalone
+
+    if name == "standalone":
+        return standalone(workers=2)
+    return contextlib.nullcontext(name)
+
+
 def run(repeat: int = 3, quick: bool = False) -> list[dict]:
     from xcep.spark.session import session
 
@@ -143,13 +156,14 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         cases = in_process_cases(inputs)
         measure(cases, repeat)
         for master in MASTERS:
-            spark = session(master, "xcep-bench", conf={"spark.sql.shuffle.partitions": 8})
-            these = spark_cases(spark, master, inputs)
-            for case in these:
-                case.run()  # warm-up: Python workers started, machines built
-            measure(these, repeat)
-            cases += these
-            spark.stop()
+            with _master(master) as url:
+                spark = session(url, "xcep-bench", conf={"spark.sql.shuffle.partitions": 8})
+                these = spark_cases(spark, master, inputs)
+                for case in these:
+                    case.run()  # warm-up: Python workers started, machines built
+                measure(these, repeat)
+                cases += these
+                spark.stop()
     rows = [summarise(c) for c in cases]
     for row in rows:
         peers = [r for r in rows if r["input"] == row["input"]]
