@@ -30,6 +30,7 @@ evaluating states in increasing order decides successors first.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xcep.xpush.ast import (
@@ -85,8 +86,15 @@ class AFA:
         return state
 
     def add_filter(self, number: int, path: Path, unique_early: bool = False) -> int:
-        """Compile one (rewritten, ``..``-free) filter; returns its initial state."""
-        builder = Builder(self, ("early", path) if unique_early else None)
+        """Compile one (rewritten, ``..``-free) filter; returns its initial state. Its own
+        state (early notification) is keyed as ``add_program`` keys it: by its program
+        and constants, so that filters that compile alike share it however written."""
+        owner = None
+        if unique_early:
+            constants = tuple(dict.fromkeys(_constants(path)))
+            program = Recorder.program(path, constants)
+            owner = ("early", program, program.uses(constants))
+        builder = Builder(self, owner)
         compiler = _Compiler(builder, unique_early)
         state = compiler.path(path.steps, builder.true, main=True)
         self.initial[number] = state
@@ -108,6 +116,24 @@ class AFA:
         if owner is not None and program.early is not None:
             self.early[number] = states[program.early]
         return states[program.root]
+
+
+def _constants(node) -> Iterator:
+    """The constants of a filter's comparisons, in the tree's order."""
+    if isinstance(node, Path):
+        for step in node.steps:
+            for predicate in step.predicates:
+                yield from _constants(predicate)
+    elif isinstance(node, And | Or):
+        for item in node.items:
+            yield from _constants(item)
+    elif isinstance(node, Not):
+        yield from _constants(node.item)
+    elif isinstance(node, Exists):
+        yield from _constants(node.path)
+    elif isinstance(node, Compare):
+        yield from _constants(node.path)
+        yield node.value
 
 
 class Builder:
