@@ -19,11 +19,18 @@ from typing import TextIO
 
 from xcep import __version__
 from xcep._gc import collector_paused
-from xcep.cliargs import Deprecated, load_xscl_queries, query_text, stream_inputs
+from xcep.cliargs import (
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Deprecated,
+    load_xscl_queries,
+    query_text,
+    stream_inputs,
+)
 from xcep.errors import InputError, XcepError, located
 from xcep.events import FORMATS, NO_NAME, EventBatch, EventStream, Kind, expand_inputs
-
-EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class ErrorReporter:

@@ -9,6 +9,8 @@ from typing import TextIO
 
 from xcep.errors import read_text
 
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130  # docs/cli.md, "Exit codes"
+
 
 class Deprecated(argparse.Action):
     """An old spelling of an option: stores into the new one's destination (appending,

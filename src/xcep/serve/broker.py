@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from xcep.loopback import free_port
+
 
 def server_binary() -> str:
     """The nats-server of this environment (installed by ``make``), else one on PATH."""
@@ -39,16 +41,10 @@ def server_binary() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def local_server(store: str | Path, port: int | None = None) -> Iterator[str]:
     """A NATS server with JetStream on loopback (its URL), stopped at the end."""
-    port = port or _free_port()
+    port = port or free_port()
     command = [server_binary(), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(store)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

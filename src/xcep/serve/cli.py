@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+from xcep.cliargs import EXIT_OK, EXIT_USAGE
 
 
 def cmd_serve(args, stdout: TextIO, stderr: TextIO) -> int:

@@ -6,9 +6,15 @@ import argparse
 import time
 from typing import TextIO
 
-from xcep.cliargs import Deprecated, load_xscl_queries, query_text, stream_inputs
-
-EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+from xcep.cliargs import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_USAGE,
+    Deprecated,
+    load_xscl_queries,
+    query_text,
+    stream_inputs,
+)
 
 
 def add_commands(commands) -> None:

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,11 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from xcep.loopback import free_port
 
 
 def spark_class() -> str:
@@ -55,7 +50,7 @@ def standalone(
         work_dir = Path(tempfile.mkdtemp(prefix="xcep-spark-"))
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     env.setdefault("SPARK_LOG_DIR", str(work_dir / "logs"))
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     master = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
     logs: list = []
@@ -70,7 +65,7 @@ def standalone(
               "--port", str(port), "--webui-port", str(ui))  # fmt: skip
         for k in range(workers):
             start(f"worker-{k}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                  "--cores", str(cores), "--memory", memory, "--webui-port", str(_free_port()),
+                  "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
                   "--work-dir", str(work_dir / f"work-{k}"), master)  # fmt: skip
         deadline = time.monotonic() + 120
         while True:

@@ -210,11 +210,10 @@ def _token_reads_outside(token, top: bool) -> str:
         return _token_reads_outside(token[0], top) or next(
             (why for p in list(token)[1:] if (why := _token_reads_outside(p, False))), ""
         )
-    if top and len(token) == 0 and (symbol in _CONTEXT or symbol in _CONTEXT_FUNCTIONS):
-        return "the context item (a relative path or '.' outside a path from a variable)"
-    if top and symbol == "*" and len(token) == 0:
-        return "the context item (a relative path or '.' outside a path from a variable)"
-    if top and symbol in _CONTEXT and symbol not in ("position", "last"):
+    reads_context = symbol in _CONTEXT and (len(token) == 0 or symbol not in ("position", "last"))
+    if not token and (symbol in _CONTEXT_FUNCTIONS or symbol == "*"):  # string(), a bare *
+        reads_context = True
+    if top and reads_context:
         return "the context item (a relative path or '.' outside a path from a variable)"
     return next((why for child in token if (why := _token_reads_outside(child, top))), "")
 
