@@ -117,6 +117,45 @@ def test_a_run_saved_anywhere_goes_on_with_the_same_rows(case):
         assert rows + run.finish() == want, cut
 
 
+@pytest.mark.parametrize("join", ["memory", "sql"])
+def test_an_xscl_run_saved_among_changes_goes_on_as_if_never_stopped(join):
+    texts = [
+        *CASES["xscl"].values(),
+        "S/s/t->x1[/@price->x2] JOIN{x2 = y2, 4} S/s/t->y1[/@price->y2]",
+    ]
+    parts = batches(16)
+    rng = random.Random(join)
+    for _ in range(4):
+        changes, present = {}, ["j0"]
+        for n, at in enumerate(sorted(rng.sample(range(len(parts)), 5))):
+            if present and rng.random() < 0.4:
+                changes[at] = ("remove", present.pop(rng.randrange(len(present))), None)
+            else:
+                changes[at] = ("add", f"q{n}", rng.choice(texts))
+                present.append(f"q{n}")
+
+        def rows(save_at, changes=changes):
+            plan = compile_plan("xscl", {"j0": texts[0]}, join=join)
+            run, out = plan.start(), []
+            for i, batch in enumerate(parts):
+                if i == save_at:  # restored by a plan of the queries it has now
+                    data = run.snapshot()
+                    if run.queries() != plan.queries:
+                        with pytest.raises(StateError, match="another plan"):
+                            plan.restore(data)
+                    run = compile_plan("xscl", run.queries(), join=join).restore(data)
+                op, qid, text = changes.get(i, (None, None, None))
+                if op:
+                    run.add(qid, text) if op == "add" else run.remove(qid)
+                out += run.feed(batch)
+            return out + run.finish()
+
+        want = rows(None)
+        assert want  # the queries find something
+        for cut in rng.sample(range(len(parts)), 3):
+            assert rows(cut) == want, (cut, changes)
+
+
 def test_a_snapshot_of_another_plan_or_damaged_is_refused():
     plan = compile_plan("filter", {1: "/s/t"})
     data = plan.start().snapshot()

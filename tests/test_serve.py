@@ -37,10 +37,12 @@ def broker(tmp_path_factory):
 class Service:
     """``xcep serve`` in a process of its own."""
 
-    def __init__(self, url: str, subject: str, state: Path, filters: Path, xseq: Path) -> None:
+    def __init__(
+        self, url: str, subject: str, state: Path, filters: Path, xseq: Path, *more: str
+    ) -> None:
         self.command = [
             sys.executable, "-m", "xcep", "serve", "--nats", url, "--input", subject,
-            "--state", str(state), "--filters", str(filters), "--xseq", str(xseq),
+            "--state", str(state), "--filters", str(filters), "--xseq", str(xseq), *more,
         ]  # fmt: skip
         self.process = None
 
@@ -171,10 +173,33 @@ def test_routing_results_deadletter_and_live_changes(broker, tmp_path):
     assert len(prices) == 29  # one row per good document
 
 
+JOINS = {"near": "S/t->x1[/v->x2] JOIN{x2 = y2, 5} S/t->y1[/v->y2]"}
+LATE_JOIN = "S/t->x1[/@p->x2] JOIN{x2 = y2, 30} S/t->y1[/@p->y2]"
+
+
+def expected_joins(bodies: list[bytes], changed_at: int) -> Counter:
+    """What one uninterrupted XSCL run gives: (subject, result line, input sequence)."""
+    from xcep.plans import compile_plan
+
+    run, want = compile_plan("xscl", JOINS).start(), Counter()
+    for offset, body in enumerate(bodies):
+        if offset == changed_at:
+            run.add("late", LATE_JOIN)
+        for batch in EventStream([io.BytesIO(body)], keep_whitespace=True).batches():
+            for row in run.feed(batch):
+                want[(f"xcep.out.xscl.{row.query}", row.value.encode(), str(offset + 1))] += 1
+    return want
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="kill -9 needs POSIX")
 def test_kill_9_and_restart_routes_every_message_exactly_once(broker, tmp_path):
+    """Filters route, and an XSCL join keeps its state (documents within its window)
+    across the kills: every result once, as one uninterrupted run gives them."""
     filters, xseq = files(tmp_path)
-    service = Service(broker, "in.b", tmp_path / "state", filters, xseq).start()
+    joins = tmp_path / "joins.txt"
+    joins.write_text("".join(f"{k}\t{v}\n" for k, v in JOINS.items()))
+    state = tmp_path / "state"
+    service = Service(broker, "in.b", state, filters, xseq, "--xscl", str(joins)).start()
     bodies = [document(i) for i in range(300)]
     try:
         run(status(broker))  # it is up
@@ -187,6 +212,8 @@ def test_kill_9_and_restart_routes_every_message_exactly_once(broker, tmp_path):
         run(status(broker))
         change = {"op": "add", "kind": "filter", "id": "late", "query": "/t[v=2]"}
         covered = run(send_control(broker, change))["from"] - 1  # in force after this one
+        change = {"op": "add", "kind": "xscl", "id": "late", "query": LATE_JOIN}
+        joined_from = run(send_control(broker, change))["from"] - 1
         service.kill()
         service.start()
         more = [document(i) for i in range(300, 320)]
@@ -202,7 +229,10 @@ def test_kill_9_and_restart_routes_every_message_exactly_once(broker, tmp_path):
     want += expected_routes(bodies[covered:], covered + 1, late)
     want += expected_routes(more, 301, late)
     assert routed == want  # nothing lost, nothing twice
-    assert json.loads((tmp_path / "state" / "queries.json").read_text())["filter"]["late"]
+    assert json.loads((state / "queries.json").read_text())["filter"]["late"]
+    joined = Counter(run(outputs(broker, "xcep.out.xscl.>", "joins-b")))
+    assert joined == expected_joins(bodies + more, joined_from)
+    assert sum(n for (subject, *_), n in joined.items() if subject.endswith(".late")) > 0
 
 
 def test_xcep_run_answers_as_each_command_does(tmp_path):

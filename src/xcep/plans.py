@@ -19,7 +19,7 @@ the queries of a running plan where the engine allows it (from the next
 document on); ``plan.explain()`` and ``run.stats()`` describe them, with the
 keys ``queries``, ``documents`` and ``rows`` in every engine. Where an engine
 cannot yet do something (a snapshot of a query on the XSeq pushdown automaton,
-of an XQuery window over a stream, of an XSCL join), it raises ``StateError``
+of an XQuery window over a stream), it raises ``StateError``
 saying so; ``plan.can`` lists what it can.
 
 A row is ``(query, doc, value)``: for filters one row per document, ``query``
@@ -66,10 +66,12 @@ class Plan:
         self.queries = dict(queries)
         self.options = options
 
-    def fingerprint(self) -> str:
-        """What a snapshot is checked against: the kind, the queries and the options."""
+    def fingerprint(self, queries: dict | None = None) -> str:
+        """What a snapshot is checked against: the kind, the queries (``queries``, those
+        of a run that changed them; the plan's by default) and the options."""
+        queries = self.queries if queries is None else queries
         text = json.dumps(
-            [self.kind, sorted((str(k), v) for k, v in self.queries.items()), self.options],
+            [self.kind, sorted((str(k), v) for k, v in queries.items()), self.options],
             sort_keys=True,
             default=str,
         )
@@ -89,7 +91,10 @@ class Plan:
         if saved.get("version") != VERSION:
             raise StateError(f"a run snapshot of version {saved.get('version')}, not {VERSION}")
         if saved.get("kind") != self.kind or saved.get("plan") != self.fingerprint():
-            raise StateError("the snapshot was saved by another plan (queries or options)")
+            raise StateError(
+                "the snapshot was saved by another plan (queries or options): a run whose "
+                "queries changed is restored by a plan of the queries it had then"
+            )
         return self._restore(saved["state"])
 
     def _restore(self, state) -> Run:
@@ -129,10 +134,15 @@ class Run:
         saved = {
             "version": VERSION,
             "kind": self.plan.kind,
-            "plan": self.plan.fingerprint(),
+            "plan": self.plan.fingerprint(self.queries()),
             "state": self._state(),
         }
         return MAGIC + pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def queries(self) -> dict:
+        """id → text of the queries it runs now (the plan's, then those added, less
+        those removed)."""
+        return dict(self.plan.queries)
 
     def add(self, query_id, text: str) -> None:
         raise StateError(f"{self.plan.kind} queries cannot be added to a running plan yet")
@@ -242,6 +252,9 @@ class FilterRun(Run):
             "open": self.open.batches,
             "documents": self.documents,
         }
+
+    def queries(self) -> dict:
+        return self.machine.filters()
 
     def add(self, query_id, text: str) -> None:
         self.machine.add_filter(query_id, text)
@@ -463,7 +476,7 @@ class XsclPlan(Plan):
     document is joined."""
 
     kind = "xscl"
-    can = frozenset({"add", "remove"})
+    can = frozenset({"snapshot", "add", "remove"})
 
     def __init__(self, queries: dict, stream: str = "S", **options) -> None:
         super().__init__(queries, stream=stream, **options)
@@ -474,21 +487,36 @@ class XsclPlan(Plan):
     def start(self) -> XsclRun:
         return XsclRun(self)
 
+    def _restore(self, state) -> XsclRun:
+        from xcep.xscl import XsclEngine
+
+        run = XsclRun(self, XsclEngine.restore(state["engine"], **self.engine_options))
+        run.documents = state["documents"]
+        for batch in state["open"]:
+            run.feed(batch)
+        return run
+
     def explain(self) -> str:
         return f"{len(self.queries)} XSCL queries over the stream {self.stream}"
 
 
 class XsclRun(Run):
-    def __init__(self, plan: XsclPlan) -> None:
+    """A saved run holds the documents the join state holds (and the queries they met):
+    a restored one joins them again, giving nothing for them."""
+
+    def __init__(self, plan: XsclPlan, engine=None) -> None:
         super().__init__(plan)
         from xcep.xscl import XsclEngine, timestamp_reader
         from xcep.xscl.documents import documents_from_batches
 
-        self.engine = XsclEngine(**plan.engine_options)
-        for qid, text in plan.queries.items():
-            self.engine.add(qid, text)
+        if engine is None:
+            engine = XsclEngine(**plan.engine_options)
+            for qid, text in plan.queries.items():
+                engine.add(qid, text)
+        self.engine = engine
         self.timestamp = timestamp_reader(None)
         self.pass_ = Stepper(documents_from_batches)
+        self.open = OpenDocument()
 
     def _join(self, documents: list) -> list[Row]:
         batch = []
@@ -500,10 +528,22 @@ class XsclRun(Run):
         return [Row(r.query, None, r.to_json()) for r in self.engine.process(batch)]
 
     def _feed(self, batch: EventBatch) -> list[Row]:
-        return self._join(self.pass_.feed(batch))
+        rows = self._join(self.pass_.feed(batch))
+        self.open.note(batch)
+        return rows
 
     def _finish(self) -> list[Row]:
         return self._join(self.pass_.end())
+
+    def _state(self):
+        return {
+            "engine": self.engine.snapshot(),
+            "open": self.open.batches,
+            "documents": self.documents,
+        }
+
+    def queries(self) -> dict:
+        return {qid: registered.text for qid, registered in self.engine.queries.items()}
 
     def add(self, query_id, text: str) -> None:
         self.engine.add(query_id, text)

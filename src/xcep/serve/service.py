@@ -179,10 +179,12 @@ class Service:
             raise ValueError(f"no {kind} query {qid}")
         self.queries.queries[kind] = queries
         self.queries.save()
-        if kind == "filter":  # a change the running machine takes (delta machines)
-            for k, _, run in list(self.runs.values()):
-                if k == "filter":
+        if kind in ("filter", "xscl") and queries:  # one run holds them all: it changes
+            for key, (k, plan, run) in list(self.runs.items()):
+                if k == kind:  # (its saved state then names the queries it has now)
                     (run.add(qid, queries[qid]) if op == "add" else run.remove(qid))
+                    del self.runs[key]
+                    self.runs[(kind, tuple(sorted(map(str, queries))))] = (k, plan, run)
                     return
         kept = {key: value for key, value in self.runs.items() if value[0] != kind}
         for plan in self._plan(kind, queries):  # the others start again with their queries

@@ -286,6 +286,10 @@ class XsclEngine:
         # count each), to skip a template the batch's bindings cannot start
         self._starts: dict[int, dict[tuple[str, str], int]] = {}
         self._start_of: dict[int, tuple[str, str]] = {}  # rid -> its pair in _starts
+        # what a snapshot replays: the queries in force when the oldest document held
+        # arrived, and the changes since, each with the id of the document it came before
+        self._base: dict[str, str] = {}
+        self._changes: list[tuple[int, str, str, str | None]] = []
 
     # -- queries ---------------------------------------------------------------
 
@@ -318,10 +322,12 @@ class XsclEngine:
         self._widest = None
         if query.publish:
             self.published.add(query.publish)
+        self._changed("add", query_id, text)
         return query
 
     def remove(self, query_id: str) -> None:
         registered = self.queries.pop(query_id)
+        self._changed("remove", query_id, None)
         del self._query_of[registered.order]
         self._id_array = None
         parsed = self._parsed[registered.text]
@@ -833,6 +839,64 @@ class XsclEngine:
                 [cut],
             )
         self.db.execute("DELETE FROM r_docts WHERE ts < ?", [cut])
+
+    # -- saving and restoring the join state --------------------------------------
+
+    def _changed(self, op: str, query_id: str, text: str | None) -> None:
+        self._changes.append((self.next_docid, op, query_id, text))
+        if len(self._changes) > 256:
+            self._fold_changes()
+
+    def _fold_changes(self) -> None:
+        """Fold the changes made before the oldest document held into ``_base``."""
+        oldest = next(iter(self.docs), self.next_docid)
+        kept = 0
+        for at, op, query_id, text in self._changes:
+            if at > oldest:
+                break
+            kept += 1
+            if op == "add":
+                self._base[query_id] = text
+            else:
+                self._base.pop(query_id, None)
+        del self._changes[:kept]
+
+    def snapshot(self) -> dict:
+        """The join state as plain data (``restore`` makes an engine of it): the
+        documents it holds with their ids, and the queries each of them met."""
+        self._fold_changes()
+        return {
+            "queries": dict(self._base),
+            "changes": list(self._changes),
+            "docs": [(docid, *entry) for docid, entry in self.docs.items()],
+            "next_docid": self.next_docid,
+            "latest": self._latest,
+        }
+
+    @classmethod
+    def restore(cls, state: dict, **options) -> XsclEngine:
+        """An engine with the state ``snapshot`` saved (``options`` as the saved one's):
+        the documents held join it again in their order, with their ids, under the
+        queries then in force; what they find was given before and is not again."""
+        engine = cls(**options)
+        changes = list(state["changes"])
+
+        def changes_before(docid: int) -> None:
+            while changes and changes[0][0] <= docid:
+                _, op, query_id, text = changes.pop(0)
+                engine.add(query_id, text) if op == "add" else engine.remove(query_id)
+
+        engine.next_docid = state["docs"][0][0] if state["docs"] else state["next_docid"]
+        for query_id, text in state["queries"].items():
+            engine.add(query_id, text)
+        for docid, doc, ts, stream in state["docs"]:
+            engine.next_docid = docid
+            changes_before(docid)
+            engine._batch([(stream, doc, ts)], False)  # its results were given
+        engine.next_docid = state["next_docid"]
+        changes_before(engine.next_docid)
+        engine._latest = max(engine._latest, state["latest"])
+        return engine
 
     def state_size(self) -> dict:
         """Rows of join state and of the view cache (for memory reports); with the
