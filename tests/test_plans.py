@@ -117,25 +117,42 @@ def test_a_run_saved_anywhere_goes_on_with_the_same_rows(case):
         assert rows + run.finish() == want, cut
 
 
-@pytest.mark.parametrize("join", ["memory", "sql"])
-def test_an_xscl_run_saved_among_changes_goes_on_as_if_never_stopped(join):
-    texts = [
+CHANGING = {  # a plan's kind, options and the texts of the queries added and removed
+    "xscl-memory": ("xscl", {"join": "memory"}),
+    "xscl-sql": ("xscl", {"join": "sql"}),
+    "xseq-multi": ("xseq", {}),
+}
+MORE = {
+    "xscl": [
         *CASES["xscl"].values(),
         "S/s/t->x1[/@price->x2] JOIN{x2 = y2, 4} S/s/t->y1[/@price->y2]",
-    ]
+    ],
+    "xseq": [
+        *CASES["xseq-multi"].values(),
+        "return $Z@price, $Y@price from /s /$Z (\\ $Y)* where $Y@price < prev($Y)@price "
+        "partition by /s/t@company",
+        "return count($Z) from /s/$Z[v > 1]",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHANGING))
+def test_a_run_saved_among_changes_goes_on_as_if_never_stopped(case):
+    kind, options = CHANGING[case]
+    texts = MORE[kind]
     parts = batches(16)
-    rng = random.Random(join)
+    rng = random.Random(case)
     for _ in range(4):
-        changes, present = {}, ["j0"]
+        changes, present = {}, ["q"]
         for n, at in enumerate(sorted(rng.sample(range(len(parts)), 5))):
-            if present and rng.random() < 0.4:
+            if len(present) > 1 and rng.random() < 0.4:
                 changes[at] = ("remove", present.pop(rng.randrange(len(present))), None)
             else:
                 changes[at] = ("add", f"q{n}", rng.choice(texts))
                 present.append(f"q{n}")
 
         def rows(save_at, changes=changes):
-            plan = compile_plan("xscl", {"j0": texts[0]}, join=join)
+            plan = compile_plan(kind, {"q": texts[0], "r": texts[1]}, **options)
             run, out = plan.start(), []
             for i, batch in enumerate(parts):
                 if i == save_at:  # restored by a plan of the queries it has now
@@ -143,7 +160,7 @@ def test_an_xscl_run_saved_among_changes_goes_on_as_if_never_stopped(join):
                     if run.queries() != plan.queries:
                         with pytest.raises(StateError, match="another plan"):
                             plan.restore(data)
-                    run = compile_plan("xscl", run.queries(), join=join).restore(data)
+                    run = compile_plan(kind, run.queries(), **options).restore(data)
                 op, qid, text = changes.get(i, (None, None, None))
                 if op:
                     run.add(qid, text) if op == "add" else run.remove(qid)

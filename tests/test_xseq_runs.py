@@ -11,25 +11,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.test_xseq_paths import plain_paths
 from tests.test_xseq_sequence import sequence_queries, streams
-from tests.xseq_queries import documents
+from tests.xseq_queries import documents, families, queries
 
 from xcep.errors import StateError
 from xcep.events import EventStream
-from xcep.xseq import QuerySyntaxError, XSeqEngine
+from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
+from xcep.xseq.engine import Driver
 
 
 def _batches(text: str, size: int) -> list:
     return list(EventStream([io.BytesIO(text.encode())], batch_size=size).batches())
 
 
-def _cut_and_resumed(query: str, batches: list, cuts: set) -> list:
+def _cut_and_resumed(query: str, batches: list, cuts: set, **options) -> list:
     """The rows of a run saved after each batch in ``cuts`` and resumed by a new engine."""
-    run = XSeqEngine(query).start()
+    run = XSeqEngine(query, **options).start()
     rows: list = []
     for i, batch in enumerate(batches):
         rows += run.feed([batch])
         if i in cuts:
-            run = XSeqEngine(query).resume(run.snapshot())
+            run = XSeqEngine(query, **options).resume(run.snapshot())
     return rows + run.finish()
 
 
@@ -76,11 +77,56 @@ def test_a_snapshot_is_small_and_does_not_grow_with_the_stream() -> None:
     assert max(sizes[100:]) <= max(sizes[:100]) < 2_000
 
 
-def test_the_automaton_and_foreign_snapshots_are_refused() -> None:
-    automaton = XSeqEngine("//a[b = c]")
-    assert not automaton.resumable
-    with pytest.raises(StateError, match="automaton"):
-        automaton.start()
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=queries(),
+    text=documents(),
+    selection=st.sampled_from(("all", "maximal", "skip-past-last")),
+    size=st.integers(1, 12),
+    cuts=st.sets(st.integers(0, 40), max_size=6),
+)
+def test_automaton_runs_resume_where_they_stopped(query, text, selection, size, cuts) -> None:
+    """Every query shape on the pushdown automaton (partitions, Kleene-*, pending subtree
+    checks, selections that wait for later matches), saved anywhere, even inside a tag."""
+    try:
+        engine = XSeqEngine(query, selection=selection, fast=False)
+    except QuerySyntaxError:
+        return
+    batches = _batches(text, size)
+    expected = list(engine.run(iter(batches)))
+    resumed = _cut_and_resumed(query, batches, cuts, selection=selection, fast=False)
+    assert resumed == expected, query
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    queries=families(3),
+    text=documents(),
+    size=st.integers(1, 12),
+    cuts=st.sets(st.integers(0, 40), max_size=6),
+)
+def test_runs_of_many_queries_resume_where_they_stopped(queries, text, size, cuts) -> None:
+    """An ``XSeqMultiEngine`` run (shared states, templates) pickled with its driver."""
+    import pickle
+
+    try:
+        engine = XSeqMultiEngine(dict(enumerate(queries)))
+    except QuerySyntaxError:
+        return
+    batches = _batches(text, size)
+    expected = list(engine.run(iter(batches)))
+    engine = XSeqMultiEngine(dict(enumerate(queries)))
+    driver, rows = engine.start(), []
+    for i, batch in enumerate(batches):
+        rows += driver.feed(batch)
+        if i in cuts:
+            engine, driver = pickle.loads(pickle.dumps((engine, driver)))
+            assert isinstance(driver, Driver)
+    assert rows + driver.finish() == expected, queries
+
+
+def test_foreign_and_damaged_snapshots_are_refused() -> None:
+    assert XSeqEngine("//a[b = c]").resumable  # (the automaton: saved too)
     run = XSeqEngine("//a/@x").start()
     (batch,) = _batches('<r><a x="1"/></r>', 10)
     assert run.feed([batch.slice(0, len(batch) - 1)]) == [["1"]]  # the root still open

@@ -18,8 +18,7 @@ goes on where it stopped; ``run.add(id, text)`` and ``run.remove(id)`` change
 the queries of a running plan where the engine allows it (from the next
 document on); ``plan.explain()`` and ``run.stats()`` describe them, with the
 keys ``queries``, ``documents`` and ``rows`` in every engine. Where an engine
-cannot yet do something (a snapshot of a query on the XSeq pushdown automaton,
-of an XQuery window over a stream), it raises ``StateError``
+cannot yet do something (a snapshot of an XQuery window over a stream), it raises ``StateError``
 saying so; ``plan.can`` lists what it can.
 
 A row is ``(query, doc, value)``: for filters one row per document, ``query``
@@ -270,8 +269,9 @@ class FilterRun(Run):
 
 
 class XSeqPlan(Plan):
-    """XSeq queries: one query on its runtime (a run of the path or flat-sequence runtime
-    can be saved), several in one automaton (queries added and removed while it runs)."""
+    """XSeq queries: one query on its runtime, several in one automaton (queries added
+    and removed while it runs). Every run is saved: one query's by its runtime
+    (``XSeqEngine.start``), several queries' with their automaton."""
 
     kind = "xseq"
 
@@ -282,11 +282,11 @@ class XSeqPlan(Plan):
         if len(self.queries) == 1:
             ((self.single_id, text),) = self.queries.items()
             self.engine = XSeqEngine(text, **options)
-            self.can = frozenset({"snapshot"}) if self.engine.resumable else frozenset()
+            self.can = frozenset({"snapshot"})
         else:
             self.single_id = None
             self.engine = None
-            self.can = frozenset({"add", "remove"})
+            self.can = frozenset({"snapshot", "add", "remove"})
             XSeqMultiEngine(**options)  # the options are checked here
             for text in self.queries.values():  # and the queries
                 XSeqEngine(text, **options)
@@ -295,9 +295,7 @@ class XSeqPlan(Plan):
         return XSeqRun(self)
 
     def _restore(self, state) -> XSeqRun:
-        if self.engine is None or not self.engine.resumable:
-            raise StateError("only a run of one XSeq query on a resumable runtime is saved")
-        run = XSeqRun(self, self.engine.resume(state["run"]))
+        run = XSeqRun(self, state)
         run.documents = state["documents"]
         return run
 
@@ -305,28 +303,27 @@ class XSeqPlan(Plan):
         if self.engine is not None:
             runtime = self.engine.fast_path
             how = runtime if isinstance(runtime, str) else type(runtime).__name__
-            return f"one XSeq query ({how}); saved runs: {self.engine.resumable}"
+            return f"one XSeq query ({how})"
         return f"{len(self.queries)} XSeq queries in one automaton"
 
 
 class XSeqRun(Run):
-    def __init__(self, plan: XSeqPlan, resumed=None) -> None:
+    def __init__(self, plan: XSeqPlan, saved: dict | None = None) -> None:
         super().__init__(plan)
-        engine = plan.engine
-        self.resumable = resumed is not None or (engine is not None and engine.resumable)
-        if self.resumable:
-            self.run = resumed if resumed is not None else engine.start()
+        if plan.engine is not None:  # one query: its runtime's run
+            engine = plan.engine
+            self.run = engine.resume(saved["run"]) if saved else engine.start()
             return
-        if engine is None:
-            from xcep.xseq import XSeqMultiEngine
+        if saved:  # several: the automaton and its driver, as saved
+            self.multi, self.driver, self.texts = saved["multi"], saved["driver"], saved["texts"]
+            return
+        from xcep.xseq import XSeqMultiEngine
 
-            self.multi = XSeqMultiEngine(**plan.options)
-            for qid, text in plan.queries.items():
-                self.multi.subscribe(qid, text)
-            self.pass_ = Stepper(self.multi.run)
-        else:
-            self.multi = None
-            self.pass_ = Stepper(engine.run)
+        self.multi = XSeqMultiEngine(**plan.options)
+        self.texts = dict(plan.queries)
+        for qid, text in self.texts.items():
+            self.multi.subscribe(qid, text)
+        self.driver = self.multi.start()
 
     def _rows(self, found: list) -> list[Row]:
         if self.plan.single_id is not None:
@@ -335,27 +332,39 @@ class XSeqRun(Run):
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         self.documents += _documents_ended(batch)
-        if self.resumable:
+        if self.plan.engine is not None:
             return self._rows(self.run.feed([batch]))
-        return self._rows(self.pass_.feed(batch))
+        return self._rows(self.driver.feed(batch))
 
     def _finish(self) -> list[Row]:
-        return self._rows(self.run.finish() if self.resumable else self.pass_.end())
+        if self.plan.engine is not None:
+            return self._rows(self.run.finish())
+        return self._rows(self.driver.finish())
 
     def _state(self):
-        if not self.resumable:
-            raise StateError("this XSeq query runs on the pushdown automaton: not saved yet")
-        return {"run": self.run.snapshot(), "documents": self.documents}
+        if self.plan.engine is not None:
+            return {"run": self.run.snapshot(), "documents": self.documents}
+        return {
+            "multi": self.multi,
+            "driver": self.driver,
+            "texts": self.texts,
+            "documents": self.documents,
+        }
+
+    def queries(self) -> dict:
+        return dict(self.texts) if self.plan.engine is None else dict(self.plan.queries)
 
     def add(self, query_id, text: str) -> None:
-        if self.resumable or self.multi is None:
+        if self.plan.engine is not None:
             raise StateError("queries are added to a plan of several XSeq queries")
         self.multi.subscribe(query_id, text)
+        self.texts[query_id] = text
 
     def remove(self, query_id) -> None:
-        if self.resumable or self.multi is None:
+        if self.plan.engine is not None:
             raise StateError("queries are removed from a plan of several XSeq queries")
         self.multi.unsubscribe(query_id)
+        del self.texts[query_id]
 
 
 # -- XQuery (xcep.xquery) --------------------------------------------------------------

@@ -5,19 +5,17 @@
 micro-batches and read as one document that goes on (the record path's
 ancestors open once, close when the partition ends).
 
-- **Saved runs** (XSeq queries on the path or flat-sequence runtime,
-  ``XSeqEngine.resumable``): the state is the engine's own run state
+- **Saved runs** (XSeq queries, on any runtime): the state is the engine's own run state
   (``XSeqRun.snapshot()``: open elements, partial matches, pending rows,
   aggregates) and the number of nodes read so far. Each micro-batch resumes the
   run, feeds it only the new records and saves it again: its cost depends on
   the micro-batch, not on the partition's history, and the state's size on
   the live matches, not on the records read.
-- **Replay** (the other XSeq queries, XQuery): the state is the partition's
-  records so far (in arrival order) and how many output rows were already
-  emitted. Each micro-batch appends the new records, replays the partition
-  through the engine (XSeq: ``run(final=False)``) and emits only the rows past
-  that count; its cost grows with the partition's length, which the idle
-  timeout bounds.
+- **Replay** (XQuery): the state is the partition's records so far (in
+  arrival order) and how many output rows were already emitted. Each
+  micro-batch appends the new records, replays the partition through the
+  engine and emits only the rows past that count; its cost grows with the
+  partition's length, which the idle timeout bounds.
 
 When a partition has been idle for ``idle_timeout``, its last rows (XSeq:
 aggregates, matches waiting to be maximal; XQuery: all of its result, a
@@ -128,11 +126,8 @@ class XSeqPartition(PartitionProcessor):
         self.spec = (query, selection)
 
     def advance(self, key: str, records: list, state: tuple | None, final: bool) -> tuple:
-        """A saved run when the query's runtime has one (else replay): resumed, fed the
-        new records only, saved again."""
+        """The saved run resumed, fed the new records only, saved again."""
         engine = xseq_engine(self.spec)
-        if not engine.resumable:
-            return super().advance(key, records, state, final)
         saved, nodes = (state[2], state[3]) if state is not None else (None, 0)
         run = engine.resume(saved) if saved is not None else engine.start()
         batch, read = continued(
@@ -148,11 +143,6 @@ class XSeqPartition(PartitionProcessor):
         state = (b"", 0, None if final else run.snapshot(), nodes + read)
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         return [(None, key, dumps(r), None) for r in rows], state
-
-    def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
-        rows = xseq_engine(self.spec).run(partition_stream(key, document).batches(), final=final)
-        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        return [(None, key, dumps(r), None) for r in rows]
 
 
 def continued(batches, depth: int, first: bool, last: bool, nodes: int) -> tuple:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from functools import partial
 
 from xcep.errors import StateError
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
@@ -627,7 +628,7 @@ class Run:
         for pred, deep in zip(step.preds, deeps, strict=True):
             if deep and not here.closed:
                 self.capture(here, child)
-                check = self.wait_for(lambda pred=pred, here=here: holds(pred, here), [here])
+                check = self.wait_for(partial(holds, pred, here), [here])
                 checks = (*checks, check)
             elif not holds(pred, here):
                 return None
@@ -641,10 +642,7 @@ class Run:
         verdicts = None
         if conditional:
             env = make_env(p.analysis, binding, False, memo=True)
-            conditions = p.conditions
-
-            def decide() -> set:
-                return conditions.decide(env)
+            decide = partial(p.conditions.decide, env)
 
             open_nodes = {}
             for ref in p.member_refs.values():
@@ -705,10 +703,7 @@ class Run:
             for n in env(ref):
                 if n.kind == ELEMENT and not n.closed and n not in open_nodes:
                     open_nodes.append(n)
-
-        def decide() -> bool:
-            return all(holds(c.cond, None, env) for c in conjuncts)
-
+        decide = partial(_all_hold, conjuncts, env)
         if not open_nodes:
             return checks if decide() else None
         return (*checks, self.wait_for(decide, open_nodes))
@@ -721,6 +716,10 @@ class Run:
 
 
 _LISTS = {"any": "any", "next": "nxt", "desc": "desc", "text": "txt", "dtext": "dtxt"}
+
+
+def _all_hold(conjuncts, env) -> bool:
+    return all(holds(c.cond, None, env) for c in conjuncts)
 
 
 def _live_checks(checks: tuple):
@@ -999,15 +998,24 @@ def _pump(active: dict) -> None:
             del active[emitter]
 
 
-def _drive(batches: Iterable[EventBatch], stream, active: dict, rows: list, final: bool):
-    """Feed the events of ``batches`` to ``stream``; yield the rows as they are known."""
-    tag = attrs = opened = None  # an open tag waiting for its attributes
-    open_ = text = close = None
-    attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
-    for batch in batches:
-        if batch is None:  # a pause (xcep.events.stepping): what is known is out
-            yield None
-            continue
+class Driver:
+    """Feeds the events of each batch to ``stream`` (a ``_Documents``, ``_Stream`` or
+    ``_Live``) and gives the rows known after it. Between two batches it holds the
+    automaton's whole state (the stream's runs, the emitters, an open tag whose
+    attributes go on in the next batch), and pickles: a saved run."""
+
+    def __init__(self, stream, active: dict, rows: list) -> None:
+        self.stream = stream
+        self.active = active  # emitters with queued entries
+        self.rows = rows  # the rows the emitters give, taken out after each batch
+        self.tag = self.attrs = self.opened = None  # an open tag waiting for its attributes
+
+    def feed(self, batch: EventBatch) -> list:
+        stream, active = self.stream, self.active
+        tag, attrs, opened = self.tag, self.attrs, self.opened
+        open_ = getattr(stream, "open", None)
+        text, close = getattr(stream, "text", None), getattr(stream, "close", None)
+        attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
         names = batch.symbols.names
         for number, start, end in batch.document_runs():
             if tag is not None:  # the open tag's attributes ended with its document
@@ -1035,16 +1043,33 @@ def _drive(batches: Iterable[EventBatch], stream, active: dict, rows: list, fina
                     close()
                     if active:
                         _pump(active)
-                        if rows:
-                            yield from rows
-                            rows.clear()
-    if tag is not None:
-        open_(tag, attrs, opened, stream.doc)
-    if not final:
-        return
-    stream.start_document(None)
-    stream.finish()
-    yield from rows
+        self.tag, self.attrs, self.opened = tag, attrs, opened
+        return self._taken()
+
+    def finish(self, final: bool = True) -> list:
+        """The stream ended (``final``) or stops here (a prefix of it): the rest."""
+        if self.tag is not None:
+            self.stream.open(self.tag, self.attrs, self.opened, self.stream.doc)
+            self.tag = None
+        if final:
+            self.stream.start_document(None)
+            self.stream.finish()
+        return self._taken()
+
+    def _taken(self) -> list:
+        out = self.rows[:]
+        self.rows.clear()
+        return out
+
+
+def _drive(batches: Iterable[EventBatch], driver: Driver, final: bool):
+    """Feed ``batches`` to ``driver``; yield the rows as they are known."""
+    for batch in batches:
+        if batch is None:  # a pause (xcep.events.stepping): what is known is out
+            yield None
+            continue
+        yield from driver.feed(batch)
+    yield from driver.finish(final)
 
 
 def _compile(query, schema, opt: str) -> Analysis:
@@ -1171,8 +1196,8 @@ class XSeqEngine:
 
     @property
     def resumable(self) -> bool:
-        """Whether ``start``/``resume`` serve this query (its runtime can be saved)."""
-        return isinstance(self.fast_path, SequencePattern | PlainPath)
+        """Whether ``start``/``resume`` serve this query: every runtime's run is saved."""
+        return True
 
     def fingerprint(self) -> tuple:
         """What a saved run must have been made by: the query and the options."""
@@ -1182,13 +1207,11 @@ class XSeqEngine:
 
     def start(self) -> XSeqRun:
         """A run fed batch by batch, whose state ``snapshot()`` saves (``xseq/runs.py``)."""
-        if not self.resumable:
-            raise StateError(
-                "this query runs on the pushdown automaton, whose run cannot be fed "
-                f"piecewise or saved yet ({self.fast_path})"
-            )
-        kind = PlainPathRun if isinstance(self.fast_path, PlainPath) else SequenceRun
-        return XSeqRun(self, kind(self.fast_path, self.values_only))
+        if isinstance(self.fast_path, PlainPath):
+            return XSeqRun(self, PlainPathRun(self.fast_path, self.values_only))
+        if isinstance(self.fast_path, SequencePattern):
+            return XSeqRun(self, SequenceRun(self.fast_path, self.values_only))
+        return XSeqRun(self, AutomatonRun(self))
 
     def resume(self, data: bytes) -> XSeqRun:
         """The run that ``XSeqRun.snapshot()`` saved, going on where it stopped."""
@@ -1204,11 +1227,34 @@ class XSeqEngine:
         """
         if isinstance(self.fast_path, SequencePattern | PlainPath):
             return self.fast_path.run(batches, self.values_only, final)
+        return _drive(batches, AutomatonRun(self).driver, final)
+
+
+class AutomatonRun:
+    """The pushdown automaton as a runtime fed batch by batch (``XSeqRun``): its state —
+    the machine (its lazily built transitions too), the runs of the open document or of
+    every partition, the emitters' pending matches — is saved whole, by pickle."""
+
+    def __init__(self, engine: XSeqEngine) -> None:
         rows: list = []
         active: dict = {}
         outputs = Outputs(active)
-        outputs.emitters[0] = Emitter(self.analysis, self.selection, self.values_only, rows.append)
-        return _drive(batches, self.group.stream(outputs), active, rows, final)
+        outputs.emitters[0] = Emitter(
+            engine.analysis, engine.selection, engine.values_only, rows.append
+        )
+        self.driver = Driver(engine.group.stream(outputs), active, rows)
+
+    def feed(self, batch: EventBatch) -> list:
+        return self.driver.feed(batch)
+
+    def end(self, final: bool) -> list:
+        return self.driver.finish(final)
+
+    def state(self) -> Driver:
+        return self.driver
+
+    def restore(self, driver: Driver) -> None:
+        self.driver = driver
 
 
 class XSeqMultiEngine:
@@ -1317,14 +1363,20 @@ class XSeqMultiEngine:
         self.queries[qid] = (group, owner, slot, analysis)
         return group, owner, slot
 
-    def run(self, batches: Iterable[EventBatch], final: bool = True) -> Iterator[list]:
-        """The rows of every query, as ``[query id, *row]``, each as soon as it is known."""
+    def start(self) -> Driver:
+        """A run fed a batch at a time (``feed``, then ``finish``); the engine and the
+        driver, pickled together, save it (``xcep.plans``)."""
         if self._live is not None:
-            raise RuntimeError("this engine is already running a stream")
+            raise StateError("this engine is already running a stream")
         rows: list = []
         live = self._live = _Live(self, rows)
+        return Driver(live, live.active, rows)
+
+    def run(self, batches: Iterable[EventBatch], final: bool = True) -> Iterator[list]:
+        """The rows of every query, as ``[query id, *row]``, each as soon as it is known."""
+        driver = self.start()
         try:
-            yield from _drive(batches, live, live.active, rows, final)
+            yield from _drive(batches, driver, final)
         finally:
             self._live = None
 
@@ -1354,10 +1406,9 @@ class _Live:
             stream = self.streams[group] = group.stream(Outputs(self.active))
         engine = self.engine
 
-        def sink(row, qid=qid) -> None:
-            self.rows.append([qid, *row])
-
-        emitter = Emitter(analysis, engine.selection, engine.values_only, sink, owner)
+        emitter = Emitter(
+            analysis, engine.selection, engine.values_only, _Tagged(self.rows, qid), owner
+        )
         program = group.machine.programs[owner]
         if program.shared_output is None:
             stream.outputs.emitters[slot] = emitter
@@ -1415,6 +1466,19 @@ class _Live:
     def finish(self) -> None:
         for stream in self.streams.values():
             stream.finish()
+
+
+class _Tagged:
+    """An emitter's sink in a run of many queries: its rows, tagged with the query's id."""
+
+    __slots__ = ("qid", "rows")
+
+    def __init__(self, rows: list, qid) -> None:
+        self.rows = rows
+        self.qid = qid
+
+    def __call__(self, row) -> None:
+        self.rows.append([self.qid, *row])
 
 
 class _Documents:

@@ -80,27 +80,34 @@ def make_env(analysis: Analysis, binding: Binding, iteration: bool, memo: bool =
     of each reference object are computed once (``env.memo``, read by
     ``evaluate.values``; many conditions over the same binding share them).
     """
-    index = analysis.index
-    kleene = analysis.kleene
+    return Env(analysis.index, analysis.kleene, binding, iteration, {} if memo else None)
 
-    def env(ref: A.VarRef) -> list[Node]:
-        slot = binding.slots[index[ref.var]]
-        if ref.var not in kleene:
+
+class Env:
+    """``env(ref)``: the nodes a variable reference names in a binding (``make_env``); an
+    object, not a closure, so that a pending check holding one can be saved."""
+
+    __slots__ = ("binding", "index", "iteration", "kleene", "memo")
+
+    def __init__(self, index, kleene, binding: Binding, iteration: bool, memo) -> None:
+        self.index, self.kleene, self.binding = index, kleene, binding
+        self.iteration, self.memo = iteration, memo
+
+    def __call__(self, ref: A.VarRef) -> list[Node]:
+        binding = self.binding
+        slot = binding.slots[self.index[ref.var]]
+        if ref.var not in self.kleene:
             return [slot] if slot is not None else []
         if ref.func is None:
-            return list(slot[-1:]) if iteration else list(slot)
+            return list(slot[-1:]) if self.iteration else list(slot)
         if ref.func == "first":
             return list(slot[:1])
         if ref.func == "last":
             return list(slot[-1:])
         if len(slot) >= 2:
             return [slot[-2]]
-        entry = binding.entries[kleene[ref.var]]
+        entry = binding.entries[self.kleene[ref.var]]
         return [entry] if slot and entry is not None and entry.kind != ROOT else []
-
-    if memo:
-        env.memo = {}
-    return env
 
 
 def conditions_hold(analysis: Analysis, conjuncts, binding: Binding, iteration: bool) -> bool:
