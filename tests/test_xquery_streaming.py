@@ -84,6 +84,36 @@ def test_streaming_gives_the_items_of_the_whole_documents(query, events, parts):
     assert streamed == whole, query
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    window_queries(),
+    EVENTS,
+    st.integers(1, 3),
+    st.integers(8, 60),
+    st.sets(st.integers(0, 30), max_size=4),
+)
+def test_a_window_over_a_stream_saved_anywhere_goes_on(query, events, parts, chunk, cuts):
+    """A run saved between any two batches (inside an item too) and restored by another
+    plan gives the rows of the uninterrupted run."""
+    from xcep.plans import compile_plan
+
+    data = "\n".join(documents(events, parts)).encode()
+    batches = list(EventStream([io.BytesIO(data)], chunk_size=chunk, batch_size=3).batches())
+    plan = compile_plan("xquery", {"q": query})
+    assert plan.streams and "snapshot" in plan.can
+    run, rows = plan.start(), []
+    for i, batch in enumerate(batches):
+        rows += run.feed(batch)
+        if i in cuts:
+            data = run.snapshot()
+            run.close()
+            run = compile_plan("xquery", {"q": query}).restore(data)
+    rows += run.finish()
+    uninterrupted = plan.start()
+    want = [row for batch in batches for row in uninterrupted.feed(batch)]
+    assert rows == want + uninterrupted.finish(), query
+
+
 @pytest.mark.parametrize(
     "query, reason",
     [

@@ -18,7 +18,7 @@ goes on where it stopped; ``run.add(id, text)`` and ``run.remove(id)`` change
 the queries of a running plan where the engine allows it (from the next
 document on); ``plan.explain()`` and ``run.stats()`` describe them, with the
 keys ``queries``, ``documents`` and ``rows`` in every engine. Where an engine
-cannot yet do something (a snapshot of an XQuery window over a stream), it raises ``StateError``
+cannot do something (add a query to a plan of one XQuery query), it raises ``StateError``
 saying so; ``plan.can`` lists what it can.
 
 A row is ``(query, doc, value)``: for filters one row per document, ``query``
@@ -372,8 +372,7 @@ class XSeqRun(Run):
 
 class XQueryPlan(Plan):
     """One XQuery query (``queries``: one id → text). A window over a stream
-    (``xcep.xquery.streaming``) gives its rows as windows close (such a run is not
-    saved yet), across documents; any other query runs on whole documents, read as
+    (``xcep.xquery.streaming``) gives its rows as windows close, across documents; any other query runs on whole documents, read as
     they complete and evaluated at the end (a run saves the documents read so far) —
     or, with ``per_document=True`` (a service: every message a document of its own),
     on each document as it completes, ``$input`` that document."""
@@ -391,7 +390,6 @@ class XQueryPlan(Plan):
         ((self.query_id, text),) = self.queries.items()
         self.query = xquery.compile(text)
         self.streams = self.query.stream_plan[0] is not None  # (then not per document)
-        self.can = frozenset() if self.streams else frozenset({"snapshot"})
 
     def start(self) -> XQueryRun:
         return XQueryStreamRun(self) if self.streams else XQueryRun(self)
@@ -399,6 +397,8 @@ class XQueryPlan(Plan):
     def _restore(self, state) -> XQueryRun:
         import xml.etree.ElementTree as ET
 
+        if self.streams:
+            return XQueryStreamRun(self, state)
         run = XQueryRun(self)
         run.trees = [ET.ElementTree(ET.fromstring(data)) for data in state["documents"]]
         run.documents = len(run.trees)
@@ -449,15 +449,21 @@ class XQueryRun(Run):
 
 class XQueryStreamRun(Run):
     """A window over a stream: the query's own pass (``XQuery.stream``), in a thread of
-    its own (its items are asked for inside the window clause)."""
+    its own (its items are asked for inside the window clause). Between two batches
+    that thread waits for the next one, and where it stands is a ``StreamState`` (the
+    items a window can still reach, the item being read): a saved run."""
 
-    def __init__(self, plan: XQueryPlan) -> None:
+    def __init__(self, plan: XQueryPlan, saved: dict | None = None) -> None:
         super().__init__(plan)
+        from xcep.xquery.streaming import StreamState
         from xcep.xquery.values import serialize
 
         query, stream_plan = plan.query, plan.query.stream_plan[0]
         self.serialize = serialize
-        self.pass_ = ThreadStepper(lambda batches: query.stream(stream_plan, batches, None))
+        self.state = saved["stream"] if saved else StreamState(stream_plan)
+        self.documents = saved["documents"] if saved else 0
+        state = self.state
+        self.pass_ = ThreadStepper(lambda batches: query.stream(stream_plan, batches, None, state))
 
     def _rows(self, items: list) -> list[Row]:
         return [Row(self.plan.query_id, None, self.serialize(item)) for item in items]
@@ -470,7 +476,7 @@ class XQueryStreamRun(Run):
         return self._rows(self.pass_.end())
 
     def _state(self):
-        raise StateError("an XQuery window over a stream is not saved yet")
+        return {"stream": self.state, "documents": self.documents}
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # its error was the caller's business already

@@ -31,7 +31,7 @@ from xcep.xquery.documents import documents_from_batches
 from xcep.xquery.errors import XQueryError
 from xcep.xquery.evaluate import Evaluator
 from xcep.xquery.parser import parse
-from xcep.xquery.streaming import LazyItems, StreamPlan
+from xcep.xquery.streaming import StreamPlan, StreamState
 from xcep.xquery.values import as_value, serialize
 
 __all__ = ["XQuery", "XQueryError", "ast", "compile", "parse"]
@@ -97,19 +97,19 @@ class XQuery:
         for item in items:
             yield serialize(item)
 
-    def stream(self, plan: StreamPlan, stream, variables: dict | None) -> Iterator:
+    def stream(
+        self, plan: StreamPlan, stream, variables: dict | None, state: StreamState | None = None
+    ) -> Iterator:
         """The result items of a streamable query over ``stream`` (an ``EventStream`` or
-        its batches), window by window."""
+        its batches), window by window; ``state``: where it stands (a saved run's, or a
+        fresh one the caller keeps to save it between two batches)."""
         evaluator = Evaluator(self.text, None)
         env = dict(variables or {})
         if plan.prolog is not None:
             env = evaluator.prolog(plan.prolog, env)
         flwor = plan.flwor
-        windows = evaluator.window(
-            flwor.clauses[0],
-            env,
-            LazyItems(streaming.items(_batches(stream), plan.path, plan.ordered)),
-        )
+        state = state or StreamState(plan)
+        windows = evaluator.window(flwor.clauses[0], env, state.start(_batches(stream)))
         result = flwor.result
         try:
             for t in windows:

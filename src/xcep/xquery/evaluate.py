@@ -378,10 +378,13 @@ class Evaluator:
             check_type(t[clause.var], clause.type, f"window ${clause.var}")
             return t
 
-        i = 0
+        i = items.top  # 0, or where a saved run stood (streaming.StreamState)
         t = None
         while items.has(i):
-            items.release(i - 1)  # no window reaches before i now, but $previous of i
+            # no window reaches before i now, but $previous of i; and no window was given
+            # since the last time here: a run saved while it reads on goes on from here
+            items.top = i
+            items.release(i - 1)
             t = t or starts(i)
             if t is None:
                 i += 1

@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 from elementpath.tree_builders import get_node_tree
 
 from xcep.events import OPEN, TEXT, EventBatch
@@ -222,12 +223,38 @@ def items(batches: Iterable[EventBatch], path: tuple[str, ...], ordered: bool = 
     """The elements at ``path`` below each document node, in stream order, each an
     elementpath node of a tree of its own; with ``ordered`` its nodes are numbered after
     the items' before it (document order across items is stream order)."""
-    depth_wanted = len(path)
-    on_path = [True] + [False] * depth_wanted  # by depth: its ancestors and it match
-    building: ElementBuilder | None = None
-    numbered = 0  # the nodes numbered so far
-    for batch in batches:
+    return ItemReader(path, ordered).items(batches)
+
+
+class ItemReader:
+    """``items``, read a batch at a time. Between two batches its state is which
+    ancestors are on the path, the nodes numbered so far and the events of the item
+    being built (slices of the batches it began in): it pickles, and one unpickled
+    builds that item again from its events."""
+
+    def __init__(self, path: tuple[str, ...], ordered: bool) -> None:
+        self.path = path
+        self.ordered = ordered
+        self.on_path = [True] + [False] * len(path)  # by depth: its ancestors and it match
+        self.building: ElementBuilder | None = None
+        self.partial: list[EventBatch] = []  # the events of the item being built
+        self.numbered = 0  # the nodes numbered so far
+
+    def items(self, batches: Iterable[EventBatch]) -> Iterator:
+        for batch in batches:
+            yield from self.read(batch)
+
+    def feed(self, batch: EventBatch) -> list:
+        """The items that close in ``batch``."""
+        return list(self.read(batch))
+
+    def read(self, batch: EventBatch) -> Iterator:
+        """The items that close in ``batch``, each as soon as it is built (its state is
+        kept once the batch is read)."""
+        path, on_path, building, ordered = self.path, self.on_path, self.building, self.ordered
+        depth_wanted = len(path)
         names = batch.symbols.names
+        began_here = False
         for kind, name, value, depth in zip(
             batch.kinds, batch.names, batch.values, batch.depths, strict=True
         ):
@@ -236,17 +263,68 @@ def items(batches: Iterable[EventBatch], path: tuple[str, ...], ordered: bool = 
                     matched = on_path[depth - 1] and names[name] == path[depth - 1]
                     on_path[depth] = matched
                     if matched and depth == depth_wanted:
-                        building = ElementBuilder()
+                        building, began_here = ElementBuilder(), True
                         building.add(kind, names[name], value)
                 continue
             element = building.add(kind, None if kind == TEXT else names[name], value)
             if element is not None:
                 node = get_node_tree(element)
                 if ordered:
-                    _renumber(node, numbered)
-                    numbered += sum(4 + len(e.attrib) for e in element.iter())
+                    _renumber(node, self.numbered)
+                    self.numbered += sum(4 + len(e.attrib) for e in element.iter())
                 building = None
                 yield node
+        self.building = building
+        if building is None:
+            self.partial = []
+        elif began_here:  # the item still open began at the last open tag of its depth
+            kinds = np.frombuffer(batch.kinds, np.uint8)
+            depths = np.frombuffer(batch.depths, np.int32)
+            at = int(np.flatnonzero((kinds == OPEN) & (depths == depth_wanted))[-1])
+            self.partial = [batch.slice(at, len(batch))]
+        else:
+            self.partial.append(batch)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["building"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        partial, self.partial, self.building = self.partial, [], None
+        for batch in partial:  # the item being built: its events again (it does not close)
+            self.feed(batch)
+
+
+class StreamState:
+    """Where a window over a stream stands between two batches: its item reader and the
+    items a window can still reach (``LazyItems``, with the window clause's position).
+    It pickles (``xcep.plans`` saves it): the items as their ElementTree elements with
+    their numbering, built into nodes again when unpickled."""
+
+    def __init__(self, plan: StreamPlan) -> None:
+        self.reader = ItemReader(plan.path, plan.ordered)
+        self.items = LazyItems(iter(()))
+
+    def start(self, batches: Iterable[EventBatch]) -> LazyItems:
+        """The items, read from ``batches`` after those held."""
+        self.items.iterator = self.reader.items(batches)
+        self.items.done = False
+        return self.items
+
+    def __getstate__(self) -> dict:
+        held = [(node.elem, node.position - 1) for node in self.items.items]
+        return {"reader": self.reader, "held": held, "base": self.items.base, "top": self.items.top}
+
+    def __setstate__(self, state: dict) -> None:
+        self.reader = state["reader"]
+        self.items = LazyItems(iter(()))
+        for element, offset in state["held"]:
+            node = get_node_tree(element)
+            _renumber(node, offset)
+            self.items.items.append(node)
+        self.items.base, self.items.top = state["base"], state["top"]
 
 
 def _renumber(node, offset: int) -> None:
@@ -268,6 +346,7 @@ class LazyItems:
         self.items: list = []
         self.base = 0  # the index of items[0]
         self.done = False
+        self.top = 0  # where the window clause looks for the next start (it sets it)
 
     def has(self, i: int) -> bool:
         """Is there an item ``i`` (reading up to it)?"""
