@@ -18,8 +18,8 @@ goes on where it stopped; ``run.add(id, text)`` and ``run.remove(id)`` change
 the queries of a running plan where the engine allows it (from the next
 document on); ``plan.explain()`` and ``run.stats()`` describe them, with the
 keys ``queries``, ``documents`` and ``rows`` in every engine. Where an engine
-cannot do something (add a query to a plan of one XQuery query), it raises ``StateError``
-saying so; ``plan.can`` lists what it can.
+cannot do something (add a query to a plan of one XQuery query), it raises
+``StateError`` saying so; ``plan.can`` lists what it can.
 
 A row is ``(query, doc, value)``: for filters one row per document, ``query``
 None and ``value`` the matching filter ids, ascending; for XSeq, XQuery and
@@ -372,8 +372,9 @@ class XSeqRun(Run):
 
 class XQueryPlan(Plan):
     """One XQuery query (``queries``: one id → text). A window over a stream
-    (``xcep.xquery.streaming``) gives its rows as windows close, across documents; any other query runs on whole documents, read as
-    they complete and evaluated at the end (a run saves the documents read so far) —
+    (``xcep.xquery.streaming``) gives its rows as windows close, across documents;
+    any other query runs on whole documents, read as they complete and evaluated at
+    the end (a run saves the documents read so far) —
     or, with ``per_document=True`` (a service: every message a document of its own),
     on each document as it completes, ``$input`` that document."""
 

@@ -116,6 +116,11 @@ class Service:
         self.last = 0  # the input's last sequence, when last asked
         self.seconds = dict.fromkeys(KINDS, 0.0)  # time in each kind's engines
         self.started = time.monotonic()
+        if self.checkpoint.exists():  # the queries its runs were saved with: the change a
+            saved = pickle.loads(self.checkpoint.read_bytes()).get("queries")  # crash cut
+            if saved is not None and saved != self.queries.queries:  # short is forgotten
+                self.queries.queries = saved  # (it was never answered)
+                self.queries.save()
         self._start_runs()
 
     def _plan(self, kind: str, queries: dict):
@@ -159,7 +164,8 @@ class Service:
             if kind != "filter" and "snapshot" in plan.can:
                 runs[key] = run.snapshot()
         self.covered = covered
-        _write_atomically(self.checkpoint, pickle.dumps({"covered": covered, "runs": runs}))
+        saved = {"covered": covered, "runs": runs, "queries": self.queries.queries}
+        _write_atomically(self.checkpoint, pickle.dumps(saved))
 
     def change(self, request: dict) -> None:
         """``{"op": "add"|"remove", "kind": KIND, "id": ID, "query": TEXT}``: checked (a bad
