@@ -7,9 +7,11 @@ person, item and open_auction messages. Three measurements, each stopping by its
 - **latency**: a publisher at a steady rate (1,000 messages/s, then more), each
   message stamped with its send time; a subscriber on ``xcep.out.filter.>`` takes
   the time each routed message arrives: p50 / p99 / max from publish to routed;
-- **throughput**: a backlog of messages published at once, served as fast as the
-  service goes (messages/s, routed messages/s), beside ``xcep filter`` on the same
-  documents as one file;
+- **throughput**: 100,000 subscriptions (``--quick``: 1,000) with two XSeq queries
+  and an XSCL join beside them, over a backlog published before the service starts:
+  from its start (compiling included) until it has served the last message
+  (messages/s, results/s), beside ``xcep run`` with the same queries on the same
+  documents as one file (one parse, every kind: the batch command's one pass);
 - **recovery**: ``kill -9`` with a backlog, restart: the time until it has caught up.
 """
 
@@ -32,7 +34,16 @@ from bench.xpush_workload import SubscriptionGenerator, split_documents
 from xcep.serve import local_server
 from xcep.serve.broker import jetstream
 
-FILTERS = 1_000
+FILTERS = 1_000  # latency
+# (subscriptions, messages): each message is routed to every subscription it matches,
+# one JetStream message each (~2.9 % of the subscriptions here): at 100,000 that is
+# ~2,900 publishes per message, so that row reads fewer messages
+THROUGHPUT = {False: [(1_000, 5_925), (100_000, 300)], True: [(1_000, 600)]}
+XSEQ = {
+    "names": "/person[profile/@income > 50000]/name/text()",
+    "bids": "return count($B) from /open_auction /$B where tag($B) = 'bidder'",
+}
+XSCL = {"sold": "S/open_auction->a[/itemref/@item->i] JOIN{i = j, 6000} S/item->b[/@id->j]"}
 RATES = [1_000, 2_000]
 SECONDS = 5.0
 
@@ -86,17 +97,26 @@ async def _latency(url: str, subject: str, documents: list[bytes], rate: int) ->
 
 
 async def _backlog(url: str, subject: str, documents: list[bytes]) -> float:
+    from xcep.serve.broker import ensure_stream, stream_name
+
     connection, js = await jetstream(url)
-    for document in documents:
-        await js.publish(subject, document)
+    await ensure_stream(js, stream_name(subject), [subject])
+    for start in range(0, len(documents), 500):  # pipelined: one wait per 500
+        acks = [await js.publish_async(subject, d) for d in documents[start : start + 500]]
+        await asyncio.gather(*acks)
     await connection.close()
     return time.perf_counter()
 
 
-def _serve(url: str, subject: str, state: Path, filters: Path) -> subprocess.Popen:
+def _serve(url: str, subject: str, state: Path, filters: Path, *more: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "xcep", "serve", "--nats", url, "--input", subject]
-    command += ["--state", str(state), "--filters", str(filters)]
+    command += ["--state", str(state), "--filters", str(filters), *more]
     return subprocess.Popen(command, stderr=subprocess.DEVNULL)
+
+
+def _query_file(path: Path, queries: dict) -> Path:
+    path.write_text("".join(f"{k}\t{v}\n" for k, v in queries.items()))
+    return path
 
 
 def _wait_served(url: str, served: int, timeout: float = 600) -> dict:
@@ -106,6 +126,47 @@ def _wait_served(url: str, served: int, timeout: float = 600) -> dict:
         if status["served"] >= served or time.perf_counter() > deadline:
             return status
         time.sleep(0.05)
+
+
+def _throughput(url: str, work: Path, documents: list, count: int, kinds: list) -> dict:
+    """``count`` subscriptions and the XSeq/XSCL queries over a backlog of ``documents``:
+    the service from its start until all is served, beside ``xcep run``."""
+    many = work / f"filters-{count}.txt"
+    texts = SubscriptionGenerator(documents, seed=7).workload(count)
+    many.write_text("".join(f"f{i}\t{t}\n" for i, t in enumerate(texts)))
+    subject = f"tput{count}"
+    asyncio.run(_backlog(url, subject, documents))
+    start = time.perf_counter()
+    service = _serve(url, subject, work / f"state-{subject}", many, *kinds)
+    try:
+        status = _wait_served(url, len(documents), timeout=1800)
+        seconds = time.perf_counter() - start
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.wait(30)
+    data = work / f"messages-{count}.xml"
+    data.write_bytes(b"\n".join(documents))
+    begin = time.perf_counter()
+    batch = subprocess.run(
+        [sys.executable, "-m", "xcep", "run", "--filters", str(many), *kinds, str(data)],
+        stdout=subprocess.PIPE,
+        check=True,
+    )
+    cli = time.perf_counter() - begin
+    return {
+        "measure": "throughput",
+        "filters": count,
+        "messages": len(documents),
+        "seconds": seconds,
+        "messages_per_s": len(documents) / seconds,
+        "results": status["results"],
+        "results_per_message": status["results"] / len(documents),
+        "results_per_s": status["results"] / seconds,
+        "cli_seconds": cli,
+        "cli_lines": batch.stdout.count(b"\n"),
+        "cli_docs_per_s": len(documents) / cli,
+        "vs_cli": cli / seconds,
+    }
 
 
 def run(repeat: int = 1, quick: bool = False) -> list[dict]:
@@ -131,39 +192,12 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
                     service.wait(30)
                 rows.append({"measure": "latency", **row})
                 print(rows[-1], flush=True)
-            # throughput: a backlog served as fast as it goes
-            service = _serve(url, "tput", work / "state-tput", filters)
-            try:
-                asyncio.run(_status(url))
-                start = time.perf_counter()
-                asyncio.run(_backlog(url, "tput", documents))
-                status = _wait_served(url, len(documents))
-                seconds = time.perf_counter() - start
-            finally:
-                service.send_signal(signal.SIGTERM)
-                service.wait(30)
-            data = work / "messages.xml"
-            data.write_bytes(b"\n".join(documents))
-            begin = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "xcep", "filter", "--filters", str(filters), str(data)],
-                stdout=subprocess.DEVNULL,
-                check=True,
-            )
-            cli = time.perf_counter() - begin
-            rows.append(
-                {
-                    "measure": "throughput",
-                    "messages": len(documents),
-                    "seconds": seconds,
-                    "messages_per_s": len(documents) / seconds,
-                    "routed_per_s": status["results"] / seconds,
-                    "cli_seconds": cli,
-                    "cli_docs_per_s": len(documents) / cli,
-                    "vs_cli": cli / seconds,
-                }
-            )
-            print(rows[-1], flush=True)
+            # throughput: a backlog, then the service from its start until all is served
+            kinds = ["--xseq", str(_query_file(work / "xseq.txt", XSEQ))]
+            kinds += ["--xscl", str(_query_file(work / "xscl.txt", XSCL))]
+            for count, messages in THROUGHPUT[quick]:
+                rows.append(_throughput(url, work, documents[:messages], count, kinds))
+                print(rows[-1], flush=True)
             # recovery: kill -9 with a backlog, restart, time to catch up
             service = _serve(url, "rec", work / "state-rec", filters)
             asyncio.run(_status(url))

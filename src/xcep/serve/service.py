@@ -111,6 +111,7 @@ class Service:
         self.covered = 0  # the last input sequence the saved runs include
         self.served = 0  # the last input sequence served (its results stored)
         self.saved_at = time.monotonic()
+        self.save_seconds = 0.0  # what the last save took
         self.runs: dict = {}
         self.documents = self.results = self.bad = 0
         self.last = 0  # the input's last sequence, when last asked
@@ -146,17 +147,20 @@ class Service:
     def save_now(self) -> bool:
         """Whether to save: every SAVE_EVERY messages or SAVE_SECONDS (a message served
         again after a crash gives results the output stream already has, so a checkpoint
-        per message is not needed, and a file's rename costs about a millisecond)."""
-        return (
-            self.served - self.covered >= SAVE_EVERY
-            or time.monotonic() - self.saved_at >= SAVE_SECONDS
-        )
+        per message is not needed, and a file's rename costs about a millisecond) — but
+        never sooner than ten times the last save took: a large state (an XSCL join's
+        wide window) costs at most a tenth of the time to save, and a restart serves
+        more messages again instead."""
+        since = time.monotonic() - self.saved_at
+        if since < 10 * self.save_seconds:
+            return False
+        return self.served - self.covered >= SAVE_EVERY or since >= SAVE_SECONDS
 
     def save(self, covered: int | None = None) -> None:
         """The runs that can be saved, with the input sequence they cover (the last one
         served by default)."""
         covered = self.served if covered is None else covered
-        self.saved_at = time.monotonic()
+        began = time.monotonic()
         runs = {}
         for key, (kind, plan, run) in self.runs.items():
             # filters hold nothing between two messages (each a whole document), and their
@@ -166,6 +170,8 @@ class Service:
         self.covered = covered
         saved = {"covered": covered, "runs": runs, "queries": self.queries.queries}
         _write_atomically(self.checkpoint, pickle.dumps(saved))
+        self.saved_at = time.monotonic()
+        self.save_seconds = self.saved_at - began
 
     def change(self, request: dict) -> None:
         """``{"op": "add"|"remove", "kind": KIND, "id": ID, "query": TEXT}``: checked (a bad
@@ -210,21 +216,22 @@ class Service:
             errors=errors.append,
             keep_whitespace=True,
         )
-        found: dict = {key: [] for key in self.runs}
-        failed: dict = {}  # a run that raised: its error (it starts afresh)
+        runs = list(self.runs.items())  # (a key holds every id of its run: hashed once)
+        found: list = [[] for _ in runs]
+        failed: dict = {}  # a run that raised (by its place): its error (it starts afresh)
         for batch in stream.batches():
             np.frombuffer(batch.docs, np.int64)[:] = seq  # the document is the message
-            for key, (kind, _, run) in self.runs.items():
-                if key in failed:
+            for at, (_, (kind, _, run)) in enumerate(runs):
+                if at in failed:
                     continue
                 began = time.perf_counter()
                 try:
-                    found[key] += run.feed(batch)
+                    found[at] += run.feed(batch)
                 except Exception as exc:  # one query's failure costs its answer, no more
-                    failed[key] = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+                    failed[at] = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
                 self.seconds[kind] += time.perf_counter() - began
-        for key, why in failed.items():
-            kind, plan, old = self.runs[key]
+        for at, why in failed.items():
+            key, (kind, plan, old) = runs[at]
             old.close()
             self.runs[key] = (kind, plan, plan.start())
             errors.append(f"{kind} {', '.join(key[1])}: {why}")
@@ -235,17 +242,18 @@ class Service:
             line = f"input {seq}: {error}".encode()
             out.append((DEADLETTER, line, f"dead.{seq}.{n}", {"Xcep-Input-Seq": str(seq)}))
         seen: dict = {}
-        for (kind, _), rows in found.items():
+        headers = {"Xcep-Input-Seq": str(seq)}  # (the broker copies it per message)
+        for ((kind, _), _), rows in zip(runs, found, strict=True):
             for row in rows:
                 if kind == "filter":
-                    for fid in row.value:
-                        headers = {"Xcep-Input-Seq": str(seq)}
-                        out.append((f"{OUTPUT}.filter.{fid}", data, f"filter.{fid}.{seq}", headers))
+                    out += [
+                        (f"{OUTPUT}.filter.{fid}", data, f"filter.{fid}.{seq}", headers)
+                        for fid in row.value
+                    ]
                     continue
                 n = seen[(kind, row.query)] = seen.get((kind, row.query), -1) + 1
                 value = row.value if isinstance(row.value, str) else _json(row.value)
                 ident = f"{kind}.{row.query}.{seq}.{n}"
-                headers = {"Xcep-Input-Seq": str(seq)}
                 out.append((f"{OUTPUT}.{kind}.{row.query}", value.encode(), ident, headers))
         self.documents += 1
         self.results += len(out)
@@ -343,14 +351,17 @@ async def run_service(
                 if service.served > service.covered:
                     service.save()
                 continue
+            # the fetched messages served, their results published together: served once
+            # the output stream has stored them all (one wait for the acknowledgements)
+            out, last = [], service.served
             for seq, data in messages:
-                if seq <= service.served:
-                    continue
-                await broker.publish(service.serve(seq, data))  # all stored: served
-                service.served = seq
-                if service.save_now():
-                    service.save()
-                await apply_changes()
+                if seq > service.served:
+                    out += service.serve(seq, data)
+                    last = seq
+            await broker.publish(out)
+            service.served = last
+            if service.save_now():
+                service.save()
             if log is not None and time.monotonic() - last_log > 10:
                 last_log = time.monotonic()
                 service.last = await broker.last_sequence()
