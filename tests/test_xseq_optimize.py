@@ -181,6 +181,16 @@ def test_partition_paths_are_rewritten_with_the_from_path():
     assert rows(text, xml, schema=DTD) == rows(text, xml, opt="none")
 
 
+def test_the_levels_are_the_rules_and_each_rewrites_alone():
+    from xcep.xseq.optimize import LEVELS, RULES, optimize
+
+    assert set(LEVELS) == {"none", "all", *(rule.level for rule in RULES)}
+    query = parse_query("return $X from //item/$X where tag($X) = 'name'")
+    for rule in RULES:  # a level runs its rule and no other
+        alone = optimize(query, DTD, rule.level)
+        assert alone == rule.rewrite(query, DTD)
+
+
 def test_unknown_levels_are_refused():
     with pytest.raises(ValueError, match="optimization level"):
         XSeqEngine("//a", schema=DTD, opt="everything")

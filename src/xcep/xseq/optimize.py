@@ -33,25 +33,32 @@ document the schema describes (for a learned one: every document like the sample
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import NamedTuple
 
 from xcep.xseq import ast as A
 
-LEVELS = ("none", "prefix", "loops", "where", "all")
 _DEEPEST = 64  # longer chains are not worth spelling out
 
 
+class Rule(NamedTuple):
+    """One rewrite: its level's name, whether it needs a schema, the pure function
+    ``(query, schema) -> query``."""
+
+    level: str
+    needs_schema: bool
+    rewrite: Callable
+
+
 def optimize(query: A.Query, schema, level: str = "all") -> A.Query:
-    """``query`` rewritten by the optimizations of ``level`` (the schema-aware ones only
-    when ``schema`` is given)."""
+    """``query`` rewritten by the rules of ``level`` (``RULES``, in their order; the
+    schema-aware ones only when ``schema`` is given)."""
     if level not in LEVELS:
         raise ValueError(f"optimization level must be one of {', '.join(LEVELS)}, not {level!r}")
-    if level in ("where", "all"):
-        query = where_into_steps(query)
-    if schema is not None and level in ("prefix", "all"):
-        query = explicit_prefix(query, schema)
-    if schema is not None and level in ("loops", "all"):
-        query = unrolled_descendants(query, schema)
+    for rule in RULES:
+        if level in (rule.level, "all") and (schema is not None or not rule.needs_schema):
+            query = rule.rewrite(query, schema)
     return query
 
 
@@ -192,7 +199,7 @@ def chain_below(context: str, name: str, schema) -> list[str] | None:
     return chain
 
 
-def where_into_steps(query: A.Query) -> A.Query:
+def where_into_steps(query: A.Query, schema=None) -> A.Query:
     """Opt-3: where-clause conjuncts about one variable's own node become its step's
     node test (``tag($X) = 'n'``; ``tag($X) = 'a' or tag($X) = 'b'``: a union of the
     step with each name) or predicates (conditions that read only ``$X``'s subtree)."""
@@ -311,3 +318,11 @@ def _about_one_step(cond) -> tuple:
         return A.RelPath(path, node.pos)
 
     return var, None, A.map_condition(cond, relative)
+
+
+RULES = (  # applied in this order
+    Rule("where", False, where_into_steps),
+    Rule("prefix", True, explicit_prefix),
+    Rule("loops", True, unrolled_descendants),
+)
+LEVELS = ("none", "prefix", "loops", "where", "all")  # (the command line's order)
