@@ -16,7 +16,7 @@ from tests.xseq_queries import documents, families, queries
 from xcep.errors import StateError
 from xcep.events import EventStream
 from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
-from xcep.xseq.engine import Driver
+from xcep.xseq.routing import Driver
 
 
 def _batches(text: str, size: int) -> list:

@@ -1,0 +1,226 @@
+"""How events reach the XSeq automaton's runs: the ``Driver`` feeds each batch's events
+(between two batches it holds a run's whole state: a saved run), a ``Group`` holds the
+queries of one ``partition by`` (one machine), and its stream hands each document to a
+run of its own (``_Documents``) or each partition's elements to the partition's run
+(``Stream``, ``partition by``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xcep.events import ATTR, OPEN, TEXT, EventBatch
+from xcep.xseq import ast as A
+from xcep.xseq.automaton import Run
+from xcep.xseq.dom import ROOT, Node
+from xcep.xseq.emitters import Outputs, pump
+from xcep.xseq.machine import SHARED, Machine
+from xcep.xseq.program import Program, single_machine
+from xcep.xseq.semantics import Analysis, analyze
+
+
+class Driver:
+    """Feeds the events of each batch to ``stream`` (a ``_Documents``, ``Stream`` or
+    ``_Live``) and gives the rows known after it. Between two batches it holds the
+    automaton's whole state (the stream's runs, the emitters, an open tag whose
+    attributes go on in the next batch), and pickles: a saved run."""
+
+    def __init__(self, stream, active: dict, rows: list) -> None:
+        self.stream = stream
+        self.active = active  # emitters with queued entries
+        self.rows = rows  # the rows the emitters give, taken out after each batch
+        self.tag = self.attrs = self.opened = None  # an open tag waiting for its attributes
+
+    def feed(self, batch: EventBatch) -> list:
+        stream, active = self.stream, self.active
+        tag, attrs, opened = self.tag, self.attrs, self.opened
+        open_ = getattr(stream, "open", None)
+        text, close = getattr(stream, "text", None), getattr(stream, "close", None)
+        attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
+        names = batch.symbols.names
+        for number, start, end in batch.document_runs():
+            if tag is not None:  # the open tag's attributes ended with its document
+                open_(tag, attrs, opened, stream.doc)
+                tag = None
+            if number != stream.doc:
+                stream.start_document(number)
+                open_, text, close = stream.open, stream.text, stream.close
+            whole = start == 0 and end == len(batch.kinds)
+            columns = (batch.kinds, batch.names, batch.values, batch.nodes)
+            if not whole:
+                columns = tuple(column[start:end] for column in columns)
+            for kind, name, value, ident in zip(*columns, strict=False):  # equal lengths
+                if kind == attr:
+                    attrs.append((names[name], value, ident))
+                    continue
+                if tag is not None:
+                    open_(tag, attrs, opened, number)
+                    tag = None
+                if kind == opening:
+                    tag, attrs, opened = names[name], [], ident
+                elif kind == texts:
+                    text(value, ident)
+                else:
+                    close()
+                    if active:
+                        pump(active)
+        self.tag, self.attrs, self.opened = tag, attrs, opened
+        return self._taken()
+
+    def finish(self, final: bool = True) -> list:
+        """The stream ended (``final``) or stops here (a prefix of it): the rest."""
+        if self.tag is not None:
+            self.stream.open(self.tag, self.attrs, self.opened, self.stream.doc)
+            self.tag = None
+        if final:
+            self.stream.start_document(None)
+            self.stream.finish()
+        return self._taken()
+
+    def _taken(self) -> list:
+        out = self.rows[:]
+        self.rows.clear()
+        return out
+
+
+def drive(batches: Iterable[EventBatch], driver: Driver, final: bool):
+    """Feed ``batches`` to ``driver``; yield the rows as they are known."""
+    for batch in batches:
+        if batch is None:  # a pause (xcep.events.stepping): what is known is out
+            yield None
+            continue
+        yield from driver.feed(batch)
+    yield from driver.finish(final)
+
+
+class Group:
+    """Queries with the same ``partition by`` (or none): one machine, one pass."""
+
+    def __init__(self, partition) -> None:
+        self.partition = partition  # (element path, attribute) or None
+        self.machine = Machine()
+        self.templates: dict = {}  # template key -> owner in the machine
+        self.router = None
+        if partition is not None:
+            element_path, self.attribute = partition
+            route = analyze(A.Query(element_path, None, None, None, ""))
+            self.router = single_machine(Program(route, router=True))
+
+    def stream(self, outputs: Outputs):
+        return Stream(self, outputs) if self.router is not None else _Documents(self, outputs)
+
+
+def partition_key(analysis: Analysis):
+    partition = analysis.partition
+    return None if partition is None else (A.to_text(partition[0]), partition[1])
+
+
+class _Documents:
+    """Hands the events of each document to a run of its own (no partition by)."""
+
+    def __init__(self, group: Group, outputs: Outputs) -> None:
+        self.group = group
+        self.outputs = outputs
+        self.run: Run | None = None
+        self.doc = None
+
+    def start_document(self, number) -> None:
+        """A new document begins (``None``: the stream ended); drop what a broken one left."""
+        if self.run is not None and (len(self.run.frames) > 1 or self.run.skip):
+            self.outputs.abandon(self.run)  # its root never closed: the document was malformed
+        self.doc = number
+        self.run = None
+        if number is not None:
+            self.run = Run(self.group.machine, self.outputs, Node(ROOT, None, number, -1))
+            self.open, self.text, self.close = self.run.open, self.run.text, self.run.close
+
+    def runs(self) -> list:
+        return [self.run] if self.run is not None else []
+
+    def finish(self) -> None:
+        self.outputs.finish(None)
+
+
+class Stream:
+    """Routes the events of the stream to the runs: one per partition (partition by)."""
+
+    def __init__(self, group: Group, outputs: Outputs) -> None:
+        self.group = group
+        self.outputs = outputs
+        self.partitions: dict = {}
+        self.hits: list = []
+        self.routing: list = []  # (depth, run) of the partitioned elements open now
+        self.router: Run | None = None  # finds the partitioned elements (partition by)
+        self.doc = None
+        self.depth = 0  # of the open elements: not 0 at a document change if it was malformed
+
+    def start_document(self, number) -> None:
+        """A new document begins (``None``: the stream ended); drop what a broken one left."""
+        if self.depth:
+            for _, target in reversed(self.routing):
+                while len(target.frames) > 1 or target.skip:
+                    target.close()
+                if target.suspended:
+                    target.resume()
+        self.routing.clear()
+        self.doc, self.depth = number, 0
+        if number is None:
+            return
+        self.router = Run(self.group.router, _Collector(self.hits), Node(ROOT, None, number, -1))
+
+    def joined(self, owner: int) -> None:
+        """A query was added between documents: it starts at every partition's root."""
+        machine = self.group.machine.ready()
+        starts = [s for s in machine.start if machine.states[s].owner == owner]
+        for run in self.partitions.values():
+            run.frames[0]._chains = None
+            run.closure([(s, SHARED, (), 0) for s in starts], run.frames[0], None, run.root)
+            run.flush_matches()
+
+    def runs(self) -> list:
+        return list(self.partitions.values())
+
+    def finish(self) -> None:
+        self.outputs.finish(list(self.partitions))
+
+    def open(self, tag, attrs, ident, number) -> None:
+        self.depth += 1
+        self.router.open(tag, attrs, ident, number)
+        if self.hits:
+            self.hits.clear()
+            attribute = self.group.attribute
+            key = next((v for n, v, _ in attrs if n == attribute), None)
+            if key is not None:
+                target = self.partitions.get(key)
+                if target is None:
+                    root = Node(ROOT, None, -1, -1)
+                    target = Run(self.group.machine, self.outputs, root, key)
+                    self.partitions[key] = target
+                if len(target.frames) > 1 or target.skip:
+                    target.suspend()
+                self.routing.append((self.depth, target))
+        if self.routing:
+            self.routing[-1][1].open(tag, attrs, ident, number)
+
+    def text(self, value, ident) -> None:
+        if self.routing:
+            self.routing[-1][1].text(value, ident)
+
+    def close(self) -> None:
+        self.router.close()
+        if self.routing:
+            self.routing[-1][1].close()
+            if self.routing[-1][0] == self.depth:
+                _, target = self.routing.pop()
+                if target.suspended:
+                    target.resume()
+        self.depth -= 1
+
+
+class _Collector:
+    """The outputs of the partition router: it only notes that a partitioned element opened."""
+
+    def __init__(self, hits: list) -> None:
+        self.hits = hits
+
+    def add(self, run: Run, slot: int, matches: list) -> None:
+        self.hits.extend(matches)
