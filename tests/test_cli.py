@@ -386,7 +386,7 @@ def test_events_lines_are_the_events_as_json(seed):
     import random
     from xml.sax.saxutils import quoteattr
 
-    from xcep.cli import _events_jsonl
+    from xcep.commands import _events_jsonl
     from xcep.events import EventStream
 
     rnd = random.Random(seed)
