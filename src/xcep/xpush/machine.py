@@ -29,6 +29,10 @@ training is done by feeding training documents (``xcep.xpush.training``).
 The tables and states are a cache with a memory budget: when more than
 ``max_entries`` entries are held at a document boundary, everything is
 flushed and rebuilt lazily (``stats.flushes``).
+
+One module of about 900 lines, on purpose: one machine (its Python tables and
+the C core's, the delta machines beside it for live changes, the answer cache) whose
+parts share its state; the AFA is in ``afa.py``, the C core in ``_states.c``.
 """
 
 from __future__ import annotations

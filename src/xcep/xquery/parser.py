@@ -6,6 +6,10 @@ ends, at bracket depth 0, at a ``,``, a closing bracket, a clause keyword in
 operator position (``where``, ``return``, ``start``, ``when``, ...), or, where
 a pattern clause needs it, at an operand that directly follows another one
 (``in $events $a $b using``).  The grammar is in docs/xquery.md.
+
+One module of about 950 lines, on purpose: one recursive-descent parser of one
+grammar (prolog, FLWOR clauses, constructors), whose methods call each other; the
+syntax tree is in ``ast.py``, what elementpath parses is in ``elementpath``.
 """
 
 from __future__ import annotations

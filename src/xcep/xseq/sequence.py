@@ -33,6 +33,10 @@ naming what keeps a query off) and ``SequenceRun`` runs them directly:
 Only selection ``all`` runs here (the policies need every match's start and
 end, which the engine's emitter keeps). ``tests/test_xseq_sequence.py``
 compares this path with the reference evaluator and with the automaton.
+
+One module of about 900 lines, on purpose: the pattern's analysis, its step
+function's generated source and the run that drives it are one compiler from a
+query to that function; splitting them would pass its internals between modules.
 """
 
 from __future__ import annotations
