@@ -70,9 +70,7 @@ def test_no_import_circles():
     assert len(graph) > 50  # the walk found the package
     # a package's __init__ re-exports its modules, which import each other through it:
     # only circles between modules that are not a package and its own parts count
-    circles = [
-        c for c in _circles(graph) if not all(m.startswith(min(c, key=len)) for m in c)
-    ]
+    circles = [c for c in _circles(graph) if not all(m.startswith(min(c, key=len)) for m in c)]
     assert circles == []
 
 
