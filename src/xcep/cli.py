@@ -473,7 +473,10 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
             return EXIT_INTERRUPTED
         if args.debug:
             traceback.print_exc()
-        if isinstance(exc, XcepError | ValueError | OSError):
+        if isinstance(exc, XcepError):  # its class says how bad
+            print(f"xcep: error: {exc}", file=stderr)
+            return exc.exit_code
+        if isinstance(exc, ValueError | OSError):  # a bad value given, a file not there
             print(f"xcep: error: {exc}", file=stderr)
             return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_INPUT
         print(

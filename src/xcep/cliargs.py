@@ -7,9 +7,11 @@ import argparse
 import sys
 from typing import TextIO
 
+from xcep.errors import EXIT_INPUT as EXIT_INPUT  # (the exit codes: re-exported)
+from xcep.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from xcep.errors import EXIT_OK as EXIT_OK
+from xcep.errors import EXIT_USAGE as EXIT_USAGE
 from xcep.errors import read_text
-
-EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130  # docs/cli.md, "Exit codes"
 
 
 class Deprecated(argparse.Action):

@@ -1,10 +1,38 @@
-"""Errors users see: one line, naming where the problem is."""
+"""Errors users see: one line, naming where the problem is (docs/errors.md).
+
+Every error xcep reports is an ``XcepError`` with a ``code`` (the table ``CODES``:
+xcep's own, and the W3C codes of XQuery errors) and an ``exit_code`` (the command
+line's status: 1 bad input, 2 a bad command line or query). A query's error is a
+``QueryError(message, code, line, column, query_id)``, one subclass per language
+(``FilterSyntaxError``, the XSeq ``QuerySyntaxError``, ``XsclSyntaxError``,
+``XQueryError``), each also a ``ValueError``; bad input is an ``InputError`` (also a
+``ValueError``); positions come from the parsers' tokens.
+"""
 
 from __future__ import annotations
 
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130  # docs/cli.md, "Exit codes"
+
+CODES = {  # code -> what it means (the default message); docs/errors.md lists them
+    "XCEP0000": "an error xcep reports",
+    "XCEP0001": "a malformed, insecure or unreadable document",
+    "XCEP0002": "a query that cannot be parsed",
+    "XCEP0003": "a query this engine cannot run",
+    "XCEP0004": "a run state that cannot be saved or restored",
+    "XCEP0005": "a query, filter or schema file that is not UTF-8 text",
+    "XCEP0006": "a DTD that cannot be read",
+    "XCEP0007": "a document past the join state's budget",
+    "XCEP0008": "a document without a usable timestamp",
+    "XCEP0009": "a filter that cannot be used (its line in a file of filters)",
+}
+
 
 class XcepError(Exception):
-    """Base class of every error xcep reports to a user."""
+    """Base class of every error xcep reports to a user: ``code`` (``CODES``, or a W3C
+    code) and ``exit_code`` say what kind it is."""
+
+    code = "XCEP0000"
+    exit_code = EXIT_INPUT
 
 
 def located(message: str, *where: tuple[str, object]) -> str:
@@ -14,7 +42,7 @@ def located(message: str, *where: tuple[str, object]) -> str:
     return f"{', '.join(parts)}: {message}" if parts else message
 
 
-class InputError(XcepError):
+class InputError(XcepError, ValueError):
     """Bad input: a malformed, insecure or unreadable document.
 
     ``source`` names the file (``<stdin>`` for standard input), ``doc`` is the
@@ -39,6 +67,8 @@ class InputError(XcepError):
         self.column = column
         self.raw: bytes | None = None
 
+    code = "XCEP0001"
+
     def __str__(self) -> str:
         column = self.column if self.line is not None else None
         return located(
@@ -62,31 +92,56 @@ class InputError(XcepError):
         return out
 
 
-class QueryError(XcepError):
-    """A query that cannot be parsed or compiled: ``query [ID, ]column N: message``.
+class QueryError(XcepError, ValueError):
+    """A query that cannot be parsed or run: ``query [ID, ][line L, ]column N: message``.
 
-    ``column`` is 1-based; ``query_id`` names the query when it came from a file of many.
+    ``code`` overrides the class's (``CODES``; XQuery's are W3C codes), ``line`` and
+    ``column`` are 1-based positions in the query (``None`` when unknown), ``query_id``
+    names the query when it came from a file of many. A subclass per language.
     """
 
-    def __init__(self, message: str, position: int = 0, query_id: str = "") -> None:
+    code = "XCEP0002"
+    exit_code = EXIT_USAGE
+    language = "query"
+
+    def __init__(
+        self,
+        message: str,
+        code: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        query_id=None,
+    ) -> None:
         super().__init__(message)
         self.message = message
-        self.column = position + 1
-        self.query_id = query_id
+        if code is not None:
+            self.code = code
+        self.line = line
+        self.column = column
+        self.query_id = "" if query_id is None else query_id
 
     def __str__(self) -> str:
-        where = f"query {self.query_id}, column" if self.query_id else "query column"
-        return f"{where} {self.column}: {self.message}"
+        where = f"query {self.query_id}, " if self.query_id != "" else "query "
+        if self.line is not None:
+            where += f"line {self.line}, "
+        if self.column is None:
+            return f"{where.rstrip(', ')}: {self.message}"
+        return f"{where}column {self.column}: {self.message}"
 
 
 class StateError(XcepError, ValueError):
     """A run state that cannot be saved, or saved bytes that cannot be restored here
     (another query, another version, or not a snapshot at all)."""
 
+    code = "XCEP0004"
+
 
 class TextFileError(XcepError):
     """A query, filter or schema file that is not UTF-8 text: names the file, the line
     and the column of the first bad byte."""
+
+    code = "XCEP0005"
+    exit_code = EXIT_USAGE
 
 
 def _not_utf8(exc: UnicodeDecodeError, data: bytes) -> tuple[int, int, str]:

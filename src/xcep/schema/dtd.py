@@ -25,11 +25,14 @@ from functools import cached_property
 from itertools import product
 from pathlib import Path
 
-from xcep.errors import XcepError, read_text
+from xcep.errors import EXIT_USAGE, XcepError, read_text
 
 
 class DtdError(XcepError):
-    pass
+    """A DTD that cannot be read (names the file and where)."""
+
+    code = "XCEP0006"
+    exit_code = EXIT_USAGE
 
 
 _DECLARATION = re.compile(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from xcep.errors import XcepError
+from xcep.errors import QueryError
 from xcep.xpush.ast import (
     ATTRIBUTE,
     CHILD,
@@ -50,12 +50,13 @@ from xcep.xpush.ast import (
 )
 
 
-class FilterSyntaxError(XcepError):
+class FilterSyntaxError(QueryError):
     """A filter that cannot be parsed; ``position`` is the 1-based column in the filter."""
 
+    language = "filter"
+
     def __init__(self, message: str, text: str, position: int) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, column=position + 1)
         self.text = text
         self.position = position + 1
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from xcep.errors import XcepError
+from xcep.errors import QueryError
 from xcep.xpush.ast import (
     CHILD,
     DESCENDANT,
@@ -40,8 +40,14 @@ from xcep.xpush.ast import (
 MAX_PARENT_CONDITIONS = 4
 
 
-class UnsupportedFilter(XcepError):
-    pass
+class UnsupportedFilter(QueryError):
+    """A filter this engine cannot run (the message says what and why)."""
+
+    code = "XCEP0003"
+    language = "filter"
+
+    def __str__(self) -> str:  # the reason: who reports it says where (FilterError)
+        return self.message
 
 
 def simplify(expr: Expr) -> Expr:

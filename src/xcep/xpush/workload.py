@@ -13,19 +13,23 @@ from dataclasses import dataclass
 from pathlib import Path as FilePath
 
 from xcep._gc import collector_paused
-from xcep.errors import XcepError, located, text_lines
+from xcep.errors import EXIT_INPUT, QueryError, located, text_lines
 from xcep.xpush.afa import AFA, Program, Recorder
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 
 
-class FilterError(XcepError):
+class FilterError(QueryError):
     """A filter that cannot be used: names the filter id, the line and the column."""
 
+    code = "XCEP0009"
+    exit_code = EXIT_INPUT  # a bad line of a file of filters, as bad documents (docs/cli.md)
+    language = "filter"
+
     def __init__(self, message: str, fid=None, line: int | None = None, column: int | None = None):
-        super().__init__(message)
-        self.message, self.fid, self.line, self.column = message, fid, line, column
+        super().__init__(message, line=line, column=column, query_id=fid)
+        self.fid = fid
 
     def __str__(self) -> str:
         return located(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from xcep.errors import XcepError
+from xcep.errors import EXIT_INPUT, EXIT_USAGE, QueryError
 
 
-class XQueryError(XcepError):
+class XQueryError(QueryError):
     """A static or dynamic error of a query.
 
     ``code`` is the W3C error code (``XPST0003`` for syntax, ``XPTY0004`` for
@@ -13,20 +13,23 @@ class XQueryError(XcepError):
     positions in the query text when known.
     """
 
+    language = "xquery"
+
     def __init__(
         self, message: str, code: str | None = None, line: int | None = None, column: int = 0
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, line=line, column=column)
         self.code = code
-        self.line = line
-        self.column = column
 
     @property
     def static(self) -> bool:
         """A static error (``XPST…``, ``XQST…``: the query itself is wrong), found when
         compiling or, for some, when running; the others are dynamic or type errors."""
         return bool(self.code) and self.code[2:4] == "ST"
+
+    @property
+    def exit_code(self) -> int:  # a wrong query is a usage error, a failing one bad input
+        return EXIT_USAGE if self.static else EXIT_INPUT
 
     def __str__(self) -> str:
         where = f"query line {self.line}, column {self.column}: " if self.line else "query: "

@@ -473,11 +473,9 @@ class Parser:
             code = code.split(":")[-1]
             message = getattr(exc, "message", str(exc))
             at = offset
-            m = re.search(r"line (\d+), column (\d+)", str(exc))
-            if m and not placeholders:  # the position inside the XPath part, in the query
-                lines = body.split("\n")
-                line = min(int(m.group(1)), len(lines))
-                at += sum(len(x) + 1 for x in lines[: line - 1]) + int(m.group(2)) - 1
+            span = getattr(getattr(exc, "token", None), "span", None)
+            if span is not None and not placeholders:  # the failing token's place in the
+                at += min(span[0], len(body))  # XPath part, which starts at offset
             raise static_error(self.text, min(at, len(self.text)), message, code) from None
         return A.XPath(body, offset, placeholders, token)
 

@@ -82,6 +82,8 @@ PLAN_BUDGET = 1_000_000  # rows in cached plans (_plan) before the cache is clea
 class StateBudgetError(XcepError):
     """The join state would hold more documents than its budget."""
 
+    code = "XCEP0007"
+
 
 @dataclass
 class _Registered:

@@ -20,10 +20,12 @@ from xcep.xscl import ast as A
 
 
 class XsclSyntaxError(QueryError):
-    """A query that cannot be parsed; names the query id and the column."""
+    """An XSCL query that cannot be parsed; names the query id and the column."""
+
+    language = "xscl"
 
     def __init__(self, message: str, query_id: str = "", position: int = 0) -> None:
-        super().__init__(message, position, query_id)
+        super().__init__(message, column=position + 1, query_id=query_id)
 
 
 _TOKEN = re.compile(

@@ -32,7 +32,9 @@ def read_queries(path: str) -> tuple[list[tuple[str, str, int]], list[str]]:
 
 
 class TimestampError(XcepError):
-    pass
+    """A document whose timestamp (``--timestamp PATH``) is missing or not a number."""
+
+    code = "XCEP0008"
 
 
 _STEP = re.compile(r"(//|/)?(@?)([\w.\-]+|\*)(/text\(\))?")

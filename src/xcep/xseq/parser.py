@@ -13,10 +13,12 @@ from xcep.xseq import ast as A
 
 
 class QuerySyntaxError(QueryError):
-    """A query that cannot be parsed or compiled; ``column`` is 1-based."""
+    """An XSeq query that cannot be parsed or compiled; ``column`` is 1-based."""
+
+    language = "xseq"
 
     def __init__(self, message: str, text: str = "", position: int = 0) -> None:
-        super().__init__(message, position)
+        super().__init__(message, column=position + 1)
         self.text = text
 
 
