@@ -21,7 +21,8 @@ import time
 from functools import partial
 
 from bench.harness import write_results
-from xcep.xscl import SequentialEngine, XsclEngine, parse_document
+from xcep.testing.xscl_sequential import SequentialEngine
+from xcep.xscl import XsclEngine, parse_document
 
 QUERY_COUNTS = [10, 100, 1_000, 10_000, 100_000]
 QUICK_COUNTS = [10, 100, 1_000]

@@ -51,10 +51,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 from bench.harness import write_results
 from bench.xscl import three_level_block, zipf
-from xcep.xscl import SequentialEngine, XsclEngine, parse_document
+from xcep.testing.xscl_sequential import SequentialEngine, matches
+from xcep.xscl import XsclEngine, parse_document
 from xcep.xscl import ast as A
 from xcep.xscl.parser import parse_query
-from xcep.xscl.sequential import matches
 from xcep.xscl.witness import shape_key
 
 COUNTS = [1_000, 10_000, 100_000]

@@ -256,7 +256,8 @@ def test_xquery_per_document_and_its_errors(spark, tmp_path):
 def test_xscl_on_spark_equals_the_sequential_reference(spark, tmp_path, seed):
     from test_xscl import three_level, two_level
     from xcep.spark.xscl import xscl_units
-    from xcep.xscl import SequentialEngine, parse_document
+    from xcep.testing.xscl_sequential import SequentialEngine
+    from xcep.xscl import parse_document
 
     rng = random.Random(seed)
     make_query, make_document = (two_level, three_level)[seed % 2](rng)
@@ -283,7 +284,8 @@ def _xscl_case(directory, seed: int, files: int):
     """Random XSCL queries, documents in ``files`` files (arrival order = name order), and
     the Sequential reference's results."""
     from test_xscl import two_level
-    from xcep.xscl import SequentialEngine, parse_document
+    from xcep.testing.xscl_sequential import SequentialEngine
+    from xcep.xscl import parse_document
 
     rng = random.Random(seed)
     make_query, make_document = two_level(rng)

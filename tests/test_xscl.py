@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xcep.testing.xscl_sequential import SequentialEngine
 from xcep.xscl.engine import XsclEngine, parse_document
 from xcep.xscl.parser import XsclSyntaxError, parse_query
-from xcep.xscl.sequential import SequentialEngine
 
 # Figures 1 and 2: node ids in pre-order (book 0, authors 1, author 2, author 3, title 4, ...)
 D1 = (

@@ -14,7 +14,8 @@ import lxml.etree as etree
 import pytest
 
 from xcep.events import EventStream, parse
-from xcep.xseq import QuerySyntaxError, XSeqEngine, evaluate
+from xcep.testing.xseq_reference import evaluate
+from xcep.xseq import QuerySyntaxError, XSeqEngine
 
 FAMILY = """<family>
 <daughter Cname="Mary" Bdate="1950" Bplace="NY">

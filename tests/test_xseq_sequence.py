@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from xcep.cli import main
 from xcep.events import EventStream, parse
-from xcep.xseq import XSeqEngine, evaluate
+from xcep.testing.xseq_reference import evaluate
+from xcep.xseq import XSeqEngine
 from xcep.xseq.parser import QuerySyntaxError
 from xcep.xseq.sequence import SequencePattern
 

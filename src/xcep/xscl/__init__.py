@@ -16,13 +16,11 @@ join processing in publish/subscribe systems*, SIGMOD 2007.
 from xcep.xscl.engine import GroupedResult, Match, Result, XsclEngine, parse_document
 from xcep.xscl.parser import XsclSyntaxError, parse_query
 from xcep.xscl.queries import TimestampError, read_queries, timestamp_reader
-from xcep.xscl.sequential import SequentialEngine
 
 __all__ = [
     "GroupedResult",
     "Match",
     "Result",
-    "SequentialEngine",
     "TimestampError",
     "XsclEngine",
     "XsclSyntaxError",

@@ -2,14 +2,13 @@
 
 Seed: Mozafari, Zeng, Zaniolo, SIGMOD 2012. ``XSeqEngine(query).run(batches)``
 evaluates a query in one pass over the nested-word event stream of
-``xcep.events``; ``evaluate`` is the slow tree-walking reference. The language
-and its semantics are in docs/xseq.md.
+``xcep.events``; the slow tree-walking reference evaluator is
+``xcep.testing.xseq_reference``. The language and its semantics are in docs/xseq.md.
 """
 
 from xcep.xseq.engine import XSeqEngine, XSeqMultiEngine
 from xcep.xseq.matches import SELECTIONS
 from xcep.xseq.parser import QuerySyntaxError, parse_query
-from xcep.xseq.reference import evaluate
 from xcep.xseq.semantics import analyze
 from xcep.xseq.vpa import compile_to_vpa
 
@@ -20,6 +19,5 @@ __all__ = [
     "XSeqMultiEngine",
     "analyze",
     "compile_to_vpa",
-    "evaluate",
     "parse_query",
 ]
