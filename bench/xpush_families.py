@@ -90,7 +90,7 @@ def _changes(job: dict) -> dict:
     import gc
     import random
 
-    from xcep._gc import collector_paused
+    from xcep.collector import collector_paused
     from xcep.events import EventStream
     from xcep.xpush import Workload, XPushMachine
     from xcep.xpush.workload import read_filters_file

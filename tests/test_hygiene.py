@@ -1,5 +1,6 @@
 """The codebase's own rules (docs/architecture.md): modules import downwards with no
-circles, and a module past about 800 lines says in its opening comment why it is one."""
+circles, no module imports another's private names, and a module past about 800 lines
+says in its opening comment why it is one."""
 
 from __future__ import annotations
 
@@ -83,3 +84,17 @@ def test_a_long_module_says_why_it_is_one():
             long[str(path.relative_to(SRC))] = "on purpose" in doc
     assert long  # (the rule is looked at: some modules are long)
     assert all(long.values()), [name for name, ok in long.items() if not ok]
+
+
+def test_nothing_private_is_imported_from_another_module():
+    compiled = {"_tokenizer", "_states"}  # the C extensions: their package's own parts
+    crossing = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("xcep")):
+                continue
+            names = node.module.split(".")[1:] + [alias.name for alias in node.names]
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if any(n not in compiled for n in private):
+                crossing.append(f"{path.relative_to(SRC)}: from {node.module} import ...")
+    assert crossing == []

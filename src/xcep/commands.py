@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from xcep._gc import collector_paused
 from xcep.cliargs import (
     EXIT_INPUT,
     EXIT_OK,
@@ -21,6 +20,7 @@ from xcep.cliargs import (
     query_text,
     stream_inputs,
 )
+from xcep.collector import collector_paused
 from xcep.errors import InputError, located
 from xcep.events import NO_NAME, EventBatch, EventStream, Kind, expand_inputs
 

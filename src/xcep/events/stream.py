@@ -28,7 +28,7 @@ from xcep.events.records import parse_record_path, records
 from xcep.events.xml_source import XmlReader
 
 FORMATS = ("auto", "xml", "json", "jsonl")
-_EXTENSIONS = {".xml": "xml", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+EXTENSIONS = {".xml": "xml", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 _GZIP_MAGIC = b"\x1f\x8b"
 STDIN = "-"
 
@@ -92,14 +92,14 @@ def _data_files(top: Path) -> list[Path]:
         found += [
             Path(folder, name)
             for name in files
-            if not name.startswith(".") and _format_by_name(name)
+            if not name.startswith(".") and format_by_name(name)
         ]
     return sorted(found)
 
 
-def _format_by_name(name: str) -> str | None:
+def format_by_name(name: str) -> str | None:
     name = name.lower().removesuffix(".gz")
-    return _EXTENSIONS.get(os.path.splitext(name)[1])
+    return EXTENSIONS.get(os.path.splitext(name)[1])
 
 
 class _Prefixed(io.RawIOBase):
@@ -239,7 +239,7 @@ class EventStream:
                 stream = gzip.GzipFile(fileobj=raw, mode="rb")
             format = item.format
             if format == "auto":
-                format = _format_by_name(item.name) or "auto"
+                format = format_by_name(item.name) or "auto"
             if format == "auto":
                 format, stream = _sniff(stream)
             try:

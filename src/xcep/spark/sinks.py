@@ -40,7 +40,7 @@ def write(
     if df.isStreaming:
         return _write_stream(df, output, format, checkpoint, trigger, out)
     if format == "console":
-        return _print(df.toLocalIterator(), out)
+        return print_rows(df.toLocalIterator(), out)
     df.write.mode("overwrite" if overwrite else "errorifexists").format(format).save(output)
     return None
 
@@ -51,7 +51,7 @@ def _write_stream(df, output, format, checkpoint, trigger, out) -> int | None:
     printed = [0]
     if format == "console":
         writer = df.writeStream.foreachBatch(
-            lambda batch, _id: printed.__setitem__(0, printed[0] + _print(batch.collect(), out))
+            lambda batch, _id: printed.__setitem__(0, printed[0] + print_rows(batch.collect(), out))
         )
     else:
         writer = df.writeStream.format(format).option("path", output)
@@ -69,7 +69,7 @@ def _write_stream(df, output, format, checkpoint, trigger, out) -> int | None:
     return printed[0] if format == "console" else None
 
 
-def _print(rows, out: TextIO | None) -> int:
+def print_rows(rows, out: TextIO | None) -> int:
     out = out or sys.stdout
     count = 0
     for row in rows:

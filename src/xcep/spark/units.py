@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from xcep.errors import InputError
 from xcep.events import EventStream, Input
-from xcep.events.stream import _EXTENSIONS, _format_by_name
+from xcep.events.stream import EXTENSIONS, format_by_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -59,14 +59,14 @@ def data_glob() -> str:
     def any_case(text: str) -> str:
         return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in text)
 
-    names = [f"*{any_case(ext)}{gz}" for ext in _EXTENSIONS for gz in ("", any_case(".gz"))]
+    names = [f"*{any_case(ext)}{gz}" for ext in EXTENSIONS for gz in ("", any_case(".gz"))]
     return "{" + ",".join(names) + "}"
 
 
 def is_data_file(path: str) -> bool:
     """Whether a directory listing's file is read (XML/JSON by name, gz included, not hidden)."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
-    return not name.startswith((".", "_")) and _format_by_name(name) is not None
+    return not name.startswith((".", "_")) and format_by_name(name) is not None
 
 
 def document_id(path: str, record: int | None, doc: int, documents: int) -> str:

@@ -111,7 +111,7 @@ def _engine(queries: tuple):
         engine = XsclEngine()
         for qid, text in queries:
             engine.add(qid, text)
-        engine._flush_queries()
+        engine.flush_queries()
         return engine
 
     return _ENGINES.get(queries, make)
@@ -127,7 +127,7 @@ def _outputs(engine) -> tuple[set, dict]:
             single[qid] = (query.left.stream, lnames[(query.select or [query.left.output.var])[0]])
         else:
             rnames = registered.blocks[1][1]
-            joined |= {var for _, var in engine._outputs(query, lnames, rnames)}
+            joined |= {var for _, var in engine.outputs_of(query, lnames, rnames)}
     return joined, single
 
 
@@ -362,9 +362,9 @@ def run_stream(
         results = _results(spark, engine, state, saved, first, first + count - 1)
         results = results.unionByName(_errors(batch_df))
         if format == "console":
-            from xcep.spark.sinks import _print
+            from xcep.spark.sinks import print_rows
 
-            _print(results.collect(), None)
+            print_rows(results.collect(), None)
         else:
             results.write.mode("overwrite").format(format).save(f"{output}/batch={batch_id}")
         if count and not math.isinf(widest):

@@ -47,7 +47,7 @@ from heapq import heapify, heappop, heappush
 
 import numpy as np
 
-from xcep._gc import collector_paused
+from xcep.collector import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.events.stepping import Feed
 from xcep.xpush.afa import AND, OR

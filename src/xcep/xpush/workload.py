@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 
-from xcep._gc import collector_paused
+from xcep.collector import collector_paused
 from xcep.errors import EXIT_INPUT, QueryError, located, text_lines
 from xcep.xpush.afa import AFA, Program, Recorder
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step

@@ -23,7 +23,7 @@ from functools import cached_property
 
 from elementpath.tree_builders import get_node_tree
 
-from xcep._gc import collector_paused
+from xcep.collector import collector_paused
 from xcep.events import EventStream, Input
 from xcep.xquery import ast, streaming
 from xcep.xquery import ast as A

@@ -303,7 +303,7 @@ class XsclEngine:
         query = registered.query
         (lp, lnames), (rp, rnames) = registered.blocks
         joins = [(lnames[e.left.var], rnames[e.right.var]) for e in query.predicates]
-        outputs = self._outputs(query, lnames, rnames)
+        outputs = self.outputs_of(query, lnames, rnames)
         if swapped:
             (lp, lnames), (rp, rnames) = (rp, rnames), (lp, lnames)
             joins = [(b, a) for a, b in joins]
@@ -357,7 +357,7 @@ class XsclEngine:
         registered.rows.append((template, rid))
 
     @staticmethod
-    def _outputs(query: A.Query, lnames: dict, rnames: dict) -> list[tuple[int, str]]:
+    def outputs_of(query: A.Query, lnames: dict, rnames: dict) -> list[tuple[int, str]]:
         if query.select is None:
             return [(0, lnames[query.left.output.var]), (1, rnames[query.right.output.var])]
         return [(0, lnames[v]) if v in lnames else (1, rnames[v]) for v in query.select]
@@ -416,7 +416,7 @@ class XsclEngine:
             batch = self._published(results) if self.published else []
         return out
 
-    def _flush_queries(self) -> None:
+    def flush_queries(self) -> None:
         """Insert the template rows of the queries added since the last batch, in bulk."""
         for index, rows in self._pending.items():
             self._insert(f"r_t_{index}", rows)
@@ -425,7 +425,7 @@ class XsclEngine:
     def _batch(self, batch: list[tuple[str, Document, float]], grouped: bool) -> list[Result]:
         if self.hashjoin is not None:
             return self._joined_in_memory(batch, grouped)
-        self._flush_queries()
+        self.flush_queries()
         lo = self.next_docid
         doc_rows, bin_rows, ts_rows, results = [], [], [], []
         for stream, doc, ts in batch:

@@ -277,7 +277,7 @@ class XSeqMultiEngine:
                 "queries": sum(len(machine.programs[o].members) for o in owners),
                 "templates": len(owners),
                 "states": machine.live_states(),
-                "shared states": len(machine._users),
+                "shared states": machine.shared_states(),
                 "transition cache": machine.cache.stats(),
             }
         return out

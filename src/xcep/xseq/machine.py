@@ -123,6 +123,10 @@ class Machine:
         self._stale = True
         self.ready()  # runs are live: their next event must see the new tables
 
+    def shared_states(self) -> int:
+        """The states several queries may share (the prefix trie's)."""
+        return len(self._users)
+
     def live_states(self) -> int:
         """The states some query still uses."""
         programs = self.programs
