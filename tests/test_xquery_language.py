@@ -140,3 +140,30 @@ def test_a_bad_direct_constructor_is_a_located_syntax_error(text):
     with pytest.raises(xquery.XQueryError) as info:
         xquery.compile(text)
     assert info.value.code == "XPST0003" and info.value.column
+
+
+def test_explain_outlines_every_kind_of_expression_and_clause():
+    """Every expression and clause kind the evaluator dispatches on has an outline."""
+    from xcep.xquery import ast as A
+    from xcep.xquery import evaluate, explain
+
+    assert set(explain.EXPRESSIONS) == set(evaluate.EXPRESSIONS)
+    assert set(explain.CLAUSES) == set(evaluate.CLAUSES)
+    text = (
+        "declare variable $k external := 2; for $x at $i in (1, 2) let $y := $x "
+        "where $y > $k count $c group by $g := $x order by $g return <r>{$c}</r>"
+    )
+    outline = xquery.compile(text).explain()
+    for line in (
+        "prolog: 1 variables",
+        "external $k",
+        "for $x at $i",
+        "let $y",
+        "where",
+        "count $c",
+        "group by $g",
+        "order by (ascending",
+        "element <r>",
+    ):
+        assert line in outline, line
+    assert A.Prolog in explain.EXPRESSIONS

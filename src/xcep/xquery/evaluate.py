@@ -87,27 +87,30 @@ class Evaluator:
     # -- expressions ---------------------------------------------------------
 
     def eval(self, expr: A.Expr, env: dict) -> list:
-        if isinstance(expr, A.XPath):
-            return self.xpath(expr, env)
-        if isinstance(expr, A.FLWOR):
-            out: list = []
-            for t in self.tuples(expr.clauses, env):
-                out.extend(self.eval(expr.result, t))
-            return out
-        if isinstance(expr, A.Sequence):
-            return [item for part in expr.items for item in self.eval(part, env)]
-        if isinstance(expr, A.Element):
-            return [self.construct(expr, env)]
-        if isinstance(expr, A.Prolog):
-            return self.eval(expr.body, self.prolog(expr, env))
-        if isinstance(expr, A.External):
-            if expr.name in env:
-                value = env[expr.name]
-                return list(value) if isinstance(value, list) else [value]
-            if expr.default is not None:
-                return self.eval(expr.default, env)
-            raise XQueryError(f"no value for the external variable ${expr.name}", "XPDY0002")
-        raise TypeError(expr)
+        return EXPRESSIONS[type(expr)](self, expr, env)
+
+    def flwor(self, expr: A.FLWOR, env: dict) -> list:
+        out: list = []
+        for t in self.tuples(expr.clauses, env):
+            out.extend(self.eval(expr.result, t))
+        return out
+
+    def sequence(self, expr: A.Sequence, env: dict) -> list:
+        return [item for part in expr.items for item in self.eval(part, env)]
+
+    def element(self, expr: A.Element, env: dict) -> list:
+        return [self.construct(expr, env)]
+
+    def prolog_body(self, expr: A.Prolog, env: dict) -> list:
+        return self.eval(expr.body, self.prolog(expr, env))
+
+    def external(self, expr: A.External, env: dict) -> list:
+        if expr.name in env:
+            value = env[expr.name]
+            return list(value) if isinstance(value, list) else [value]
+        if expr.default is not None:
+            return self.eval(expr.default, env)
+        raise XQueryError(f"no value for the external variable ${expr.name}", "XPDY0002")
 
     def prolog(self, prolog: A.Prolog, env: dict) -> dict:
         """The variables with the prolog's bound, in order; its functions run on this
@@ -251,42 +254,44 @@ class Evaluator:
         return stream
 
     def clause(self, clause, stream: list[dict]) -> list[dict]:
-        if isinstance(clause, A.For):
-            out = []
-            for t in stream:
-                items = self.eval(clause.expr, t)
-                for i, item in enumerate(items, 1):
-                    check_type([item], clause.type, f"${clause.var}")
-                    u = {**t, clause.var: item}
-                    if clause.position:
-                        u[clause.position] = i
-                    out.append(u)
-                if not items and clause.allowing_empty:  # one tuple, with () bound
-                    u = {**t, clause.var: as_value([])}
-                    if clause.position:
-                        u[clause.position] = 0
-                    out.append(u)
-            return out
-        if isinstance(clause, A.Let):
-            out = []
-            for t in stream:
-                value = self.eval(clause.expr, t)
-                check_type(value, clause.type, f"${clause.var}")
-                out.append({**t, clause.var: as_value(value)})
-            return out
-        if isinstance(clause, A.Where):
-            return [t for t in stream if ebv(self.eval(clause.expr, t))]
-        if isinstance(clause, A.Count):
-            return [{**t, clause.var: i} for i, t in enumerate(stream, 1)]
-        if isinstance(clause, A.GroupBy):
-            return self.group_by(clause, stream)
-        if isinstance(clause, A.OrderBy):
-            return self.order_by(clause, stream)
-        if isinstance(clause, A.Window):
-            return [u for t in stream for u in self.window(clause, t)]
-        if isinstance(clause, A.Pattern):
-            return [u for t in stream for u in self.pattern(clause, t)]
-        raise TypeError(clause)
+        return CLAUSES[type(clause)](self, clause, stream)
+
+    def for_clause(self, clause: A.For, stream: list[dict]) -> list[dict]:
+        out = []
+        for t in stream:
+            items = self.eval(clause.expr, t)
+            for i, item in enumerate(items, 1):
+                check_type([item], clause.type, f"${clause.var}")
+                u = {**t, clause.var: item}
+                if clause.position:
+                    u[clause.position] = i
+                out.append(u)
+            if not items and clause.allowing_empty:  # one tuple, with () bound
+                u = {**t, clause.var: as_value([])}
+                if clause.position:
+                    u[clause.position] = 0
+                out.append(u)
+        return out
+
+    def let_clause(self, clause: A.Let, stream: list[dict]) -> list[dict]:
+        out = []
+        for t in stream:
+            value = self.eval(clause.expr, t)
+            check_type(value, clause.type, f"${clause.var}")
+            out.append({**t, clause.var: as_value(value)})
+        return out
+
+    def where_clause(self, clause: A.Where, stream: list[dict]) -> list[dict]:
+        return [t for t in stream if ebv(self.eval(clause.expr, t))]
+
+    def count_clause(self, clause: A.Count, stream: list[dict]) -> list[dict]:
+        return [{**t, clause.var: i} for i, t in enumerate(stream, 1)]
+
+    def window_clause(self, clause: A.Window, stream: list[dict]) -> list[dict]:
+        return [u for t in stream for u in self.window(clause, t)]
+
+    def pattern_clause(self, clause: A.Pattern, stream: list[dict]) -> list[dict]:
+        return [u for t in stream for u in self.pattern(clause, t)]
 
     def group_by(self, clause: A.GroupBy, stream: list[dict]) -> list[dict]:
         """XQuery 3.1 §3.12.7: ``$k := E`` specs are let bindings made first, in order;
@@ -565,3 +570,25 @@ def _append_text(elem: ET.Element, text: str) -> None:
         last.tail = (last.tail or "") + text
     else:
         elem.text = (elem.text or "") + text
+
+
+# what evaluates each kind of expression and each FLWOR clause (a new clause: its node in
+# ast.py, its parse in parser.CLAUSES, its evaluation here, its outline in explain.py)
+EXPRESSIONS = {
+    A.XPath: Evaluator.xpath,
+    A.FLWOR: Evaluator.flwor,
+    A.Sequence: Evaluator.sequence,
+    A.Element: Evaluator.element,
+    A.Prolog: Evaluator.prolog_body,
+    A.External: Evaluator.external,
+}
+CLAUSES = {
+    A.For: Evaluator.for_clause,
+    A.Let: Evaluator.let_clause,
+    A.Where: Evaluator.where_clause,
+    A.Count: Evaluator.count_clause,
+    A.GroupBy: Evaluator.group_by,
+    A.OrderBy: Evaluator.order_by,
+    A.Window: Evaluator.window_clause,
+    A.Pattern: Evaluator.pattern_clause,
+}

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from elementpath.collations import UNICODE_CODEPOINT_COLLATION
 from elementpath.datatypes import UntypedAtomic
@@ -492,36 +494,40 @@ class Parser:
                 if not clauses:
                     raise self.error("a FLWOR needs a for, let, window or pattern clause", start)
                 return A.FLWOR(clauses, self.parse_single(), start)
-            if v == "for":
-                self.next()
-                if self.peek().value in ("tumbling", "sliding"):
-                    clauses.append(self.parse_window())
-                else:
-                    clauses.extend(self.parse_for())
-            elif v == "let":
-                self.next()
-                clauses.extend(self.parse_let())
-            elif v == "pattern" and self.peek(1).kind == "var":
-                self.next()
-                clauses.append(self.parse_pattern())
-            elif v == "where" and clauses:
-                self.next()
-                clauses.append(A.Where(self.parse_single()))
-            elif v == "count" and clauses:
-                self.next()
-                clauses.append(A.Count(self.var()))
-            elif v == "group" and clauses:
-                self.next()
-                self.expect("by")
-                clauses.append(self.parse_group_by())
-            elif v in ("order", "stable") and clauses:
-                self.next()
-                if v == "stable":
-                    self.expect("order")
-                self.expect("by")
-                clauses.append(self.parse_order_by(v == "stable"))
-            else:
+            syntax = FLWOR_CLAUSES.get(v)
+            if syntax is None or (syntax.follows and not clauses) or not syntax.here(self):
                 raise self.error(f"expected a FLWOR clause or 'return', found {_describe(tok)}")
+            self.next()
+            clauses += syntax.parse(self, v)
+
+    # each parses the clauses its keyword (read already) begins (FLWOR_CLAUSES)
+
+    def for_clauses(self, keyword: str) -> list:
+        if self.peek().value in ("tumbling", "sliding"):
+            return [self.parse_window()]
+        return self.parse_for()
+
+    def let_clauses(self, keyword: str) -> list:
+        return self.parse_let()
+
+    def pattern_clauses(self, keyword: str) -> list:
+        return [self.parse_pattern()]
+
+    def where_clauses(self, keyword: str) -> list:
+        return [A.Where(self.parse_single())]
+
+    def count_clauses(self, keyword: str) -> list:
+        return [A.Count(self.var())]
+
+    def group_clauses(self, keyword: str) -> list:
+        self.expect("by")
+        return [self.parse_group_by()]
+
+    def order_clauses(self, keyword: str) -> list:
+        if keyword == "stable":
+            self.expect("order")
+        self.expect("by")
+        return [self.parse_order_by(keyword == "stable")]
 
     def parse_for(self) -> list[A.For]:
         out = []
@@ -921,6 +927,30 @@ class Parser:
             else:
                 buf.append(c)
                 self.pos += 1
+
+
+class ClauseSyntax(NamedTuple):
+    """How a FLWOR clause's keyword is read: ``follows`` (only after another clause),
+    ``parse`` (the parser's method, given the keyword), ``here`` (whether the keyword
+    begins the clause at this point)."""
+
+    follows: bool
+    parse: Callable
+    here: Callable = lambda parser: True
+
+
+# the FLWOR clauses by their first keyword (a new clause: its node in ast.py, its syntax
+# here, its evaluation in evaluate.CLAUSES, its outline in explain.CLAUSES)
+FLWOR_CLAUSES = {
+    "for": ClauseSyntax(False, Parser.for_clauses),
+    "let": ClauseSyntax(False, Parser.let_clauses),
+    "pattern": ClauseSyntax(False, Parser.pattern_clauses, lambda p: p.peek(1).kind == "var"),
+    "where": ClauseSyntax(True, Parser.where_clauses),
+    "count": ClauseSyntax(True, Parser.count_clauses),
+    "group": ClauseSyntax(True, Parser.group_clauses),
+    "order": ClauseSyntax(True, Parser.order_clauses),
+    "stable": ClauseSyntax(True, Parser.order_clauses),
+}
 
 
 def _flush(parts: list, buf: list[str], literal: bool = True) -> None:
