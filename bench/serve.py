@@ -44,7 +44,7 @@ XSEQ = {
     "bids": "return count($B) from /open_auction /$B where tag($B) = 'bidder'",
 }
 XSCL = {"sold": "S/open_auction->a[/itemref/@item->i] JOIN{i = j, 6000} S/item->b[/@id->j]"}
-RATES = [1_000, 2_000]
+RATES = [1_000, 10_000]
 SECONDS = 5.0
 
 
@@ -73,14 +73,21 @@ async def _latency(url: str, subject: str, documents: list[bytes], rate: int) ->
     await connection.subscribe("xcep.out.filter.>", cb=on_routed)
     count = int(rate * SECONDS)
     start = time.perf_counter()
+    acks = []  # pipelined: the publisher keeps its rate, the acknowledgements come later
     for i in range(count):
         due = start + i / rate
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        ack = await js.publish(subject, documents[i % len(documents)])
-        sent[str(ack.seq)] = due
-    await asyncio.sleep(3)
+        acks.append((await js.publish_async(subject, documents[i % len(documents)]), due))
+    for ack, due in acks:
+        sent[str((await ack).seq)] = due
+    last = -1  # until the routed messages stop coming (a backlog drains): at most 2 min
+    for _ in range(240):
+        await asyncio.sleep(0.5)
+        if len(arrived) == last:
+            break
+        last = len(arrived)
     await connection.close()
     waits = sorted(arrived[s] - sent[s] for s in arrived if s in sent)
     routed_inputs = len(waits)
