@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from xcep.errors import QueryError
+from xcep.lexing import Token, TokenReader, scan
 from xcep.xpush.ast import (
     ATTRIBUTE,
     CHILD,
@@ -77,50 +78,25 @@ TOKEN = re.compile(
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 
 
-def tokenize(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, text, column)`` per token, then ``("end", "", len(text))``."""
-    tokens = []
-    for match in TOKEN.finditer(text):
-        kind = match.lastgroup
-        start = match.start(kind)
-        if kind == "bad":
-            raise FilterSyntaxError(f"unexpected character {text[start]!r}", text, start)
-        tokens.append((kind, match.group(kind), start))
-    tokens.append(("end", "", len(text)))
-    return tokens
+def tokenize(text: str) -> list[Token]:
+    """The filter's tokens (``xcep.lexing``), then an ``end`` token."""
+    return scan(text, TOKEN, lambda message, at: FilterSyntaxError(message, text, at))
 
 
-class _Parser:
+class _Parser(TokenReader):
     def __init__(self, text: str) -> None:
-        self.text = text
-        tokens = tokenize(text)
-        self.tokens = [*tokens, tokens[-1]]  # the end twice: peek(1) needs no bounds check
+        super().__init__(text, tokenize(text))
         # per token the text of an op or name (what ``at`` compares), else None
-        self.words = [t[1] if t[0] in ("op", "name") else None for t in self.tokens]
-        self.i = 0
+        self.words = [t.value if t.kind in ("op", "name") else None for t in self.tokens]
         self.depth = 0  # predicates open: absolute paths only outside them
 
-    # token helpers
-    def peek(self, offset: int = 0) -> tuple[str, str, int]:
-        return self.tokens[self.i + offset]
+    def syntax_error(self, message: str, position: int) -> FilterSyntaxError:
+        return FilterSyntaxError(message, self.text, position)
 
-    def next(self) -> tuple[str, str, int]:
-        token = self.tokens[self.i]
-        self.i += 1
-        return token
-
-    def at(self, value: str) -> bool:
-        return self.words[self.i] == value
-
-    def expect(self, value: str) -> None:
-        if not self.at(value):
-            self.fail(f"expected {value!r}")
-        self.next()
-
-    def fail(self, message: str, token: tuple | None = None):
-        kind, text, pos = token or self.peek()
-        found = "the end" if kind == "end" else repr(text)
-        raise FilterSyntaxError(f"{message}, found {found}", self.text, pos)
+    def at(self, value, kind: str | None = None, token: Token | None = None) -> bool:
+        if kind is None and token is None:  # an op or a name (the common question)
+            return self.words[self.i] == value
+        return super().at(value, kind, token)
 
     # grammar
     def filter(self) -> Path:
@@ -146,7 +122,7 @@ class _Parser:
             return Path(tuple(steps), absolute)
 
     def step(self, axis: str) -> Step:
-        kind, text, pos = self.peek()
+        kind, text, pos, _ = self.peek()
         if kind == "name" and text in ("self", "parent") and self.peek(1)[1] == "::":
             self.next()
             self.next()
@@ -164,11 +140,13 @@ class _Parser:
             test, name = PARENT, None
         elif self.at("@"):
             self.next()
-            kind, text, _ = self.next()
+            kind, text, _, _ = self.next()
             if kind == "name" or (kind == "op" and text == "*"):
                 test, name = ATTRIBUTE, text
             else:
-                self.fail("expected an attribute name or * after @", (kind, text, pos + 1))
+                self.fail(
+                    "expected an attribute name or * after @", Token(kind, text, pos + 1, pos + 1)
+                )
         elif self.at("*"):
             self.next()
             test, name = ELEMENT, WILDCARD
@@ -206,7 +184,7 @@ class _Parser:
         return items[0] if len(items) == 1 else And(tuple(items))
 
     def unary(self) -> Expr:
-        kind, text, start = self.peek()
+        kind, text, start, _ = self.peek()
         if kind == "name" and self.peek(1)[1] == "(":
             self.next()
             self.expect("(")
@@ -220,9 +198,9 @@ class _Parser:
             if text in ("starts-with", "contains"):
                 path = self.relative()
                 self.expect(",")
-                kind2, value, pos = self.next()
+                kind2, value, pos, _ = self.next()
                 if kind2 != "string":
-                    self.fail(f"{text}() takes a string constant", (kind2, value, pos))
+                    self.fail(f"{text}() takes a string constant", Token(kind2, value, pos, pos))
                 self.expect(")")
                 return Compare(path, text, value[1:-1])
             if text == "text":
@@ -240,15 +218,15 @@ class _Parser:
             self.expect(")")
             return item
         path = self.relative()
-        kind, text, pos = self.peek()
+        kind, text, pos, _ = self.peek()
         if kind == "op" and text in COMPARISONS:
             self.next()
-            kind, value, pos = self.next()
+            kind, value, pos, _ = self.next()
             if kind == "number":
                 return Compare(path, text, float(value))
             if kind == "string":
                 return Compare(path, text, value[1:-1])
-            self.fail("expected a number or a string constant", (kind, value, pos))
+            self.fail("expected a number or a string constant", Token(kind, value, pos, pos))
         return Exists(path)
 
     def relative(self) -> Path:

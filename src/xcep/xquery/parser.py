@@ -17,7 +17,6 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from elementpath.collations import UNICODE_CODEPOINT_COLLATION
@@ -25,6 +24,7 @@ from elementpath.datatypes import UntypedAtomic
 from elementpath.exceptions import ElementPathError, MissingContextError
 from elementpath.xpath31 import XPath31Parser
 
+from xcep.lexing import END, Token
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, static_error
 from xcep.xquery.pattern import check_single_binding
@@ -52,16 +52,10 @@ PATTERN_VARS = ("before", "after", "all", "pprev", "pcur", "nested")
 KIND_TESTS = {"item", "node", "element", "attribute", "text", "document-node", "comment"}
 
 
-@dataclass
-class Token:
-    kind: str  # name, var, string, number, symbol, eof
-    value: str
-    start: int
-    end: int
-
-
 def lex(text: str, pos: int) -> Token:
-    """The token at ``pos`` (after spaces and ``(: comments :)``)."""
+    """The token at ``pos`` (after spaces and ``(: comments :)``): an ``xcep.lexing``
+    token (kinds name, var, string, number, symbol, and the end), read one at a time
+    (a direct constructor's content is not tokens)."""
     n = len(text)
     while pos < n:
         m = _SPACE.match(text, pos)
@@ -69,7 +63,7 @@ def lex(text: str, pos: int) -> Token:
             break
         pos = _skip_comment(text, pos) if m.group() == "(:" else m.end()
     if pos >= n:
-        return Token("eof", "", n, n)
+        return Token(END, "", n, n)
     c = text[pos]
     if c == "$":
         m = _VAR.match(text, pos)
@@ -229,7 +223,7 @@ class Parser:
         variables = self.parse_prolog()
         expr = self.parse_expr()
         tok = self.peek()
-        if tok.kind != "eof":
+        if tok.kind != END:
             raise self.error(f"unexpected {_describe(tok)}", tok.start)
         if not variables and "functions" not in self.runtime:
             return expr
@@ -339,7 +333,7 @@ class Parser:
         last = start
         while True:
             tok = self.peek()
-            if tok.kind == "eof":
+            if tok.kind == END:
                 break
             v = tok.value
             if depth == 0 and self._span_ends(tok, operand_end, juxtaposed, paren_stops, pending):
@@ -427,7 +421,7 @@ class Parser:
             depth, end = 0, after.start
             while True:
                 t = lex(self.text, end)
-                if t.kind == "eof":
+                if t.kind == END:
                     raise self.error("unterminated sequence type", after.start)
                 depth += {"(": 1, ")": -1}.get(t.value, 0) if t.kind == "symbol" else 0
                 end = t.end
@@ -585,7 +579,7 @@ class Parser:
     @staticmethod
     def _ends_group_key(tok: Token) -> bool:
         """Whether ``tok`` follows a grouping variable (``group by $k, ...``)."""
-        if tok.kind == "eof" or tok.value in (":=", ",", ")", "}", "]", "collation", "as"):
+        if tok.kind == END or tok.value in (":=", ",", ")", "}", "]", "collation", "as"):
             return True
         return tok.kind == "name" and tok.value in CLAUSE_ENDS
 
@@ -972,7 +966,7 @@ def _xpath_string(value: str) -> str:
 
 
 def _describe(tok: Token) -> str:
-    return "the end of the query" if tok.kind == "eof" else f"'{tok.value}'"
+    return "the end of the query" if tok.kind == END else f"'{tok.value}'"
 
 
 # xs: types a pattern variable may select (``xs:integer+``)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from xcep.errors import QueryError
+from xcep.lexing import END, Token, TokenReader, scan
 from xcep.xscl import ast as A
 
 
@@ -41,40 +42,25 @@ def parse_query(text: str, query_id: str = "") -> A.Query:
     return normal_form(query)
 
 
-class _Parser:
+class _Parser(TokenReader):
+    the_end = "the end of the query"
+
     def __init__(self, text: str, query_id: str) -> None:
-        self.text = text
         self.id = query_id
-        self.tokens: list[tuple[str, str, int]] = []
-        pos = 0
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if not m or m.end() == pos:
-                if text[pos:].strip() == "":
-                    break
-                at = pos + len(text[pos:]) - len(text[pos:].lstrip())
-                raise XsclSyntaxError(f"unexpected character {text[at]!r}", query_id, at)
-            kind = m.lastgroup
-            value = m.group(kind)
-            self.tokens.append((kind, value, m.start(kind)))
-            pos = m.end()
-        self.tokens.append(("eof", "", len(text)))
-        self.i = 0
+        super().__init__(text, scan(text, _TOKEN, self.syntax_error))
 
-    def peek(self) -> tuple[str, str, int]:
-        return self.tokens[self.i]
+    def syntax_error(self, message: str, position: int) -> XsclSyntaxError:
+        return XsclSyntaxError(message, self.id, position)
 
-    def next(self) -> tuple[str, str, int]:
-        tok = self.tokens[self.i]
-        self.i += 1
-        return tok
+    def describe(self, token: Token) -> str:
+        return self.the_end if token.kind == END else f"'{token.value}'"
 
     def error(self, message: str, tok=None) -> XsclSyntaxError:
         tok = tok or self.peek()
         return XsclSyntaxError(message, self.id, tok[2])
 
     def keyword(self, word: str) -> bool:
-        kind, value, _ = self.peek()
+        kind, value, _, _ = self.peek()
         if kind == "name" and value.upper() == word:
             self.i += 1
             return True
@@ -83,12 +69,12 @@ class _Parser:
     def expect_symbol(self, symbol: str) -> None:
         tok = self.next()
         if tok[0] != "symbol" or tok[1] != symbol:
-            raise self.error(f"expected '{symbol}', found {_describe(tok)}", tok)
+            raise self.error(f"expected '{symbol}', found {self.describe(tok)}", tok)
 
     def name(self, what: str) -> tuple[str, int]:
         tok = self.next()
         if tok[0] != "name" or tok[1].upper() in KEYWORDS:
-            raise self.error(f"expected {what}, found {_describe(tok)}", tok)
+            raise self.error(f"expected {what}, found {self.describe(tok)}", tok)
         return tok[1], tok[2]
 
     def parse(self) -> A.Query:
@@ -123,8 +109,8 @@ class _Parser:
                 raise self.error("one JOIN or FOLLOWED BY per query: chain queries with PUBLISH")
         if self.keyword("PUBLISH"):
             query.publish = self.name("a stream name")[0]
-        if self.peek()[0] != "eof":
-            raise self.error(f"unexpected {_describe(self.peek())}")
+        if self.peek().kind != END:
+            raise self.error(f"unexpected {self.describe(self.peek())}")
         query.select = select
         return query
 
@@ -138,7 +124,7 @@ class _Parser:
     def path(self, relative: bool) -> list[A.Step]:
         steps: list[A.Step] = []
         while True:
-            kind, value, _pos = self.peek()
+            kind, value, _pos, _ = self.peek()
             if value in ("/", "//") and kind == "symbol":
                 self.next()
                 if self.peek()[1] == "@":
@@ -157,7 +143,7 @@ class _Parser:
             if tok[1] == "*" or (tok[0] == "name" and tok[1].upper() not in KEYWORDS):
                 step = A.Step(axis, tok[1], pos=tok[2])
             else:
-                raise self.error(f"expected a name or '*', found {_describe(tok)}", tok)
+                raise self.error(f"expected a name or '*', found {self.describe(tok)}", tok)
             if self.peek()[1] == "->":
                 self.next()
                 step.var = self.name("a variable")[0]
@@ -193,15 +179,11 @@ class _Parser:
             return float("inf")
         if tok[0] != "number":
             raise self.error(
-                f"expected a time window (a number, or inf), found {_describe(tok)}", tok
+                f"expected a time window (a number, or inf), found {self.describe(tok)}", tok
             )
         value = tok[1]
         unit = UNITS.get(value[-1], 1) if value[-1] in UNITS else 1
         return float(value.rstrip("smhd")) * unit
-
-
-def _describe(tok) -> str:
-    return "the end of the query" if tok[0] == "eof" else f"'{tok[1]}'"
 
 
 def normal_form(query: A.Query) -> A.Query:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from xcep.errors import QueryError
+from xcep.lexing import END, Token, TokenReader
 from xcep.xseq import ast as A
 
 
@@ -52,37 +53,23 @@ KEYWORDS = {"return", "from", "where", "partition", "union", "intersect", "and",
 FUNCTIONS = {"not", "tag", *A.SEQUENCE_FUNCTIONS, *A.AGGREGATES}  # names called with '('
 
 
-class Token:
-    __slots__ = ("kind", "pos", "space_before", "value")
-
-    def __init__(self, kind: str, value, pos: int, space_before: bool) -> None:
-        self.kind = kind  # 'name', 'var', 'number', 'string', 'sym', 'end'
-        self.value = value
-        self.pos = pos
-        self.space_before = space_before
-
-    def __repr__(self) -> str:
-        return f"{self.kind}:{self.value!r}@{self.pos}"
-
-
 def tokenize(text: str) -> list[Token]:
     tokens: list[Token] = []
     i, n = 0, len(text)
     while True:
         space = _SPACE.match(text, i)
-        spaced = bool(space) or i == 0
         if space:
             i = space.end()
         if i >= n:
-            tokens.append(Token("end", None, n, spaced))
+            tokens.append(Token(END, None, n, n))
             return tokens
         ch = text[i]
         if match := _STRING.match(text, i):
-            tokens.append(Token("string", match.group()[1:-1], i, spaced))
+            tokens.append(Token("string", match.group()[1:-1], i, match.end()))
         elif (match := _NUMBER.match(text, i)) and not (ch == "." and text[i : i + 2] == ".."):
-            tokens.append(Token("number", float(match.group()), i, spaced))
+            tokens.append(Token("number", float(match.group()), i, match.end()))
         elif match := _VAR.match(text, i):
-            tokens.append(Token("var", match.group(1), i, spaced))
+            tokens.append(Token("var", match.group(1), i, match.end()))
         elif match := _NAME_PART.match(text, i):
             end = match.end()
             while end < n and text[end] == "-" and not _MINUS_OPERAND.match(text, end):
@@ -94,40 +81,35 @@ def tokenize(text: str) -> list[Token]:
                 more = _NAME_PART.match(text, end + 1)  # a prefixed name a:b
                 if more:
                     end = more.end()
-            tokens.append(Token("name", text[i:end], i, spaced))
+            tokens.append(Token("name", text[i:end], i, end))
             i = end
             continue
         else:
             for symbol in _SYMBOLS:
                 if text.startswith(symbol, i):
-                    tokens.append(Token("sym", symbol, i, spaced))
+                    tokens.append(Token("sym", symbol, i, i + len(symbol)))
                     break
             else:
                 raise QuerySyntaxError(f"unexpected character {ch!r}", text, i)
         i = match.end() if match else i + len(tokens[-1].value)
 
 
-class Parser:
+class Parser(TokenReader):
+    the_end = "end of query"
+
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = tokenize(text)
-        self.i = 0
+        super().__init__(text, tokenize(text))
         self.groups = 0
 
-    # token helpers
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.i]
+    def syntax_error(self, message: str, position: int) -> QuerySyntaxError:
+        return QuerySyntaxError(message, self.text, position)
 
-    def peek(self, ahead: int = 1) -> Token:
-        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+    # token helpers (``xcep.lexing``)
+    def spaced(self, token: Token) -> bool:
+        """Whether space comes before ``token`` (``(…)*`` is a group, ``(…) *`` is not)."""
+        return token.start == 0 or self.text[token.start - 1].isspace()
 
-    def advance(self) -> Token:
-        token = self.tokens[self.i]
-        self.i += 1
-        return token
-
-    def at(self, kind: str, value=None, token: Token | None = None) -> bool:
+    def at_kind(self, kind: str, value=None, token: Token | None = None) -> bool:
         token = token or self.tok
         return token.kind == kind and (value is None or token.value == value)
 
@@ -136,8 +118,8 @@ class Parser:
 
     def at_axis_name(self) -> bool:
         """Whether the name here starts an explicit axis: ``name::`` or ``name\\::``."""
-        return self.at("sym", "::", self.peek()) or (
-            self.at("sym", "\\", self.peek()) and self.at("sym", "::", self.peek(2))
+        return self.at_kind("sym", "::", self.peek(1)) or (
+            self.at_kind("sym", "\\", self.peek(1)) and self.at_kind("sym", "::", self.peek(2))
         )
 
     def at_word(self, *values: str) -> bool:
@@ -146,37 +128,32 @@ class Parser:
     def expect_sym(self, value: str, what: str | None = None) -> Token:
         if not self.at_sym(value):
             self.fail(f"expected {what or repr(value)}")
-        return self.advance()
-
-    def fail(self, message: str, token: Token | None = None):
-        token = token or self.tok
-        found = "end of query" if token.kind == "end" else repr(str(token.value))
-        raise QuerySyntaxError(f"{message}, found {found}", self.text, token.pos)
+        return self.next()
 
     # query
     def query(self) -> A.Query:
         returns = None
         if self.at_word("return"):
-            self.advance()
+            self.next()
             returns = [self.out_term()]
             while self.at_sym(","):
-                self.advance()
+                self.next()
                 returns.append(self.out_term())
             if not self.at_word("from"):
                 self.fail("expected ',' or 'from' after the return terms")
-            self.advance()
+            self.next()
             returns = tuple(returns)
         path = self.path(first=True)
         partition = where = None
-        while not self.at("end"):
+        while not self.at_kind(END):
             if self.at_word("where") and where is None:
-                self.advance()
+                self.next()
                 where = self.condition()
             elif self.at_word("partition") and partition is None:
-                token = self.advance()
+                token = self.next()
                 if not self.at_word("by"):
                     self.fail("expected 'by' after 'partition'")
-                self.advance()
+                self.next()
                 partition = self.partition_path(token)
             else:
                 self.fail("expected a step, 'where', 'partition by' or the end of the query")
@@ -201,9 +178,9 @@ class Parser:
     def out_term(self) -> A.OutTerm:
         start = self.tok
         aggregate = None
-        if self.at_word(*A.AGGREGATES) and self.at("sym", "(", self.peek()):
-            aggregate = self.advance().value
-            self.advance()
+        if self.at_word(*A.AGGREGATES) and self.at_kind("sym", "(", self.peek(1)):
+            aggregate = self.next().value
+            self.next()
             expr = self.value()
             self.expect_sym(")", f"')' closing {aggregate}(")
         else:
@@ -216,7 +193,7 @@ class Parser:
         items = [self.intersection(first)]
         pos = self.tok.pos
         while self.at_word("union") or self.at_sym("|"):
-            self.advance()
+            self.next()
             items.append(self.intersection(first))
         return items[0] if len(items) == 1 else A.Union(tuple(items), pos)
 
@@ -224,7 +201,7 @@ class Parser:
         items = [self.sequence(first)]
         pos = self.tok.pos
         while self.at_word("intersect"):
-            self.advance()
+            self.next()
             items.append(self.sequence(first))
         if len(items) == 1:
             return items[0]
@@ -240,7 +217,7 @@ class Parser:
             if tok.value in KEYWORDS or tok.value == "by":
                 return False
             # a function call is not a step; any other name before '(' is (a juxtaposed group)
-            return tok.value not in FUNCTIONS or not self.at("sym", "(", self.peek())
+            return tok.value not in FUNCTIONS or not self.at_kind("sym", "(", self.peek(1))
         return False
 
     def sequence(self, first: bool, value: bool = False):
@@ -256,20 +233,20 @@ class Parser:
 
     def item(self, first: bool, value: bool = False):
         if self.at_sym("("):
-            open_token = self.advance()
+            open_token = self.next()
             body = self.path(first)
             self.expect_sym(")", "')' closing the group")
             node = body
-            if self.at_sym("*") and not self.tok.space_before:
-                self.advance()
+            if self.at_sym("*") and not self.spaced(self.tok):
+                self.next()
                 node = A.Star(body, self._new_group(), open_token.pos)
             preds = self.predicates()
             if preds:  # (path)[p] filters the nodes the group ends at
                 node = A.Seq((node, A.Step(A.SELF, A.NODE, "*", preds, None, open_token.pos)))
             return node
         step = self.step(first)
-        if self.at_sym("*") and not self.tok.space_before and not value:
-            self.advance()
+        if self.at_sym("*") and not self.spaced(self.tok) and not value:
+            self.next()
             return A.Star(step, self._new_group(), step.pos)
         return step
 
@@ -282,49 +259,42 @@ class Parser:
         pos = tok.pos
         axis = None
         if self.at_sym("//"):
-            self.advance()
+            self.next()
             axis = A.DESCENDANT
         elif self.at_sym("/\\"):
-            self.advance()
+            self.next()
             axis = A.FIRST_CHILD
         elif self.at_sym("/"):
-            self.advance()
+            self.next()
             axis = A.CHILD
-            if self.at_sym(".", "..") or (self.at("name") and self.at_axis_name()):
+            if self.at_sym(".", "..") or (self.at_kind("name") and self.at_axis_name()):
                 # '/' then '.', '..' or an explicit axis: the '/' only separates the steps
                 return self.step(first=False)
         elif self.at_sym("\\"):
-            self.advance()
+            self.next()
             axis = A.NEXT_SIBLING
         elif self.at_sym("."):
-            self.advance()
+            self.next()
             return A.Step(A.SELF, A.NODE, "*", self.predicates(), None, pos)
         elif self.at_sym(".."):
-            self.advance()
+            self.next()
             return A.Step(A.PARENT, A.NODE, "*", self.predicates(), None, pos)
-        if (
-            axis is None
-            and self.tok.kind == "name"
-            and (
-                self.at("sym", "::", self.peek())
-                or (self.at("sym", "\\", self.peek()) and self.at("sym", "::", self.peek(2)))
-            )
-        ):
+        if axis is None and self.tok.kind == "name" and self.at_axis_name():
             tok = self.tok
-            name = self.advance().value
+            name = self.next().value
             if name not in AXIS_NAMES:
                 self.fail(f"unknown axis {name!r}", tok)
             axis = AXIS_NAMES[name]
             if self.at_sym("\\"):
-                self.advance()
+                self.next()
                 if axis not in IMMEDIATE_AXES:
                     self.fail("only child\\ and following_sibling\\ exist", tok)
                 axis = IMMEDIATE_AXES[axis]
-            self.advance()  # '::'
+            self.next()  # '::'
         if self.at_sym("@"):
             if axis not in (None, A.CHILD, A.ATTRIBUTE):
                 self.fail("'@' cannot follow this axis")
-            self.advance()
+            self.next()
             axis = A.ATTRIBUTE
         if axis is None:
             axis = A.CHILD if first else A.FOLLOWING_SIBLING
@@ -335,26 +305,26 @@ class Parser:
         var = None
         if axis == A.ATTRIBUTE:
             if tok.kind == "name" or self.at_sym("*"):
-                self.advance()
+                self.next()
                 return A.Step(axis, A.ELEMENT, tok.value, (), None, pos)
             self.fail("expected an attribute name or * after '@'")
         if tok.kind == "var":
-            self.advance()
+            self.next()
             kind, name, var = A.ELEMENT, "*", tok.value
         elif self.at_sym("*"):
-            self.advance()
+            self.next()
             kind, name = A.ELEMENT, "*"
         elif (
             tok.kind == "name"
             and tok.value in ("text", "node")
-            and self.at("sym", "(", self.peek())
+            and self.at_kind("sym", "(", self.peek(1))
         ):
-            self.advance()
-            self.advance()
+            self.next()
+            self.next()
             self.expect_sym(")", f"')' after {tok.value}(")
             kind, name = (A.TEXT if tok.value == "text" else A.NODE), "*"
         elif tok.kind == "name" and tok.value not in KEYWORDS:
-            self.advance()
+            self.next()
             kind, name = A.ELEMENT, tok.value
         else:
             self.fail("expected a name, *, $variable or text() as node test")
@@ -363,7 +333,7 @@ class Parser:
     def predicates(self) -> tuple:
         preds = []
         while self.at_sym("["):
-            self.advance()
+            self.next()
             preds.append(self.condition())
             self.expect_sym("]", "']' closing the predicate")
         return tuple(preds)
@@ -372,61 +342,61 @@ class Parser:
     def condition(self):
         left = self.conjunction()
         while self.at_word("or"):
-            self.advance()
+            self.next()
             left = A.Or(left, self.conjunction())
         return left
 
     def conjunction(self):
         left = self.negation()
         while self.at_word("and"):
-            self.advance()
+            self.next()
             left = A.And(left, self.negation())
         return left
 
     def negation(self):
-        if self.at_word("not") and self.at("sym", "(", self.peek()):
-            tok = self.advance()
-            self.advance()
+        if self.at_word("not") and self.at_kind("sym", "(", self.peek(1)):
+            tok = self.next()
+            self.next()
             arg = self.condition()
             self.expect_sym(")", "')' closing not(")
             return A.Not(arg, tok.pos)
         left = self.value()
         if self.at_sym("=", "!=", "<", "<=", ">", ">="):
-            op = self.advance()
+            op = self.next()
             return A.Compare(op.value, left, self.value(), op.pos)
         return left
 
     def value(self):
         left = self.term()
         while self.at_sym("+", "-"):
-            op = self.advance()
+            op = self.next()
             left = A.Arith(op.value, left, self.term(), op.pos)
         return left
 
     def term(self):
         left = self.operand()
         while self.at_sym("*") or self.at_word("div"):
-            op = self.advance()
+            op = self.next()
             left = A.Arith("*" if op.value == "*" else "div", left, self.operand(), op.pos)
         return left
 
     def operand(self):
         tok = self.tok
         if tok.kind in ("number", "string"):
-            self.advance()
+            self.next()
             return A.Const(tok.value)
-        if self.at_sym("-") and self.at("number", None, self.peek()):
-            self.advance()
-            return A.Const(-self.advance().value)
+        if self.at_sym("-") and self.at_kind("number", None, self.peek(1)):
+            self.next()
+            return A.Const(-self.next().value)
         if self.at_sym("("):
-            self.advance()
+            self.next()
             inner = self.condition()
             self.expect_sym(")", "')'")
             return inner
-        if tok.kind == "name" and self.at("sym", "(", self.peek()):
+        if tok.kind == "name" and self.at_kind("sym", "(", self.peek(1)):
             if tok.value == "tag":
-                self.advance()
-                self.advance()
+                self.next()
+                self.next()
                 ref = self.var_ref()
                 self.expect_sym(")", "')' closing tag(")
                 return A.Tag(ref, tok.pos)
@@ -444,14 +414,14 @@ class Parser:
         tok = self.tok
         func = None
         if tok.kind == "name" and tok.value in A.SEQUENCE_FUNCTIONS:
-            func = self.advance().value
+            func = self.next().value
             self.expect_sym("(", f"'(' after {func}")
-            if not self.at("var"):
+            if not self.at_kind("var"):
                 self.fail(f"{func}() takes a $variable")
-            var = self.advance().value
+            var = self.next().value
             self.expect_sym(")", f"')' closing {func}(")
         elif tok.kind == "var":
-            var = self.advance().value
+            var = self.next().value
         else:
             self.fail("expected a $variable")
         path = self.sequence(first=False, value=True) if self.at_sym(*AXES) else None
