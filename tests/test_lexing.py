@@ -3,6 +3,8 @@ that are spans of the query, errors at the offending character."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from xcep.lexing import END, Token, TokenReader
@@ -34,7 +36,7 @@ def test_the_list_parsers_read_shared_tokens_that_are_spans_of_the_query():
         body = tokens[:-1]
         assert len(body) > 10
         assert all(text[t.start : t.end].strip() == text[t.start : t.end] != "" for t in body)
-        assert all(a.end <= b.start for a, b in zip(body, body[1:], strict=False))
+        assert all(a.end <= b.start for a, b in itertools.pairwise(body))
     for parser in (FilterParser, XsclParser, XSeqParser):
         assert issubclass(parser, TokenReader)
 
