@@ -222,3 +222,39 @@ def test_answers_survive_table_flushes(monkeypatch, data_dir) -> None:
     engine = XSeqEngine(query)
     assert list(engine.run(EventStream([path], batch_size=500).batches())) == expected
     assert engine.stats()["table flushes"] > 0
+
+
+@settings(
+    max_examples=200,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    depths=st.lists(st.booleans(), max_size=80),
+    probes=st.lists(st.tuples(st.integers(0, 79), st.integers(0, 9)), max_size=20),
+)
+def test_both_ways_to_the_owner_at_a_depth_agree(monkeypatch, depths, probes) -> None:
+    """``_owner_at_depth``: the sorted search (small batches) and the search per depth
+    (large ones) give the same owners, at any depth, for events of the batch or not."""
+    import numpy as np
+
+    from xcep.xseq import paths
+
+    level, kinds, at = 0, [], []
+    for opening in depths:  # a well-nested run of opens and closes
+        opening = opening or level == 0
+        level += 1 if opening else 0
+        kinds.append(opening)
+        at.append(level)
+        level -= 0 if opening else 1
+    depth_of = np.array(at, dtype=np.int32)
+    opens = np.flatnonzero(np.array(kinds, dtype=bool))
+    found = np.array(sorted({p for p, _ in probes if p < len(at)}), dtype=np.int64)
+    want = np.array([w for _, w in probes][: len(found)], dtype=np.int32)
+    answers = []
+    for threshold in (0, 10**9):  # the search per depth, then the sorted one
+        with monkeypatch.context() as patch:
+            patch.setattr(paths, "SORTED_OPENS", threshold)
+            answers.append(paths._owner_at_depth(opens, depth_of, found, want).tolist())
+            parents = paths._owner_at_depth(opens, depth_of, opens, depth_of[opens] - 1)
+            answers.append(parents.tolist())
+    assert answers[0] == answers[2] and answers[1] == answers[3]

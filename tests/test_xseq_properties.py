@@ -7,7 +7,7 @@ import io
 
 import lxml.etree as etree
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.xseq_queries import documents, queries, to_xpath
 
@@ -67,6 +67,9 @@ def test_engine_equals_reference_at_every_optimization_level(query, text, select
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(query=queries(), text=documents())
+@example(  # an operand reaching the node both past a failing check and without one
+    query="return $V0@x from /$V0 ((/a)* intersect (/a[b])* //a)", text="<r><a><a></a></a></r>"
+)
 def test_engine_equals_reference_values(query: str, text: str) -> None:
     try:
         expected = evaluate(query, parse(text), values_only=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from itertools import product
 
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ELEMENT, TEXT_NODE, Node, test_matches
@@ -356,14 +357,24 @@ class Run:
                 entries[state.group] = here  # the context node of this intersect
                 binding = Binding(binding.slots, tuple(entries))
             elif kind == "join":
+                # every operand's arrivals at this node, each with its pending checks: an
+                # operand may reach it on several paths (a Kleene-* taken or not), each a
+                # different condition, so every combination goes on (the emitter keeps
+                # them as alternatives: any one that holds is the match)
                 key = (state.owner, state.group, binding.slots, binding.entries[state.group], here)
                 reached = self.joins.setdefault(key, {})
-                if state.mode in reached:
+                arrivals = reached.setdefault(state.mode, [])
+                if checks in arrivals:
                     continue
-                reached[state.mode] = checks
+                arrivals.append(checks)
                 if len(reached) < programs[state.owner].join_width[state.group]:
                     continue
-                checks = tuple(c for found in reached.values() for c in found)
+                others = [found for mode, found in reached.items() if mode != state.mode]
+                for combination in product(*others):
+                    joined = checks + tuple(c for found in combination for c in found)
+                    for target in state.next:
+                        stack.append((target, binding, joined, done))
+                continue
             elif kind == "attr":
                 for attr in here.attrs:
                     if test_matches(state.step, attr):

@@ -718,11 +718,31 @@ def _kept(values: list, keep: np.ndarray) -> list:
     return [value for value, kept in zip(values, keep.tolist(), strict=True) if kept]
 
 
+SORTED_OPENS = 4096  # fewer opens than this: one search over them sorted by depth
+
+
 def _owner_at_depth(opens, depths, found, want) -> np.ndarray:
     """For each event in ``found``, the position in ``opens`` of the last open before it at
-    depth ``want`` (-1: it opened in an earlier batch)."""
-    owner = np.full(len(found), -1, dtype=np.int64)
+    depth ``want`` (-1: it opened in an earlier batch).
+
+    Two ways to the same answer (``tests/test_xseq_paths.py`` compares them): in a small
+    batch (a message, a record) the opens sorted by (depth, position) — a radix sort — and
+    one search for all of ``found``, a dozen numpy calls whatever the depth; in a large one
+    a search per depth level, which sorts nothing."""
+    if not len(opens):
+        return np.full(len(found), -1, dtype=np.int64)
     open_depths = depths[opens]
+    if len(opens) < SORTED_OPENS:
+        deep = int(open_depths.max()) >= 2**15  # (else a 16-bit radix sort)
+        order = np.argsort(open_depths if deep else open_depths.astype(np.int16), kind="stable")
+        span = len(depths) + 1
+        keys = (open_depths.astype(np.int64) * span + opens)[order]
+        at = np.searchsorted(keys, np.asarray(want, dtype=np.int64) * span + found) - 1
+        hit = at >= 0
+        at = np.maximum(at, 0)
+        hit &= keys[at] // span == want
+        return np.where(hit, order[at], -1)
+    owner = np.full(len(found), -1, dtype=np.int64)
     for d in np.unique(want).tolist():
         level = np.flatnonzero(open_depths == d)
         mine = np.flatnonzero(want == d)
