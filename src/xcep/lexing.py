@@ -33,21 +33,22 @@ def scan(text: str, pattern: re.Pattern, error: Callable[[str, int], Exception])
     group that took part its kind (spaces before a token belong to the match, not the
     token), then an ``END`` token; a character that starts no token (or a group named
     ``bad``) raises ``error(message, position)``."""
-    tokens, pos, n = [], 0, len(text)
-    while True:
-        match = pattern.match(text, pos)
-        if match is None or match.end() == pos:
-            rest = text[pos:]
-            if rest.strip() == "":
-                tokens.append(Token(END, "", n, n))
-                return tokens
-            at = pos + len(rest) - len(rest.lstrip())
-            raise error(f"unexpected character {text[at]!r}", at)
+    tokens, pos, make = [], 0, tuple.__new__  # (a named tuple made the fast way)
+    for match in pattern.finditer(text):
+        if match.start() != pos or match.end() == pos:  # text no token takes
+            break
         kind = match.lastgroup
+        start = match.start(kind)
         if kind == "bad":
-            raise error(f"unexpected character {text[match.start(kind)]!r}", match.start(kind))
-        tokens.append(Token(kind, match.group(kind), match.start(kind), match.end(kind)))
+            raise error(f"unexpected character {text[start]!r}", start)
+        tokens.append(make(Token, (kind, match.group(kind), start, match.end(kind))))
         pos = match.end()
+    rest = text[pos:]
+    if rest.strip():
+        at = pos + len(rest) - len(rest.lstrip())
+        raise error(f"unexpected character {text[at]!r}", at)
+    tokens.append(Token(END, "", len(text), len(text)))
+    return tokens
 
 
 class TokenReader:
