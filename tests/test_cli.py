@@ -5,6 +5,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xcep.cli import main
 
@@ -481,3 +483,17 @@ def test_old_spellings_still_work_with_a_hint(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     assert "--stream is deprecated, use --stream-name" in captured.err
     assert '"query": "q1"' in captured.out or '"query":"q1"' in captured.out
+
+
+@settings(max_examples=300)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=12,
+    )
+)
+def test_compact_json_writes_what_json_dumps_writes(value):
+    from xcep.commands import compact_json
+
+    assert compact_json()(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -339,6 +339,25 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_INPUT if invalid else status
 
 
+def compact_json() -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, made once: the
+    standard library's C encoder called directly (``JSONEncoder.encode`` builds one per
+    call: 0.8 µs of a one-string row's 1 µs), or the encoder where there is no C one."""
+    from json.encoder import c_make_encoder, encode_basestring
+
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+    if c_make_encoder is None:
+        return encoder.encode
+    make = c_make_encoder(
+        None, encoder.default, encode_basestring, None, ":", ",", False, False, True
+    )
+
+    def dumps(value) -> str:
+        return "".join(make(value, 0))
+
+    return dumps
+
+
 class _RowWriter:
     """Rows as JSON Lines, written a chunk at a time (one write per ``CHUNK`` rows), and
     every pending one before the stream waits on a live input (``flush``)."""
@@ -348,7 +367,7 @@ class _RowWriter:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.lines: list[str] = []
-        self.dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self.dumps = compact_json()
 
     def add(self, row: list) -> None:
         lines = self.lines
