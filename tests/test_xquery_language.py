@@ -167,3 +167,29 @@ def test_explain_outlines_every_kind_of_expression_and_clause():
     ):
         assert line in outline, line
     assert A.Prolog in explain.EXPRESSIONS
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("element a { 1, 2 }", ["<a>1 2</a>"]),
+        ('element {concat("b", "c")} { attribute x {5}, <d/>, "t" }', ['<bc x="5"><d/>t</bc>']),
+        (
+            "for $i in (1, 2) return element item { attribute n {$i}, $i * 10 }",
+            ['<item n="1">10</item>', '<item n="2">20</item>'],
+        ),
+        ('text {"a<b"}', ["a&lt;b"]),
+        ("count(text {()})", ["0"]),
+        ('comment {"c"}', ["<!--c-->"]),
+        ("document { <r><s/></r> }/r/s", ["<s/>"]),
+        ("<a>{element b {}}</a>", ["<a><b/></a>"]),
+        ("string(attribute y {1, 2})", ["1 2"]),
+    ],
+)
+def test_computed_constructors(query, expected):
+    assert list(xquery.compile(query).run(None)) == expected
+
+
+def test_a_computed_name_is_one_atomic_value():
+    with pytest.raises(xquery.XQueryError, match="XPTY0004"):
+        list(xquery.compile("element {()} {}").run(None))

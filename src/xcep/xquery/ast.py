@@ -44,6 +44,18 @@ class Element(Expr):
 
 
 @dataclass
+class Computed(Expr):
+    """A computed constructor: ``element``, ``attribute``, ``text``, ``comment`` or
+    ``document``; ``name`` a QName as written, an expression (``element {E} {…}``) or
+    None; ``content`` an expression (None: ``{}``)."""
+
+    kind: str
+    name: object
+    content: Expr | None
+    pos: int
+
+
+@dataclass
 class Prolog(Expr):
     """A prolog's declarations around the body: the variables (name, value, declared
     type), bound in order, and the functions' ``runtime`` (the evaluator that runs their

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from elementpath import XPathContext, collations
 from elementpath.exceptions import ElementPathError
 from elementpath.tree_builders import get_node_tree
-from elementpath.xpath_nodes import ElementNode
+from elementpath.xpath_nodes import CommentNode, ElementNode, TextNode
 
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
@@ -223,6 +223,37 @@ class Evaluator:
             else:
                 self._append_items(elem, self.eval(part, env))
         return elem
+
+    def computed(self, expr: A.Computed, env: dict) -> list:
+        """A computed constructor's node (``text {()}``: none)."""
+        items = self.eval(expr.content, env) if expr.content is not None else []
+        if expr.kind in ("text", "comment"):
+            if expr.kind == "text" and not items:
+                return []
+            content = " ".join(string_value(atom) for atom in self._atomized(items))
+            return [TextNode(content) if expr.kind == "text" else CommentNode(content)]
+        if expr.kind == "document":
+            elements = [item for item in items if is_node(item) and item.node_kind == "element"]
+            if len(elements) != 1 or len(elements) != len(items):
+                raise XQueryError("a document node here holds one element", "XPTY0004")
+            return [get_node_tree(ET.ElementTree(element_of(elements[0])))]
+        name = expr.name
+        if not isinstance(name, str):
+            names = self._atomized(self.eval(name, env))
+            if len(names) != 1:
+                raise XQueryError("a computed name must be one atomic value", "XPTY0004")
+            name = string_value(names[0])
+        if expr.kind == "attribute":
+            value = " ".join(string_value(atom) for atom in self._atomized(items))
+            holder = get_node_tree(ET.Element("_", {name: value}))
+            return [next(iter(holder.attributes))]
+        elem = ET.Element(name)
+        self._append_items(elem, items)
+        return [get_node_tree(elem)]
+
+    def _atomized(self, items: list) -> list:
+        """Nodes as their string values, atomic values as they are."""
+        return [item.string_value if is_node(item) else item for item in items]
 
     def _append_items(self, elem: ET.Element, items: list) -> None:
         atoms: list[str] = []
@@ -581,6 +612,7 @@ EXPRESSIONS = {
     A.Element: Evaluator.element,
     A.Prolog: Evaluator.prolog_body,
     A.External: Evaluator.external,
+    A.Computed: Evaluator.computed,
 }
 CLAUSES = {
     A.For: Evaluator.for_clause,

@@ -55,6 +55,16 @@ def _external(expr: A.External, pad: str, depth: int):
         yield from _lines(expr.default, depth + 1)
 
 
+def _computed(expr: A.Computed, pad: str, depth: int):
+    name = f" {expr.name}" if isinstance(expr.name, str) else ""
+    yield f"{pad}computed {expr.kind}{name}"
+    if expr.name is not None and not isinstance(expr.name, str):
+        yield f"{pad}  name"
+        yield from _lines(expr.name, depth + 2)
+    if expr.content is not None:
+        yield from _lines(expr.content, depth + 1)
+
+
 def _flwor(expr: A.FLWOR, pad: str, depth: int):
     yield f"{pad}flwor"
     for clause in expr.clauses:
@@ -134,6 +144,7 @@ EXPRESSIONS = {
     A.FLWOR: _flwor,
     A.Prolog: _prolog,
     A.External: _external,
+    A.Computed: _computed,
 }
 CLAUSES = {
     A.For: _for_or_let,

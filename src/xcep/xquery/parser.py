@@ -346,6 +346,13 @@ class Parser:
                 out.append(self._placeholder(placeholders, expr))
                 last, operand_end = self.pos, True
                 continue
+            if not operand_end and tok.kind == "name" and self._computed_start(tok):
+                out.append(self.text[last : tok.start])
+                self.pos = tok.start
+                expr = self.parse_computed()
+                out.append(self._placeholder(placeholders, expr))
+                last, operand_end = self.pos, True
+                continue
             if (
                 not operand_end
                 and v == "<"
@@ -846,6 +853,35 @@ class Parser:
         _flush(parts, buf)
         return parts
 
+    def _computed_start(self, tok: Token) -> bool:
+        """``element {``, ``element NAME {``, ``text {`` …: a computed constructor."""
+        if tok.value not in COMPUTED:
+            return False
+        after = lex(self.text, tok.end)
+        if after.kind == "symbol" and after.value == "{":
+            return True
+        if tok.value in ("element", "attribute") and after.kind == "name":
+            return lex(self.text, after.end).value == "{"
+        return False
+
+    def parse_computed(self) -> A.Computed:
+        start = self.pos
+        kind = self.next().value
+        name = None
+        if kind in ("element", "attribute"):
+            if self.peek().value == "{":
+                self.next()
+                name = self.parse_expr()
+                self.expect("}")
+            else:
+                name = self.next().value
+        self.expect("{")
+        if self.accept("}"):
+            return A.Computed(kind, name, None, start)
+        content = self.parse_expr()
+        self.expect("}")
+        return A.Computed(kind, name, content, start)
+
     def parse_enclosed(self) -> A.Expr:
         self.pos += 1  # {
         if self.peek().value == "}":
@@ -921,6 +957,9 @@ class Parser:
             else:
                 buf.append(c)
                 self.pos += 1
+
+
+COMPUTED = ("element", "attribute", "text", "comment", "document")
 
 
 class ClauseSyntax(NamedTuple):

@@ -159,6 +159,12 @@ def _orders_nodes(expr) -> bool:
     if isinstance(expr, A.Element):
         parts = [p for _, value in expr.attributes for p in value] + list(expr.content)
         return any(_orders_nodes(p) for p in parts if not isinstance(p, str))
+    if isinstance(expr, A.Computed):
+        return any(
+            _orders_nodes(part)
+            for part in (expr.content, expr.name)
+            if part is not None and not isinstance(part, str)
+        )
     return isinstance(expr, A.FLWOR)  # (nested: not looked into; numbering only costs)
 
 
@@ -190,6 +196,9 @@ def _reads_outside_item(expr) -> str:
         return next((why for part in inner if (why := _reads_outside_item(part))), "")
     if isinstance(expr, A.External):
         return _reads_outside_item(expr.default)
+    if isinstance(expr, A.Computed):
+        parts = [expr.content, None if isinstance(expr.name, str) else expr.name]
+        return next((why for part in parts if (why := _reads_outside_item(part))), "")
     return f"a {type(expr).__name__} expression"
 
 

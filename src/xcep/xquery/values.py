@@ -307,4 +307,6 @@ def serialize(item) -> str:
         return f"{item.name}={quoteattr(item.string_value)}"
     if kind == "text":
         return escape(item.string_value)
+    if kind == "comment":
+        return f"<!--{item.string_value}-->"
     return item.string_value
