@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import json.encoder
@@ -23,6 +24,7 @@ from xcep.cliargs import (
 from xcep.collector import collector_paused
 from xcep.errors import InputError, located
 from xcep.events import NO_NAME, EventBatch, EventStream, Kind, expand_inputs
+from xcep.plans import compile_plan
 
 STATS_FORMATS = ("text", "json")
 
@@ -430,33 +432,42 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
         print(f"xcep: error: {error}", file=stderr)
         return EXIT_USAGE if compiling or error.static else EXIT_INPUT
 
-    try:
-        query = xquery.compile(query_text(args.query))
-    except xquery.XQueryError as error:
-        return failed(error, compiling=error.static or error.code is None)
-    if args.explain:
-        stdout.write(query.explain() + "\n")
-        return EXIT_OK
-
     variables = {}
     for binding in args.var:
         name, sep, value = binding.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"--var takes NAME=VALUE, not {binding!r}")
         variables[name.strip().removeprefix("$")] = UntypedAtomic(value)
+    try:
+        plan = compile_plan("xquery", {"q": query_text(args.query)}, variables=variables)
+    except xquery.XQueryError as error:
+        return failed(error, compiling=error.static or error.code is None)
+    if args.explain:
+        stdout.write(plan.explain() + "\n")
+        return EXIT_OK
 
-    def write(source) -> None:
-        for line in query.run(source, variables):
-            stdout.write(line + "\n")
+    def write(rows: list) -> None:
+        if rows:
+            stdout.write("".join(row.value + "\n" for row in rows))
+
+    def consume(stream: EventStream) -> None:
+        """Item by item as windows close when the query streams (--explain says), else
+        every document read (the collector paused: trees are all new objects), then
+        evaluated."""
+        run = plan.start()
+        try:
+            with contextlib.nullcontext() if plan.streams else collector_paused():
+                for batch in stream.batches():
+                    write(run.feed(batch))
+            write(run.finish())
+        finally:
+            run.close()
 
     try:
         if args.no_input:
-            write(None)
+            run = plan.start()
+            write(run.finish())
             return EXIT_OK
-
-        def consume(stream: EventStream) -> None:
-            write(stream)  # item by item when the query streams (--explain says), else whole
-
         return _read_inputs(args, stdout, stderr, consume)
     except xquery.XQueryError as error:
         return failed(error)

@@ -381,11 +381,14 @@ class XQueryPlan(Plan):
     kind = "xquery"
     can = frozenset({"snapshot"})
 
-    def __init__(self, queries: dict, per_document: bool = False, **options) -> None:
-        super().__init__(queries, per_document=per_document, **options)
+    def __init__(
+        self, queries: dict, per_document: bool = False, variables: dict | None = None
+    ) -> None:
+        super().__init__(queries, per_document=per_document, variables=variables)
         from xcep import xquery
 
         self.per_document = per_document
+        self.variables = variables  # external variables' values (``--var``)
         if len(self.queries) != 1:
             raise ValueError("an XQuery plan holds one query")
         ((self.query_id, text),) = self.queries.items()
@@ -426,7 +429,8 @@ class XQueryRun(Run):
         rows = []
         if self.plan.per_document:
             qid = self.plan.query_id
-            rows = [Row(qid, None, line) for tree in found for line in self.plan.query.run([tree])]
+            query, variables = self.plan.query, self.plan.variables
+            rows = [Row(qid, None, line) for tree in found for line in query.run([tree], variables)]
         else:
             self.trees += found
         self.open.note(batch)
@@ -437,7 +441,8 @@ class XQueryRun(Run):
             return []
         self.trees += self.pass_.end()
         qid = self.plan.query_id
-        return [Row(qid, None, line) for line in self.plan.query.run(self.trees or None)]
+        lines = self.plan.query.run(self.trees or None, self.plan.variables)
+        return [Row(qid, None, line) for line in lines]
 
     def _state(self):
         import xml.etree.ElementTree as ET
@@ -464,7 +469,10 @@ class XQueryStreamRun(Run):
         self.state = saved["stream"] if saved else StreamState(stream_plan)
         self.documents = saved["documents"] if saved else 0
         state = self.state
-        self.pass_ = ThreadStepper(lambda batches: query.stream(stream_plan, batches, None, state))
+        variables = plan.variables
+        self.pass_ = ThreadStepper(
+            lambda batches: query.stream(stream_plan, batches, variables, state)
+        )
 
     def _rows(self, items: list) -> list[Row]:
         return [Row(self.plan.query_id, None, self.serialize(item)) for item in items]

@@ -71,11 +71,14 @@ _WANTS, _DONE = object(), object()
 
 class ThreadStepper:
     """``Stepper``'s interface for a pass that does not answer pauses: it runs in a
-    thread of its own, which waits for the next batch whenever it wants one."""
+    thread of its own, which waits for the next batch whenever it wants one. What it
+    finds is handed over in one piece when it waits (each item on its own would wake the
+    caller's thread once per item)."""
 
     def __init__(self, make: Callable[[Iterable], Iterator]) -> None:
         self.inbox: queue.Queue = queue.Queue()
         self.outbox: queue.Queue = queue.Queue()
+        self.found: list = []  # what the pass found since it last waited (its thread's)
         self.ended = False
         self.thread = threading.Thread(target=self._pass, args=(make,), daemon=True)
         self.thread.start()
@@ -83,7 +86,8 @@ class ThreadStepper:
 
     def _batches(self) -> Iterator:
         while True:
-            self.outbox.put(_WANTS)  # the caller may go on: this thread waits
+            found, self.found = self.found, []
+            self.outbox.put((_WANTS, found))  # the caller may go on: this thread waits
             batch = self.inbox.get()
             if batch is _DONE:
                 return
@@ -92,24 +96,19 @@ class ThreadStepper:
     def _pass(self, make) -> None:
         try:
             for item in make(self._batches()):
-                self.outbox.put(item)
+                self.found.append(item)
         except BaseException as exc:  # handed to the caller's thread
-            self.outbox.put((_DONE, exc))
+            self.outbox.put((_DONE, self.found, exc))
             return
-        self.outbox.put((_DONE, None))
+        self.outbox.put((_DONE, self.found, None))
 
     def _collect(self) -> list:
-        out = []
-        while True:
-            item = self.outbox.get()
-            if item is _WANTS:
-                return out
-            if type(item) is tuple and len(item) == 2 and item[0] is _DONE:
-                self.ended = True
-                if item[1] is not None:
-                    raise item[1]
-                return out
-            out.append(item)
+        signal, found, *error = self.outbox.get()
+        if signal is _DONE:
+            self.ended = True
+            if error[0] is not None:
+                raise error[0]
+        return found
 
     def feed(self, batch) -> list:
         if self.ended:
