@@ -117,10 +117,13 @@ class Service:
         self.last = 0  # the input's last sequence, when last asked
         self.seconds = dict.fromkeys(KINDS, 0.0)  # time in each kind's engines
         self.started = time.monotonic()
-        if self.checkpoint.exists():  # the queries its runs were saved with: the change a
-            saved = pickle.loads(self.checkpoint.read_bytes()).get("queries")  # crash cut
-            if saved is not None and saved != self.queries.queries:  # short is forgotten
-                self.queries.queries = saved  # (it was never answered)
+        # the checkpoint holds the queries its runs were saved with: a change that a crash
+        # cut short (in queries.json, not yet in the checkpoint) was never answered, and
+        # is forgotten
+        if self.checkpoint.exists():
+            saved = pickle.loads(self.checkpoint.read_bytes()).get("queries")
+            if saved is not None and saved != self.queries.queries:
+                self.queries.queries = saved
                 self.queries.save()
         self._start_runs()
 
