@@ -120,22 +120,27 @@ class Service:
         # the checkpoint holds the queries its runs were saved with: a change that a crash
         # cut short (in queries.json, not yet in the checkpoint) was never answered, and
         # is forgotten
-        if self.checkpoint.exists():
-            saved = pickle.loads(self.checkpoint.read_bytes()).get("queries")
-            if saved is not None and saved != self.queries.queries:
-                self.queries.queries = saved
-                self.queries.save()
-        self._start_runs()
+        checkpoint = self._read_checkpoint()
+        saved = checkpoint.get("queries")
+        if saved is not None and saved != self.queries.queries:
+            self.queries.queries = saved
+            self.queries.save()
+        self._start_runs(checkpoint)
 
     def _plan(self, kind: str, queries: dict):
         return standing_plans(kind, queries, per_document=True)
 
-    def _start_runs(self) -> None:
-        saved = {}
-        if self.checkpoint.exists():
-            data = pickle.loads(self.checkpoint.read_bytes())
-            self.covered, saved = data["covered"], data["runs"]
-            self.served = self.covered
+    def _read_checkpoint(self) -> dict:
+        """The last checkpoint (``save``), or nothing yet."""
+        if not self.checkpoint.exists():
+            return {}
+        return pickle.loads(self.checkpoint.read_bytes())
+
+    def _start_runs(self, checkpoint: dict | None = None) -> None:
+        data = self._read_checkpoint() if checkpoint is None else checkpoint
+        saved = data.get("runs", {})
+        if data:
+            self.covered = self.served = data["covered"]
         self.runs = {}
         for kind in KINDS:
             for plan in self._plan(kind, self.queries.queries[kind]):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from operator import getitem, itemgetter
@@ -789,11 +789,11 @@ class XsclEngine:
         the documents held join it again in their order, with their ids, under the
         queries then in force; what they find was given before and is not again."""
         engine = cls(**options)
-        changes = list(state["changes"])
+        changes = deque(state["changes"])
 
         def changes_before(docid: int) -> None:
             while changes and changes[0][0] <= docid:
-                _, op, query_id, text = changes.pop(0)
+                _, op, query_id, text = changes.popleft()
                 engine.add(query_id, text) if op == "add" else engine.remove(query_id)
 
         engine.next_docid = state["docs"][0][0] if state["docs"] else state["next_docid"]
