@@ -23,7 +23,6 @@ from xcep.cliargs import (
     Deprecated,
 )
 from xcep.commands import (
-    AUTO_BATCH,
     cmd_events,
     cmd_filter,
     cmd_run,
@@ -33,6 +32,7 @@ from xcep.commands import (
 )
 from xcep.errors import XcepError
 from xcep.events import FORMATS
+from xcep.plans import AUTO_BATCH
 
 
 class _Version(argparse.Action):

@@ -17,7 +17,6 @@ from xcep.cliargs import (
     EXIT_INPUT,
     EXIT_OK,
     EXIT_USAGE,
-    load_xscl_queries,
     query_text,
     stream_inputs,
 )
@@ -230,8 +229,7 @@ class _Quoted(dict):
 
 
 def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.schema import read_dtd
-    from xcep.xpush import MachineOptions, Workload, XPushMachine
+    from xcep.xpush import Workload
 
     _stats_format(args)
     if args.order and not args.dtd:
@@ -242,20 +240,30 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
         workload, errors = Workload.from_file(args.filters, strict=args.strict)
         for error in errors:
             print(f"xcep: error: {args.filters}, {error}", file=stderr)
-        dtd = read_dtd(args.dtd) if args.dtd else None
-        options = MachineOptions(
-            top_down=args.top_down, order=args.order, early=args.early, max_entries=args.max_entries
+        plan = compile_plan(
+            "filter",
+            workload,
+            dtd=args.dtd,
+            train=args.train,
+            answers="json",  # a document can match thousands of filters
+            top_down=args.top_down,
+            order=args.order,
+            early=args.early,
+            max_entries=args.max_entries,
         )
-        machine = XPushMachine(workload, options, order_facts=dtd if args.order else None)
-        if args.train:
-            machine.train(dtd)
+        run = plan.start()
         gc.freeze()
 
-    def consume(stream: EventStream) -> None:  # a document can match thousands of filters
-        for doc, matches in machine.run(stream.batches(), as_json=True):
-            stdout.write(f'{{"doc":{doc},"matches":{matches}}}\n')
+    def write(rows: list) -> None:  # one write per row: an answer can be megabytes
+        for _, doc, ids in rows:
+            stdout.write(f'{{"doc":{doc},"matches":{ids}}}\n')
+
+    def consume(stream: EventStream) -> None:
+        for batch in stream.batches():
+            write(run.feed(batch))
+        write(run.finish())
         if args.stats:
-            stats = machine.stats_dict()
+            stats = run.stats()
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
             _report_stats(stats, args.stats, stderr)
 
@@ -264,7 +272,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine
+    from xcep.xseq import QuerySyntaxError
 
     _stats_format(args, "query")
     if args.explain not in (None, "text", "dot"):  # `--explain QUERY ...`: not its value
@@ -305,35 +313,37 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     options = dict(selection=args.selection, values_only=args.values, schema=schema, opt=args.opt)
     invalid = 0
     if args.queries is not None:
-        engine = XSeqMultiEngine(**options)
-        invalid = _subscribe_queries(engine, args.queries, args.strict, stderr)
-        if invalid is None:
+        found = _query_plan(args.queries, args.strict, options, stderr)
+        if found is None:
             return EXIT_USAGE
+        plan, invalid = found
     else:
         try:
-            engine = XSeqEngine(query_text(args.query), fast=not args.automaton, **options)
+            plan = compile_plan(
+                "xseq", {None: query_text(args.query)}, fast=not args.automaton, **options
+            )
         except QuerySyntaxError as error:
             print(f"xcep: error: {error}", file=stderr)
             return EXIT_USAGE
         if args.dtd:
-            _warn_undeclared(engine.analysis, schema, args.dtd, stderr)
+            _warn_undeclared(plan.engine.analysis, schema, args.dtd, stderr)
     if args.explain:
-        if isinstance(engine, XSeqMultiEngine):
-            stdout.write(json.dumps(engine.stats(), indent=2) + "\n")
-        elif args.explain == "dot":
-            stdout.write(engine.vpa.dot() + "\n")
-        else:
-            stdout.write(engine.explain() + "\n")
+        stdout.write(plan.explain(args.explain) + "\n")
         return EXIT_OK
     rows = _RowWriter(stdout)
+    several = args.queries is not None
 
     def consume(stream: EventStream) -> None:
         add = rows.add
-        for row in engine.run(stream.batches()):
-            add(row)
+        run = plan.start()
+        for batch in stream.batches():
+            for row in run.feed(batch):
+                add([row.query, *row.value] if several else row.value)
+        for row in run.finish():
+            add([row.query, *row.value] if several else row.value)
         rows.write()
         if args.stats:
-            stats = engine.stats()
+            stats = run.stats()
             stats["mb_per_s"] = stream.stats.to_dict()["mb_per_s"]
             _report_stats(stats, args.stats, stderr)
 
@@ -386,11 +396,11 @@ class _RowWriter:
         self.out.flush()
 
 
-def _subscribe_queries(engine, path: str, strict: bool, stderr: TextIO) -> int | None:
-    """Subscribe the ``ID QUERY`` lines of ``path``; the number of invalid ones, reported on
-    stderr (None: stop, the file is unreadable or ``strict`` and one is invalid)."""
+def _query_plan(path: str, strict: bool, options: dict, stderr: TextIO):
+    """The plan of the ``ID QUERY`` lines of ``path`` and the number of invalid ones,
+    reported on stderr (None: stop, the file is unreadable or ``strict`` and one is
+    invalid, or none is valid)."""
     from xcep.xpush.workload import read_filters_file
-    from xcep.xseq import QuerySyntaxError
 
     errors: list = []
     try:
@@ -405,20 +415,28 @@ def _subscribe_queries(engine, path: str, strict: bool, stderr: TextIO) -> int |
         )
         for error in errors
     ]
+    queries: dict = {}
+    line_of: dict = {}
     for item in lines:
-        try:
-            engine.subscribe(item.fid, item.text)
-        except (QuerySyntaxError, ValueError) as error:
-            messages.append((item.line, f"{path}, line {item.line}, query {item.fid}: {error}"))
+        if item.fid in queries:
+            messages.append(
+                (item.line, f"{path}, line {item.line}, query {item.fid}: already given")
+            )
+            continue
+        queries[item.fid], line_of[item.fid] = item.text, item.line
+    plan = compile_plan("xseq", queries, skip_invalid=True, **options)
+    for qid, error in plan.invalid.items():
+        line = line_of[qid]
+        messages.append((line, f"{path}, line {line}, query {qid}: {error}"))
     for _, message in sorted(messages):
         print(f"xcep: error: {message}", file=stderr)
     invalid = len(messages)
     if invalid and strict:
         return None
-    if not engine.queries:
+    if not plan.queries:
         print(f"xcep: error: --queries {path}: no valid query", file=stderr)
         return None
-    return invalid
+    return plan, invalid
 
 
 def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
@@ -476,16 +494,10 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
 def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     import copy
 
-    from xcep.xscl import (
-        TimestampError,
-        XsclEngine,
-        timestamp_reader,
-    )
-    from xcep.xscl.documents import documents_from_batches
+    from xcep.xscl import read_queries
 
-    adaptive = args.batch == "auto"
-    batch_size = AUTO_BATCH if adaptive else args.batch
-    if args.view_budget < 0 or batch_size < 1 or args.state_budget < 1:
+    small_batch = args.batch != "auto" and args.batch < 1
+    if args.view_budget < 0 or args.state_budget < 1 or small_batch:
         stderr.write(
             "xcep: error: --batch and --state-budget must be at least 1, --view-budget at least 0\n"
         )
@@ -493,51 +505,67 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     if args.view != "full" and args.join != "sql":
         stderr.write(f"xcep: error: --view {args.view} is a way to run --join sql\n")
         return EXIT_USAGE
-    engine = XsclEngine(
-        batch_size=batch_size,
+    lines, errors = read_queries(args.queries)
+    queries: dict = {}
+    line_of: dict = {}
+    for qid, text, line in lines:
+        if qid in queries:
+            errors.append(f"line {line}, query id {qid} is already registered")
+        else:
+            queries[qid], line_of[qid] = text, line
+    plan = compile_plan(
+        "xscl",
+        queries,
+        batch=args.batch,
+        grouped=args.group,
+        timestamp=args.timestamp,
+        skip_invalid=True,
         view=args.view,
         view_budget=args.view_budget,
         join=args.join,
         state_budget=args.state_budget,
     )
-    _, errors = load_xscl_queries(args.queries, engine, stderr)
+    errors += [f"line {line_of[qid]}, {error}" for qid, error in plan.invalid.items()]
+    for error in errors:
+        print(f"xcep: error: {args.queries}, {error}", file=stderr)
     if errors and args.strict:
         return EXIT_USAGE
+    run = plan.start()
     # the compiled queries live as long as the run: out of the collector's way, its full
     # collections no longer walk them (they cost more than the join at 10,000 queries)
     gc.freeze()
-    timestamp = timestamp_reader(args.timestamp)
-    seen = [0]  # documents read so far, over all inputs
-    bad = [0]
+    bad = 0
 
-    def documents(stream_name: str, stream: EventStream):
-        for doc in documents_from_batches(stream.batches()):
-            position = seen[0]
-            seen[0] += 1
-            try:
-                ts = timestamp(doc, position)
-            except TimestampError as error:
-                print(f"xcep: error: {stream_name} document {position}: {error}", file=stderr)
-                bad[0] += 1
-                continue
-            yield stream_name, doc, ts
-
-    def write(results: list) -> None:
-        """A batch's lines in one write, as soon as the batch is joined."""
-        if results:
-            stdout.write("".join([result.to_json() + "\n" for result in results]))
+    def write(rows: list) -> None:
+        """A batch's lines in one write, as soon as the batch is joined; the documents
+        without a time reported."""
+        nonlocal bad
+        if rows:
+            stdout.write("".join([row.value + "\n" for row in rows]))
+        for error in run.errors:
+            print(f"xcep: error: {error}", file=stderr)
+        bad += len(run.errors)
+        run.errors.clear()
 
     status = EXIT_OK
-    for name, path in stream_inputs(args.inputs or ["-"], args.stream_name):
+    inputs = stream_inputs(args.inputs or ["-"], args.stream_name)
+    for number, (name, path) in enumerate(inputs):
         one = copy.copy(args)
         one.inputs = [path]
+        last = number == len(inputs) - 1
 
-        def consume(stream: EventStream, name=name) -> None:
-            for batch in engine.batches(documents(name, stream), adaptive):
-                write(engine.process(batch, args.group))
+        def consume(stream: EventStream, name=name, last=last) -> None:
+            write(run.begin_stream(name))
+            for batch in stream.batches():
+                # a join batch at a time (a join can have many results per document:
+                # each batch's are written before the next is joined)
+                for piece in batch.pieces(plan.batch_size):
+                    write(run.feed(piece))
+            if last:
+                write(run.finish())
 
         status = max(status, _read_inputs(one, stdout, stderr, consume))
-    if errors or bad[0]:
+    if errors or bad:
         status = max(status, EXIT_INPUT)
     return status
 
@@ -575,9 +603,6 @@ def cmd_run(args, stdout: TextIO, stderr: TextIO) -> int:
             stdout.write("".join(line(kind, row) + "\n" for row in run.finish()))
 
     return _read_inputs(args, stdout, stderr, consume, keep_whitespace=True)
-
-
-AUTO_BATCH = 500  # the largest batch of --batch auto
 
 
 def _warn_undeclared(analysis, dtd, dtd_path: str, stderr: TextIO) -> None:

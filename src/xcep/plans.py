@@ -41,6 +41,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
+from xcep.collector import collector_paused
 from xcep.errors import StateError
 from xcep.events.model import CLOSE, EventBatch
 from xcep.events.stepping import Stepper, ThreadStepper
@@ -113,9 +114,13 @@ class Run:
         self.finished = False
 
     def feed(self, batch: EventBatch) -> list[Row]:
+        """The rows known once ``batch`` is read. The cyclic collector waits meanwhile:
+        a batch's results (millions of rows in a join) would make it scan the heap again
+        and again (3x the run's time); what it would free is freed after the batch."""
         if self.finished:
             raise StateError("this run is finished: start or restore another")
-        rows = self._feed(batch)
+        with collector_paused():
+            rows = self._feed(batch)
         self.rows += len(rows)
         return rows
 
@@ -123,7 +128,8 @@ class Run:
         if self.finished:
             return []
         self.finished = True
-        rows = self._finish()
+        with collector_paused():
+            rows = self._finish()
         self.rows += len(rows)
         return rows
 
@@ -198,20 +204,58 @@ class OpenDocument:
 
 
 class FilterPlan(Plan):
-    """Boolean XPath filters (``xcep.xpush``): one row per document, its filters."""
+    """Boolean XPath filters (``xcep.xpush``): one row per document, its filters.
+
+    ``queries`` is id → text, or a ``Workload`` already parsed (a filters file read
+    with its bad lines reported). Options: the ``MachineOptions`` (``top_down``,
+    ``order``, ``early``, ``max_entries``), ``dtd`` (a DTD file: with ``order`` its
+    element order prunes states, with ``train`` its structure shapes the training
+    documents), ``train`` (warm the tables before the first document) and ``answers``:
+    ``"ids"`` (a row's value the list of ids) or ``"json"`` (the text of that list,
+    written in C without a Python object per id)."""
 
     kind = "filter"
     can = frozenset({"snapshot", "add", "remove"})
 
-    def __init__(self, queries: dict, **options) -> None:
-        super().__init__(queries, **options)
+    def __init__(
+        self,
+        queries,
+        dtd: str | None = None,
+        train: bool = False,
+        answers: str = "ids",
+        **options,
+    ) -> None:
         from xcep.xpush import MachineOptions, Workload
 
+        parsed = queries if isinstance(queries, Workload) else None
+        texts = parsed.texts if parsed is not None else queries  # (copied by Plan)
+        super().__init__(texts, dtd=dtd, train=train, answers=answers, **options)
+        if answers not in ("ids", "json"):
+            raise ValueError(f"answers are 'ids' or 'json', not {answers!r}")
+        if options.get("order") and dtd is None:
+            raise ValueError("order needs a DTD (the order of elements comes from it)")
         self.machine_options = MachineOptions(**options)
-        self.workload = Workload(self.queries)  # parsed once: a bad filter fails here
+        self.schema = None
+        if dtd is not None:
+            from xcep.schema import read_dtd
+
+            self.schema = read_dtd(dtd)
+        # parsed once (a bad filter fails here), and lent to the first run: a machine
+        # changes its workload as filters come and go, so later runs parse their own
+        with collector_paused():  # many filters: every object new
+            self._workload = parsed if parsed is not None else Workload(self.queries)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_workload": None}  # a plan travels as its queries
 
     def start(self, filters: dict | None = None) -> FilterRun:
-        return FilterRun(self, self.queries if filters is None else filters)
+        from xcep.xpush import Workload
+
+        workload, self._workload = self._workload, None
+        if filters is not None or workload is None:
+            with collector_paused():
+                workload = Workload(self.queries if filters is None else filters)
+        return FilterRun(self, workload)
 
     def _restore(self, state) -> FilterRun:
         run = self.start(state["filters"])
@@ -221,9 +265,7 @@ class FilterPlan(Plan):
         return run
 
     def explain(self) -> str:
-        from xcep.xpush import XPushMachine
-
-        stats = XPushMachine(self.workload, self.machine_options).stats_dict()
+        stats = self.start().machine.stats_dict()
         return (
             f"{len(self.queries)} filters, one lazy XPush machine: {stats['afa_states']} AFA "
             f"states, {stats['atomic_predicates']} atomic predicates"
@@ -231,18 +273,27 @@ class FilterPlan(Plan):
 
 
 class FilterRun(Run):
-    def __init__(self, plan: FilterPlan, filters: dict) -> None:
+    def __init__(self, plan: FilterPlan, workload) -> None:
         super().__init__(plan)
         from xcep.xpush import XPushMachine
 
-        self.machine = XPushMachine(dict(filters), plan.machine_options)
-        self.pass_ = Stepper(self.machine.run)
+        order_facts = plan.schema if plan.machine_options.order else None
+        self.machine = XPushMachine(workload, plan.machine_options, order_facts)
+        if plan.options["train"]:
+            self.machine.train(plan.schema)
+        as_json = plan.options["answers"] == "json"
+        self.pass_ = Stepper(lambda batches: self.machine.run(batches, as_json=as_json))
         self.open = OpenDocument()
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         found = self.pass_.feed(batch)
         self.documents += len(found)
         self.open.note(batch)
+        return [Row(None, doc, ids) for doc, ids in found]
+
+    def _finish(self) -> list[Row]:
+        found = self.pass_.end()
+        self.documents += len(found)
         return [Row(None, doc, ids) for doc, ids in found]
 
     def _state(self):
@@ -271,25 +322,42 @@ class FilterRun(Run):
 class XSeqPlan(Plan):
     """XSeq queries: one query on its runtime, several in one automaton (queries added
     and removed while it runs). Every run is saved: one query's by its runtime
-    (``XSeqEngine.start``), several queries' with their automaton."""
+    (``XSeqEngine.start``), several queries' with their automaton.
+
+    Options: ``selection``, ``values_only``, ``schema`` and ``opt`` (``XSeqEngine``),
+    ``fast`` (one query: its fast runtime where it qualifies, else the automaton), and
+    ``skip_invalid``: a query that does not compile is left out and named in
+    ``plan.invalid`` (id → its error) instead of failing the plan."""
 
     kind = "xseq"
 
-    def __init__(self, queries: dict, **options) -> None:
-        super().__init__(queries, **options)
-        from xcep.xseq import XSeqEngine, XSeqMultiEngine
+    def __init__(self, queries: dict, skip_invalid: bool = False, **options) -> None:
+        super().__init__(queries, skip_invalid=skip_invalid, **options)
+        from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine, compile_query
 
-        if len(self.queries) == 1:
+        self.invalid: dict = {}
+        fast = options.pop("fast", True)
+        if len(self.queries) == 1 and not skip_invalid:
             ((self.single_id, text),) = self.queries.items()
-            self.engine = XSeqEngine(text, **options)
+            self.engine = XSeqEngine(text, fast=fast, **options)
             self.can = frozenset({"snapshot"})
-        else:
-            self.single_id = None
-            self.engine = None
-            self.can = frozenset({"snapshot", "add", "remove"})
-            XSeqMultiEngine(**options)  # the options are checked here
-            for text in self.queries.values():  # and the queries
-                XSeqEngine(text, **options)
+            return
+        self.single_id = None
+        self.engine = None
+        self.can = frozenset({"snapshot", "add", "remove"})
+        self.engine_options = options
+        XSeqMultiEngine(**options)  # the options are checked here
+        schema, opt = options.get("schema"), options.get("opt", "all")
+        self.analyses: dict = {}  # id → the query compiled: what every run subscribes
+        for qid, text in self.queries.items():
+            try:
+                self.analyses[qid] = compile_query(text, schema, opt)
+            except (QuerySyntaxError, ValueError) as error:
+                if not skip_invalid:
+                    raise
+                self.invalid[qid] = error
+        for qid in self.invalid:
+            del self.queries[qid]
 
     def start(self) -> XSeqRun:
         return XSeqRun(self)
@@ -299,12 +367,14 @@ class XSeqPlan(Plan):
         run.documents = state["documents"]
         return run
 
-    def explain(self) -> str:
-        if self.engine is not None:
-            runtime = self.engine.fast_path
-            how = runtime if isinstance(runtime, str) else type(runtime).__name__
-            return f"one XSeq query ({how})"
-        return f"{len(self.queries)} XSeq queries in one automaton"
+    def explain(self, format: str = "text") -> str:
+        """One query: its analysis and automaton (``dot``: the automaton for Graphviz);
+        several: their automata's statistics, per partition clause (JSON)."""
+        if self.engine is None:
+            return json.dumps(self.start().multi.stats(), indent=2)
+        if format == "dot":
+            return self.engine.vpa.dot()
+        return self.engine.explain()
 
 
 class XSeqRun(Run):
@@ -319,14 +389,14 @@ class XSeqRun(Run):
             return
         from xcep.xseq import XSeqMultiEngine
 
-        self.multi = XSeqMultiEngine(**plan.options)
+        self.multi = XSeqMultiEngine(**plan.engine_options)
         self.texts = dict(plan.queries)
-        for qid, text in self.texts.items():
-            self.multi.subscribe(qid, text)
+        for qid, analysis in plan.analyses.items():
+            self.multi.subscribe(qid, analysis)
         self.driver = self.multi.start()
 
     def _rows(self, found: list) -> list[Row]:
-        if self.plan.single_id is not None:
+        if self.plan.engine is not None:
             return [Row(self.plan.single_id, None, row) for row in found]
         return [Row(row[0], None, row[1:]) for row in found]
 
@@ -365,6 +435,11 @@ class XSeqRun(Run):
             raise StateError("queries are removed from a plan of several XSeq queries")
         self.multi.unsubscribe(query_id)
         del self.texts[query_id]
+
+    def stats(self) -> dict:
+        engine = self.plan.engine
+        found = engine.stats() if engine is not None else self.multi.stats()
+        return {**found, **super().stats(), "queries": len(self.queries())}
 
 
 # -- XQuery (xcep.xquery) --------------------------------------------------------------
@@ -495,18 +570,68 @@ class XQueryStreamRun(Run):
 # -- XSCL (xcep.xscl) ------------------------------------------------------------------
 
 
+AUTO_BATCH = 500  # the largest batch of ``batch="auto"``
+
+
 class XsclPlan(Plan):
-    """XSCL join queries over one stream (``stream``, default ``S``); results as each
-    document is joined."""
+    """XSCL join queries over named streams (documents fed are on ``stream``, default
+    ``S``, until ``XsclRun.begin_stream`` names another); results as each batch of
+    documents is joined.
+
+    Options: ``batch``, the documents joined together — a number (a batch waits to
+    fill) or ``"auto"`` (the default: the documents each fed event batch completes,
+    at most ``AUTO_BATCH``: nothing waits for a batch to fill); ``grouped`` (one
+    result for the queries that find the same documents and nodes); ``timestamp``
+    (where a document's time is: ``timestamp_reader``; by default its position);
+    ``skip_invalid`` (a query that does not compile is left out and named in
+    ``plan.invalid``); and the ``XsclEngine``'s ``join``, ``view``, ``view_budget``
+    and ``state_budget``."""
 
     kind = "xscl"
     can = frozenset({"snapshot", "add", "remove"})
 
-    def __init__(self, queries: dict, stream: str = "S", **options) -> None:
-        super().__init__(queries, stream=stream, **options)
+    def __init__(
+        self,
+        queries: dict,
+        stream: str = "S",
+        batch: int | str = "auto",
+        grouped: bool = False,
+        timestamp: str | None = None,
+        skip_invalid: bool = False,
+        **options,
+    ) -> None:
+        super().__init__(
+            queries,
+            stream=stream,
+            batch=batch,
+            grouped=grouped,
+            timestamp=timestamp,
+            skip_invalid=skip_invalid,
+            **options,
+        )
+        from xcep.xscl import XsclEngine, XsclSyntaxError, timestamp_reader
+
+        if batch != "auto" and (not isinstance(batch, int) or batch < 1):
+            raise ValueError(f"batch is a number ≥ 1 or 'auto', not {batch!r}")
         self.stream = stream
-        self.engine_options = options
-        self.start()  # the queries are checked here
+        self.batch_size = AUTO_BATCH if batch == "auto" else batch
+        self.timestamp = timestamp_reader(timestamp)  # a bad path fails here
+        self.engine_options = {"batch_size": self.batch_size, **options}
+        engine = XsclEngine(**self.engine_options)
+        self.invalid: dict = {}
+        for qid, text in self.queries.items():
+            try:
+                engine.add(qid, text)
+            except XsclSyntaxError as error:
+                if not skip_invalid:
+                    raise
+                self.invalid[qid] = error
+        for qid in self.invalid:
+            del self.queries[qid]
+        self._engine = engine  # lent to the first run (an engine changes as it joins)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_engine": None}
 
     def start(self) -> XsclRun:
         return XsclRun(self)
@@ -515,7 +640,8 @@ class XsclPlan(Plan):
         from xcep.xscl import XsclEngine
 
         run = XsclRun(self, XsclEngine.restore(state["engine"], **self.engine_options))
-        run.documents = state["documents"]
+        run.documents, run.stream = state["documents"], state["stream"]
+        run.waiting = state["waiting"]
         for batch in state["open"]:
             run.feed(batch)
         return run
@@ -526,44 +652,94 @@ class XsclPlan(Plan):
 
 class XsclRun(Run):
     """A saved run holds the documents the join state holds (and the queries they met):
-    a restored one joins them again, giving nothing for them."""
+    a restored one joins them again, giving nothing for them. A document whose time
+    cannot be read is skipped, its error kept in ``errors`` (one line each) for the
+    caller to report."""
 
     def __init__(self, plan: XsclPlan, engine=None) -> None:
         super().__init__(plan)
-        from xcep.xscl import XsclEngine, timestamp_reader
+        from xcep.xscl import XsclEngine
         from xcep.xscl.documents import documents_from_batches
 
+        if engine is None:
+            engine, plan._engine = plan._engine, None
         if engine is None:
             engine = XsclEngine(**plan.engine_options)
             for qid, text in plan.queries.items():
                 engine.add(qid, text)
         self.engine = engine
-        self.timestamp = timestamp_reader(None)
+        self.stream = plan.stream
+        self.waiting: list = []  # (stream, document, time) not joined yet
+        self.errors: list[str] = []
+        self.failed = None  # the error a join raised, for the next call
         self.pass_ = Stepper(documents_from_batches)
         self.open = OpenDocument()
 
-    def _join(self, documents: list) -> list[Row]:
-        batch = []
-        for doc in documents:
-            batch.append((self.plan.stream, doc, self.timestamp(doc, self.documents)))
-            self.documents += 1
-        if not batch:
-            return []
-        return [Row(r.query, None, r.to_json()) for r in self.engine.process(batch)]
-
-    def _feed(self, batch: EventBatch) -> list[Row]:
-        rows = self._join(self.pass_.feed(batch))
-        self.open.note(batch)
+    def begin_stream(self, name: str) -> list[Row]:
+        """The documents fed from now on are of the stream ``name``: those waiting for a
+        batch to fill are joined first (their rows)."""
+        self._failed()
+        rows = self._join(everything=True)
+        self.stream = name
         return rows
 
+    def _take(self, documents: list) -> None:
+        from xcep.xscl import TimestampError
+
+        for doc in documents:
+            position = self.documents
+            self.documents += 1
+            try:
+                time = self.plan.timestamp(doc, position)
+            except TimestampError as error:
+                self.errors.append(f"{self.stream} document {position}: {error}")
+                continue
+            self.waiting.append((self.stream, doc, time))
+
+    def _join(self, everything: bool) -> list[Row]:
+        """Join the waiting documents in batches of the plan's size (and the last, short
+        one when ``everything``)."""
+        from xcep.xscl.engine import StateBudgetError
+
+        size, waiting = self.plan.batch_size, self.waiting
+        grouped = self.plan.options["grouped"]
+        rows: list[Row] = []
+        start = 0
+        try:
+            while len(waiting) - start >= size or (everything and start < len(waiting)):
+                batch = waiting[start : start + size]
+                start += len(batch)
+                rows += _xscl_rows(self.engine.process(batch, grouped))
+        except StateBudgetError as error:  # raised at the next call, after these rows
+            rows += _xscl_rows(error.results)
+            self.failed = error
+        del waiting[:start]
+        return rows
+
+    def _feed(self, batch: EventBatch) -> list[Row]:
+        self._failed()
+        self._take(self.pass_.feed(batch))
+        self.open.note(batch)
+        return self._join(everything=self.plan.options["batch"] == "auto")
+
     def _finish(self) -> list[Row]:
-        return self._join(self.pass_.end())
+        self._failed()
+        self._take(self.pass_.end())
+        return self._join(everything=True)
+
+    def _failed(self) -> None:
+        """A join that failed (its state budget) gave the rows found before it; the
+        error comes now."""
+        if self.failed is not None:
+            raise self.failed
 
     def _state(self):
         return {
             "engine": self.engine.snapshot(),
             "open": self.open.batches,
             "documents": self.documents,
+            "stream": self.stream,
+            "waiting": self.waiting,
         }
 
     def queries(self) -> dict:
@@ -574,6 +750,17 @@ class XsclRun(Run):
 
     def remove(self, query_id) -> None:
         self.engine.remove(query_id)
+
+    def stats(self) -> dict:
+        state = self.engine.state_size()
+        return {**super().stats(), "queries": len(self.engine.queries), "join state": state}
+
+
+def _xscl_rows(results: list) -> list[Row]:
+    """Rows of XSCL results (a join can have millions: ``tuple.__new__`` is twice as
+    quick as ``Row(...)``)."""
+    new = tuple.__new__
+    return [new(Row, (r.query, None, r.to_json())) for r in results]
 
 
 PLANS = {plan.kind: plan for plan in (FilterPlan, XSeqPlan, XQueryPlan, XsclPlan)}

@@ -114,6 +114,18 @@ class EventBatch:
                 start = i
         yield docs[start], start, len(docs)
 
+    def pieces(self, documents: int) -> Iterator[EventBatch]:
+        """The batch cut into pieces of ``documents`` documents' events each (the last
+        one may be short): a consumer that gives output per document hands it out
+        sooner, and holds less of it at once."""
+        runs = list(self.document_runs())
+        if len(runs) <= documents:
+            yield self
+            return
+        for at in range(0, len(runs), documents):
+            group = runs[at : at + documents]
+            yield self.slice(group[0][1], group[-1][2])
+
     @staticmethod
     def join(batches: list) -> EventBatch:
         """Consecutive batches of one stream as one batch."""

@@ -1,9 +1,11 @@
 """XPush filtering on Spark: ``mapInArrow`` over units, one machine per worker process.
 
 The filter set travels inside the task closure (it works the same with classic
-and Connect sessions); each Python worker compiles it once, keeps the machine
-in a process-wide cache keyed by the filter set and options, and warms its
-tables by training before the first document.
+and Connect sessions); each Python worker compiles it once into a plan
+(``xcep.plans``) and keeps one run of it in a process-wide cache keyed by the
+filter set and options — a filter run holds nothing between documents, so the
+one run serves every task, its lazily built states warm — trained before the
+first document.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-_MACHINES = WorkerCache()  # per Python worker process: key → XPushMachine
+_RUNS = WorkerCache()  # per Python worker process: key → a FilterRun
 
 
 def filter_units(
@@ -40,17 +42,14 @@ def filter_units(
     return units.mapInArrow(_filter_batches(key, ids, settings, numeric), schema)
 
 
-def _machine(key: str, filters: dict, settings: tuple):
+def _run(key: str, filters: dict, settings: tuple):
     def make():
-        from xcep.xpush import MachineOptions, Workload, XPushMachine
+        from xcep.plans import compile_plan
 
         train, top_down, early = settings
-        machine = XPushMachine(Workload(filters), MachineOptions(top_down=top_down, early=early))
-        if train:
-            machine.train()
-        return machine
+        return compile_plan("filter", filters, train=train, top_down=top_down, early=early).start()
 
-    return _MACHINES.get(key, make)
+    return _RUNS.get(key, make)
 
 
 def _filter_batches(key: str, filters: dict, settings: tuple, numeric: bool):
@@ -66,7 +65,7 @@ def _filter_batches(key: str, filters: dict, settings: tuple, numeric: bool):
                 ("error", pa.string()),
             ]
         )
-        machine = _machine(key, filters, settings)
+        run = _run(key, filters, settings)
         for batch in batches:
             out: dict[str, list] = {"doc_id": [], "matches": [], "error": []}
             for path, record, content, error in unit_rows(batch):
@@ -75,8 +74,9 @@ def _filter_batches(key: str, filters: dict, settings: tuple, numeric: bool):
                     continue
                 unit = read_unit(path, record, content, keep_whitespace=True)
                 for doc_id, doc_batches in unit.good():
-                    for _, ids in machine.run(doc_batches):
-                        _append(out, doc_id, ids, None)
+                    for batch in doc_batches:
+                        for row in run.feed(batch):
+                            _append(out, doc_id, row.value, None)
                 for doc_id, message in unit.bad():
                     _append(out, doc_id, None, message)
             yield pa.RecordBatch.from_pydict(out, schema=schema)

@@ -80,9 +80,11 @@ PLAN_BUDGET = 1_000_000  # rows in cached plans (_plan) before the cache is clea
 
 
 class StateBudgetError(XcepError):
-    """The join state would hold more documents than its budget."""
+    """The join state would hold more documents than its budget. ``results``: those
+    the batch found before it (``process``)."""
 
     code = "XCEP0007"
+    results: list = []  # noqa: RUF012 (set per error, never changed in place)
 
 
 @dataclass
@@ -409,11 +411,19 @@ class XsclEngine:
     ) -> list[Result]:
         """The results of a batch of documents, joined together (``run`` makes the
         batches), with those of the documents its ``PUBLISH`` results make."""
-        out = []
-        while batch:
-            results = self._batch(batch, grouped)
-            out += results
-            batch = self._published(results) if self.published else []
+        out: list[Result] = []
+        waiting = list(batch)
+        try:
+            while waiting:  # in pieces that fit the state budget, evicted between them
+                room = max(1, self.state_budget - len(self.docs))
+                piece, waiting = waiting[:room], waiting[room:]
+                while piece:
+                    results = self._batch(piece, grouped)
+                    out += results
+                    piece = self._published(results) if self.published else []
+        except StateBudgetError as error:
+            error.results = out
+            raise
         return out
 
     def flush_queries(self) -> None:

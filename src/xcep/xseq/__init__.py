@@ -6,7 +6,7 @@ evaluates a query in one pass over the nested-word event stream of
 ``xcep.testing.xseq_reference``. The language and its semantics are in docs/xseq.md.
 """
 
-from xcep.xseq.engine import XSeqEngine, XSeqMultiEngine
+from xcep.xseq.engine import XSeqEngine, XSeqMultiEngine, compile_query
 from xcep.xseq.matches import SELECTIONS
 from xcep.xseq.parser import QuerySyntaxError, parse_query
 from xcep.xseq.semantics import analyze
@@ -18,6 +18,7 @@ __all__ = [
     "XSeqEngine",
     "XSeqMultiEngine",
     "analyze",
+    "compile_query",
     "compile_to_vpa",
     "parse_query",
 ]

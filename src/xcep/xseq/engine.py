@@ -29,7 +29,9 @@ from xcep.xseq.sequence import SequencePattern, SequenceRun
 from xcep.xseq.vpa import Vpa
 
 
-def _compile(query, schema, opt: str) -> Analysis:
+def compile_query(query, schema=None, opt: str = "all") -> Analysis:
+    """A query (its text, parsed, or already analysed) optimized for ``schema`` by the
+    rewrites of ``opt`` and analysed: what an engine runs, made once."""
     if isinstance(query, Analysis):
         return query
     parsed = parse_query(query) if isinstance(query, str) else query
@@ -72,7 +74,7 @@ class XSeqEngine:
         ``fast``: run a plain path (``xcep.xseq.paths``) or a flat sequence pattern
         (``xcep.xseq.sequence``) on its fast path when it qualifies (selection ``all``);
         False always runs the automaton."""
-        self.analysis = _compile(query, schema, opt)
+        self.analysis = compile_query(query, schema, opt)
         check_selection(selection)
         self.selection = selection
         self.values_only = values_only
@@ -243,7 +245,7 @@ class XSeqMultiEngine:
         """Add a query under ``qid`` (a new id; the text, a parsed query or an analysis)."""
         if qid in self.queries:
             raise ValueError(f"query id {qid!r} is already subscribed")
-        analysis = _compile(query, self.schema, self.opt)
+        analysis = compile_query(query, self.schema, self.opt)
         self.queries[qid] = None  # taken; in the machine now, or at the next document
         if self._live is None:
             self._add(qid, analysis)
