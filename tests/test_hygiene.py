@@ -98,3 +98,31 @@ def test_nothing_private_is_imported_from_another_module():
             if any(n not in compiled for n in private):
                 crossing.append(f"{path.relative_to(SRC)}: from {node.module} import ...")
     assert crossing == []
+
+
+ENGINE_PACKAGES = ("xcep.xpush", "xcep.xseq", "xcep.xscl", "xcep.xquery", "xcep.testing")
+ENGINES = {"XPushMachine", "XSeqEngine", "XSeqMultiEngine", "XsclEngine", "XQuery", "compile"}
+
+
+def test_only_plans_make_engines():
+    """The front ends (commands, Spark, the service) run the engines through
+    ``xcep.plans`` only: no module outside the engines' packages and ``plans.py``
+    constructs an engine or compiles an XQuery (``xquery.compile``)."""
+    makers = []
+    for path in SRC.rglob("*.py"):
+        module = _module(path)
+        if module == "xcep.plans" or module.startswith(ENGINE_PACKAGES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            owner = (
+                func.value.id
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                else None
+            )
+            if name in ENGINES - {"compile"} or (name == "compile" and owner == "xquery"):
+                makers.append(f"{module}:{node.lineno} {name}")
+    assert not makers, makers

@@ -4,6 +4,7 @@ ones (``spark/cli.py``)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import TextIO
 
@@ -37,22 +38,27 @@ def query_text(spec: str) -> str:
     return spec
 
 
-def load_xscl_queries(path: str, engine, stderr: TextIO) -> tuple[list, list]:
-    """Register the ``ID<TAB>XSCL`` lines of ``path`` in ``engine``; report the bad ones.
-    Returns the good ``(id, text)`` pairs and the errors."""
-    from xcep.xscl import XsclSyntaxError, read_queries
+def load_xscl_queries(path: str, stderr: TextIO, **options) -> tuple:
+    """The plan (``xcep.plans``, with ``options``) of the ``ID<TAB>XSCL`` lines of
+    ``path``, and the errors of the bad lines (reported on ``stderr``): a bad line is
+    left out."""
+    from xcep.plans import compile_plan
+    from xcep.xscl import read_queries
 
-    queries, errors = read_queries(path)
-    good = []
-    for qid, text, line in queries:
-        try:
-            engine.add(qid, text)
-            good.append((qid, text))
-        except XsclSyntaxError as error:
-            errors.append(f"line {line}, {error}")
+    lines, errors = read_queries(path)
+    queries: dict = {}
+    line_of: dict = {}
+    for qid, text, line in lines:
+        if qid in queries:
+            errors.append(f"line {line}, query id {qid} is already registered")
+        else:
+            queries[qid], line_of[qid] = text, line
+    plan = compile_plan("xscl", queries, skip_invalid=True, **options)
+    errors += [f"line {line_of[qid]}, {error}" for qid, error in plan.invalid.items()]
+    errors.sort(key=lambda error: int(re.match(r"line (\d+)", error).group(1)))
     for error in errors:
         print(f"xcep: error: {path}, {error}", file=stderr)
-    return good, errors
+    return plan, errors
 
 
 def stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:

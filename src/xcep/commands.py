@@ -17,6 +17,7 @@ from xcep.cliargs import (
     EXIT_INPUT,
     EXIT_OK,
     EXIT_USAGE,
+    load_xscl_queries,
     query_text,
     stream_inputs,
 )
@@ -494,8 +495,6 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
 def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     import copy
 
-    from xcep.xscl import read_queries
-
     small_batch = args.batch != "auto" and args.batch < 1
     if args.view_budget < 0 or args.state_budget < 1 or small_batch:
         stderr.write(
@@ -505,29 +504,17 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     if args.view != "full" and args.join != "sql":
         stderr.write(f"xcep: error: --view {args.view} is a way to run --join sql\n")
         return EXIT_USAGE
-    lines, errors = read_queries(args.queries)
-    queries: dict = {}
-    line_of: dict = {}
-    for qid, text, line in lines:
-        if qid in queries:
-            errors.append(f"line {line}, query id {qid} is already registered")
-        else:
-            queries[qid], line_of[qid] = text, line
-    plan = compile_plan(
-        "xscl",
-        queries,
+    plan, errors = load_xscl_queries(
+        args.queries,
+        stderr,
         batch=args.batch,
         grouped=args.group,
         timestamp=args.timestamp,
-        skip_invalid=True,
         view=args.view,
         view_budget=args.view_budget,
         join=args.join,
         state_budget=args.state_budget,
     )
-    errors += [f"line {line_of[qid]}, {error}" for qid, error in plan.invalid.items()]
-    for error in errors:
-        print(f"xcep: error: {args.queries}, {error}", file=stderr)
     if errors and args.strict:
         return EXIT_USAGE
     run = plan.start()

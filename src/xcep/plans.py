@@ -80,6 +80,17 @@ class Plan:
     def start(self) -> Run:
         raise NotImplementedError
 
+    def rows(self, batches) -> list[Row]:
+        """The rows of one run over ``batches`` to their end (a document, a partition)."""
+        run = self.start()
+        try:
+            rows = []
+            for batch in batches:
+                rows += run.feed(batch)
+            return rows + run.finish()
+        finally:
+            run.close()
+
     def restore(self, data: bytes) -> Run:
         """The run that ``data`` (``Run.snapshot``) saved."""
         if not isinstance(data, bytes | bytearray) or not data.startswith(MAGIC):
@@ -646,6 +657,18 @@ class XsclPlan(Plan):
             run.feed(batch)
         return run
 
+    def engine(self):
+        """A new ``XsclEngine`` holding the plan's queries, their templates and SQL
+        ready: what a run joins with, and what Spark's job reads to join across its
+        executors (``xcep.spark.xscl``)."""
+        from xcep.xscl import XsclEngine
+
+        engine = XsclEngine(**self.engine_options)
+        for qid, text in self.queries.items():
+            engine.add(qid, text)
+        engine.flush_queries()
+        return engine
+
     def explain(self) -> str:
         return f"{len(self.queries)} XSCL queries over the stream {self.stream}"
 
@@ -658,16 +681,11 @@ class XsclRun(Run):
 
     def __init__(self, plan: XsclPlan, engine=None) -> None:
         super().__init__(plan)
-        from xcep.xscl import XsclEngine
         from xcep.xscl.documents import documents_from_batches
 
         if engine is None:
             engine, plan._engine = plan._engine, None
-        if engine is None:
-            engine = XsclEngine(**plan.engine_options)
-            for qid, text in plan.queries.items():
-                engine.add(qid, text)
-        self.engine = engine
+        self.engine = engine if engine is not None else plan.engine()
         self.stream = plan.stream
         self.waiting: list = []  # (stream, document, time) not joined yet
         self.errors: list[str] = []

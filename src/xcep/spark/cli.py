@@ -278,12 +278,13 @@ def cmd_spark_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
 @_spark_errors
 def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep import xquery
+    from xcep.plans import compile_plan
     from xcep.spark.xquery import xquery_units
 
     started = time.perf_counter()
     text = query_text(args.query)
     try:
-        xquery.compile(text)
+        compile_plan("xquery", {None: text})
     except xquery.XQueryError as error:
         print(f"xcep: error: {error}", file=stderr)
         return EXIT_USAGE
@@ -304,10 +305,10 @@ def cmd_spark_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
 def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     from xcep.spark.sources import read_units
     from xcep.spark.xscl import run_stream, xscl_units
-    from xcep.xscl import XsclEngine
 
     started = time.perf_counter()
-    good, errors = load_xscl_queries(args.queries, XsclEngine(), stderr)
+    plan, errors = load_xscl_queries(args.queries, stderr)
+    good = list(plan.queries.items())
     if errors and args.strict:
         return EXIT_USAGE
     spark = _session(args)

@@ -1,43 +1,34 @@
-"""The compiled queries each Python worker keeps between tasks (bounded caches): shared
-by the batch jobs (``xseq.py``, ``xquery.py``) and the streaming processors
-(``streaming.py``), which therefore do not import each other."""
+"""The plans each Python worker keeps between tasks (a bounded cache): shared by the
+batch jobs (``xseq.py``, ``xquery.py``, ``filter.py``) and the streaming processors
+(``streaming.py``), which therefore do not import each other. Every job runs its
+engine through a plan (``xcep.plans``), compiled once per worker."""
 
 from __future__ import annotations
 
 from xcep.spark.units import WorkerCache
 
-_ENGINES = WorkerCache()  # XSeq engines by (query, selection), per Python worker process
-_QUERIES = WorkerCache()  # compiled XQueries by text
+_PLANS = WorkerCache()  # per Python worker process: (kind, queries, options) → Plan
 
 
-def xseq_engine(spec: tuple):
-    """The worker's ``XSeqEngine(*spec)``, compiled once."""
-
-    def make():
-        from xcep.xseq import XSeqEngine
-
-        return XSeqEngine(*spec)
-
-    return _ENGINES.get(spec, make)
-
-
-def xquery_query(text: str):
-    """The worker's compiled XQuery for ``text``."""
+def worker_plan(kind: str, queries: dict, **options):
+    """The worker's ``compile_plan(kind, queries, **options)``, compiled once."""
 
     def make():
-        from xcep import xquery
+        from xcep.plans import compile_plan
 
-        return xquery.compile(text)
+        return compile_plan(kind, queries, **options)
 
-    return _QUERIES.get(text, make)
+    key = (kind, tuple(sorted(queries.items(), key=repr)), tuple(sorted(options.items())))
+    return _PLANS.get(key, make)
 
 
-def evaluate_xquery(query, trees) -> tuple[list[str], str | None]:
-    """(serialized items, None), or ([], the error) when the query fails dynamically: a
-    dynamic error costs only its own partition or document."""
+def xquery_rows(plan, batches) -> tuple[list[str], str | None]:
+    """(serialized items, None) of one run of an XQuery plan over ``batches``, or ([],
+    the error) when the query fails dynamically: a dynamic error costs only its own
+    partition or document."""
     from xcep.xquery import XQueryError
 
     try:
-        return list(query.run(trees)), None
+        return [row.value for row in plan.rows(batches)], None
     except XQueryError as error:
         return [], str(error)

@@ -5,17 +5,17 @@
 micro-batches and read as one document that goes on (the record path's
 ancestors open once, close when the partition ends).
 
-- **Saved runs** (XSeq queries, on any runtime): the state is the engine's own run state
-  (``XSeqRun.snapshot()``: open elements, partial matches, pending rows,
+- **Saved runs** (XSeq queries, on any runtime): the state is the plan's run state
+  (``Run.snapshot()``: open elements, partial matches, pending rows,
   aggregates) and the number of nodes read so far. Each micro-batch resumes the
   run, feeds it only the new records and saves it again: its cost depends on
   the micro-batch, not on the partition's history, and the state's size on
   the live matches, not on the records read.
-- **Replay** (XQuery): the state is the partition's records so far (in
-  arrival order) and how many output rows were already emitted. Each
-  micro-batch appends the new records, replays the partition through the
-  engine and emits only the rows past that count; its cost grows with the
-  partition's length, which the idle timeout bounds.
+- **Kept records** (XQuery): a FLWOR's answer over a partition depends on all
+  of it, so the state is the partition's records so far (in arrival order): a
+  micro-batch appends its records (nothing is evaluated), and the partition's
+  end runs the plan over them once. (A run's own snapshot would hold the same
+  events, and restoring it would rebuild the partial tree every micro-batch.)
 
 When a partition has been idle for ``idle_timeout``, its last rows (XSeq:
 aggregates, matches waiting to be maximal; XQuery: all of its result, a
@@ -37,7 +37,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from xcep.spark.engines import evaluate_xquery, xquery_query, xseq_engine
+from xcep.spark.engines import worker_plan, xquery_rows
 from xcep.spark.partitions import Wrapper, partition_stream
 
 if TYPE_CHECKING:
@@ -127,9 +127,10 @@ class XSeqPartition(PartitionProcessor):
 
     def advance(self, key: str, records: list, state: tuple | None, final: bool) -> tuple:
         """The saved run resumed, fed the new records only, saved again."""
-        engine = xseq_engine(self.spec)
+        query, selection = self.spec
+        plan = worker_plan("xseq", {None: query}, selection=selection)
         saved, nodes = (state[2], state[3]) if state is not None else (None, 0)
-        run = engine.resume(saved) if saved is not None else engine.start()
+        run = plan.restore(saved) if saved is not None else plan.start()
         batch, read = continued(
             partition_stream(key, self.wrap(records)).batches(),
             self.wrap.depth,
@@ -137,12 +138,12 @@ class XSeqPartition(PartitionProcessor):
             last=final,
             nodes=nodes,
         )
-        rows = run.feed([batch] if batch is not None else [])
+        rows = run.feed(batch) if batch is not None else []
         if final:
             rows += run.finish()
         state = (b"", 0, None if final else run.snapshot(), nodes + read)
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        return [(None, key, dumps(r), None) for r in rows], state
+        return [(None, key, dumps(r.value), None) for r in rows], state
 
 
 def continued(batches, depth: int, first: bool, last: bool, nodes: int) -> tuple:
@@ -188,9 +189,7 @@ class XQueryPartition(PartitionProcessor):
     def rows(self, key: str, document: bytes, final: bool) -> list[tuple]:
         if not final:
             return []
-        from xcep.xquery.documents import documents_from_batches
-
-        trees = list(documents_from_batches(partition_stream(key, document).batches()))
-        items, failure = evaluate_xquery(xquery_query(self.query), trees)
+        plan = worker_plan("xquery", {None: self.query})
+        items, failure = xquery_rows(plan, partition_stream(key, document).batches())
         rows = [(None, key, item, None) for item in items]
         return rows + ([(None, key, None, failure)] if failure is not None else [])

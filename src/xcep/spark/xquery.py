@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xcep.spark.engines import evaluate_xquery, xquery_query
+from xcep.spark.engines import worker_plan, xquery_rows
 from xcep.spark.partitions import (
     Wrapper,
     keyed_records,
@@ -51,9 +51,9 @@ def xquery_units(
     file's time less ``watermark_delay_ms``) is ``idle_timeout_ms`` past its last record
     (see ``xcep.spark.streaming``); per-document runs need no state."""
 
-    from xcep import xquery
+    from xcep.plans import compile_plan
 
-    xquery.compile(query)  # syntax errors surface here, on the driver
+    compile_plan("xquery", {None: query})  # syntax errors surface here, on the driver
     if partition_by is None:
         return units.mapInArrow(_run_documents(query), OUTPUT_SCHEMA)
     if record_path is None:
@@ -84,13 +84,10 @@ def _run_partition(text: str, record_path: str):
     wrap = Wrapper(record_path)
 
     def run(table: pa.Table) -> pa.Table:
-        from xcep.xquery.documents import documents_from_batches
-
         key = table.column("key")[0].as_py()
         errors: list = []
         stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
-        trees = list(documents_from_batches(stream.batches()))
-        items, failure = evaluate_xquery(xquery_query(text), trees)
+        items, failure = xquery_rows(worker_plan("xquery", {None: text}), stream.batches())
         rows = [(None, key, item, None) for item in items]
         rows += [(None, key, None, str(e)) for e in errors]
         if failure is not None:
@@ -103,9 +100,8 @@ def _run_partition(text: str, record_path: str):
 def _run_documents(text: str):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from xcep.spark.units import read_unit, unit_rows
-        from xcep.xquery.documents import documents_from_batches
 
-        query = xquery_query(text)
+        plan = worker_plan("xquery", {None: text})
         for batch in batches:
             rows: list[tuple] = []
             for path, record, content, error in unit_rows(batch):
@@ -114,9 +110,7 @@ def _run_documents(text: str):
                     continue
                 unit = read_unit(path, record, content)
                 for doc_id, doc_batches in unit.good():
-                    items, failure = evaluate_xquery(
-                        query, list(documents_from_batches(doc_batches))
-                    )
+                    items, failure = xquery_rows(plan, doc_batches)
                     rows += [(doc_id, None, item, None) for item in items]
                     if failure is not None:
                         rows.append((doc_id, None, None, failure))

@@ -105,14 +105,12 @@ def _results(spark, engine, state: DataFrame, batch: DataFrame, lo: int, hi: int
 
 
 def _engine(queries: tuple):
-    def make():
-        from xcep.xscl import XsclEngine
+    """The worker's (or driver's) engine of the queries' plan: its templates and SQL."""
 
-        engine = XsclEngine()
-        for qid, text in queries:
-            engine.add(qid, text)
-        engine.flush_queries()
-        return engine
+    def make():
+        from xcep.plans import compile_plan
+
+        return compile_plan("xscl", dict(queries)).engine()
 
     return _ENGINES.get(queries, make)
 

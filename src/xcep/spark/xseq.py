@@ -22,7 +22,7 @@ import json
 from typing import TYPE_CHECKING
 
 from xcep.events.records import parse_record_path
-from xcep.spark.engines import xseq_engine
+from xcep.spark.engines import worker_plan
 from xcep.spark.partitions import (
     Wrapper,
     keyed_records,
@@ -74,10 +74,10 @@ def _text_rows(
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
-    from xcep.xseq import XSeqEngine
+    from xcep.plans import compile_plan
 
-    engine = XSeqEngine(query, selection)  # compile errors surface here, on the driver
-    analysis = engine.analysis
+    plan = compile_plan("xseq", {None: query}, selection=selection)  # errors: on the driver
+    analysis = plan.engine.analysis
     spec = (query, selection)
     if analysis.partition is not None:
         record_path = record_path or partition_record_path(analysis)
@@ -141,13 +141,19 @@ def _dumps(row) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
 
 
+def _plan(spec: tuple):
+    """The worker's plan of ``spec`` (query, selection)."""
+    query, selection = spec
+    return worker_plan("xseq", {None: query}, selection=selection)
+
+
 def _run_documents(spec: tuple):
     """Per document: the engine over its events alone."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from xcep.spark.units import read_unit, unit_rows
 
-        engine = xseq_engine(spec)
+        plan = _plan(spec)
         for batch in batches:
             out = []
             for path, record, content, error in unit_rows(batch):
@@ -156,7 +162,8 @@ def _run_documents(spec: tuple):
                     continue
                 unit = read_unit(path, record, content)
                 for doc_id, doc_batches in unit.good():
-                    out.extend((doc_id, None, _dumps(row), None) for row in engine.run(doc_batches))
+                    rows = plan.rows(doc_batches)
+                    out.extend((doc_id, None, _dumps(row.value), None) for row in rows)
                 out.extend((doc_id, None, None, message) for doc_id, message in unit.bad())
             yield _output(out)
 
@@ -170,7 +177,7 @@ def _run_all(spec: tuple):
         from xcep.events import EventStream
         from xcep.spark.units import unit_rows
 
-        engine = xseq_engine(spec)
+        plan = _plan(spec)
         units = sorted(unit_rows(table), key=lambda u: (u[0], -1 if u[1] is None else u[1]))
         errors: list = []
         inputs = [
@@ -179,7 +186,7 @@ def _run_all(spec: tuple):
             if error is None
         ]
         stream = EventStream(inputs, errors=errors.append)
-        out = [(None, None, _dumps(row), None) for row in engine.run(stream.batches())]
+        out = [(None, None, _dumps(row.value), None) for row in plan.rows(stream.batches())]
         out += [(path, None, None, error) for path, _, _, error in units if error is not None]
         out += [(None, None, None, str(error)) for error in errors]
         return _table(out)
@@ -192,11 +199,11 @@ def _run_partition(spec: tuple, record_path: str):
     wrap = Wrapper(record_path)
 
     def run(table: pa.Table) -> pa.Table:
-        engine = xseq_engine(spec)
+        plan = _plan(spec)
         key = table.column("key")[0].as_py()
         errors: list = []
         stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
-        out = [(None, key, _dumps(row), None) for row in engine.run(stream.batches())]
+        out = [(None, key, _dumps(row.value), None) for row in plan.rows(stream.batches())]
         out += [(None, key, None, str(error)) for error in errors]
         return _table(out)
 
