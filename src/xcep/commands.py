@@ -559,7 +559,7 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
 
 def cmd_run(args, stdout: TextIO, stderr: TextIO) -> int:
     """Every query of every kind over one parse of the inputs (the loop of xcep serve)."""
-    from xcep.serve.service import read_query_file, standing_plans
+    from xcep.plans import read_query_file, standing_plans
 
     files = {"filter": args.filters, "xseq": args.xseq, "xquery": args.xquery, "xscl": args.xscl}
     if not any(files.values()):

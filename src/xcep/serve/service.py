@@ -39,37 +39,13 @@ import numpy as np
 
 from xcep.errors import StateError, XcepError
 from xcep.events import EventStream, Input
-from xcep.plans import compile_plan
+from xcep.plans import KINDS, read_query_file, standing_plans
 from xcep.serve.broker import NatsBroker, jetstream
 
-KINDS = ("filter", "xseq", "xquery", "xscl")
 SAVE_EVERY, SAVE_SECONDS = 200, 0.5  # a checkpoint at least this often
 TOKEN = re.compile(r"[A-Za-z0-9_-]+\Z")  # a query id is one subject token
 CONTROL, STATUS, DEADLETTER = "xcep.control", "xcep.status", "xcep.deadletter"
 OUTPUT = "xcep.out"
-
-
-def standing_plans(kind: str, queries: dict, per_document: bool) -> list:
-    """The plans of one kind's standing queries: one for the filters (one machine) and
-    the XSCL queries (one join), one per XSeq and XQuery query (each its own run; an
-    XQuery query on each document alone with ``per_document``, else over the stream)."""
-    if not queries:
-        return []
-    if kind == "xseq":
-        return [compile_plan("xseq", {qid: text}) for qid, text in queries.items()]
-    if kind == "xquery":
-        return [
-            compile_plan("xquery", {qid: text}, per_document=per_document)
-            for qid, text in queries.items()
-        ]
-    return [compile_plan(kind, queries)]
-
-
-def read_query_file(path: str) -> dict:
-    """``ID<TAB>QUERY`` per line (as the batch commands read them): id → text."""
-    from xcep.xpush.workload import read_filters_file
-
-    return {str(line.fid): line.text for line in read_filters_file(path, what="query")}
 
 
 class QuerySet:

@@ -1,4 +1,5 @@
-"""``xcep spark filter|xseq|xquery|xscl``: the engines as Spark jobs, batch or streaming."""
+"""``xcep spark filter|xseq|xquery|xscl|run``: the engines as Spark jobs, batch or
+streaming."""
 
 from __future__ import annotations
 
@@ -90,6 +91,18 @@ def add_commands(commands) -> None:
     xscl.add_argument("--strict", action="store_true", help="stop if a query is bad")
     _job_arguments(xscl)
     xscl.set_defaults(run=cmd_spark_xscl)
+
+    run = jobs.add_parser(
+        "run",
+        help="standing queries of every kind over one parse per file or record",
+        description='Rows {"kind": ..., "query": id, "doc_id": ..., "value": "<JSON>"}: every '
+        "filter, XSeq, XQuery and XSCL query (ID<TAB>QUERY per line in each file) over one "
+        "parse of each input file (or record), as xcep run over that file (see docs/spark.md).",
+    )
+    for flag in ("--filters", "--xseq", "--xquery", "--xscl"):
+        run.add_argument(flag, metavar="FILE", help=f"ID<TAB>query per line ({flag[2:]})")
+    _job_arguments(run)
+    run.set_defaults(run=cmd_spark_run)
 
 
 def _idle_timeout(job: argparse.ArgumentParser) -> None:
@@ -335,3 +348,19 @@ def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
     df = xscl_units(spark, inputs, good, args.timestamp)
     status = _write(spark, args, df, stdout, stderr, started)
     return EXIT_INPUT if errors else status
+
+
+@_spark_errors
+def cmd_spark_run(args, stdout: TextIO, stderr: TextIO) -> int:
+    from xcep.plans import read_query_file
+    from xcep.spark.run import run_units
+
+    started = time.perf_counter()
+    files = {"filter": args.filters, "xseq": args.xseq, "xquery": args.xquery, "xscl": args.xscl}
+    if not any(files.values()):
+        print("xcep: error: give queries: --filters, --xseq, --xquery or --xscl FILE", file=stderr)
+        return EXIT_USAGE
+    queries = {kind: read_query_file(path) for kind, path in files.items() if path}
+    spark = _session(args)
+    df = run_units(_units(spark, args), queries)
+    return _write(spark, args, df, stdout, stderr, started)
