@@ -544,9 +544,10 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
         def consume(stream: EventStream, name=name, last=last) -> None:
             write(run.begin_stream(name))
             for batch in stream.batches():
-                # a join batch at a time (a join can have many results per document:
-                # each batch's are written before the next is joined)
-                for piece in batch.pieces(plan.batch_size):
+                # a few documents at a time, whole join batches (a join can have many
+                # results per document: a piece's are written before the next is
+                # joined; 8 documents: fewer calls, the results still small)
+                for piece in batch.pieces(max(plan.batch_size, 8)):
                     write(run.feed(piece))
             if last:
                 write(run.finish())

@@ -3,6 +3,7 @@ interface is described in ``xcep.plans``)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import pickle
@@ -98,8 +99,13 @@ class Run:
         and again (3x the run's time); what it would free is freed after the batch."""
         if self.finished:
             raise StateError("this run is finished: start or restore another")
-        with collector_paused():
+        enabled = gc.isenabled()  # (collector_paused, inline: a run may be fed per document)
+        gc.disable()
+        try:
             rows = self._feed(batch)
+        finally:
+            if enabled:
+                gc.enable()
         self.rows += len(rows)
         return rows
 
