@@ -80,6 +80,8 @@ bench: $(STAMP)
 	$(PY) -m bench xscl
 	$(PY) -m bench xscl-stream
 	$(PY) -m bench spark
+	$(PY) -m bench spark-scale
+	$(PY) -m bench spark-10gb
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

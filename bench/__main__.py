@@ -7,6 +7,7 @@ from bench import (
     formats,
     serve,
     spark,
+    spark_scale,
     streaming_state,
     xpush,
     xpush_families,
@@ -42,6 +43,8 @@ BENCHMARKS = {
     "spark": spark.run,
     "streaming-state": streaming_state.run,
     "spark-1gb": spark.run_big,
+    "spark-scale": spark_scale.run,
+    "spark-10gb": spark_scale.run_10gb,
 }
 
 parser = argparse.ArgumentParser(prog="python -m bench")

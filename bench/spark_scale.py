@@ -1,0 +1,234 @@
+"""Spark at scale (issue 25): 1 GB and 10 GB of gzipped input, in-process against
+``local[2]`` and a 2-worker standalone cluster on loopback.
+
+``python -m bench spark-scale`` (1 GB; ``--quick``: 128 MB) and ``python -m bench
+spark-10gb`` (10 GB): the input is generated into a temporary directory, run, and
+deleted (disk use stays within this machine's limits: the files are gzipped).
+
+- **Generator** (``generate``): files of ``FILE_MB`` MB before compression, gzipped
+  (level 1): *messages* — XMark f1's persons, items and open auctions as documents,
+  shuffled per file; *stocks* — the stock feed of ``bench.generators.stock_stream``,
+  one ``<stocks>`` document per file.
+- **Engines**, each through its plan (``xcep.plans``) in-process and its Spark job:
+  XPush (1,000 generated filters, the §7 generator, over the messages) and XSeq (a
+  one-predicate path, ``/stocks/transaction[symbol='IBM']/price/text()``, over the
+  stock feed; per file on Spark, which is the same answer here: one document per file).
+- **How the time splits**: *parse* is the event source alone over the same files
+  (``EventStream``, gzip included), *engine* the in-process run less the parse;
+  *Spark's cost* is what a Spark run spends beyond the in-process work on the cores
+  it had: ``(seconds × cores − in-process seconds)``, per MB.
+- **Memory**: the peak of the summed RSS of the benchmark process and every process
+  under it (the JVMs, Spark's Python workers), sampled from ``/proc`` every 0.2 s
+  while a contender runs.
+
+One round each (minutes per contender at 10 GB); every contender must give the same
+count (rows).
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from bench.generators import stock_stream
+from bench.harness import write_results
+from xcep.events import EventStream
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+FILE_MB = 128
+XSEQ_QUERY = "/stocks/transaction[symbol='IBM']/price/text()"
+MASTERS = ("local[2]", "standalone")
+CONF = {"spark.sql.shuffle.partitions": 8, "spark.driver.memory": "4g"}
+
+
+def generate(workdir: Path, megabytes: int) -> dict:
+    """Gzipped messages and stock files of ``megabytes`` MB each (before compression)."""
+    from bench.xpush_workload import FilterGenerator, as_stream, split_documents
+
+    plain = workdir / "xmark.xml"
+    plain.write_bytes(gzip.decompress((DATA / "xmark" / "xmark-f1.xml.gz").read_bytes()))
+    messages = split_documents(plain)
+    plain.unlink()
+    rng = random.Random(1)
+    filters = dict(enumerate(FilterGenerator(rng.sample(messages, 300), seed=1).workload(1000)))
+    out = {"filters": filters}
+    for name in ("messages", "stocks"):
+        (workdir / name).mkdir()
+    per_file = min(FILE_MB, megabytes)
+    files = max(1, megabytes // per_file)
+    size = 0
+    for f in range(files):
+        docs, written = [], 0
+        while written < per_file * 1_000_000:
+            doc = rng.choice(messages)
+            docs.append(doc)
+            written += len(doc) + 1
+        path = workdir / "messages" / f"{f:04}.xml.gz"
+        path.write_bytes(gzip.compress(as_stream(docs), compresslevel=1))
+        size += written
+    out["messages"] = (workdir / "messages", size)
+    size = 0
+    for f in range(files):
+        raw = workdir / "stocks" / f"{f:04}.xml"
+        stock_stream(raw, per_file, seed=f)
+        size += raw.stat().st_size
+        (workdir / "stocks" / f"{f:04}.xml.gz").write_bytes(
+            gzip.compress(raw.read_bytes(), compresslevel=1)
+        )
+        raw.unlink()
+    out["stocks"] = (workdir / "stocks", size)
+    return out
+
+
+class MemorySampler:
+    """The peak, over a run, of the summed RSS (MB) of this process and every process
+    under it, read from ``/proc`` every ``every`` seconds."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        import threading
+
+        self.every, self.peak = every, 0.0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    @staticmethod
+    def total() -> float:
+        import os
+
+        parents, rss = {}, {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            parents[int(entry)] = int(fields.get("PPid", "0"))
+            rss[int(entry)] = int(fields.get("VmRSS", "0 kB").split()[0])
+        mine, grew = {os.getpid()}, True
+        while grew:
+            more = {pid for pid, parent in parents.items() if parent in mine} - mine
+            mine |= more
+            grew = bool(more)
+        return sum(rss.get(pid, 0) for pid in mine) / 1024
+
+    def _sample(self) -> None:
+        while not self.done.wait(self.every):
+            self.peak = max(self.peak, self.total())
+
+    def __enter__(self) -> MemorySampler:
+        self.peak = self.total()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def _timed(run) -> tuple[float, int, float]:
+    """(seconds, count, peak MB) of one run."""
+    with MemorySampler() as memory:
+        start = time.perf_counter()
+        count = run()
+        seconds = time.perf_counter() - start
+    return seconds, count, memory.peak
+
+
+def _in_process(inputs: dict) -> dict:
+    from xcep.plans import compile_plan
+
+    results = {}
+    for engine, (directory, _), plan, keep in (
+        ("XPush", inputs["messages"], compile_plan("filter", inputs["filters"]), True),
+        ("XSeq", inputs["stocks"], compile_plan("xseq", {"q": XSEQ_QUERY}), False),
+    ):
+        files = sorted(directory.iterdir())
+
+        def parse(files=files, keep=keep) -> int:
+            return sum(len(b) for b in EventStream(files, keep_whitespace=keep).batches())
+
+        def run(files=files, plan=plan, keep=keep, engine=engine) -> int:
+            rows = plan.rows(EventStream(files, keep_whitespace=keep).batches())
+            return sum(len(r.value) for r in rows) if engine == "XPush" else len(rows)
+
+        parse_s, _, _ = _timed(parse)
+        seconds, count, peak = _timed(run)
+        results[engine] = {
+            "parse_s": parse_s,
+            "seconds": seconds,
+            "count": count,
+            "peak_rss_mb": peak,
+        }
+    return results
+
+
+def _on_spark(spark, inputs: dict) -> dict:
+    from pyspark.sql import functions as F
+
+    from xcep.spark.filter import filter_units
+    from xcep.spark.sources import read_units
+    from xcep.spark.xseq import xseq_units
+
+    def xpush() -> int:
+        units = read_units(spark, str(inputs["messages"][0]))
+        matches = filter_units(units, inputs["filters"])
+        return matches.select(F.sum(F.size("matches"))).first()[0]
+
+    def xseq() -> int:
+        return xseq_units(read_units(spark, str(inputs["stocks"][0])), XSEQ_QUERY).count()
+
+    return {engine: dict(zip(("seconds", "count", "peak_rss_mb"), _timed(job), strict=True))
+            for engine, job in (("XPush", xpush), ("XSeq", xseq))}  # fmt: skip
+
+
+def run(repeat: int = 1, quick: bool = False, gigabytes: float = 1) -> list[dict]:
+    import contextlib
+
+    from xcep.spark.cluster import standalone
+    from xcep.spark.session import session
+
+    megabytes = 128 if quick else int(gigabytes * 1000)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="xcep-scale-") as tmp:
+        started = time.perf_counter()
+        inputs = generate(Path(tmp), megabytes)
+        print(f"generated {megabytes:,} MB x 2 in {time.perf_counter() - started:.0f} s")
+        own = _in_process(inputs)
+        for engine, found in own.items():
+            size = inputs["messages" if engine == "XPush" else "stocks"][1]
+            rows.append({"engine": engine, "contender": "in-process", "cores": 1, "bytes": size,
+                         **found})  # fmt: skip
+        for master in MASTERS:
+            place = standalone(workers=2, memory="2g") if master == "standalone" else None
+            with place or contextlib.nullcontext(master) as url:
+                spark = session(url, "xcep-scale", conf=CONF)
+                found = _on_spark(spark, inputs)
+                spark.stop()
+            for engine, result in found.items():
+                size = inputs["messages" if engine == "XPush" else "stocks"][1]
+                rows.append({"engine": engine, "contender": master, "cores": 2, "bytes": size,
+                             **result})  # fmt: skip
+    for row in rows:
+        base = next(r for r in rows if r["engine"] == row["engine"])
+        assert row["count"] == base["count"], (row, base)
+        megabytes = row["bytes"] / 1e6
+        row["mb_per_s"] = megabytes / row["seconds"]
+        if row["contender"] != "in-process":
+            extra = row["seconds"] * row["cores"] - base["seconds"]
+            row["spark_cost_s_per_mb"] = extra / megabytes
+        print(
+            f"{row['engine']:<6} {row['contender']:<11} {row['seconds']:8.1f} s "
+            f"{row['mb_per_s']:6.2f} MB/s  peak {row['peak_rss_mb']:,.0f} MB"
+        )
+    name = "spark-scale" if gigabytes == 1 else f"spark-{gigabytes:g}gb"
+    write_results(name, rows, {"quick": quick, "gigabytes": gigabytes, "file_mb": FILE_MB})
+    return rows
+
+
+def run_10gb(repeat: int = 1, quick: bool = False) -> list[dict]:
+    return run(repeat, quick, gigabytes=10)
