@@ -10,9 +10,12 @@ deleted (disk use stays within this machine's limits: the files are gzipped).
   shuffled per file; *stocks* — the stock feed of ``bench.generators.stock_stream``,
   one ``<stocks>`` document per file.
 - **Engines**, each through its plan (``xcep.plans``) in-process and its Spark job:
-  XPush (1,000 generated filters, the §7 generator, over the messages) and XSeq (a
+  XPush (1,000 generated filters, the §7 generator, over the messages); XSeq (a
   one-predicate path, ``/stocks/transaction[symbol='IBM']/price/text()``, over the
-  stock feed; per file on Spark, which is the same answer here: one document per file).
+  stock feed; per file on Spark, which is the same answer here: one document per
+  file); XQuery (a FLWOR over each message: the persons with an income over 50,000);
+  XSCL (persons followed within 10 messages by a person of the same city: a join
+  across the whole stream, Stage 2 on Spark SQL).
 - **How the time splits**: *parse* is the event source alone over the same files
   (``EventStream``, gzip included), *engine* the in-process run less the parse;
   *Spark's cost* is what a Spark run spends beyond the in-process work on the cores
@@ -40,6 +43,10 @@ from xcep.events import EventStream
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 FILE_MB = 128
 XSEQ_QUERY = "/stocks/transaction[symbol='IBM']/price/text()"
+XQUERY = "for $p in $input/person where $p/profile/@income > 50000 return string($p/@id)"
+XSCL_QUERY = "S//person->x[//address/city->a] FOLLOWED BY{a=b, 10} S//person->y[//address/city->b]"
+INPUT_OF = {"XPush": "messages", "XSeq": "stocks", "XQuery": "messages", "XSCL": "messages"}
+ENGINES = ("XPush", "XSeq", "XQuery", "XSCL")
 MASTERS = ("local[2]", "standalone")
 CONF = {"spark.sql.shuffle.partitions": 8, "spark.driver.memory": "4g"}
 
@@ -139,22 +146,36 @@ def _timed(run) -> tuple[float, int, float]:
     return seconds, count, memory.peak
 
 
-def _in_process(inputs: dict) -> dict:
+def _plan(engine: str, inputs: dict):
     from xcep.plans import compile_plan
 
+    if engine == "XPush":
+        return compile_plan("filter", inputs["filters"])
+    if engine == "XSeq":
+        return compile_plan("xseq", {"q": XSEQ_QUERY})
+    if engine == "XQuery":  # each message on its own (as Spark's per-document job)
+        return compile_plan("xquery", {"q": XQUERY}, per_document=True)
+    return compile_plan("xscl", {"j": XSCL_QUERY})
+
+
+def _count(engine: str, rows: list) -> int:
+    """What both sides count: the filter matches, else the rows."""
+    return sum(len(r.value) for r in rows) if engine == "XPush" else len(rows)
+
+
+def _in_process(inputs: dict, engines: tuple) -> dict:
     results = {}
-    for engine, (directory, _), plan, keep in (
-        ("XPush", inputs["messages"], compile_plan("filter", inputs["filters"]), True),
-        ("XSeq", inputs["stocks"], compile_plan("xseq", {"q": XSEQ_QUERY}), False),
-    ):
+    for engine in engines:
+        directory, _ = inputs[INPUT_OF[engine]]
         files = sorted(directory.iterdir())
+        keep = engine == "XPush"  # (filters see whitespace text, as xcep filter)
+        plan = _plan(engine, inputs)
 
         def parse(files=files, keep=keep) -> int:
             return sum(len(b) for b in EventStream(files, keep_whitespace=keep).batches())
 
         def run(files=files, plan=plan, keep=keep, engine=engine) -> int:
-            rows = plan.rows(EventStream(files, keep_whitespace=keep).batches())
-            return sum(len(r.value) for r in rows) if engine == "XPush" else len(rows)
+            return _count(engine, plan.rows(EventStream(files, keep_whitespace=keep).batches()))
 
         parse_s, _, _ = _timed(parse)
         seconds, count, peak = _timed(run)
@@ -167,26 +188,41 @@ def _in_process(inputs: dict) -> dict:
     return results
 
 
-def _on_spark(spark, inputs: dict) -> dict:
+def _on_spark(spark, inputs: dict, engines: tuple) -> dict:
     from pyspark.sql import functions as F
 
     from xcep.spark.filter import filter_units
     from xcep.spark.sources import read_units
+    from xcep.spark.xquery import xquery_units
+    from xcep.spark.xscl import xscl_units
     from xcep.spark.xseq import xseq_units
 
-    def xpush() -> int:
-        units = read_units(spark, str(inputs["messages"][0]))
-        matches = filter_units(units, inputs["filters"])
-        return matches.select(F.sum(F.size("matches"))).first()[0]
+    def units(engine: str):
+        return read_units(spark, str(inputs[INPUT_OF[engine]][0]))
 
-    def xseq() -> int:
-        return xseq_units(read_units(spark, str(inputs["stocks"][0])), XSEQ_QUERY).count()
+    jobs = {
+        "XPush": lambda: (
+            filter_units(units("XPush"), inputs["filters"])
+            .select(F.sum(F.size("matches")))
+            .first()[0]
+        ),
+        "XSeq": lambda: xseq_units(units("XSeq"), XSEQ_QUERY).count(),
+        "XQuery": lambda: xquery_units(units("XQuery"), XQUERY).where("error IS NULL").count(),
+        "XSCL": lambda: (
+            xscl_units(spark, [("S", units("XSCL"))], [("j", XSCL_QUERY)])
+            .where("error IS NULL")
+            .count()
+        ),
+    }
+    return {
+        engine: dict(zip(("seconds", "count", "peak_rss_mb"), _timed(jobs[engine]), strict=True))
+        for engine in engines
+    }
 
-    return {engine: dict(zip(("seconds", "count", "peak_rss_mb"), _timed(job), strict=True))
-            for engine, job in (("XPush", xpush), ("XSeq", xseq))}  # fmt: skip
 
-
-def run(repeat: int = 1, quick: bool = False, gigabytes: float = 1) -> list[dict]:
+def run(
+    repeat: int = 1, quick: bool = False, gigabytes: float = 1, engines: tuple = ENGINES
+) -> list[dict]:
     import contextlib
 
     from xcep.spark.cluster import standalone
@@ -198,19 +234,19 @@ def run(repeat: int = 1, quick: bool = False, gigabytes: float = 1) -> list[dict
         started = time.perf_counter()
         inputs = generate(Path(tmp), megabytes)
         print(f"generated {megabytes:,} MB x 2 in {time.perf_counter() - started:.0f} s")
-        own = _in_process(inputs)
+        own = _in_process(inputs, engines)
         for engine, found in own.items():
-            size = inputs["messages" if engine == "XPush" else "stocks"][1]
+            size = inputs[INPUT_OF[engine]][1]
             rows.append({"engine": engine, "contender": "in-process", "cores": 1, "bytes": size,
                          **found})  # fmt: skip
         for master in MASTERS:
             place = standalone(workers=2, memory="2g") if master == "standalone" else None
             with place or contextlib.nullcontext(master) as url:
                 spark = session(url, "xcep-scale", conf=CONF)
-                found = _on_spark(spark, inputs)
+                found = _on_spark(spark, inputs, engines)
                 spark.stop()
             for engine, result in found.items():
-                size = inputs["messages" if engine == "XPush" else "stocks"][1]
+                size = inputs[INPUT_OF[engine]][1]
                 rows.append({"engine": engine, "contender": master, "cores": 2, "bytes": size,
                              **result})  # fmt: skip
     for row in rows:

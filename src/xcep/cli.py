@@ -21,6 +21,7 @@ from xcep.cliargs import (
     EXIT_OK,
     EXIT_USAGE,
     Deprecated,
+    add_query_files,
 )
 from xcep.commands import (
     cmd_events,
@@ -437,8 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
         '{"kind": "xseq", "query": id, "row": [...]}, {"kind": "xquery", "query": id, '
         '"item": "..."}, {"kind": "xscl", "query": id, ...}). See docs/serve.md.',
     )
-    for flag in ("--filters", "--xseq", "--xquery", "--xscl"):
-        run.add_argument(flag, metavar="FILE", help=f"ID<TAB>query per line ({flag[2:]})")
+    add_query_files(run)
     _input_arguments(run)
     run.set_defaults(run=cmd_run)
 

@@ -71,3 +71,25 @@ def stream_inputs(inputs: list[str], default: str) -> list[tuple[str, str]]:
         else:
             out.append((default, item))
     return out
+
+
+QUERY_FILES = {"filter": "--filters", "xseq": "--xseq", "xquery": "--xquery", "xscl": "--xscl"}
+
+
+def add_query_files(command) -> None:
+    """``--filters``, ``--xseq``, ``--xquery``, ``--xscl FILE``: standing queries of every
+    kind (``xcep run``, ``xcep spark run``)."""
+    for flag in QUERY_FILES.values():
+        command.add_argument(flag, metavar="FILE", help=f"ID<TAB>query per line ({flag[2:]})")
+
+
+def standing_queries(args, stderr: TextIO) -> dict | None:
+    """kind → id → text of the files ``add_query_files`` took (None: none was given,
+    reported on ``stderr``)."""
+    from xcep.plans import read_query_file
+
+    paths = {kind: getattr(args, flag[2:]) for kind, flag in QUERY_FILES.items()}
+    if not any(paths.values()):
+        print("xcep: error: give queries: --filters, --xseq, --xquery or --xscl FILE", file=stderr)
+        return None
+    return {kind: read_query_file(path) for kind, path in paths.items() if path}

@@ -19,6 +19,7 @@ from xcep.cliargs import (
     EXIT_USAGE,
     load_xscl_queries,
     query_text,
+    standing_queries,
     stream_inputs,
 )
 from xcep.collector import collector_paused
@@ -560,17 +561,15 @@ def cmd_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
 
 def cmd_run(args, stdout: TextIO, stderr: TextIO) -> int:
     """Every query of every kind over one parse of the inputs (the loop of xcep serve)."""
-    from xcep.plans import read_query_file, standing_plans
+    from xcep.plans import standing_plans
 
-    files = {"filter": args.filters, "xseq": args.xseq, "xquery": args.xquery, "xscl": args.xscl}
-    if not any(files.values()):
-        print("xcep: error: give queries: --filters, --xseq, --xquery or --xscl FILE", file=stderr)
+    queries = standing_queries(args, stderr)
+    if queries is None:
         return EXIT_USAGE
     runs = [
         (kind, plan.start())
-        for kind, path in files.items()
-        if path is not None
-        for plan in standing_plans(kind, read_query_file(path), per_document=False)
+        for kind, texts in queries.items()
+        for plan in standing_plans(kind, texts, per_document=False)
     ]
 
     def line(kind: str, row) -> str:

@@ -12,8 +12,10 @@ from xcep.cliargs import (
     EXIT_OK,
     EXIT_USAGE,
     Deprecated,
+    add_query_files,
     load_xscl_queries,
     query_text,
+    standing_queries,
     stream_inputs,
 )
 
@@ -99,8 +101,7 @@ def add_commands(commands) -> None:
         "filter, XSeq, XQuery and XSCL query (ID<TAB>QUERY per line in each file) over one "
         "parse of each input file (or record), as xcep run over that file (see docs/spark.md).",
     )
-    for flag in ("--filters", "--xseq", "--xquery", "--xscl"):
-        run.add_argument(flag, metavar="FILE", help=f"ID<TAB>query per line ({flag[2:]})")
+    add_query_files(run)
     _job_arguments(run)
     run.set_defaults(run=cmd_spark_run)
 
@@ -352,15 +353,12 @@ def cmd_spark_xscl(args, stdout: TextIO, stderr: TextIO) -> int:
 
 @_spark_errors
 def cmd_spark_run(args, stdout: TextIO, stderr: TextIO) -> int:
-    from xcep.plans import read_query_file
     from xcep.spark.run import run_units
 
     started = time.perf_counter()
-    files = {"filter": args.filters, "xseq": args.xseq, "xquery": args.xquery, "xscl": args.xscl}
-    if not any(files.values()):
-        print("xcep: error: give queries: --filters, --xseq, --xquery or --xscl FILE", file=stderr)
+    queries = standing_queries(args, stderr)
+    if queries is None:
         return EXIT_USAGE
-    queries = {kind: read_query_file(path) for kind, path in files.items() if path}
     spark = _session(args)
     df = run_units(_units(spark, args), queries)
     return _write(spark, args, df, stdout, stderr, started)
