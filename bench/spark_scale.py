@@ -175,7 +175,11 @@ def _in_process(inputs: dict, engines: tuple) -> dict:
             return sum(len(b) for b in EventStream(files, keep_whitespace=keep).batches())
 
         def run(files=files, plan=plan, keep=keep, engine=engine) -> int:
-            return _count(engine, plan.rows(EventStream(files, keep_whitespace=keep).batches()))
+            one = plan.start()  # rows counted as they come (not kept)
+            count = 0
+            for batch in EventStream(files, keep_whitespace=keep).batches():
+                count += _count(engine, one.feed(batch))
+            return count + _count(engine, one.finish())
 
         parse_s, _, _ = _timed(parse)
         seconds, count, peak = _timed(run)
