@@ -38,23 +38,34 @@ def query_text(spec: str) -> str:
     return spec
 
 
+def plan_of_lines(kind: str, lines, **options) -> tuple:
+    """The plan of a query file's ``(id, text, line)`` lines (``skip_invalid``), and
+    ``(line, id, message)`` for each line left out: an id given again, a query that does
+    not compile."""
+    from xcep.plans import compile_plan
+
+    queries: dict = {}
+    line_of: dict = {}
+    bad = []
+    for qid, text, line in lines:
+        if qid in queries:
+            bad.append((line, qid, f"query id {qid} is already registered"))
+        else:
+            queries[qid], line_of[qid] = text, line
+    plan = compile_plan(kind, queries, skip_invalid=True, **options)
+    bad += [(line_of[qid], qid, str(error)) for qid, error in plan.invalid.items()]
+    return plan, bad
+
+
 def load_xscl_queries(path: str, stderr: TextIO, **options) -> tuple:
     """The plan (``xcep.plans``, with ``options``) of the ``ID<TAB>XSCL`` lines of
     ``path``, and the errors of the bad lines (reported on ``stderr``): a bad line is
     left out."""
-    from xcep.plans import compile_plan
     from xcep.xscl import read_queries
 
     lines, errors = read_queries(path)
-    queries: dict = {}
-    line_of: dict = {}
-    for qid, text, line in lines:
-        if qid in queries:
-            errors.append(f"line {line}, query id {qid} is already registered")
-        else:
-            queries[qid], line_of[qid] = text, line
-    plan = compile_plan("xscl", queries, skip_invalid=True, **options)
-    errors += [f"line {line_of[qid]}, {error}" for qid, error in plan.invalid.items()]
+    plan, bad = plan_of_lines("xscl", lines, **options)
+    errors += [f"line {line}, {message}" for line, _, message in bad]
     errors.sort(key=lambda error: int(re.match(r"line (\d+)", error).group(1)))
     for error in errors:
         print(f"xcep: error: {path}, {error}", file=stderr)

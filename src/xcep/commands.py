@@ -18,6 +18,7 @@ from xcep.cliargs import (
     EXIT_OK,
     EXIT_USAGE,
     load_xscl_queries,
+    plan_of_lines,
     query_text,
     standing_queries,
     stream_inputs,
@@ -417,19 +418,11 @@ def _query_plan(path: str, strict: bool, options: dict, stderr: TextIO):
         )
         for error in errors
     ]
-    queries: dict = {}
-    line_of: dict = {}
-    for item in lines:
-        if item.fid in queries:
-            messages.append(
-                (item.line, f"{path}, line {item.line}, query {item.fid}: already given")
-            )
-            continue
-        queries[item.fid], line_of[item.fid] = item.text, item.line
-    plan = compile_plan("xseq", queries, skip_invalid=True, **options)
-    for qid, error in plan.invalid.items():
-        line = line_of[qid]
-        messages.append((line, f"{path}, line {line}, query {qid}: {error}"))
+    rows = [(item.fid, item.text, item.line) for item in lines]
+    plan, bad = plan_of_lines("xseq", rows, **options)
+    messages += [
+        (line, f"{path}, line {line}, query {qid}: {message}") for line, qid, message in bad
+    ]
     for _, message in sorted(messages):
         print(f"xcep: error: {message}", file=stderr)
     invalid = len(messages)
