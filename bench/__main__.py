@@ -20,6 +20,7 @@ from bench import (
     xseq_multi,
     xseq_opt,
     xseq_paths,
+    xseq_queries,
     xseq_xpath,
 )
 
@@ -35,6 +36,7 @@ BENCHMARKS = {
     "xseq-memory": xseq_memory.run,
     "xseq-xpath": xseq_xpath.run,
     "xseq-paths": xseq_paths.run,
+    "xseq-queries": xseq_queries.run,
     "xquery": xquery.run,
     "xquery-stream": xquery_stream.run,
     "serve": serve.run,

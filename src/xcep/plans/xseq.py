@@ -41,7 +41,7 @@ class XSeqPlan(Plan):
         self.analyses: dict = {}  # id → the query compiled: what every run subscribes
         for qid, text in self.queries.items():
             try:
-                self.analyses[qid] = compile_query(text, schema, opt)
+                self.analyses[qid] = compile_query(text, schema, opt, lift=True)
             except (QuerySyntaxError, ValueError) as error:
                 if not skip_invalid:
                     raise

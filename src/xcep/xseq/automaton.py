@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import product
 
-from xcep.xseq import ast as A
 from xcep.xseq.dom import ELEMENT, TEXT_NODE, Node, test_matches
 from xcep.xseq.evaluate import holds
 from xcep.xseq.machine import SHARED, Machine, TransitionCache
@@ -318,7 +317,7 @@ class Run:
                 if state.test_here and not test_matches(step, here):
                     continue
                 if step.preds:
-                    checks = self.predicates(state_id, step, here, child, checks)
+                    checks = self.predicates(state_id, here, child, checks)
                     if checks is None:
                         continue
                 if step.var:
@@ -332,14 +331,10 @@ class Run:
                     checks, done = result
             elif kind == "begin":
                 binding = programs[state.owner].empty
-            elif kind == "split" and state_id in machine.fanout:  # many @a = 'v' predicates
-                by_attribute, others = machine.fanout[state_id]
-                targets = list(others)
-                for attribute, by_value in by_attribute.items():
-                    value = here.attribute(attribute) if here.kind == ELEMENT else None
-                    targets += by_value.get(value, ())
-                for target in targets:
-                    stack.append((target, binding, checks, done))
+            elif kind == "split" and state_id in machine.fanout:  # indexed attribute predicates
+                targets, index = machine.fanout[state_id]
+                for position in index.passing(_attributes_of(here)):
+                    stack.append((targets[position], binding, checks, done))
                 continue
             elif kind == "enter":
                 if state.group in programs[state.owner].captured_entries and here.kind == ELEMENT:
@@ -408,11 +403,10 @@ class Run:
             for target in state.next:
                 stack.append((target, binding, checks, done))
 
-    def predicates(self, state_id: int, step: A.Step, here, child, checks: tuple):
+    def predicates(self, state_id: int, here, child, checks: tuple):
         """The checks after the step's predicates on ``here`` (those that read the subtree
         of an open element become pending checks); None if one fails."""
-        deeps = self.m.pred_subtree[state_id]
-        for pred, deep in zip(step.preds, deeps, strict=True):
+        for pred, deep in self.m.preds[state_id]:
             if deep and not here.closed:
                 self.capture(here, child)
                 check = self.wait_for(partial(holds, pred, here), [here])
@@ -518,3 +512,19 @@ def _live_checks(checks: tuple):
         elif check.state is False:
             return None
     return tuple(live)
+
+
+def _no_values(expr) -> list:
+    return []
+
+
+def _attributes_of(node) -> Callable:
+    """An index's reader of the attribute values of ``node`` (an ``@name`` at most once)."""
+    if node.kind != ELEMENT:
+        return _no_values
+
+    def read(expr) -> list:
+        value = node.attribute(expr.path.name)
+        return [] if value is None else [value]
+
+    return read

@@ -14,6 +14,7 @@ from xcep.errors import StateError
 from xcep.events import EventBatch
 from xcep.xseq import ast as A
 from xcep.xseq.emitters import Emitter, Outputs, TemplateEmitter
+from xcep.xseq.lifting import lift_predicates
 from xcep.xseq.matches import (
     check_selection,
 )
@@ -29,13 +30,15 @@ from xcep.xseq.sequence import SequencePattern, SequenceRun
 from xcep.xseq.vpa import Vpa
 
 
-def compile_query(query, schema=None, opt: str = "all") -> Analysis:
+def compile_query(query, schema=None, opt: str = "all", lift: bool = False) -> Analysis:
     """A query (its text, parsed, or already analysed) optimized for ``schema`` by the
-    rewrites of ``opt`` and analysed: what an engine runs, made once."""
+    rewrites of ``opt`` and analysed: what an engine runs, made once. ``lift``: with
+    its step predicates as conditions (``xcep.xseq.lifting``), to share a template."""
     if isinstance(query, Analysis):
         return query
     parsed = parse_query(query) if isinstance(query, str) else query
-    return analyze(optimize(parsed, schema, opt))
+    optimized = optimize(parsed, schema, opt)
+    return analyze(lift_predicates(optimized) if lift else optimized)
 
 
 def compile_fast_path(analysis: Analysis):
@@ -245,7 +248,7 @@ class XSeqMultiEngine:
         """Add a query under ``qid`` (a new id; the text, a parsed query or an analysis)."""
         if qid in self.queries:
             raise ValueError(f"query id {qid!r} is already subscribed")
-        analysis = compile_query(query, self.schema, self.opt)
+        analysis = compile_query(query, self.schema, self.opt, lift=True)
         self.queries[qid] = None  # taken; in the machine now, or at the next document
         if self._live is None:
             self._add(qid, analysis)

@@ -19,6 +19,8 @@ Env = Callable[[A.VarRef], list] | None
 
 def select(path, node: Node) -> list[Node]:
     """The nodes a variable-free relative ``path`` selects from ``node``, in document order."""
+    if path.__class__ is A.Step:  # one step from one node: in order already (``axis_nodes``)
+        return _select(path, [node])
     return _ordered(_select(path, [node]))
 
 

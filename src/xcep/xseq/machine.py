@@ -10,8 +10,11 @@ variable or enters a Kleene-* group. A thousand queries under
 thread carries the ``SHARED`` binding; the edge from a shared state into a
 program's own states goes through that program's ``begin`` state, which gives
 the thread its empty binding. Shared states have ``owner`` None. A shared wait
-with several targets fans out through a ``split``; a split to many
-``name[@a = 'v']`` steps looks the attribute value up (``fanout``).
+with several targets fans out through a ``split``; a split to many steps
+``name[@a = 'v' and @b > 3 …]`` indexes their attribute comparisons
+(``xcep.xseq.counting``): an open element reads each attribute once and goes
+on to the targets whose comparisons it satisfies (``fanout``); their other
+predicates are theirs to check (``preds``).
 
 Programs come and go (``add``, ``remove``): removing one unlinks its begin
 states and the shared states no other program uses. The tables the runs read
@@ -25,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from xcep.xseq import ast as A
+from xcep.xseq.counting import CountingIndex, attribute_atom, conjuncts
 from xcep.xseq.matches import Binding
 from xcep.xseq.vpa import State
 
@@ -34,12 +38,15 @@ SHARED = Binding((), ())  # the binding of a thread in shared states: nothing bo
 class Machine:
     """States of the union automaton, the per-wait test table, and the queries' programs."""
 
+    FANOUT_ATOMS = 8  # a split indexes its targets' attribute predicates from this many on
+
     def __init__(self) -> None:
         self.states: list[State] = []
         self.programs: list = []  # slot -> Program (None once removed)
         self.start: list[int] = []
         self.tests: list = []  # wait state -> (name or None for any, the state it goes to)
-        self.pred_subtree: dict = {}  # state -> per predicate: does it read the subtree
+        self.preds: dict = {}  # state -> ((predicate, does it read the subtree), ...)
+        self._residual: set = set()  # split targets whose preds are those their split leaves
         self._trie: dict = {}  # (parent shared state or None, key) -> shared state
         self._users: dict = {}  # shared state -> slots of the queries through it
         self._parent: dict = {}  # shared state -> its parent (None: a start state)
@@ -48,7 +55,7 @@ class Machine:
         self.removed: set = set()  # shared states no query uses any more
         self._stale = True
         self.cache = TransitionCache()
-        self.fanout: dict = {}  # split -> its attribute index (``_attribute_index``)
+        self.fanout: dict = {}  # split -> (its targets, their attribute predicates' index)
         self.dead = self._new(State(0, "split", owner=None))  # where a wait with no target goes
         self._splits: dict = {}  # shared wait -> the split that fans its targets out
 
@@ -185,58 +192,36 @@ class Machine:
             for s in states
         ]
         self.cache.clear()  # the targets may have changed
+        for state in self._residual:  # a target its split decided before: all its own again
+            self.preds[state] = _predicates(states[state].step.preds)
+        self._residual = set()
         for state in states:
-            if state.step is not None and state.id not in self.pred_subtree:
-                self.pred_subtree[state.id] = [needs_subtree(p) for p in state.step.preds]
+            if state.step is not None and state.id not in self.preds:
+                self.preds[state.id] = _predicates(state.step.preds)
         self.fanout = {}
         for split in self._splits.values():
-            index = _attribute_index([states[t] for t in states[split].next])
-            if index is not None:
-                self.fanout[split] = index
+            targets = list(states[split].next)
+            index = CountingIndex([_split_conjunctions(states[t]) for t in targets], attribute_atom)
+            if index.atoms < self.FANOUT_ATOMS:
+                continue
+            self.fanout[split] = (targets, index)
+            for target, rest in zip(targets, index.rest, strict=True):
+                if _split_conjunctions(states[target]):
+                    self.preds[target] = _predicates(rest)
+                    self._residual.add(target)
 
 
-def _attribute_index(targets: list):
-    """For a split whose targets are many steps ``name[@a = 'constant']`` (the queries
-    under one prefix that differ in an attribute value, as XPush's atomic predicates):
-    ({attribute: {value: [targets]}}, [the other targets]), so that one open looks
-    its attribute values up instead of testing every predicate; None for few."""
-    by_attribute: dict = {}
-    others = []
-    for state in targets:
-        found = _attribute_equality(state)
-        if found is None:
-            others.append(state.id)
-            continue
-        attribute, value = found
-        by_attribute.setdefault(attribute, {}).setdefault(value, []).append(state.id)
-    if sum(len(v) for values in by_attribute.values() for v in values.values()) < 8:
-        return None
-    return by_attribute, others
+def _predicates(preds) -> tuple:
+    """(predicate, whether it reads the subtree) for each."""
+    return tuple((pred, needs_subtree(pred)) for pred in preds)
 
 
-def _attribute_equality(state: State):
-    """(attribute, value) when the state is the match of ``name[@a = 'v']``, ``v`` a string
-    that does not read as a number (so equality is string equality); None otherwise."""
-    from xcep.xseq.values import to_number
-
-    step = state.step
-    if state.kind != "match" or step.var or len(step.preds) != 1:
-        return None
-    pred = step.preds[0]
-    if not (isinstance(pred, A.Compare) and pred.op == "="):
-        return None
-    for path, const in ((pred.left, pred.right), (pred.right, pred.left)):
-        if (
-            isinstance(path, A.RelPath)
-            and isinstance(path.path, A.Step)
-            and path.path.axis == A.ATTRIBUTE
-            and path.path.name != A.WILDCARD
-            and isinstance(const, A.Const)
-            and isinstance(const.value, str)
-            and to_number(const.value) is None
-        ):
-            return path.path.name, const.value
-    return None
+def _split_conjunctions(state: State) -> list:
+    """The conjuncts of a split target's predicates that its split may decide: those of a
+    step that binds nothing (any other target is passed on as it is)."""
+    if state.kind != "match" or state.step.var or not state.step.preds:
+        return []
+    return [c for pred in state.step.preds for c in conjuncts(pred)]
 
 
 class TransitionCache:

@@ -1,0 +1,168 @@
+"""Many XSeq queries at once, end to end: ``xcep xseq --queries FILE INPUT`` (issue 21).
+
+The user's job: a file of standing queries, one per line, over a stock stream
+(``xseq_paths.stock_stream``: ``<transaction company price buyer date><note>``),
+run as a fresh process that writes every query's rows. Families of queries,
+with knobs, constants drawn from the data:
+
+- *attribute*: ``/stocks/transaction[@company = 'C' and @price > P]/@buyer`` —
+  two attribute predicates per query, decided at the open tag;
+- *child value*: ``//transaction[@company = 'C']/note[text() = 'N']/text()`` —
+  a predicate on the subtree, decided when the note closes (``N`` a note of the
+  stream, ``C`` its transaction's company half the time: one row or none);
+- *mixed*: the two, alternating.
+
+Knobs: the number of queries (10, 100, 1,000) and the thresholds' selectivity
+(*broad*: ``P`` one of the stream's prices, so a transaction matches about a
+twentieth of the attribute queries; *selective*: one of its top 3 %). Beside xcep,
+in the same round: lxml in a fresh process — the document parsed once, then each
+query as a compiled XPath (the same text is XPath 1.0), rows written as JSON
+Lines — the way a user without xcep answers a query file. Row counts are checked
+equal. Reported: median seconds, MB/s, rows, × lxml (above 1: xcep is faster),
+xcep's peak RSS.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.harness import write_results
+from bench.xseq_paths import COMPANIES, isolated, stock_stream
+
+COUNTS = [10, 100, 1_000]
+FAMILIES = ["attribute", "child value", "mixed"]
+ELEMENTS = 30_000  # transactions in the stream (3.6 MB)
+
+LXML = """
+import json, sys
+from lxml import etree
+source, queries, out = sys.argv[1:4]
+tree = etree.parse(source)
+with open(out, "w") as sink:
+    for line in open(queries):
+        qid, query = line.rstrip("\\n").split("\\t", 1)
+        for value in etree.XPath(query)(tree):
+            sink.write(json.dumps([qid, str(value)]) + "\\n")
+"""
+
+
+def queries(family: str, count: int, selectivity: str, source: Path, seed: int = 3) -> list[str]:
+    """``count`` queries of a family; constants drawn from the stream ``source``."""
+    rnd = random.Random(seed)
+    text = source.read_text()
+    prices = sorted(float(p) for p in re.findall(r'price="([0-9.]+)"', text))
+    notes = re.findall(r'company="([^"]*)"[^>]*><note>([^<]*)</note>', text)
+    if selectivity == "selective":  # the top 3 % of the prices
+        prices = prices[int(len(prices) * 0.97) :]
+
+    def attribute() -> str:
+        price = rnd.choice(prices)
+        return (
+            f"/stocks/transaction[@company = '{rnd.choice(COMPANIES)}' and @price > {price}]/@buyer"
+        )
+
+    def child_value() -> str:  # a transaction's note, its company half the time
+        company, note = rnd.choice(notes)
+        company = company if rnd.random() < 0.5 else rnd.choice(COMPANIES)
+        return f"//transaction[@company = '{company}']/note[text() = '{note}']/text()"
+
+    make = {
+        "attribute": [attribute],
+        "child value": [child_value],
+        "mixed": [attribute, child_value],
+    }
+    shapes = make[family]
+    return [shapes[i % len(shapes)]() for i in range(count)]
+
+
+def run(repeat: int = 3, quick: bool = False) -> list[dict]:
+    counts = COUNTS[:2] if quick else COUNTS
+    cases = [
+        (f, s)
+        for f in FAMILIES
+        for s in ("broad", "selective")
+        if f != "child value" or s == "broad"
+    ]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        elements = 3_000 if quick else ELEMENTS
+        source = stock_stream(work / "stocks.xml", elements)
+        size = source.stat().st_size
+        script = work / "lxml_queries.py"
+        script.write_text(LXML)
+        out = str(work / "out.jsonl")
+        for family, selectivity in cases:
+            for count in counts:
+                file = work / "queries.txt"
+                file.write_text(
+                    "".join(
+                        f"q{i}\t{q}\n"
+                        for i, q in enumerate(queries(family, count, selectivity, source))
+                    )
+                )
+                times: dict = {"xcep": [], "lxml": []}
+                found: dict = {}
+                for _ in range(repeat if count < 1_000 else 1):
+                    for contender, command in (
+                        (
+                            "xcep",
+                            [
+                                sys.executable,
+                                "-m",
+                                "xcep",
+                                "xseq",
+                                "--queries",
+                                str(file),
+                                str(source),
+                            ],
+                        ),
+                        ("lxml", [sys.executable, str(script), str(source), str(file), out]),
+                    ):
+                        result = isolated(command, out)
+                        times[contender].append(result["seconds"])
+                        found[contender] = result
+                assert found["xcep"]["rows"] == found["lxml"]["rows"], (family, count, found)
+                xcep_s = statistics.median(times["xcep"])
+                lxml_s = statistics.median(times["lxml"])
+                row = {
+                    "family": family,
+                    "selectivity": selectivity,
+                    "queries": count,
+                    "xcep_s": xcep_s,
+                    "lxml_s": lxml_s,
+                    "mb_per_s": size / 1e6 / xcep_s,
+                    "x_lxml": lxml_s / xcep_s,
+                    "rows": found["xcep"]["rows"],
+                    "peak_rss_mb": found["xcep"]["peak_rss_mb"],
+                    "megabytes": size / 1e6,
+                }
+                rows.append(row)
+                print(
+                    f"{family:>11} {selectivity:>9} {count:>5} queries: xcep {xcep_s:.2f} s "
+                    f"({row['mb_per_s']:.2f} MB/s), lxml {lxml_s:.2f} s, "
+                    f"×lxml {row['x_lxml']:.2f}, {row['rows']:,} rows, {row['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
+    write_results("xseq-queries", rows)
+    print(readme_table(rows))
+    return rows
+
+
+def readme_table(rows: list[dict]) -> str:
+    lines = [
+        "| family | thresholds | queries | xcep s | MB/s | lxml s | × lxml | rows | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['family']} | {r['selectivity']} | {r['queries']:,} | {r['xcep_s']:.2f} "
+            f"| {r['mb_per_s']:.2f} | {r['lxml_s']:.2f} | {r['x_lxml']:.2f} | {r['rows']:,} "
+            f"| {r['peak_rss_mb']:.0f} |"
+        )
+    return "\n".join(lines)
