@@ -101,6 +101,9 @@ class Run:
         self.skip = 0  # depth inside a subtree no run waits in
         self.suspended: list = []  # stacks of enclosing elements of the same partition
         self.new_matches: dict = {}  # slot -> [(end node, binding, checks)]
+        # a template's members decided at a binding (``Program.decide_at``), for its match
+        # in the same event: id(binding) -> (binding, the members whose conditions hold)
+        self.decided: dict = {}
         self.root = root
         root_frame = Frame(None, [], root.id, root.doc, None)
         root_frame.node = root
@@ -329,6 +332,11 @@ class Run:
                     if result is None:
                         continue
                     checks, done = result
+                    if p.decide_at == p.index[step.var]:
+                        passed = p.conditions.decide(make_env(p.analysis, binding, False, True))
+                        if not passed:
+                            continue  # no member of the template wants this match
+                        self.decided[id(binding)] = (binding, passed)
             elif kind == "begin":
                 binding = programs[state.owner].empty
             elif kind == "split" and state_id in machine.fanout:  # indexed attribute predicates
@@ -421,7 +429,10 @@ class Run:
         members = p.members
         conditional = p.conditions.members  # slot -> its conjuncts, for those with some
         verdicts = None
-        if conditional:
+        known = self.decided.get(id(binding)) if p.decide_at is not None else None
+        if known is not None and known[0] is binding:
+            passed = known[1]
+        elif conditional:
             env = make_env(p.analysis, binding, False, memo=True)
             decide = partial(p.conditions.decide, env)
 
@@ -494,6 +505,8 @@ class Run:
             for slot, matches in self.new_matches.items():
                 self.outputs.add(self, slot, matches)
             self.new_matches = {}
+        if self.decided:
+            self.decided = {}
 
 
 _LISTS = {"any": "any", "next": "nxt", "desc": "desc", "text": "txt", "dtext": "dtxt"}

@@ -89,6 +89,7 @@ class Program:
         self.conditions = MemberConditions()  # its members' per-match conditions
         self.member_refs: dict = {}  # id -> the references those read subtrees through
         self.shared_output = None  # a template's TemplateEmitter key, when it has one
+        self.decide_at: int | None = None  # the variable whose binding decides every member
         # prev() of a first iteration is the group's entry node: capture it when read deeply
         self.captured_entries = {
             g for g, (items, refs) in self.iteration.items() if any(r.func == "prev" for r in refs)
@@ -124,10 +125,24 @@ class Program:
         self.captured_vars |= member.captured_vars
         for reading in self.members.values() if demoted else (member,):
             self.member_refs.update((id(r), r) for r in reading.refs)
+        self._plan_decision()
 
     def leave(self, slot: int) -> None:
         del self.members[slot]
         self.conditions.drop(slot)
+        self._plan_decision()
+
+    def _plan_decision(self) -> None:
+        """When every member has conditions that read only the attributes of variables
+        bound once per match (a lifted path's), they are decided as soon as the last of
+        those is bound: a thread that no member wants goes no further."""
+        self.decide_at = None
+        members = self.members
+        if not members or len(self.conditions.members) < len(members) or self.member_refs:
+            return
+        variables = {v for m in members.values() for c in m.per_match for v in c.variables}
+        if variables and not variables & set(self.kleene):
+            self.decide_at = max(self.index[v] for v in variables)
 
 
 def _captured_vars(analysis: Analysis) -> set[str]:
