@@ -18,6 +18,11 @@ per second: ``Workload`` and ``XPushMachine`` built in a fresh process); lxml
 per filter and the YFilter-style baseline, both timed on a sample and scaled
 (``bench.xpush._peers``, which also checks that xcep agrees with lxml on the
 sample). ``XCEP_BENCH_1M=1`` adds 1,000,000 filters.
+
+- **subscriptions (JSON)**: the same users' filters over the messages as a JSON
+  feed (``json_messages``: one JSON object per message, 9.3 MB of JSON Lines),
+  read as JSON by xcep; the peers read the XML of the events that JSON gives, and
+  xcep on the JSON sample is checked against lxml on that XML.
 """
 
 from __future__ import annotations
@@ -39,15 +44,17 @@ from bench.harness import write_results
 from bench.xpush import DATA, _peers
 from bench.xpush_workload import (
     FilterGenerator,
+    JsonSubscriptionGenerator,
     StructuralGenerator,
     SubscriptionGenerator,
     as_stream,
+    json_messages,
     split_documents,
 )
 
 COUNTS = [10_000, 100_000]
 QUICK_COUNTS = [2_000]
-FAMILIES = ("seed", "subscriptions", "structural", "mixed")
+FAMILIES = ("seed", "subscriptions", "structural", "mixed", "subscriptions (JSON)")
 
 
 def workload(family: str, documents: list[bytes], n: int) -> list[str]:
@@ -56,6 +63,7 @@ def workload(family: str, documents: list[bytes], n: int) -> list[str]:
         "seed": lambda k: FilterGenerator(documents, seed=7).workload(k),
         "subscriptions": lambda k: SubscriptionGenerator(documents, seed=7).workload(k),
         "structural": lambda k: StructuralGenerator(documents, seed=7).workload(k),
+        "subscriptions (JSON)": lambda k: JsonSubscriptionGenerator(documents, seed=7).workload(k),
     }
     if family != "mixed":
         return makers[family](n)
@@ -134,6 +142,45 @@ def _changes(job: dict) -> dict:
     return out
 
 
+def _counting(job: dict) -> dict:
+    """In a fresh process: the counting matcher (``bench.counting``) built over the
+    filters and run over every tenth message as XML (its parse included), scaled to the
+    stream: its compile rate and estimated matching time; and its answers on the
+    peers' sample, which must be lxml's."""
+    import gc
+    import random
+
+    from bench.counting import CountingMatcher
+    from xcep.xpush.workload import read_filters_file
+
+    filters = {line.fid: line.text for line in read_filters_file(job["filters"])}
+    documents = [d.strip() for d in Path(job["xml"]).read_bytes().split(b'<?xml version="1.0"?>')]
+    documents = [d for d in documents if d]
+    gc.collect()
+    start = time.perf_counter()
+    matcher = CountingMatcher(filters)
+    compile_s = time.perf_counter() - start
+    some = documents[::10]
+    start = time.perf_counter()
+    for document in some:
+        matcher.match(document)
+    seconds = (time.perf_counter() - start) * len(documents) / len(some)
+    ids = list(filters)
+    order = {fid: i for i, fid in enumerate(random.Random(0).sample(ids, min(500, len(ids))))}
+    answers = [
+        sorted(order[f] for f in matcher.match(d) if f in order)
+        for d in documents[:: max(1, len(documents) // 100)][:100]
+    ]
+    supported = set(matcher.names)
+    return {
+        "counting_compile_filters_per_s": len(filters) / compile_s,
+        "counting_match_estimated_s": seconds,
+        "counting_unsupported": matcher.unsupported,
+        "counting_sample_answers": answers,
+        "counting_sample_supported": sorted(i for f, i in order.items() if f in supported),
+    }
+
+
 def _cli(job: dict) -> dict:
     """``xcep filter`` as a user runs it, answers to a file: wall time, its report."""
     out = Path(job["out"])
@@ -171,6 +218,15 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
     counts = QUICK_COUNTS if quick else COUNTS
     if os.environ.get("XCEP_BENCH_1M") == "1":
         counts = [*counts, 1_000_000]
+    families = FAMILIES
+    # some families or sizes only (their results go to xpush-families-some.json):
+    # XCEP_BENCH_FAMILIES="seed,subscriptions (JSON)", XCEP_BENCH_COUNTS=1000000
+    some = os.environ.get("XCEP_BENCH_FAMILIES") or os.environ.get("XCEP_BENCH_COUNTS")
+    if os.environ.get("XCEP_BENCH_FAMILIES"):
+        families = tuple(f.strip() for f in os.environ["XCEP_BENCH_FAMILIES"].split(","))
+    if os.environ.get("XCEP_BENCH_COUNTS"):
+        counts = [int(c) for c in os.environ["XCEP_BENCH_COUNTS"].split(",")]
+    name = "xpush-families-some" if some else "xpush-families"
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -183,8 +239,17 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
         data = as_stream(documents)
         data_path = workdir / "messages.xml"
         data_path.write_bytes(data)
-        mb = len(data) / 1e6
-        for family in FAMILIES:
+        feed, as_events = json_messages(documents)
+        feed_path = workdir / "messages.jsonl"
+        feed_path.write_text("\n".join(feed) + "\n")
+        inputs = {  # the messages xcep reads, and as XML for the generator and the peers
+            "xml": (data_path, documents, data),
+            "json": (feed_path, as_events, as_stream(as_events)),
+        }
+        for family in families:
+            source, documents, data = inputs["json" if "JSON" in family else "xml"]
+            data_path = source
+            mb = source.stat().st_size / 1e6
             for count in counts:
                 filters = workload(family, documents, count)
                 filters_path = workdir / f"{family}-{count}.txt"
@@ -206,18 +271,36 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
                         _isolated(_changes, {**job, "filters": str(spare_path), "spare": 4_000})
                     )
                 peers = _peers(filters, data, documents, 100, 300 if quick else 500)
-                peers.pop("lxml_sample_answers")
+                answers = peers.pop("lxml_sample_answers")
+                if "JSON" in family:  # the peers read the XML of the JSON's events
+                    _agree_on_json(filters, feed, len(documents), answers)
+                if family.startswith("subscriptions") and count <= 100_000:  # counting baseline
+                    xml_path = workdir / "as-xml.xml"
+                    xml_path.write_bytes(data)
+                    counting = _isolated(_counting, {**job, "xml": str(xml_path)})
+                    supported = set(counting.pop("counting_sample_supported"))
+                    if counting.pop("counting_sample_answers") != [
+                        [i for i in found if i in supported] for found in answers
+                    ]:
+                        raise AssertionError("the counting matcher and lxml disagree")
+                    counting["counting_estimated_s"] = (
+                        counting["counting_compile_filters_per_s"] ** -1 * count
+                        + counting["counting_match_estimated_s"]
+                    )
+                    counting["vs_counting"] = counting["counting_estimated_s"] / row["end_to_end_s"]
+                    row.update(counting)
                 row.update(peers)
                 row["vs_lxml"] = row["lxml_estimated_s"] / row["end_to_end_s"]
                 row["vs_yfilter"] = row["yfilter_estimated_s"] / row["end_to_end_s"]
                 rows.append(row)
-                write_results("xpush-families", rows, {"counts": counts})
+                write_results(name, rows, {"counts": counts})
                 print(
                     f"{family:13} {count:>9,} e2e {row['end_to_end_s']:7.2f} s "
                     f"{row['end_to_end_mb_per_s']:6.2f} MB/s steady {row['steady_mb_per_s']:6.2f}"
                     f" MB/s compile {row['filters_per_s']:8.0f}/s flushes {row['flushes']:3}"
                     f" RSS {row['peak_rss_mb']:6.0f} MB x lxml {row['vs_lxml']:8.0f}"
                     f" x YFilter {row['vs_yfilter']:6.1f}"
+                    + (f" x counting {row['vs_counting']:6.1f}" if "vs_counting" in row else "")
                     + (
                         f" change p50 {row['change_p50_ms']:.3f} ms, doc p50 "
                         f"{row['changing_doc_p50_ms']:.2f}/{row['still_doc_p50_ms']:.2f} ms"
@@ -229,6 +312,23 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
     print(markdown(rows))
     print(changes_markdown(rows))
     return rows
+
+
+def _agree_on_json(filters: list[str], feed: list[str], count: int, answers: list) -> None:
+    """xcep reading the JSON messages of ``_peers``' sample gives lxml's answers on their
+    XML (the same sample: filters drawn with its seed, documents evenly spaced)."""
+    import io
+    import random
+
+    from xcep.events import EventStream
+    from xcep.xpush import XPushMachine
+
+    some = random.Random(0).sample(filters, min(500, len(filters)))
+    lines = feed[:: max(1, count // 100)][:100]
+    stream = EventStream([io.BytesIO(("\n".join(lines) + "\n").encode())], format="jsonl")
+    found = [ids for _, ids in XPushMachine(dict(enumerate(some))).run(stream.batches())]
+    if found != answers:
+        raise AssertionError("XPush on the JSON messages and lxml on their XML disagree")
 
 
 def markdown(rows: list[dict]) -> str:

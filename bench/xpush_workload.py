@@ -18,8 +18,10 @@ open_auction elements); ``protein_documents`` makes a flat Protein-like stream.
 
 from __future__ import annotations
 
+import json
 import random
 import re
+from xml.sax.saxutils import escape
 
 from lxml import etree
 
@@ -201,22 +203,24 @@ def protein_documents(n: int, seed: int = 1) -> list[bytes]:
 # ---------- workload families (issue 20): subscriptions, structural, mixed ----------
 
 # leaves that nearly identify one message: a subscription on one of them is selective
-SELECTIVE = {
-    "name",
-    "emailaddress",
-    "phone",
-    "creditcard",
-    "homepage",
-    "@id",
-    "@person",
-    "@item",
-    "date",
-    "initial",
-    "current",
-    "quantity",
-    "street",
-    "zipcode",
-}
+SELECTIVE = frozenset(
+    {
+        "name",
+        "emailaddress",
+        "phone",
+        "creditcard",
+        "homepage",
+        "@id",
+        "@person",
+        "@item",
+        "date",
+        "initial",
+        "current",
+        "quantity",
+        "street",
+        "zipcode",
+    }
+)
 
 
 def _constant(value: str) -> str:
@@ -230,6 +234,8 @@ class SubscriptionGenerator:
     ``starts-with``, ``contains`` —, some ``or`` and ``not``; the structure is
     the message's own (fixed). Seven filters in ten test a nearly unique leaf (a
     name, an id, an e-mail address), the others two or three general ones."""
+
+    selective = SELECTIVE  # the labels of the nearly unique leaves
 
     def __init__(self, documents: list[bytes], seed: int = 0) -> None:
         self.trees = [etree.fromstring(d) for d in documents]
@@ -259,8 +265,8 @@ class SubscriptionGenerator:
             leaves = _leaves(tree)
             if leaves:
                 break
-        selective = [leaf for leaf in leaves if leaf[0][-1] in SELECTIVE]
-        other = [leaf for leaf in leaves if leaf[0][-1] not in SELECTIVE] or leaves
+        selective = [leaf for leaf in leaves if leaf[0][-1] in self.selective]
+        other = [leaf for leaf in leaves if leaf[0][-1] not in self.selective] or leaves
         k = rng.choice([1, 2, 2, 3])
         # a user's own value (a name, an id) in most filters; else several general ones
         chosen = [rng.choice(selective)] if selective and rng.random() < 0.7 else []
@@ -268,7 +274,7 @@ class SubscriptionGenerator:
         while len(chosen) < k:
             chosen.append(rng.choice(other))
         atoms = [self.atom(*leaf) for leaf in chosen]
-        if chosen[0][0][-1] in SELECTIVE and rng.random() < 0.15:  # this one or another one
+        if chosen[0][0][-1] in self.selective and rng.random() < 0.15:  # this or another one
             labels = chosen[0][0]
             others = [v for ls, v in _leaves(rng.choice(self.trees)) if ls == labels]
             if others:
@@ -279,6 +285,62 @@ class SubscriptionGenerator:
 
     def workload(self, n: int) -> list[str]:
         return [self.filter() for _ in range(n)]
+
+
+class JsonSubscriptionGenerator(SubscriptionGenerator):
+    """*subscriptions* over a JSON feed (``json_messages``): the same users' filters on
+    the messages as JSON gives them (no attributes: members)."""
+
+    selective = frozenset(label.lstrip("@") for label in SELECTIVE)
+
+    def __init__(self, documents: list[bytes], seed: int = 0) -> None:
+        super().__init__(documents, seed)
+        self.trees = [tree[0] for tree in self.trees]  # the message below <json>
+
+    def filter(self) -> str:
+        return "/json" + super().filter()  # /json/person[name = '…' and …]
+
+
+def json_messages(documents: list[bytes]) -> tuple[list[str], list[bytes]]:
+    """The messages as a JSON feed: one JSON object per message (``{"person": {...}}``:
+    attributes and children as members, repeated children as arrays, an element's own
+    text as ``text`` where it has members too), and each as the XML of the events
+    JSON input gives (``<json><person>…``, docs/events.md): what the peers read."""
+    feed, xml = [], []
+    for document in documents:
+        root = etree.fromstring(document)
+        message = {root.tag: _json_value(root)}
+        feed.append(json.dumps(message, ensure_ascii=False))
+        xml.append(("<json>" + _as_events(message) + "</json>").encode())
+    return feed, xml
+
+
+def _json_value(element):
+    children = [c for c in element if isinstance(c.tag, str)]
+    text = _own_text(element)
+    if not element.attrib and not children:
+        return text
+    value: dict = dict(element.attrib)
+    if text.strip():
+        value["text"] = text
+    for child in children:
+        value.setdefault(child.tag, []).append(_json_value(child))
+    return {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in value.items()}
+
+
+def _own_text(element) -> str:
+    parts = [element.text or ""] + [c.tail or "" for c in element]
+    return "".join(parts)
+
+
+def _as_events(value) -> str:
+    """A JSON object's members as the elements JSON input makes of them."""
+    out = []
+    for key, member in value.items():
+        for item in member if isinstance(member, list) else [member]:
+            inner = _as_events(item) if isinstance(item, dict) else escape(item)
+            out.append(f"<{key}>{inner}</{key}>")
+    return "".join(out)
 
 
 class StructuralGenerator:
