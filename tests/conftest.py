@@ -29,3 +29,20 @@ def spark():
     spark = session("local[2]", "xcep-tests", conf={"spark.sql.shuffle.partitions": 2})
     yield spark
     spark.stop()
+
+
+@pytest.fixture(scope="session")
+def saxon():
+    """``saxon(query, xml)``: Saxon-HE's result items (``saxonche``), each serialized,
+    with ``xml`` as the context item: the XQuery peer of the differential tests."""
+    saxonche = pytest.importorskip("saxonche")
+    processor = saxonche.PySaxonProcessor(license=False)
+
+    def run(query: str, xml: str) -> list[str]:
+        engine = processor.new_xquery_processor()
+        engine.set_context(xdm_item=processor.parse_xml(xml_text=xml))
+        engine.set_query_content(query)
+        value = engine.run_query_to_value()
+        return [] if value is None else [str(value.item_at(i)) for i in range(value.size)]
+
+    return run

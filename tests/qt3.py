@@ -38,6 +38,7 @@ class Outcome:
     name: str
     status: str  # pass, fail, skip
     detail: str = ""
+    query: str = ""
 
 
 def run_set(qt3: Path, name: str) -> list[Outcome]:
@@ -117,13 +118,13 @@ def _run_case(case: ET.Element, environments: dict, base: Path) -> Outcome:
         [serialize(i) for i in items]
     except Exception as exc:
         ok = _expects_error(result_spec)
-        return Outcome(name, "pass" if ok else "fail", f"{type(exc).__name__}: {exc}")
+        return Outcome(name, "pass" if ok else "fail", f"{type(exc).__name__}: {exc}", text)
     try:
         ok = _check(result_spec, items)
     except Exception as exc:
-        return Outcome(name, "fail", f"checking: {type(exc).__name__}: {exc}")
+        return Outcome(name, "fail", f"checking: {type(exc).__name__}: {exc}", text)
     detail = "" if ok else f"got {_serialize_sequence(items)[:300]!r}"
-    return Outcome(name, "pass" if ok else "fail", detail)
+    return Outcome(name, "pass" if ok else "fail", detail, text)
 
 
 def _load_environment(case: ET.Element, environments: dict):
@@ -255,10 +256,70 @@ def summary(outcomes: list[Outcome]) -> dict:
     return counts
 
 
+# why a case fails, by what its query uses or what it raised (first that applies)
+KINDS = (
+    ("typeswitch", r"\btypeswitch\b", "`typeswitch` is not in the language"),
+    (
+        "namespaces",
+        r"xmlns|declare (default element )?namespace|namespace-uri|"
+        r"in-scope-prefixes|QName|prefix-from|namespace::|\*:|:\*",
+        "namespaces: names are kept as spelled, no namespace declarations or URIs",
+    ),
+    (
+        "processing instructions",
+        r"processing-instruction|<\?",
+        "processing-instruction nodes are dropped from documents and constructors",
+    ),
+    ("comments", r"comment\(|<!--", "comment nodes are dropped from documents and constructors"),
+    (
+        "local functions",
+        r"declare function local:",
+        "elementpath 5.1.4 refuses a `local:` function whose local name is a reserved one",
+    ),
+    (
+        "node identity",
+        r"\bis\b|<<|>>",
+        "identity or order of nodes built by constructors against the input's",
+    ),
+)
+
+
+def failure_kind(outcome: Outcome) -> tuple[str, str]:
+    """(kind, why) of a failed case: the first of ``KINDS`` its query uses, else what
+    happened."""
+    for kind, pattern, why in KINDS:
+        if re.search(pattern, outcome.query):
+            return kind, why
+    if outcome.detail.startswith("got "):
+        return "other: a wrong answer", "a result that is not the expected one"
+    return "other: an error raised", "an error where the case expects a result"
+
+
+def failures_markdown(qt3_dir: Path, names: list[str]) -> str:
+    """Every failing case of the sets, with why (docs/qt3-failures.md)."""
+    rows, kinds = [], {}
+    for set_name in names:
+        for o in run_set(qt3_dir, set_name):
+            if o.status == "fail":
+                kind, why = failure_kind(o)
+                kinds.setdefault(kind, [why, 0])[1] += 1
+                what = " ".join(o.detail.split())[:140].replace("|", "\\|")
+                rows.append(f"| {set_name} | {o.name} | {kind} | {what} |")
+    head = ["| kind | cases | why |", "|---|---|---|"]
+    for kind, (why, count) in sorted(kinds.items(), key=lambda item: -item[1][1]):
+        head.append(f"| {kind} | {count} | {why} |")
+    table = ["| set | case | kind | what xcep gave |", "|---|---|---|---|", *rows]
+    return "\n".join([*head, "", *table])
+
+
 if __name__ == "__main__":
     qt3_dir = Path(sys.argv[1])
     verbose = "-v" in sys.argv
-    for set_name in [a for a in sys.argv[2:] if a != "-v"]:
+    names = [a for a in sys.argv[2:] if not a.startswith("-")]
+    if "--failures" in sys.argv:  # python -m tests.qt3 DIR SET... --failures
+        print(failures_markdown(qt3_dir, names))
+        sys.exit(0)
+    for set_name in names:
         outcomes = run_set(qt3_dir, set_name)
         print(set_name, summary(outcomes))
         if verbose:

@@ -8,24 +8,7 @@ from hypothesis import strategies as st
 
 from xcep import xquery
 
-saxonche = pytest.importorskip("saxonche")
-
-
-@pytest.fixture(scope="module")
-def saxon():
-    processor = saxonche.PySaxonProcessor(license=False)
-
-    def run(query: str, xml: str) -> list[str]:
-        """The result items, each serialized."""
-        engine = processor.new_xquery_processor()
-        engine.set_context(xdm_item=processor.parse_xml(xml_text=xml))
-        engine.set_query_content(query)
-        value = engine.run_query_to_value()
-        if value is None:
-            return []
-        return [str(value.item_at(i)) for i in range(value.size)]
-
-    return run
+pytest.importorskip("saxonche")
 
 
 def events_xml(events: list[tuple[str, int]]) -> str:

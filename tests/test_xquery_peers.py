@@ -121,20 +121,6 @@ def windows(draw) -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def saxon():
-    processor = saxonche.PySaxonProcessor(license=False)
-
-    def run(query: str, xml: str) -> list[str]:
-        engine = processor.new_xquery_processor()
-        engine.set_context(xdm_item=processor.parse_xml(xml_text=xml))
-        engine.set_query_content(query)
-        value = engine.run_query_to_value()
-        return [] if value is None else [str(value.item_at(i)) for i in range(value.size)]
-
-    return run
-
-
 def outcome(run, query: str, xml: str):
     """The answer, or "error" (which dynamic error comes first is the implementation's
     choice, XQuery 3.1 §2.3.4: both failing agree)."""
