@@ -112,6 +112,14 @@ def test_a_typed_grouping_key_is_atomized_before_its_check():
             "declare function local:total() { sum($local:n) }; local:total()",
             [10],
         ),
+        (  # a call inside an expression that holds a FLWOR (QT3 cbcl-first-in-sequence-002):
+            # the body's evaluation put its own variables in the shared context, and the
+            # rest of the expression lost its own ($_xq1: "unknown variable")
+            "declare function local:g($a as xs:integer?) as xs:integer* "
+            "{ if ($a = 0) then (1, 2, 3) else $a }; "
+            "(local:g(()), for $x in local:g(0) return $x + 2)",
+            [3, 4, 5],
+        ),
     ],
 )
 def test_declared_functions(query, expected):

@@ -143,6 +143,9 @@ class Evaluator:
 
     def _elementpath(self, expr: A.XPath, env: dict) -> list:
         ctx = self.ctx
+        # a declared function called inside this expression evaluates its body on the same
+        # context: what this evaluation set is put back after it (then its variables)
+        saved = ctx.variables, ctx.item, ctx.position, ctx.size, ctx.axis
         ctx.variables = env
         ctx.item = self.item
         ctx.position = ctx.size = 1
@@ -156,6 +159,8 @@ class Evaluator:
             raise XQueryError(f"unsupported collation: {exc}", "FOCH0002", line, column) from None
         except (TypeError, ValueError, ArithmeticError) as exc:
             raise self._error(exc, expr.pos) from None
+        finally:
+            ctx.variables, ctx.item, ctx.position, ctx.size, ctx.axis = saved
 
     def _error(self, exc: Exception, offset: int) -> XQueryError:
         code = getattr(exc, "code", None)
