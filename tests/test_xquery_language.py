@@ -201,3 +201,35 @@ def test_computed_constructors(query, expected):
 def test_a_computed_name_is_one_atomic_value():
     with pytest.raises(xquery.XQueryError, match="XPTY0004"):
         list(xquery.compile("element {()} {}").run(None))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "count(//a)",  # a query without a context item
+        "for $d in person return $d",
+        "position()",
+        "declare function local:f() { e[1] }; local:f()",  # a function body has no focus
+        "declare function local:f() { for $i in (1, 2) return position() }; local:f()",
+        "declare function local:f() { .. }; local:f()",
+    ],
+)
+def test_reading_an_absent_context_item_is_xpdy0002(query):
+    """XQuery 3.1 §2.1.2 and §5.18.4 (QT3 K2-Steps-1, K2-ForExprWithout-2/7, ...): it was
+    the empty sequence (a query without input) or the caller's context (a function body)."""
+    with pytest.raises(xquery.XQueryError, match="XPDY0002"):
+        list(xquery.compile(query).run("<e><a/></e>" if "local:f" in query else None))
+
+
+@pytest.mark.parametrize(
+    ("query", "document", "expected"),
+    [
+        ("declare function local:f($n) { $n/a }; local:f(/e)", "<e><a/></e>", ["<a/>"]),
+        ("(1, 2) ! (. * 2)", None, ["2", "4"]),
+        ("$x[1] instance of xs:integer", None, ["true"]),
+        ("empty(<e/>/(for $i in e return $i))", None, ["true"]),  # the FLWOR's focus: <e/>
+        ("declare variable $v := 3; [$v, $v + 1](2)", None, ["4"]),
+    ],
+)
+def test_what_needs_no_context_item(query, document, expected):
+    assert list(xquery.compile(query).run(document, {"x": [1]})) == expected

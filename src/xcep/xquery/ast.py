@@ -26,6 +26,7 @@ class XPath(Expr):
     fast: Any = None  # the fast-path closure (False: none), made on first use
     atoms: Any = None  # the same for its atomized value (Evaluator.atoms)
     from_root: Any = None  # for /a/b/*: its fast path from the document node (False: none)
+    focus: Any = None  # does it read the context item (streaming.reads_focus), made on first use
 
 
 @dataclass

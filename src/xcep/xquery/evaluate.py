@@ -21,7 +21,7 @@ from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
 from xcep.xquery.fastpath import Fallback, compile_atoms, compile_fast, item_column, root_path
 from xcep.xquery.pattern import NFA, compile_pattern, find_instances
-from xcep.xquery.streaming import LazyItems
+from xcep.xquery.streaming import LazyItems, reads_focus
 from xcep.xquery.values import (
     as_sequence,
     as_value,
@@ -78,11 +78,12 @@ class Evaluator:
         if context_root is not None:
             self.ctx = XPathContext(context_root)
             self.item = self.ctx.root
-        else:  # no context item: paths from '/' or '.' select nothing
+        else:  # no context item: an expression that reads it is XPDY0002 (``xpath``)
             self.ctx = XPathContext(ET.ElementTree(ET.Element("_")))
             self.ctx.root = self.ctx.document = None
             self.item = None
         self._nfas: dict[int, NFA] = {}
+        self.inner = False  # evaluating a part of an expression ahead of it (placeholders)
 
     # -- expressions ---------------------------------------------------------
 
@@ -124,10 +125,29 @@ class Evaluator:
         return env
 
     def xpath(self, expr: A.XPath, env: dict) -> list:
+        if self.item is None and not self.inner:
+            if expr.focus is None:
+                expr.focus = reads_focus(expr.token)
+            if expr.focus:
+                line, column = position(self.text, expr.pos)
+                raise XQueryError(
+                    "the expression reads the context item, and there is none (a query "
+                    "without input, or a function body)",
+                    "XPDY0002",
+                    line,
+                    column,
+                )
         if expr.placeholders:
             env = dict(env)
-            for name, sub in expr.placeholders:
-                env[name] = as_value(self.eval(sub, env))
+            # a FLWOR or constructor inside the expression, evaluated first: where it
+            # stands (after a '/', in a predicate) its focus is not the query's, so the
+            # missing context item is not checked inside it
+            inner, self.inner = self.inner, True
+            try:
+                for name, sub in expr.placeholders:
+                    env[name] = as_value(self.eval(sub, env))
+            finally:
+                self.inner = inner
         fast = _fast(expr)
         if fast:
             try:

@@ -159,7 +159,13 @@ def _call(runtime: dict, function: dict, args: tuple):
     evaluator = runtime.get("evaluator")
     if evaluator is None:  # elementpath's static check as it parses: the call runs later
         raise MissingContextError("a declared function runs when the query runs")
-    result = evaluator.eval(function["body"], env)
+    # a function body has no focus (XQuery 3.1 §5.18.4), wherever it is called from
+    saved = evaluator.item, evaluator.inner
+    evaluator.item, evaluator.inner = None, False
+    try:
+        result = evaluator.eval(function["body"], env)
+    finally:
+        evaluator.item, evaluator.inner = saved
     check_type(result, function["returns"], f"the result of {function['name']}()")
     return result
 

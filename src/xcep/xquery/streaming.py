@@ -228,6 +228,37 @@ def _token_reads_outside(token, top: bool) -> str:
     return next((why for child in token if (why := _token_reads_outside(child, top))), "")
 
 
+_FOCUS_FREE = {"$", "!", "function", "inline"}  # variables; the right of '!'; inline bodies
+
+
+def reads_focus(token, top: bool = True) -> bool:
+    """Does this elementpath token read the focus (the context item, its position or
+    size, or the root of its tree) where it is evaluated? With no context item, such an
+    expression is XPDY0002."""
+    symbol = token.symbol
+    if symbol in _FOCUS_FREE and symbol != "!":
+        return False
+    if symbol in ("/", "//"):
+        if len(token) < 2:  # '/' or an absolute path: the root of the context item's tree
+            return top or any(reads_focus(child, False) for child in token)
+        return reads_focus(token[0], top) or reads_focus(token[1], False)
+    if symbol == "[" and token.label == "array":  # [a, b]: its members, where it stands
+        return any(reads_focus(child, top) for child in token)
+    if symbol in ("[", "!"):
+        return reads_focus(token[0], top) or any(reads_focus(p, False) for p in list(token)[1:])
+    if symbol == ":" and len(token) == 2 and "function" in token[1].label:
+        return reads_focus(token[1], top)
+    if symbol == "root" and len(token):  # root($x)
+        return reads_focus(token[0], top)
+    if symbol in ("instance", "treat", "cast", "castable"):  # the type is no expression
+        return reads_focus(token[0], top)
+    if top and (symbol in _CONTEXT or symbol in _OUTSIDE):
+        return symbol not in ("position", "last") or len(token) == 0
+    if top and not token and symbol in _CONTEXT_FUNCTIONS:
+        return True
+    return any(reads_focus(child, top) for child in token)
+
+
 def items(batches: Iterable[EventBatch], path: tuple[str, ...], ordered: bool = True) -> Iterator:
     """The elements at ``path`` below each document node, in stream order, each an
     elementpath node of a tree of its own; with ``ordered`` its nodes are numbered after
