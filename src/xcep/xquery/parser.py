@@ -23,6 +23,7 @@ from elementpath.collations import UNICODE_CODEPOINT_COLLATION
 from elementpath.datatypes import UntypedAtomic
 from elementpath.exceptions import ElementPathError, MissingContextError
 from elementpath.xpath31 import XPath31Parser
+from elementpath.xpath_nodes import XPathNode
 
 from xcep.lexing import END, Token
 from xcep.xquery import ast as A
@@ -136,10 +137,32 @@ def _doubles_as_xpath(string_value):
     return fixed
 
 
+def _nodes_or_atoms(select):
+    """A path whose last step gives both nodes and atomic values is XPTY0018 (XPath 3.1
+    §3.3.1.1); elementpath 5.1 gives the mix."""
+
+    def checked(self, context=None):
+        if len(self) != 2:  # '/' alone, '//x': a node path
+            yield from select(self, context)
+            return
+        first = None  # whether the first item is a node; the others must be alike
+        for item in select(self, context):  # (as lazily as before)
+            node = isinstance(item, XPathNode)
+            if first is None:
+                first = node
+            elif node != first:
+                raise self.error("XPTY0018", "a path's last step gives nodes and atomic values")
+            yield item
+
+    return checked
+
+
 for _symbol, _token in list(XPathParser.symbol_table.items()):
     _fixes = {"string_value": _doubles_as_xpath(_token.string_value)}
     if _symbol in ("=", "!=", "<", "<=", ">", ">="):
         _fixes["iter_comparison_data"] = _untyped_as_strings(_token.iter_comparison_data)
+    if _symbol in ("/", "//"):
+        _fixes["select"] = _nodes_or_atoms(_token.select)
     XPathParser.symbol_table[_symbol] = type(_token.__name__, (_token,), _fixes)
 
 
@@ -547,7 +570,12 @@ class Parser:
                 self.expect("empty")
             position = None
             if self.accept("at"):
+                at = self.pos
                 position = self.var()
+                if position == var:  # XQuery 3.1 §3.12.2
+                    raise static_error(
+                        self.text, at, f"${var} is both the variable and its position", "XQST0089"
+                    )
             self.expect("in")
             out.append(A.For(var, position, self.parse_single(), declared, allowing_empty))
             if not self.accept(","):
@@ -810,15 +838,39 @@ class Parser:
             m = _NAME.match(text, self.pos)
             if not m:
                 raise self.error(f"expected an attribute or '>' in <{name}>")
+            if attributes and not text[self.pos - 1].isspace():  # <a x="1"y="2">
+                raise self.error("attributes must be separated by white space")
             self.pos = m.end()
             self._skip_space()
             if not text.startswith("=", self.pos):
                 raise self.error("expected '=' after the attribute name")
             self.pos += 1
             self._skip_space()
+            at = self.pos
             attributes.append((m.group(), self.parse_attribute_value()))
+            self._check_attribute(attributes, at)
         content = self.parse_content(name)
         return A.Element(name, attributes, content, start)
+
+    def _check_attribute(self, attributes: list, at: int) -> None:
+        """The static rules of XQuery 3.1 §3.9.1.1 and §3.9.1.2 on the attribute just
+        read: no name twice (XQST0040; XQST0071 for namespace declarations), and a
+        namespace declaration binds neither ``xmlns`` nor the XML namespace otherwise
+        than as ``xml`` (XQST0070)."""
+        name, value = attributes[-1]
+        declaration = name == "xmlns" or name.startswith("xmlns:")
+        if any(other == name for other, _ in attributes[:-1]):
+            code = "XQST0071" if declaration else "XQST0040"
+            raise static_error(self.text, at, f"the attribute {name} is given twice", code)
+        if not declaration:
+            return
+        uri = "".join(part for part in value if isinstance(part, str))
+        prefix = name[6:] if name != "xmlns" else ""
+        xml, xmlns = "http://www.w3.org/XML/1998/namespace", "http://www.w3.org/2000/xmlns/"
+        if prefix == "xmlns" or uri == xmlns or (prefix == "xml") != (uri == xml):
+            raise static_error(
+                self.text, at, f"{name} cannot bind {uri or 'no namespace'}", "XQST0070"
+            )
 
     def _skip_space(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos].isspace():
@@ -849,6 +901,8 @@ class Parser:
             elif text.startswith(("{{", "}}"), self.pos):
                 buf.append(c)
                 self.pos += 2
+            elif c == "}":
+                raise self.error("'}' in an attribute value must be written '}}'")
             elif c == "&":
                 buf.append(self.parse_reference())
             elif c == "<":
