@@ -263,3 +263,47 @@ def test_what_those_checks_let_through():
     assert list(xquery.compile(query).run(None)) == [
         '<e xmlns:xml="http://www.w3.org/XML/1998/namespace" a="1}" b="x">f g</e>'
     ]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        (
+            "let $var := 100 return typeswitch ($var) case $i as xs:string return 's' "
+            "case $i as xs:integer return $i + 1 default return 'other'",
+            ["101"],
+        ),
+        (
+            "for $x in (1, 'a', <e/>, ()) return typeswitch ($x) case $n as node() "
+            "return name($n) case xs:string | xs:integer return string($x) default $d "
+            "return count($d)",
+            ["1", "a", "e"],
+        ),
+        ("typeswitch ((1, 2)) case xs:integer return 'one' default $d return count($d)", ["2"]),
+        (  # the branch not taken holds a FLWOR that would divide by zero (QT3 cbcl-*)
+            "for $d in (0, 2) return if ($d = 0) then 0 else "
+            "sum(for $i in (0, 2, 4) where $i = $d return 10 div $i)",
+            ["0", "5"],
+        ),
+        ("for $int as xs:int in (xs:int(1), xs:int(2)) return $int", ["1", "2"]),
+        ("for $f as element(f, xs:untyped) in <e><f/></e>/f return name($f)", ["f"]),
+    ],
+)
+def test_typeswitch_conditionals_and_types(query, expected):
+    assert list(xquery.compile(query).run(None)) == expected
+
+
+def test_type_errors():
+    with pytest.raises(xquery.XQueryError, match="XPTY0004"):
+        list(xquery.compile("let $i as xs:double := xs:float(3) return $i").run(None))
+    with pytest.raises(xquery.XQueryError, match="XPST0008"):
+        xquery.compile("<e/>/element(f, xs:noSuchType)")
+    with pytest.raises(xquery.XQueryError, match="XQST0094"):
+        xquery.compile("let $x := 1 return for $i in (1, 2) group by $x return $i")
+    with pytest.raises(xquery.XQueryError, match="XPST0003"):
+        xquery.compile("count(.[/ < 5])")
+
+
+def test_a_declared_function_may_have_a_reserved_local_name():
+    query = "declare function local:if($x) { $x + 1 }; local:if(1), local:if#1(2)"
+    assert list(xquery.compile(query).run(None)) == ["2", "3"]

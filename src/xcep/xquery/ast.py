@@ -45,6 +45,29 @@ class Element(Expr):
 
 
 @dataclass
+class If(Expr):
+    """``if (C) then A else B`` whose branches hold a FLWOR or a constructor (the others
+    stay XPath): only the branch taken is evaluated."""
+
+    condition: Expr
+    then: Expr
+    otherwise: Expr
+    pos: int
+
+
+@dataclass
+class Typeswitch(Expr):
+    """``typeswitch (E) case $v as T | U return R … default $d return D``: ``cases`` are
+    (variable or None, [SequenceType], expression)."""
+
+    operand: Expr
+    cases: list
+    default_var: str | None
+    default: Expr
+    pos: int
+
+
+@dataclass
 class Computed(Expr):
     """A computed constructor: ``element``, ``attribute``, ``text``, ``comment`` or
     ``document``; ``name`` a QName as written, an expression (``element {E} {…}``) or

@@ -31,6 +31,7 @@ from xcep.xquery.values import (
     element_of,
     group_key,
     is_node,
+    matches_sequence_type,
     order_key,
     single_atom,
     string_value,
@@ -248,6 +249,19 @@ class Evaluator:
             else:
                 self._append_items(elem, self.eval(part, env))
         return elem
+
+    def conditional(self, expr: A.If, env: dict) -> list:
+        branch = expr.then if ebv(self.eval(expr.condition, env)) else expr.otherwise
+        return self.eval(branch, env)
+
+    def typeswitch(self, expr: A.Typeswitch, env: dict) -> list:
+        """The first case whose sequence type the operand's value matches, else default."""
+        value = self.eval(expr.operand, env)
+        for var, types, result in expr.cases:
+            if any(matches_sequence_type(value, declared) for declared in types):
+                return self.eval(result, {**env, var: as_value(value)} if var else env)
+        var = expr.default_var
+        return self.eval(expr.default, {**env, var: as_value(value)} if var else env)
 
     def computed(self, expr: A.Computed, env: dict) -> list:
         """A computed constructor's node (``text {()}``: none)."""
@@ -638,6 +652,8 @@ EXPRESSIONS = {
     A.Prolog: Evaluator.prolog_body,
     A.External: Evaluator.external,
     A.Computed: Evaluator.computed,
+    A.Typeswitch: Evaluator.typeswitch,
+    A.If: Evaluator.conditional,
 }
 CLAUSES = {
     A.For: Evaluator.for_clause,

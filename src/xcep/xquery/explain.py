@@ -65,6 +65,26 @@ def _computed(expr: A.Computed, pad: str, depth: int):
         yield from _lines(expr.content, depth + 1)
 
 
+def _if(expr: A.If, pad: str, depth: int):
+    yield f"{pad}if"
+    yield from _lines(expr.condition, depth + 1)
+    yield f"{pad}  then"
+    yield from _lines(expr.then, depth + 2)
+    yield f"{pad}  else"
+    yield from _lines(expr.otherwise, depth + 2)
+
+
+def _typeswitch(expr: A.Typeswitch, pad: str, depth: int):
+    yield f"{pad}typeswitch"
+    yield from _lines(expr.operand, depth + 1)
+    for var, types, result in expr.cases:
+        bound = f"${var} as " if var else ""
+        yield f"{pad}  case {bound}{' | '.join(map(str, types))}"
+        yield from _lines(result, depth + 2)
+    yield f"{pad}  default" + (f" ${expr.default_var}" if expr.default_var else "")
+    yield from _lines(expr.default, depth + 2)
+
+
 def _flwor(expr: A.FLWOR, pad: str, depth: int):
     yield f"{pad}flwor"
     for clause in expr.clauses:
@@ -145,6 +165,8 @@ EXPRESSIONS = {
     A.Prolog: _prolog,
     A.External: _external,
     A.Computed: _computed,
+    A.Typeswitch: _typeswitch,
+    A.If: _if,
 }
 CLAUSES = {
     A.For: _for_or_let,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from elementpath.collations import UNICODE_CODEPOINT_COLLATION
-from elementpath.datatypes import UntypedAtomic
+from elementpath.datatypes import UntypedAtomic, builtin_atomic_types, builtin_list_types
 from elementpath.exceptions import ElementPathError, MissingContextError
 from elementpath.xpath31 import XPath31Parser
 from elementpath.xpath_nodes import XPathNode
@@ -106,6 +106,11 @@ def _skip_comment(text: str, pos: int) -> int:
         else:
             i += 1
     raise static_error(text, pos, "unterminated comment")
+
+
+_RENAMED = "_xcep"  # added to a reserved local name of a declared function
+# a leading '/' (at the start, after '(', '[', ',' or '{') followed by '<'
+_LONE_SLASH = re.compile(r"(?:^|[\[(,{])\s*(/)\s*<")
 
 
 class XPathParser(XPath31Parser):
@@ -207,6 +212,11 @@ class Parser:
         self.xpath = XPathParser(default_collation=UNICODE_CODEPOINT_COLLATION)
         self.xpath.namespaces.setdefault("local", LOCAL_FUNCTIONS)  # predeclared (XQuery 3.1)
         self.placeholders = 0
+        self.switches = 0  # typeswitch cases being read: 'case' and 'default' end them
+        self.plain_ifs: set[int] = set()  # where an 'if' was read and found plain XPath
+        # declared functions whose local name is a reserved one (local:if): elementpath
+        # refuses those names, so they are registered and called under another
+        self.renamed: dict[str, str] = {}
 
     # -- tokens --------------------------------------------------------------
 
@@ -307,6 +317,9 @@ class Parser:
         function = {"params": params, "returns": returns, "body": None, "name": tok.value}
         if prefix not in self.xpath.namespaces:
             raise self.error(f"no namespace for the prefix {prefix!r}", tok.start, "XPST0081")
+        if name in XPathParser.RESERVED_FUNCTION_NAMES:  # local:function is allowed
+            self.renamed[tok.value] = f"{prefix}:{name}{_RENAMED}"
+            name += _RENAMED
         arity = len(params)
         names = ", ".join(f"a{i}" for i in range(arity))
         namespace: dict = {}
@@ -372,6 +385,26 @@ class Parser:
             if not operand_end and self._flwor_start(tok):
                 out.append(self.text[last : tok.start])
                 expr = self.parse_flwor()
+                out.append(self._placeholder(placeholders, expr))
+                last, operand_end = self.pos, True
+                continue
+            if (
+                not operand_end
+                and v == "if"
+                and tok.start not in self.plain_ifs
+                and lex(self.text, tok.end).value == "("
+            ):
+                found = self._lazy_if(tok)
+                if found is not None:  # its branches hold a FLWOR or a constructor
+                    out.append(self.text[last : tok.start])
+                    out.append(self._placeholder(placeholders, found))
+                    last, operand_end = self.pos, True
+                    continue
+                self.pos = tok.start
+            if not operand_end and v == "typeswitch" and lex(self.text, tok.end).value == "(":
+                out.append(self.text[last : tok.start])
+                self.pos = tok.start
+                expr = self.parse_typeswitch()
                 out.append(self._placeholder(placeholders, expr))
                 last, operand_end = self.pos, True
                 continue
@@ -480,7 +513,7 @@ class Parser:
             return False
         if v in ("then", "else", "satisfies"):
             return pending[v] == 0
-        if v in CLAUSE_WORDS:
+        if v in CLAUSE_WORDS or (self.switches and v in ("case", "default")):
             return True
         after = lex(self.text, tok.end)
         if v in ("for", "let", "count", "pattern"):
@@ -498,8 +531,19 @@ class Parser:
         return f"${name}"
 
     def _compile(self, body: str, offset: int, placeholders: list) -> A.XPath:
+        for name, renamed in self.renamed.items():  # calls of local:if(...) and the like
+            body = re.sub(rf"(?<![\w:.\-]){re.escape(name)}(?=\s*[(#])", renamed, body)
+        lone = _LONE_SLASH.search(body)
+        if lone:  # XQuery 3.1 A.2.1.3: '/' then '<' would start a constructor
+            raise static_error(
+                self.text,
+                offset + lone.start(1),
+                "a '/' alone before '<' must be written '(/)'",
+                "XPST0003",
+            )
         try:
             token = self.xpath.parse(body)
+            _check_kind_tests(token)
         except ElementPathError as exc:
             code = getattr(exc, "code", None) or "XPST0003"
             code = code.split(":")[-1]
@@ -528,7 +572,23 @@ class Parser:
             if syntax is None or (syntax.follows and not clauses) or not syntax.here(self):
                 raise self.error(f"expected a FLWOR clause or 'return', found {_describe(tok)}")
             self.next()
+            at = self.pos
             clauses += syntax.parse(self, v)
+            if v == "group":
+                self._check_grouping(clauses, at)
+
+    def _check_grouping(self, clauses: list, at: int) -> None:
+        """``group by $k`` groups by a variable this FLWOR binds (XQuery 3.1 §3.12.7)."""
+        bound: set = set()
+        for clause in clauses[:-1]:
+            bound.update(_bound_variables(clause))
+        for spec in clauses[-1].specs:
+            if spec.var is not None and spec.expr is None and spec.var not in bound:
+                raise static_error(
+                    self.text, at, f"${spec.var} is not bound by this FLWOR's clauses", "XQST0094"
+                )
+            if spec.var is not None:
+                bound.add(spec.var)
 
     # each parses the clauses its keyword (read already) begins (FLWOR_CLAUSES)
 
@@ -673,10 +733,59 @@ class Parser:
             raise self.error("the variables of a window clause must differ", code="XQST0103")
         return A.Window(kind == "sliding", var, expr, start, end, only, declared)
 
+    def _lazy_if(self, tok: Token) -> A.If | None:
+        """An ``if`` whose branches hold a FLWOR or a constructor, read as an expression of
+        its own: those are evaluated ahead of the XPath around them, so the branch not
+        taken would be too (and its errors raised). None (and nothing read) otherwise."""
+        self.pos = tok.start
+        self.next()
+        self.expect("(")
+        condition = self.parse_expr()
+        self.expect(")")
+        self.expect("then")
+        then = self.parse_single()
+        self.expect("else")
+        otherwise = self.parse_single()
+        if _plain_xpath(then) and _plain_xpath(otherwise):
+            self.plain_ifs.add(tok.start)  # read again as XPath: not again as this
+            return None
+        return A.If(condition, then, otherwise, tok.start)
+
+    def parse_typeswitch(self) -> A.Typeswitch:
+        """``typeswitch (E) case $v as T | U return R … default $d return D``."""
+        start = self.next().start
+        self.expect("(")
+        operand = self.parse_expr()
+        self.expect(")")
+        cases: list = []
+        self.switches += 1
+        try:
+            while self.accept("case"):
+                var = None
+                if self.peek().kind == "var":
+                    var = self.var()
+                    self.expect("as")
+                types = [self.sequence_type()]
+                while self.accept("|"):
+                    types.append(self.sequence_type())
+                self.expect("return")
+                cases.append((var, types, self.parse_single()))
+            if not cases:
+                raise self.error("a typeswitch needs a case")
+            self.expect("default")
+            default_var = self.var() if self.peek().kind == "var" else None
+            self.expect("return")
+        finally:
+            self.switches -= 1
+        return A.Typeswitch(operand, cases, default_var, self.parse_single(), start)
+
     def declared_type(self) -> A.SequenceType | None:
         """``as SequenceType`` after a for, let or window variable."""
         if not self.accept("as"):
             return None
+        return self.sequence_type()
+
+    def sequence_type(self) -> A.SequenceType:
         tok = self.peek()
         if tok.value == "empty-sequence" and self.peek(1).value == "(":
             self.next()
@@ -776,13 +885,15 @@ class Parser:
                 if inner.kind not in ("name", "symbol") or inner.value in ("(", ","):
                     raise self.error("expected a name or '*'", inner.start)
                 name = inner.value
+                if tok.value in ("element", "attribute") and self.accept(","):
+                    self._untyped_annotation(tok.value)
             self.expect(")")
             item = A.ItemType(tok.value, None if name == "*" else name)
         elif tok.value == "empty-sequence":
             raise self.error("empty-sequence() cannot be a pattern variable's type", tok.start)
         else:
             local = tok.value.split(":")[-1]
-            if local not in ATOMIC_TYPES:
+            if local not in ATOMIC_TYPES and f"xs:{local}" not in builtin_atomic_types:
                 raise static_error(
                     self.text, tok.start, f"unknown type {tok.value}", code="XPST0051"
                 )
@@ -792,6 +903,21 @@ class Parser:
         if after.kind == "symbol" and after.value in ("?", "*", "+") and after.start == self.pos:
             occurrence = self.next().value
         return item, occurrence
+
+    def _untyped_annotation(self, kind: str) -> None:
+        """The type of ``element(N, T)`` / ``attribute(N, T)``: documents here are untyped,
+        so T is one every element (attribute) has, or the test would need a schema."""
+        tok = self.next()
+        untyped = {"element": ("xs:untyped", "xs:anyType")}.get(
+            kind, ("xs:untypedAtomic", "xs:anySimpleType", "xs:anyAtomicType")
+        )
+        if tok.value not in KNOWN_TYPES:
+            raise static_error(self.text, tok.start, f"unknown type {tok.value}", "XPST0008")
+        if tok.value not in untyped:
+            raise static_error(
+                self.text, tok.start, f"{kind}(…, {tok.value}) needs a schema", "XPST0051"
+            )
+        self.accept("?")
 
     def _check_pattern(self, pattern: A.Pattern) -> None:
         declared = {}
@@ -1020,6 +1146,51 @@ class Parser:
 
 
 COMPUTED = ("element", "attribute", "text", "comment", "document")
+
+# the type names an element or attribute test may name, schemas aside
+KNOWN_TYPES = frozenset(
+    [*builtin_atomic_types, *builtin_list_types, "xs:anyType", "xs:untyped", "xs:anySimpleType"]
+)
+
+
+def _check_kind_tests(token) -> None:
+    """``element(N, T)`` and ``attribute(N, T)`` name a type that exists (XPST0008:
+    elementpath 5.1 accepts any name there)."""
+    todo = [token]
+    while todo:
+        token = todo.pop()
+        kind_test = token.symbol in ("element", "attribute") and token.label == "kind test"
+        if kind_test and len(token) == 2:
+            named = token[1][0] if token[1].symbol == "?" else token[1]
+            name = _qname(named)
+            if name not in KNOWN_TYPES:
+                raise ElementPathError(f"unknown type {name}", code="XPST0008", token=named)
+        todo.extend(token)
+
+
+def _qname(token) -> str:
+    if token.symbol == ":" and len(token) == 2:
+        return f"{token[0].value}:{token[1].value}"
+    return str(token.value)
+
+
+def _plain_xpath(expr) -> bool:
+    return isinstance(expr, A.XPath) and not expr.placeholders
+
+
+def _bound_variables(clause) -> list:
+    """The variables a FLWOR clause binds (for its group by's check)."""
+    if isinstance(clause, A.For):
+        return [clause.var, clause.position]
+    if isinstance(clause, A.Let | A.Count):
+        return [clause.var]
+    if isinstance(clause, A.Window):
+        return [clause.var, *clause.start.names(), *(clause.end.names() if clause.end else [])]
+    if isinstance(clause, A.Pattern):
+        return [clause.var, *(v.name for v in clause.variables)]
+    if isinstance(clause, A.GroupBy):
+        return [spec.var for spec in clause.specs]
+    return []
 
 
 class ClauseSyntax(NamedTuple):

@@ -228,7 +228,7 @@ def _token_reads_outside(token, top: bool) -> str:
     return next((why for child in token if (why := _token_reads_outside(child, top))), "")
 
 
-_FOCUS_FREE = {"$", "!", "function", "inline"}  # variables; the right of '!'; inline bodies
+_FOCUS_FREE = {"$", "!", "#", "function", "inline"}  # variables, f#1, inline bodies; "!": below
 
 
 def reads_focus(token, top: bool = True) -> bool:

@@ -168,7 +168,7 @@ _ATOMIC_CLASSES = {
     "decimal": (int, Decimal),
     "integer": int,
     "double": float,
-    "float": float,
+    "float": D.Float,
     "numeric": (int, float, Decimal),
     "date": D.Date10,
     "dateTime": D.DateTime10,
@@ -187,9 +187,13 @@ def matches_type(item, item_type) -> bool:
     if kind == "atomic":
         if is_node(item):
             return False
-        if isinstance(item, bool) and item_type.name not in ("boolean", "anyAtomicType"):
+        name = item_type.name
+        if isinstance(item, bool) and name not in ("boolean", "anyAtomicType"):
             return False
-        return isinstance(item, _ATOMIC_CLASSES[item_type.name])
+        if name == "double" and isinstance(item, D.Float):  # xs:float is no xs:double
+            return False
+        found = _ATOMIC_CLASSES.get(name) or D.builtin_atomic_types[f"xs:{name}"]
+        return isinstance(item, found)
     if not is_node(item):
         return False
     if kind == "node":
@@ -216,10 +220,8 @@ def type_test(item_type):
     return lambda item: matches_type(item, item_type)
 
 
-def check_type(items: list, declared, what: str) -> None:
-    """Raise XPTY0004 unless ``items`` match the declared ``SequenceType``."""
-    if declared is None:
-        return
+def matches_sequence_type(items: list, declared) -> bool:
+    """Do ``items`` match a ``SequenceType`` (its occurrence, and each its item type)?"""
     count_ok = {
         "": len(items) == 1,
         "?": len(items) <= 1,
@@ -227,10 +229,13 @@ def check_type(items: list, declared, what: str) -> None:
         "+": len(items) >= 1,
     }[declared.occurrence]
     if declared.item is None:
-        count_ok = not items
-    elif count_ok:
-        count_ok = all(matches_type(i, declared.item) for i in items)
-    if not count_ok:
+        return not items
+    return count_ok and all(matches_type(i, declared.item) for i in items)
+
+
+def check_type(items: list, declared, what: str) -> None:
+    """Raise XPTY0004 unless ``items`` match the declared ``SequenceType``."""
+    if declared is not None and not matches_sequence_type(items, declared):
         raise XQueryError(f"{what} does not match its declared type {declared}", "XPTY0004")
 
 
