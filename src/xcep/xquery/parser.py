@@ -382,51 +382,16 @@ class Parser:
                 break
             if first is None:
                 first = tok.start
-            if not operand_end and self._flwor_start(tok):
-                out.append(self.text[last : tok.start])
-                expr = self.parse_flwor()
-                out.append(self._placeholder(placeholders, expr))
-                last, operand_end = self.pos, True
-                continue
-            if (
-                not operand_end
-                and v == "if"
-                and tok.start not in self.plain_ifs
-                and lex(self.text, tok.end).value == "("
-            ):
-                found = self._lazy_if(tok)
-                if found is not None:  # its branches hold a FLWOR or a constructor
+            parse = None if operand_end else self._nested(tok)
+            if parse is not None:  # a FLWOR, a constructor, ...: an expression of our own
+                self.pos = tok.start
+                expr = parse(tok)
+                if expr is not None:
                     out.append(self.text[last : tok.start])
-                    out.append(self._placeholder(placeholders, found))
+                    out.append(self._placeholder(placeholders, expr))
                     last, operand_end = self.pos, True
                     continue
-                self.pos = tok.start
-            if not operand_end and v == "typeswitch" and lex(self.text, tok.end).value == "(":
-                out.append(self.text[last : tok.start])
-                self.pos = tok.start
-                expr = self.parse_typeswitch()
-                out.append(self._placeholder(placeholders, expr))
-                last, operand_end = self.pos, True
-                continue
-            if not operand_end and tok.kind == "name" and self._computed_start(tok):
-                out.append(self.text[last : tok.start])
-                self.pos = tok.start
-                expr = self.parse_computed()
-                out.append(self._placeholder(placeholders, expr))
-                last, operand_end = self.pos, True
-                continue
-            if (
-                not operand_end
-                and v == "<"
-                and tok.kind == "symbol"
-                and _NCNAME.match(self.text, tok.end)
-            ):
-                out.append(self.text[last : tok.start])
-                self.pos = tok.start
-                expr = self.parse_constructor()
-                out.append(self._placeholder(placeholders, expr))
-                last, operand_end = self.pos, True
-                continue
+                self.pos = tok.start  # (an 'if' of plain XPath: read as XPath)
             self.pos = tok.end
             if tok.kind == "string" and "&" in v:
                 out.append(self.text[last : tok.start])
@@ -732,6 +697,23 @@ class Parser:
         if len(set(names)) != len(names):
             raise self.error("the variables of a window clause must differ", code="XQST0103")
         return A.Window(kind == "sliding", var, expr, start, end, only, declared)
+
+    def _nested(self, tok: Token):
+        """How an expression this parser reads itself (not elementpath) starts at ``tok``,
+        where an operand may start: its parse method, given ``tok`` (None: none starts)."""
+        v = tok.value
+        if self._flwor_start(tok):
+            return lambda tok: self.parse_flwor()
+        after = lex(self.text, tok.end).value if tok.kind == "name" else None
+        if v == "if" and after == "(" and tok.start not in self.plain_ifs:
+            return self._lazy_if
+        if v == "typeswitch" and after == "(":
+            return lambda tok: self.parse_typeswitch()
+        if tok.kind == "name" and self._computed_start(tok):
+            return lambda tok: self.parse_computed()
+        if v == "<" and tok.kind == "symbol" and _NCNAME.match(self.text, tok.end):
+            return lambda tok: self.parse_constructor()
+        return None
 
     def _lazy_if(self, tok: Token) -> A.If | None:
         """An ``if`` whose branches hold a FLWOR or a constructor, read as an expression of
