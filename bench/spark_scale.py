@@ -31,6 +31,7 @@ count (rows).
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import tempfile
 import time
@@ -227,13 +228,21 @@ def _on_spark(spark, inputs: dict, engines: tuple) -> dict:
 def run(
     repeat: int = 1, quick: bool = False, gigabytes: float = 1, engines: tuple = ENGINES
 ) -> list[dict]:
+    """Each contender's rows are printed and written as soon as it is done (a 10 GB run
+    takes hours: what finished is kept). ``XCEP_BENCH_ENGINES=XQuery,XSCL`` picks engines."""
     import contextlib
 
     from xcep.spark.cluster import standalone
     from xcep.spark.session import session
 
+    if os.environ.get("XCEP_BENCH_ENGINES"):
+        engines = tuple(e.strip() for e in os.environ["XCEP_BENCH_ENGINES"].split(","))
     megabytes = 128 if quick else int(gigabytes * 1000)
-    rows = []
+    name = "spark-scale" if gigabytes == 1 else f"spark-{gigabytes:g}gb"
+    if tuple(engines) != ENGINES:
+        name += "-" + "-".join(e.lower() for e in engines)
+    meta = {"quick": quick, "gigabytes": gigabytes, "file_mb": FILE_MB}
+    rows: list = []
     with tempfile.TemporaryDirectory(prefix="xcep-scale-") as tmp:
         started = time.perf_counter()
         inputs = generate(Path(tmp), megabytes)
@@ -243,6 +252,7 @@ def run(
             size = inputs[INPUT_OF[engine]][1]
             rows.append({"engine": engine, "contender": "in-process", "cores": 1, "bytes": size,
                          **found})  # fmt: skip
+        _report(rows, name, meta)
         for master in MASTERS:
             place = standalone(workers=2, memory="2g") if master == "standalone" else None
             with place or contextlib.nullcontext(master) as url:
@@ -253,6 +263,15 @@ def run(
                 size = inputs[INPUT_OF[engine]][1]
                 rows.append({"engine": engine, "contender": master, "cores": 2, "bytes": size,
                              **result})  # fmt: skip
+            _report(rows, name, meta)
+    return rows
+
+
+_PRINTED: set = set()  # the rows printed already (each run prints a row once)
+
+
+def _report(rows: list, name: str, meta: dict) -> None:
+    """Rows so far: each against its engine's in-process run, printed and written."""
     for row in rows:
         base = next(r for r in rows if r["engine"] == row["engine"])
         assert row["count"] == base["count"], (row, base)
@@ -261,13 +280,14 @@ def run(
         if row["contender"] != "in-process":
             extra = row["seconds"] * row["cores"] - base["seconds"]
             row["spark_cost_s_per_mb"] = extra / megabytes
-        print(
-            f"{row['engine']:<6} {row['contender']:<11} {row['seconds']:8.1f} s "
-            f"{row['mb_per_s']:6.2f} MB/s  peak {row['peak_rss_mb']:,.0f} MB"
-        )
-    name = "spark-scale" if gigabytes == 1 else f"spark-{gigabytes:g}gb"
-    write_results(name, rows, {"quick": quick, "gigabytes": gigabytes, "file_mb": FILE_MB})
-    return rows
+        if id(row) not in _PRINTED:
+            _PRINTED.add(id(row))
+            print(
+                f"{row['engine']:<6} {row['contender']:<11} {row['seconds']:8.1f} s "
+                f"{row['mb_per_s']:6.2f} MB/s  peak {row['peak_rss_mb']:,.0f} MB",
+                flush=True,
+            )
+    write_results(name, rows, meta)
 
 
 def run_10gb(repeat: int = 1, quick: bool = False) -> list[dict]:
