@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xcep.xseq import ast as A
-from xcep.xseq.counting import CountingIndex, attribute_atom, conjuncts, reference_atom
+from xcep.xseq.counting import CountingIndex, attribute_atom, reference_atom
 from xcep.xseq.values import compare
 
 EXPRESSIONS = [A.RelPath(A.Step(A.ATTRIBUTE, A.ELEMENT, name)) for name in ("a", "b")]
@@ -60,7 +60,7 @@ def test_passing_keys_are_those_whose_comparisons_hold(keys, values, atom_of) ->
 def test_attribute_atoms_and_conjuncts() -> None:
     at = EXPRESSIONS[0]
     cond = A.And(A.Compare(">", A.Const(3.0), at), A.Compare("=", at, A.Const("x")))
-    first, second = conjuncts(cond)
+    first, second = A.conjuncts(cond)
     assert attribute_atom(first) == (at, "<", 3.0)  # 3 > @a  is  @a < 3
     assert attribute_atom(second) == (at, "=", "x")
     assert attribute_atom(A.Compare("!=", at, A.Const("x"))) is None

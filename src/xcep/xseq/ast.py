@@ -185,6 +185,13 @@ def walk(node):
             yield from walk(value)
 
 
+def conjuncts(cond) -> list:
+    """``a and b and c`` as ``[a, b, c]``."""
+    if isinstance(cond, And):
+        return conjuncts(cond.left) + conjuncts(cond.right)
+    return [cond]
+
+
 def map_condition(cond, fn):
     """``cond`` rebuilt with ``fn`` applied to its nodes, top down: a node for which
     ``fn`` returns something other than None is replaced by it (and not entered); the

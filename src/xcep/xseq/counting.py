@@ -79,13 +79,6 @@ def _constant(value) -> bool:
     return isinstance(value, float | int) and to_number(float(value)) is not None
 
 
-def conjuncts(cond) -> list:
-    """``a and b and c`` as ``[a, b, c]``."""
-    if isinstance(cond, A.And):
-        return conjuncts(cond.left) + conjuncts(cond.right)
-    return [cond]
-
-
 class CountingIndex:
     """``passing(read)``: the positions of the conjunctions whose atoms all hold.
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from xcep.xseq import ast as A
-from xcep.xseq.counting import CountingIndex, attribute_atom, conjuncts
+from xcep.xseq.counting import CountingIndex, attribute_atom
 from xcep.xseq.matches import Binding
 from xcep.xseq.vpa import State
 
@@ -221,7 +221,7 @@ def _split_conjunctions(state: State) -> list:
     step that binds nothing (any other target is passed on as it is)."""
     if state.kind != "match" or state.step.var or not state.step.preds:
         return []
-    return [c for pred in state.step.preds for c in conjuncts(pred)]
+    return [c for pred in state.step.preds for c in A.conjuncts(pred)]
 
 
 class TransitionCache:

@@ -222,7 +222,7 @@ def where_into_steps(query: A.Query, schema=None) -> A.Query:
                 if isinstance(inner, A.Step) and inner.var:
                     steps[inner.var] = None
     kept, moved = [], {}  # var -> (names or None for any, predicates)
-    for conjunct in _conjuncts(query.where):
+    for conjunct in A.conjuncts(query.where):
         var, names, pred = _about_one_step(conjunct)
         step = steps.get(var)
         old_names, preds = moved.get(var, (None, ()))
@@ -258,12 +258,6 @@ def where_into_steps(query: A.Query, schema=None) -> A.Query:
     for conjunct in kept:
         where = conjunct if where is None else A.And(where, conjunct)
     return replace(query, path=rewrite(query.path), where=where)
-
-
-def _conjuncts(cond) -> list:
-    if isinstance(cond, A.And):
-        return _conjuncts(cond.left) + _conjuncts(cond.right)
-    return [cond]
 
 
 def _tag_names(cond) -> tuple:

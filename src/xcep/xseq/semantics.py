@@ -123,7 +123,7 @@ def analyze(query: A.Query | str) -> Analysis:
                     node.pos,
                 )
 
-    for conjunct in _conjuncts(query.where) if query.where is not None else []:
+    for conjunct in A.conjuncts(query.where) if query.where is not None else []:
         found = refs(conjunct)
         groups = {kleene[r.var] for r in found if r.var in kleene and r.func in (None, "prev")}
         if len(groups) > 1:
@@ -181,12 +181,6 @@ def _outside_predicates(node):
         value = getattr(node, name)
         if hasattr(value, "__slots__"):
             yield from _outside_predicates(value)
-
-
-def _conjuncts(cond) -> list:
-    if isinstance(cond, A.And):
-        return _conjuncts(cond.left) + _conjuncts(cond.right)
-    return [cond]
 
 
 def path_steps(path):
