@@ -228,7 +228,7 @@ def _token_reads_outside(token, top: bool) -> str:
     return next((why for child in token if (why := _token_reads_outside(child, top))), "")
 
 
-_FOCUS_FREE = {"$", "!", "#", "function", "inline"}  # variables, f#1, inline bodies; "!": below
+_FOCUS_FREE = {"$", "#", "function", "inline"}  # variables, f#1, inline functions' bodies
 
 
 def reads_focus(token, top: bool = True) -> bool:
@@ -236,7 +236,7 @@ def reads_focus(token, top: bool = True) -> bool:
     size, or the root of its tree) where it is evaluated? With no context item, such an
     expression is XPDY0002."""
     symbol = token.symbol
-    if symbol in _FOCUS_FREE and symbol != "!":
+    if symbol in _FOCUS_FREE:
         return False
     if symbol in ("/", "//"):
         if len(token) < 2:  # '/' or an absolute path: the root of the context item's tree
