@@ -3,7 +3,7 @@
 ``run_set(qt3_dir, "WindowClause")`` runs one test set with xcep's XQuery
 and returns one ``Outcome`` per test case: ``pass``, ``fail`` or ``skip``
 (with the reason: a feature outside xcep's subset, a schema-aware
-environment, a prolog other than variable and function declarations).
+environment, a prolog other than variable, function and namespace declarations).
 ``python -m tests.qt3 DIR SET...`` prints the rates.
 """
 
@@ -78,14 +78,17 @@ def _skip_reason(case: ET.Element, environments: dict) -> str | None:
             return "schema-aware environment"
         if element.find("q:collection", NS) is not None or element.find("q:resource", NS):
             return "collections/resources"
-        if element.find("q:namespace", NS) is not None:
-            return "static namespaces"
     test = case.find("q:test", NS)
     text = _strip_version(test.text or "")
     kinds = {(m.group(2), m.group(3)) for m in PROLOG.finditer(text)}
     external = re.search(r"declare\s+variable[^;]*\bexternal\b", text)
-    if kinds - {("declare", "variable"), ("declare", "function")} or external:
-        return "prolog (declare/import other than variables and functions): outside the subset"
+    defaults = re.findall(r"(?:^|;)\s*declare\s+default\s+([\w-]+)", text, re.M)
+    if any(d != "element" for d in defaults):
+        return "prolog (a default other than the element namespace): outside the subset"
+    if kinds - {("declare", k) for k in ("variable", "function", "namespace", "default")}:
+        return "prolog (declare/import other than variables, functions, namespaces)"
+    if external:
+        return "prolog (external variables): outside the subset"
     return None
 
 
@@ -107,7 +110,7 @@ def _run_case(case: ET.Element, environments: dict, base: Path) -> Outcome:
     text = test.text or ""
     if test.get("file"):
         text = (base / test.get("file")).read_text(encoding="utf-8")
-    text = _strip_version(text)
+    text = _static_namespaces(case, environments) + _strip_version(text)
     try:
         context, variables = _load_environment(case, environments)
     except (ET.ParseError, OSError) as exc:
@@ -145,6 +148,19 @@ def _has_markup(case: ET.Element, environments: dict) -> bool:
         if re.search(r"<!--|<\?(?!xml[\s?])", text):
             return True
     return False
+
+
+def _static_namespaces(case: ET.Element, environments: dict) -> str:
+    """The environment's statically known namespaces, as the prolog declarations that
+    give them."""
+    env = case.find("q:environment", NS)
+    if env is None:
+        return ""
+    element = environments[env.get("ref")][0] if env.get("ref") else env
+    return "".join(
+        f'declare namespace {ns.get("prefix")} = "{ns.get("uri")}"; '
+        for ns in element.findall("q:namespace", NS)
+    )
 
 
 def _load_environment(case: ET.Element, environments: dict):
@@ -191,7 +207,7 @@ def _serialize_sequence(items: list) -> str:
 
 
 def _canonical_xml(fragment: str) -> str:
-    return ET.canonicalize(f"<qt3-wrap>{fragment}</qt3-wrap>")
+    return ET.canonicalize(f"<qt3-wrap>{fragment}</qt3-wrap>", rewrite_prefixes=True)
 
 
 def _evaluate(text: str, result: list | None = None) -> list:
@@ -280,9 +296,9 @@ def summary(outcomes: list[Outcome]) -> dict:
 KINDS = (
     (
         "namespaces",
-        r"xmlns|declare (default element )?namespace|namespace-uri|"
-        r"in-scope-prefixes|QName|prefix-from|namespace::|\*:|:\*",
-        "namespaces: names are kept as spelled, no namespace declarations or URIs",
+        r"xmlns|namespace-uri|in-scope-prefixes|QName|prefix-from|namespace::|\*:|:\*",
+        "namespaces where the prolog declares none (names are then kept as spelled), "
+        "the in-scope namespaces of nodes (namespace-uri-for-prefix), namespace nodes",
     ),
     (
         "processing instructions",

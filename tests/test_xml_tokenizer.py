@@ -164,11 +164,22 @@ def assert_same(data: bytes, **options):
     st.sampled_from(SEPARATORS),
     st.booleans(),
     st.booleans(),
+    st.booleans(),
 )
-def test_compiled_tokenizer_gives_expats_events_and_errors(docs, separator, ws, raw):
+def test_compiled_tokenizer_gives_expats_events_and_errors(docs, separator, ws, raw, ns):
     # in one chunk: where expat finds an error depends on how its input was cut
     data = separator.join(docs)
-    assert_same(data, chunk_size=len(data) + 1, keep_whitespace=ws, keep_raw=raw)
+    assert_same(data, chunk_size=len(data) + 1, keep_whitespace=ws, keep_raw=raw, namespaces=ns)
+
+
+def test_namespace_declarations_are_attributes_only_when_asked():
+    data = b'<a xmlns="u" xmlns:p="v" p:y="2"><p:b xmlns:p="w"/></a>'
+    for compiled in (True, False):
+        plain, _, _, _ = read(data, compiled=compiled)
+        declared, _, _, _ = read(data, compiled=compiled, namespaces=True)
+        names = [e[2] for e in declared if e[1] == "attr"]
+        assert names == ["xmlns", "xmlns:p", "p:y", "xmlns:p"]
+        assert [e[2] for e in plain if e[1] == "attr"] == ["p:y"]
 
 
 @settings(max_examples=300)

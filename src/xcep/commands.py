@@ -481,7 +481,7 @@ def cmd_xquery(args, stdout: TextIO, stderr: TextIO) -> int:
             run = plan.start()
             write(run.finish())
             return EXIT_OK
-        return _read_inputs(args, stdout, stderr, consume)
+        return _read_inputs(args, stdout, stderr, consume, **plan.source_options)
     except xquery.XQueryError as error:
         return failed(error)
 

@@ -60,6 +60,7 @@ typedef struct {
     PyObject *symbols, *names_list, *stack, *parts; /* names_list: symbols.names */
     long long next_node;
     int keep_whitespace;
+    int namespaces; /* report xmlns and xmlns:p as attributes */
     long max_depth;
     long max_attributes;
     Column scratch;
@@ -720,7 +721,7 @@ static int start_tag(Scan *s, const unsigned char **pp)
     if (open.name < 0 || emit(s, K_OPEN, open.name, Py_None, depth, open.node) < 0)
         goto done;
     for (int i = 0; i < count; i++) {
-        if (is_namespace_declaration(&attributes[i]))
+        if (!s->namespaces && is_namespace_declaration(&attributes[i]))
             continue;
         long long id = name_id(s, attributes[i].name, attributes[i].length);
         if (id < 0 || emit(s, K_ATTR, id, attributes[i].value, depth + 1, s->next_node++) < 0)
@@ -1097,10 +1098,10 @@ static PyObject *scan(PyObject *module, PyObject *args)
     Scan s;
     (void)module;
     memset(&s, 0, sizeof s);
-    if (!PyArg_ParseTuple(args, "y*npiLLO!O!O!O!pll:scan", &buffer, &pos, &final, &phase, &s.doc,
+    if (!PyArg_ParseTuple(args, "y*npiLLO!O!O!O!pll|p:scan", &buffer, &pos, &final, &phase, &s.doc,
                           &s.next_node, &PyTuple_Type, &columns, &PyDict_Type, &s.symbols,
                           &PyByteArray_Type, &s.stack, &PyList_Type, &s.parts,
-                          &s.keep_whitespace, &s.max_depth, &s.max_attributes))
+                          &s.keep_whitespace, &s.max_depth, &s.max_attributes, &s.namespaces))
         return NULL;
     PyObject *result = NULL;
     if (pos < 0 || pos > buffer.len) {
@@ -1175,7 +1176,7 @@ out:
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, pos, final, phase, doc, next_node, columns, symbols, stack, parts, "
-     "keep_whitespace, max_depth, max_attributes) -> (status, pos, next_node, root_at)\n\n"
+     "keep_whitespace, max_depth, max_attributes, namespaces=False) -> (status, pos, next_node, root_at)\n\n"
      "Events of one document from buffer[pos:] appended to the columns (arrays q B i, "
      "a list, arrays i q); stack: a bytearray of (node, name id) int64 pairs; see "
      "xcep/events/xml_source.py."},

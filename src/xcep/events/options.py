@@ -8,6 +8,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     keep_whitespace: bool = False  # keep whitespace-only text nodes
+    namespaces: bool = False  # report namespace declarations (xmlns, xmlns:p) as attributes
     max_depth: int = 10_000  # deepest element nesting accepted
     max_attributes: int = 10_000  # most attributes on one element
     max_entity_chars: int = 1_000_000  # largest expansion of one internal entity

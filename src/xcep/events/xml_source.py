@@ -5,7 +5,8 @@ Choices (see docs/events.md):
   between two tags make one text event); whitespace-only text is dropped
   unless ``keep_whitespace``; comments and processing instructions are dropped;
 - names are kept as written, ``prefix:local`` (no namespace processing);
-  namespace declarations (``xmlns``, ``xmlns:p``) are not reported as attributes;
+  namespace declarations (``xmlns``, ``xmlns:p``) are not reported as attributes
+  unless ``namespaces`` (an XQuery that declares namespaces resolves names with them);
 - secure: no external entity or DTD is ever read, an internal entity may expand
   to at most ``max_entity_chars`` characters, a document may produce at most
   ``max_amplification`` characters per input byte once it declares entities,
@@ -205,6 +206,7 @@ class XmlReader:
                 options.keep_whitespace,
                 options.max_depth,
                 options.max_attributes,
+                options.namespaces,
             )
             pos = window.base + at
             if root_at >= 0:
@@ -412,6 +414,7 @@ class _Handlers:
         docs, kinds, names = builder.docs.append, builder.kinds.append, builder.names.append
         values, depths, nodes = builder.values.append, builder.depths.append, builder.nodes.append
         keep_whitespace = options.keep_whitespace
+        namespaces = options.namespaces
         max_depth = options.max_depth
         max_attributes = 2 * options.max_attributes  # names and values
         text_parts: list[str] = [] if handover is None else handover.parts
@@ -466,7 +469,11 @@ class _Handlers:
             if attributes:
                 for i in range(0, len(attributes), 2):
                     attribute = attributes[i]
-                    if attribute.startswith("xmlns") and attribute[5:6] in ("", ":"):
+                    if (
+                        not namespaces
+                        and attribute.startswith("xmlns")
+                        and attribute[5:6] in ("", ":")
+                    ):
                         continue
                     docs(doc)
                     kinds(ATTR)

@@ -89,10 +89,18 @@ def standing_plans(kind: str, queries: dict, per_document: bool) -> list[Plan]:
     if kind == "xseq":
         return [compile_plan("xseq", {qid: text}) for qid, text in queries.items()]
     if kind == "xquery":
-        return [
+        plans = [
             compile_plan("xquery", {qid: text}, per_document=per_document)
             for qid, text in queries.items()
         ]
+        for plan in plans:
+            if plan.source_options:
+                raise ValueError(
+                    f"XQuery query {plan.query_id}: a query that declares namespaces runs "
+                    "on its own (xcep xquery): standing queries share one parse, which "
+                    "keeps names as spelled"
+                )
+        return plans
     return [compile_plan(kind, queries)]
 
 

@@ -34,6 +34,8 @@ class Plan:
     def __init__(self, queries: dict, **options) -> None:
         self.queries = dict(queries)
         self.options = options
+        # what the event source must give this plan's runs (``SourceOptions`` fields)
+        self.source_options: dict = {}
 
     def fingerprint(self, queries: dict | None = None) -> str:
         """What a snapshot is checked against: the kind, the queries (``queries``, those

@@ -33,6 +33,8 @@ class XQueryPlan(Plan):
         ((self.query_id, text),) = self.queries.items()
         self.query = xquery.compile(text)
         self.streams = self.query.stream_plan[0] is not None  # (then not per document)
+        # a query that declares namespaces reads the documents' declarations
+        self.source_options = {"namespaces": True} if self.query.namespaces is not None else {}
 
     def start(self) -> XQueryRun:
         return XQueryStreamRun(self) if self.streams else XQueryRun(self)
@@ -59,7 +61,8 @@ class XQueryRun(Run):
         from xcep.xquery.documents import documents_from_batches
 
         self.trees: list = []
-        self.pass_ = Stepper(documents_from_batches)
+        prefixes = plan.query.namespaces
+        self.pass_ = Stepper(lambda batches: documents_from_batches(batches, prefixes))
         self.open = OpenDocument()
 
     def _feed(self, batch: EventBatch) -> list[Row]:

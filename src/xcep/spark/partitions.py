@@ -92,13 +92,15 @@ def ordered_records(table: pa.Table) -> list[bytes]:
     return [contents[i].as_py() for _, _, i in order]
 
 
-def partition_stream(key: str, document: bytes, errors="skip"):
-    """The event stream of a partition's document (see ``Wrapper``)."""
+def partition_stream(key: str, document: bytes, errors="skip", **options):
+    """The event stream of a partition's document (see ``Wrapper``); ``options`` those
+    of ``SourceOptions``."""
     import io
 
     from xcep.events import EventStream, Input
 
-    return EventStream([Input(f"partition {key}", file=io.BytesIO(document))], errors=errors)
+    source = [Input(f"partition {key}", file=io.BytesIO(document))]
+    return EventStream(source, errors=errors, **options)
 
 
 class Wrapper:

@@ -190,6 +190,7 @@ class XQueryPartition(PartitionProcessor):
         if not final:
             return []
         plan = worker_plan("xquery", {None: self.query})
-        items, failure = xquery_rows(plan, partition_stream(key, document).batches())
+        stream = partition_stream(key, document, **plan.source_options)
+        items, failure = xquery_rows(plan, stream.batches())
         rows = [(None, key, item, None) for item in items]
         return rows + ([(None, key, None, failure)] if failure is not None else [])

@@ -86,8 +86,10 @@ def _run_partition(text: str, record_path: str):
     def run(table: pa.Table) -> pa.Table:
         key = table.column("key")[0].as_py()
         errors: list = []
-        stream = partition_stream(key, wrap(ordered_records(table)), errors.append)
-        items, failure = xquery_rows(worker_plan("xquery", {None: text}), stream.batches())
+        plan = worker_plan("xquery", {None: text})
+        document = wrap(ordered_records(table))
+        stream = partition_stream(key, document, errors.append, **plan.source_options)
+        items, failure = xquery_rows(plan, stream.batches())
         rows = [(None, key, item, None) for item in items]
         rows += [(None, key, None, str(e)) for e in errors]
         if failure is not None:
@@ -108,7 +110,7 @@ def _run_documents(text: str):
                 if error is not None:
                     rows.append((path, None, None, error))
                     continue
-                unit = read_unit(path, record, content)
+                unit = read_unit(path, record, content, **plan.source_options)
                 for doc_id, doc_batches in unit.good():
                     items, failure = xquery_rows(plan, doc_batches)
                     rows += [(doc_id, None, item, None) for item in items]

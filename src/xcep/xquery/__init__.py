@@ -56,7 +56,7 @@ class XQuery:
         there is no context item.
         """
         with collector_paused():  # building trees: nothing to collect, every object new
-            docs = _documents(source)
+            docs = _documents(source, self.namespaces)
             context = docs[0] if len(docs) == 1 else None
             evaluator = Evaluator(self.text, context)
             if context is not None:
@@ -80,6 +80,14 @@ class XQuery:
         return how + "\n" + explain(self.tree)
 
     @cached_property
+    def namespaces(self) -> dict | None:
+        """Namespace URI → prefix when the prolog declares namespaces (then documents are
+        read with theirs, and a result's names are written with these prefixes, then
+        the documents'), else None: names as spelled, as everywhere in xcep."""
+        tree = self.tree
+        return tree.runtime.get("prefixes") if isinstance(tree, A.Prolog) else None
+
+    @cached_property
     def stream_plan(self) -> tuple[StreamPlan | None, str]:
         """(how it runs over a stream, "") or (None, why it needs whole documents)."""
         return streaming.plan(self.tree)
@@ -95,7 +103,7 @@ class XQuery:
         else:
             items = self.evaluate(source, variables)
         for item in items:
-            yield serialize(item)
+            yield serialize(item, self.namespaces)
 
     def stream(
         self, plan: StreamPlan, stream, variables: dict | None, state: StreamState | None = None
@@ -174,7 +182,9 @@ def _trees(source) -> bool:
     return isinstance(source, list) and bool(source) and isinstance(source[0], ET.ElementTree)
 
 
-def _documents(source) -> list[ET.ElementTree]:
+def _documents(source, prefixes: dict | None = None) -> list[ET.ElementTree]:
+    """The documents of ``source``, with their namespaces given ``prefixes``
+    (``XQuery.namespaces``: then an ``EventStream`` given must report them)."""
     if source is None:
         return []
     if isinstance(source, ET.ElementTree):
@@ -183,7 +193,11 @@ def _documents(source) -> list[ET.ElementTree]:
         return source
     if isinstance(source, (str, bytes)):
         data = source.encode() if isinstance(source, str) else source
-        source = EventStream([Input("<string>", file=io.BytesIO(data), format="auto")])
+        source = [Input("<string>", file=io.BytesIO(data), format="auto")]
+    if isinstance(source, EventStream) and prefixes is not None and not source.options.namespaces:
+        raise ValueError(
+            "a query that declares namespaces reads an EventStream made with namespaces=True"
+        )
     if not isinstance(source, EventStream):
-        source = EventStream(source)
-    return list(documents_from_batches(source.batches()))
+        source = EventStream(source, namespaces=prefixes is not None)
+    return list(documents_from_batches(source.batches(), prefixes))

@@ -224,8 +224,15 @@ def _child_name(step) -> str | None:
     if step.symbol == "*" and len(step) == 0:
         return None
     if step.symbol == "(name)" and ":" not in step.value:
-        return step.value
+        return _element_name(step)
     return _UNSUPPORTED
+
+
+def _element_name(step) -> str:
+    """An unprefixed element name test's name: in the default element namespace when
+    the query declares one."""
+    uri = step.parser.default_namespace
+    return f"{{{uri}}}{step.value}" if uri else step.value
 
 
 def _lookup(env: dict, name: str):
@@ -248,7 +255,7 @@ def _step(left: Closure, step) -> Closure:
 
         return attribute
     if step.symbol == "(name)" and ":" not in step.value:
-        name = step.value
+        name = _element_name(step)
 
         def child(env):
             node = _single_node(left(env))

@@ -29,12 +29,12 @@ from xcep.lexing import END, Token
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, static_error
 from xcep.xquery.pattern import check_single_binding
-from xcep.xquery.values import double_text
+from xcep.xquery.values import XML_NAMESPACE, double_text, expanded_name
 
 _SPACE = re.compile(r"(?:\s+|\(:)")
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?")
 _NCNAME = re.compile(r"[A-Za-z_][\w.\-]*")
-_VAR = re.compile(r"\$\s*([A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)")
+_VAR = re.compile(r"\$\s*((?:Q\{[^{}]*\})?[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)")
 _NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _STRING = re.compile(r"\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'")
 _SYMBOLS = (":=", "::", "//", "..", "!=", "<=", ">=", "<<", ">>", "||", "=>", "(", ")", "[", "]")
@@ -108,6 +108,9 @@ def _skip_comment(text: str, pos: int) -> int:
     raise static_error(text, pos, "unterminated comment")
 
 
+XMLNS_NAMESPACE = "http://www.w3.org/2000/xmlns/"
+_XML_SCOPE = {"xml": XML_NAMESPACE}
+_PI_TEST = re.compile(r"processing-instruction\s*\(\s*\Z")  # ("name"): the name an NCName
 _RENAMED = "_xcep"  # added to a reserved local name of a declared function
 # a leading '/' (at the start, after '(', '[', ',' or '{') followed by '<'
 _LONE_SLASH = re.compile(r"(?:^|[\[(,{])\s*(/)\s*<")
@@ -217,6 +220,7 @@ class Parser:
         # declared functions whose local name is a reserved one (local:if): elementpath
         # refuses those names, so they are registered and called under another
         self.renamed: dict[str, str] = {}
+        self.declared: dict[str, str] = {}  # the prolog's namespaces: prefix ('' default) → URI
 
     # -- tokens --------------------------------------------------------------
 
@@ -251,6 +255,14 @@ class Parser:
         tok = self.next()
         if tok.kind != "var":
             raise self.error(f"expected a variable ($name), found {_describe(tok)}", tok.start)
+        if tok.value.startswith("Q{"):  # $Q{uri}local: named by a prefix the prolog binds
+            uri, _, local = tok.value[2:].partition("}")
+            prefix = next((p for p, u in self.declared.items() if u == uri and p), None)
+            if not uri:
+                return local
+            if prefix is None:
+                raise self.error(f"declare a prefix for {uri!r} to name ${tok.value}", tok.start)
+            return f"{prefix}:{local}"
         return tok.value
 
     # -- expressions ---------------------------------------------------------
@@ -264,16 +276,15 @@ class Parser:
         tok = self.peek()
         if tok.kind != END:
             raise self.error(f"unexpected {_describe(tok)}", tok.start)
-        if not variables and "functions" not in self.runtime:
+        if not variables and "functions" not in self.runtime and not self.declared:
             return expr
         return A.Prolog(self.runtime, [(n, v, t) for n, v, t, _ in variables], expr)
 
     def parse_prolog(self) -> list:
         """``declare variable $v (as T)? (:= E | external (:= E)?);`` — the variables as
         (name, value expression, declared type, position), bound in order around the
-        body (``A.Prolog``), which function bodies see too. Namespace declarations are
-        refused: xcep's documents keep element names as spelled (docs/events.md), so a
-        declared namespace could never match."""
+        body (``A.Prolog``), which function bodies see too. ``declare namespace`` and
+        ``declare default element namespace`` bind the query's names (``self.declared``)."""
         variables = []
         while self.peek().value == "declare" and self.peek(1).kind == "name":
             start = self.next().start
@@ -290,14 +301,52 @@ class Parser:
                     self.expect(":=")
                     value = self.parse_single()
                 variables.append((name, value, declared, start))
+            elif what.value == "namespace":
+                self.declare_namespace()
+            elif what.value == "default" and self.peek().value == "element":
+                self.next()
+                self.expect("namespace")
+                if "" in self.declared:
+                    raise self.error("a second default element namespace", start, "XQST0066")
+                self.declared[""] = self.xpath.default_namespace = self.uri_literal()
             else:
                 raise self.error(
-                    f"'declare {what.value}' is not supported (declare variable and function are)",
+                    f"'declare {what.value}' is not supported (declare variable, function, "
+                    "namespace and default element namespace are)",
                     what.start,
                     "XPST0003",
                 )
             self.expect(";")
+        if self.declared:
+            self.runtime["namespaces"] = self.declared
+            self.runtime["prefixes"] = self.prefixes = {u: p for p, u in self.declared.items()}
+            self.scopes = [{"xml": XML_NAMESPACE, **self.declared}]
         return variables
+
+    def declare_namespace(self) -> None:
+        """``declare namespace p = "uri";``: the prefix names the namespace in the query's
+        name tests; documents are then read with their namespaces (``XQuery.namespaces``)."""
+        tok = self.next()
+        if tok.kind != "name" or ":" in tok.value:
+            raise self.error(f"expected a prefix, found {_describe(tok)}", tok.start)
+        self.expect("=")
+        uri = self.uri_literal()
+        if tok.value in ("xml", "xmlns") or uri in (XML_NAMESPACE, XMLNS_NAMESPACE):
+            raise self.error(f"{tok.value} cannot be bound to {uri!r}", tok.start, "XQST0070")
+        if tok.value in self.declared:
+            raise self.error(f"the prefix {tok.value} is declared twice", tok.start, "XQST0033")
+        if not uri:  # (XQuery 3.1 §4.12: a prefix cannot be undeclared in the prolog)
+            raise self.error(
+                f"the prefix {tok.value} is bound to no namespace", tok.start, "XQST0085"
+            )
+        self.declared[tok.value] = self.xpath.namespaces[tok.value] = uri
+
+    def uri_literal(self) -> str:
+        tok = self.next()
+        if tok.kind != "string":
+            raise self.error(f"expected a URI literal, found {_describe(tok)}", tok.start)
+        quote = tok.value[0]
+        return _decode(tok.value[1:-1].replace(quote * 2, quote)).strip()
 
     def parse_function(self) -> None:
         """``declare function prefix:name($p as T, ...) as R { body };``: registered with
@@ -393,6 +442,14 @@ class Parser:
                     continue
                 self.pos = tok.start  # (an 'if' of plain XPath: read as XPath)
             self.pos = tok.end
+            if tok.kind == "string" and _PI_TEST.search(
+                self.text, max(0, tok.start - 80), tok.start
+            ):
+                target = " ".join(_decode(v[1:-1].replace(v[0] * 2, v[0])).split())
+                if not _NCNAME.fullmatch(target):
+                    raise self.error(
+                        f"processing-instruction({v}): not an NCName", tok.start, "XPTY0004"
+                    )
             if tok.kind == "string" and "&" in v:
                 out.append(self.text[last : tok.start])
                 out.append(_xpath_string(_decode(v[1:-1].replace(v[0] * 2, v[0]))))
@@ -939,7 +996,7 @@ class Parser:
             self._skip_space()
             if text.startswith("/>", self.pos):
                 self.pos += 2
-                return A.Element(name, attributes, [], start)
+                return self._element(name, attributes, start, False)
             if text.startswith(">", self.pos):
                 self.pos += 1
                 break
@@ -957,8 +1014,51 @@ class Parser:
             at = self.pos
             attributes.append((m.group(), self.parse_attribute_value()))
             self._check_attribute(attributes, at)
-        content = self.parse_content(name)
-        return A.Element(name, attributes, content, start)
+        return self._element(name, attributes, start, True)
+
+    def _element(self, name: str, attributes: list, start: int, content: bool) -> A.Element:
+        """The element, its content read (``content``). In a query whose prolog declares
+        namespaces its names are resolved (``{uri}local``) with those and the namespace
+        declarations of the constructor and the ones around it, which are then no
+        attributes. (Those of a constructor bind its names, not the name tests inside
+        it: elementpath looks prefixes up when it runs, in one table per query.)"""
+        self._check_expanded_names(attributes, start)
+        if not self.declared:  # names as spelled, but xml:, bound everywhere
+            attributes = [(expanded_name(k, _XML_SCOPE, False), v) for k, v in attributes]
+            return A.Element(name, attributes, self.parse_content(name) if content else [], start)
+        scope = dict(self.scopes[-1])
+        kept = []
+        for key, value in attributes:
+            if key == "xmlns" or key.startswith("xmlns:"):
+                uri = "".join(part for part in value if isinstance(part, str))
+                scope[key[6:]] = uri
+                if uri:
+                    self.prefixes.setdefault(uri, key[6:])
+            else:
+                kept.append((expanded_name(key, scope, False), value))
+        self.scopes.append(scope)
+        try:
+            parts = self.parse_content(name) if content else []
+        finally:
+            self.scopes.pop()
+        return A.Element(expanded_name(name, scope, True), kept, parts, start)
+
+    def _check_expanded_names(self, attributes: list, at: int) -> None:
+        """Two prefixed attributes of one constructor with one expanded name (``p:a`` and
+        ``q:a``, p and q bound to one URI): XQST0040."""
+        prefixed = [key for key, _ in attributes if ":" in key and not key.startswith("xmlns:")]
+        if len(prefixed) < 2:
+            return
+        scope = {**_XML_SCOPE, **(self.scopes[-1] if self.declared else {})}
+        for key, value in attributes:
+            if key == "xmlns" or key.startswith("xmlns:"):
+                scope[key[6:]] = "".join(part for part in value if isinstance(part, str))
+        seen: set[str] = set()
+        for key in prefixed:
+            expanded = expanded_name(key, scope, False)
+            if expanded in seen:
+                raise static_error(self.text, at, f"the attribute {key} is given twice", "XQST0040")
+            seen.add(expanded)
 
     def _check_attribute(self, attributes: list, at: int) -> None:
         """The static rules of XQuery 3.1 §3.9.1.1 and §3.9.1.2 on the attribute just
@@ -970,12 +1070,16 @@ class Parser:
         if any(other == name for other, _ in attributes[:-1]):
             code = "XQST0071" if declaration else "XQST0040"
             raise static_error(self.text, at, f"the attribute {name} is given twice", code)
+
         if not declaration:
             return
         uri = "".join(part for part in value if isinstance(part, str))
         prefix = name[6:] if name != "xmlns" else ""
-        xml, xmlns = "http://www.w3.org/XML/1998/namespace", "http://www.w3.org/2000/xmlns/"
-        if prefix == "xmlns" or uri == xmlns or (prefix == "xml") != (uri == xml):
+        if (
+            prefix == "xmlns"
+            or uri == XMLNS_NAMESPACE
+            or (prefix == "xml") != (uri == XML_NAMESPACE)
+        ):
             raise static_error(
                 self.text, at, f"{name} cannot bind {uri or 'no namespace'}", "XQST0070"
             )

@@ -118,6 +118,8 @@ def plan(tree: A.Expr) -> tuple[StreamPlan | None, str]:
     prolog, body = (tree, tree.body) if isinstance(tree, A.Prolog) else (None, tree)
     if prolog is not None and prolog.runtime.get("functions"):
         return None, "the prolog declares functions"
+    if prolog is not None and prolog.runtime.get("namespaces"):
+        return None, "the prolog declares namespaces (items are matched by names as spelled)"
     if not isinstance(body, A.FLWOR) or not isinstance(body.clauses[0], A.Window):
         return None, "the query is not a FLWOR that opens with a window clause"
     window = body.clauses[0]

@@ -18,6 +18,19 @@ from elementpath.xpath_nodes import XPathNode
 
 from xcep.xquery.errors import XQueryError
 
+XML_NAMESPACE = "http://www.w3.org/XML/1998/namespace"
+
+
+def expanded_name(name: str, scope: dict, element: bool) -> str:
+    """``{uri}local`` for a name in ``scope`` (prefix, '' the default → URI); an
+    unprefixed attribute is in no namespace, a prefix the scope lacks is kept."""
+    prefix, colon, local = name.partition(":")
+    if not colon:
+        uri = scope.get("") if element else None
+        return f"{{{uri}}}{name}" if uri else name
+    uri = scope.get(prefix)
+    return f"{{{uri}}}{local}" if uri else name
+
 
 def as_sequence(value) -> list:
     if isinstance(value, list):
@@ -249,11 +262,21 @@ def element_of(node) -> ET.Element:
     return elem
 
 
-def serialize_element(elem: ET.Element) -> str:
+def serialize_element(elem: ET.Element, prefixes: dict | None = None) -> str:
     """An element as XML without its tail, as ElementTree writes it (but ``<a/>``, and
     '>' escaped in text and attributes) — with a loop, not recursion: a document may
-    nest as deep as the input allows (``--max-depth``). Qualified names go through
-    ElementTree (it chooses the prefixes)."""
+    nest as deep as the input allows (``--max-depth``). Qualified names (``{uri}a``)
+    take their prefix from ``prefixes`` (URI → prefix, '' for the default namespace;
+    ``ns0``, ``ns1``, ... where it has none), declared on the outermost element."""
+    written = _write_element(elem, None)
+    if written is None:  # a qualified name in it: prefixes chosen for the whole element
+        written = _write_element(elem, _qualified_names(elem, prefixes or {}))
+    return written
+
+
+def _write_element(elem: ET.Element, names: dict | None) -> str | None:
+    """``serialize_element`` with ``names`` (``_qualified_names``); without them, None at
+    the first qualified name."""
     out: list[str] = []
     todo: list = [elem]  # elements to write, and the end tags (and tails) between them
     while todo:
@@ -266,11 +289,17 @@ def serialize_element(elem: ET.Element) -> str:
             out.append(f"<!--{item.text or ''}-->")
         elif tag is ET.ProcessingInstruction:
             out.append(f"<?{item.text or ''}?>")
-        elif not isinstance(tag, str) or tag[:1] == "{" or any(k[:1] == "{" for k in item.attrib):
-            return _qualified(elem)
         else:
+            if names is None:
+                if tag[:1] == "{" or any(k[:1] == "{" for k in item.attrib):
+                    return None
+            else:
+                tag = names.get(tag, tag)
             out.append("<" + tag)
+            if item is elem and names:
+                out.append(names["declarations"])
             for key, value in item.attrib.items():
+                key = names.get(key, key) if names else key
                 out.append(f' {key}="{ET._escape_attrib(value)}"')
             if item.text or len(item):
                 out.append(">")
@@ -286,30 +315,76 @@ def serialize_element(elem: ET.Element) -> str:
     return "".join(out)
 
 
-def _qualified(elem: ET.Element) -> str:
-    """ElementTree's writing (it chooses the prefixes), of a shallow copy without the tail."""
-    copied = copy.copy(elem)
-    copied.tail = None
-    try:
-        return ET.tostring(copied, encoding="unicode").replace(" />", "/>")
-    except RecursionError:
-        raise XQueryError("a result with namespaces nests too deep to write", "SENR0001") from None
+def _qualified_names(elem: ET.Element, prefixes: dict) -> dict:
+    """``{uri}local`` → ``prefix:local`` (or ``local`` in the default namespace) for the
+    qualified names under ``elem``, and under "declarations" the namespace declarations
+    they need; {} when there are none. The default namespace is used only where no
+    element is in no namespace and no attribute is in it."""
+    element_uris: dict[str, None] = {}
+    attribute_uris: set[str] = set()
+    unqualified = False
+    for node in elem.iter():
+        if not isinstance(node.tag, str):
+            continue
+        if node.tag[:1] == "{":
+            element_uris.setdefault(node.tag[1:].partition("}")[0])
+        else:
+            unqualified = True
+        for key in node.attrib:
+            if key[:1] == "{":
+                attribute_uris.add(key[1:].partition("}")[0])
+    uris = list(element_uris) + sorted(attribute_uris - element_uris.keys())
+    if not uris:
+        return {}
+    chosen: dict[str, str] = {}
+    taken: set[str] = set()
+    for uri in uris:
+        prefix = prefixes.get(uri)
+        if uri == XML_NAMESPACE:
+            prefix = "xml"
+        elif prefix == "" and (unqualified or uri in attribute_uris):
+            prefix = None
+        if prefix is None or prefix in taken:
+            prefix = next(f"ns{i}" for i in range(len(taken) + 1) if f"ns{i}" not in taken)
+        chosen[uri] = prefix
+        taken.add(prefix)
+    names: dict[str, str] = {}
+    for node in elem.iter():
+        for name in (node.tag, *node.attrib):
+            if isinstance(name, str) and name[:1] == "{" and name not in names:
+                uri, _, local = name[1:].partition("}")
+                names[name] = f"{chosen[uri]}:{local}" if chosen[uri] else local
+    names["declarations"] = "".join(
+        f' xmlns{":" + p if p else ""}="{ET._escape_attrib(uri)}"'
+        for uri, p in chosen.items()
+        if p != "xml"
+    )
+    return names
 
 
-def serialize(item) -> str:
+def _attribute_name(name: str, prefixes: dict | None) -> str:
+    if name[:1] != "{":
+        return name
+    uri, _, local = name[1:].partition("}")
+    prefix = "xml" if uri == XML_NAMESPACE else (prefixes or {}).get(uri)
+    return f"{prefix}:{local}" if prefix else name
+
+
+def serialize(item, prefixes: dict | None = None) -> str:
     """One result item as a line of text: nodes as XML, atomic values as their string
-    (an ElementTree element, a constructed result not made a node, as XML)."""
+    (an ElementTree element, a constructed result not made a node, as XML);
+    ``prefixes`` for qualified names (``serialize_element``)."""
     if isinstance(item, ET.Element):
-        return serialize_element(item)
+        return serialize_element(item, prefixes)
     if not is_node(item):
         return string_value(item)
     kind = item.node_kind
     if kind == "element":
-        return serialize_element(item.elem)
+        return serialize_element(item.elem, prefixes)
     if kind == "document":
-        return "".join(serialize(child) for child in item.children)
+        return "".join(serialize(child, prefixes) for child in item.children)
     if kind == "attribute":
-        return f"{item.name}={quoteattr(item.string_value)}"
+        return f"{_attribute_name(item.name, prefixes)}={quoteattr(item.string_value)}"
     if kind == "text":
         return escape(item.string_value)
     if kind == "comment":
