@@ -237,11 +237,11 @@ def test_nfa_agrees_with_brute_force(case):
         masks = [sum(1 << v for v in range(len(tests)) if test(v, p, p)) for p in range(len(items))]
     nfa.dfa().budget = 3
     for sliding, selection in POLICIES:
-        fast = find_instances(nfa, len(items), test, sliding, selection, keyed)
+        fast = list(find_instances(nfa, len(items), test, sliding, selection, keyed))
         slow = reference_instances(pattern, len(items), test, sliding, selection)
         assert fast == slow, (A.regex_text(pattern.regex), sliding, selection)
         if masks is not None:
-            dfa = find_instances(nfa, len(items), test, sliding, selection, keyed, masks)
+            dfa = list(find_instances(nfa, len(items), test, sliding, selection, keyed, masks))
             assert dfa == slow, ("dfa", A.regex_text(pattern.regex), sliding, selection)
 
 

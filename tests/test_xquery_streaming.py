@@ -68,6 +68,63 @@ def window_queries(draw) -> str:
     return f"{clause}{rest}return {draw(st.sampled_from(RETURNS))}"
 
 
+PATTERN_REGEXES = [
+    "$a $b",
+    "$a $b $c",
+    "(($a) or ($b)) $c",
+    "$a (($b) or ($c))",
+    "$a (($b $c) or ($c))",
+]
+PATTERN_CONDITIONS = [
+    "$c/@t = 'A'",
+    "$c/@t != 'C'",
+    "$c/@v > 2",
+    "$c/@v <= 1",
+    "empty($b) or $b/@v < $c/@v",
+    "exists($a) and $a/@v <= $c/@v",
+    "count($u) le 2",
+    "empty($d) or $d/@t != $c/@t",
+]
+
+
+@st.composite
+def pattern_queries(draw) -> str:
+    """A pattern clause over ``$input/log/e``: a regular expression of $a, $b, $c with
+    occurrence indicators, conditions on the current item, the one before, the one
+    after, the run so far; every selection policy."""
+    regex = draw(st.sampled_from(PATTERN_REGEXES))
+    used = [name for name in ("a", "b", "c") if f"${name}" in regex]
+    clauses = []
+    for name in used:
+        occurrence = draw(st.sampled_from(["", "?", "*", "+"]))
+        when = draw(st.sampled_from(PATTERN_CONDITIONS))
+        clauses.append(
+            f"${name} as element(e){occurrence} before $a pprev $b pcur $c all $u after $d "
+            f"when {when}"
+        )
+    kind = draw(st.sampled_from(["tumbling", "sliding"]))
+    selection = draw(st.sampled_from(["maximal", "incremental", "allmatch"]))
+    outputs = ", ".join(f"string-join(${name}/@id, ',')" for name in used)
+    rest = draw(st.sampled_from(["", "where count($p) > 1 ", "let $k := count($p) "]))
+    return (
+        f"pattern $p {kind} {selection} in $input/log/e {regex} using {' '.join(clauses)} "
+        f"{rest}return string-join((string-join($p/@id, ','), {outputs}), '|')"
+    )
+
+
+@settings(max_examples=200)
+@given(pattern_queries(), EVENTS, st.integers(1, 3))
+def test_a_pattern_over_a_stream_gives_the_items_of_the_whole_documents(query, events, parts):
+    compiled = xquery.compile(query)
+    plan, why = compiled.stream_plan
+    assert plan is not None, why
+    docs = documents(events, parts)
+    whole = list(compiled.run([ET.ElementTree(ET.fromstring(d)) for d in docs]))
+    data = "\n".join(docs).encode()
+    streamed = list(compiled.run(EventStream([io.BytesIO(data)], batch_size=5)))
+    assert streamed == whole, query
+
+
 @settings(max_examples=200)
 @given(window_queries(), EVENTS, st.integers(1, 3))
 def test_streaming_gives_the_items_of_the_whole_documents(query, events, parts):
@@ -86,7 +143,7 @@ def test_streaming_gives_the_items_of_the_whole_documents(query, events, parts):
 
 @settings(max_examples=150, deadline=None)
 @given(
-    window_queries(),
+    window_queries() | pattern_queries(),
     EVENTS,
     st.integers(1, 3),
     st.integers(8, 60),
@@ -126,7 +183,7 @@ def test_a_window_over_a_stream_saved_anywhere_goes_on(query, events, parts, chu
         ("for tumbling window $w in $input/log/e start when true() return count(e)", "context"),
         ("for tumbling window $w in $input/log/e start when true() count $c return $c", "count"),
         ("for tumbling window $w in $input//e start when true() return 1", "child steps"),
-        ("for $x in $input/log/e return $x", "window clause"),
+        ("for $x in $input/log/e return $x", "window or pattern clause"),
         (
             "for tumbling window $w in $input/log/e start $s when $s/preceding-sibling::e return 1",
             "preceding-sibling",
@@ -164,3 +221,40 @@ def test_a_window_holds_only_what_it_can_reach(sliding):
     sums = [t["w"] for t in Evaluator(query.text).window(clause, {}, items)]
     assert len(sums) == (99_998 if sliding else 33_333)
     assert max(held) <= 4
+
+
+@pytest.mark.parametrize("policy", ["tumbling maximal", "sliding maximal", "sliding allmatch"])
+def test_a_pattern_holds_only_what_it_can_reach(policy):
+    """A stream of 30,000 elements, rises of at most a few items: the pattern clause keeps a
+    few items (and memo entries), not the stream; the instances are those of the whole
+    sequence."""
+    text = (
+        f"pattern $p {policy} in $input/log/e $a $b using "
+        "$a as element(e) pcur $x when $x/@v = 0 "
+        "$b as element(e)+ pprev $q pcur $y when $y/@v > $q/@v "
+        "return string-join($p/@v, '')"
+    )
+    query = xquery.compile(text)
+    plan, why = query.stream_plan
+    assert plan is not None, why
+    assert "pattern instance" in query.explain()
+    values = [i % 4 for i in range(30_000)]
+    xml = "<log>" + "".join(f'<e v="{v}"/>' for v in values) + "</log>"
+    held = []
+
+    class Watched(LazyItems):
+        def release(self, i: int) -> None:
+            super().release(i)
+            held.append(len(self.items))
+
+    import xcep.xquery.streaming as streaming
+
+    original = streaming.LazyItems
+    streaming.LazyItems = Watched
+    try:
+        streamed = list(query.run(EventStream([io.BytesIO(xml.encode())])))
+    finally:
+        streaming.LazyItems = original
+    assert streamed == list(query.run(xml))
+    assert len(streamed) >= 7_000
+    assert 0 < max(held) <= 8

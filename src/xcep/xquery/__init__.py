@@ -117,7 +117,9 @@ class XQuery:
             env = evaluator.prolog(plan.prolog, env)
         flwor = plan.flwor
         state = state or StreamState(plan)
-        windows = evaluator.window(flwor.clauses[0], env, state.start(_batches(stream)))
+        first = flwor.clauses[0]
+        opening = evaluator.window if isinstance(first, A.Window) else evaluator.pattern
+        windows = opening(first, env, state.start(_batches(stream)))
         result = flwor.result
         try:
             for t in windows:

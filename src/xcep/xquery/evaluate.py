@@ -20,8 +20,8 @@ from elementpath.xpath_nodes import CommentNode, ElementNode, TextNode
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, position
 from xcep.xquery.fastpath import Fallback, compile_atoms, compile_fast, item_column, root_path
-from xcep.xquery.pattern import NFA, compile_pattern, find_instances
-from xcep.xquery.streaming import LazyItems, reads_focus
+from xcep.xquery.pattern import NFA, compile_pattern, find_instances, new_progress
+from xcep.xquery.streaming import LazyItems, LazyMasks, reads_focus
 from xcep.xquery.values import (
     as_sequence,
     as_value,
@@ -485,36 +485,56 @@ class Evaluator:
 
     # -- the pattern clause ----------------------------------------------------
 
-    def pattern(self, clause: A.Pattern, env: dict):
+    def pattern(self, clause: A.Pattern, env: dict, items: LazyItems | None = None):
+        """The pattern clause's tuples, each as soon as its instance is known: over its
+        expression's value, or over ``items`` read from a stream — read only as far as
+        the pattern looks, the items before the start being tried forgotten, and where
+        it stands kept in ``items.progress`` (a saved run goes on from there)."""
         nfa = self._nfas.get(id(clause))
         if nfa is None:
             nfa = self._nfas[id(clause)] = compile_pattern(clause)
-        items = self.eval(clause.expr, env)
-        test, keyed = self.pattern_test(clause, items, env)
-        masks = self.pattern_masks(clause, items)
-        for start, end, runs in find_instances(
-            nfa, len(items), test, clause.sliding, clause.selection, keyed, masks
-        ):
+        if items is None:
+            values = self.eval(clause.expr, env)
+            seq, more, progress = values, len(values), None
+        else:
+            seq, more = items, items.has
+            progress = items.progress = items.progress or new_progress()
+        test, keyed, forget = self.pattern_test(clause, seq, more, env)
+        masks = self.pattern_masks(clause, seq, test)
+        reached = None
+        if items is not None:
+
+            def reached(i: int) -> None:  # nothing reaches before i - 1 ($pprev, $before)
+                items.release(i - 1)
+                forget(i - 1)
+                if masks is not None:
+                    masks.forget(i - 1)
+
+        instances = find_instances(
+            nfa, more, test, clause.sliding, clause.selection, keyed, masks, progress, reached
+        )
+        for start, end, runs in instances:
             t = dict(env)
-            t[clause.var] = items[start : end + 1]
+            t[clause.var] = seq[start : end + 1]
             for var, run in zip(clause.variables, runs, strict=True):
-                t[var.name] = as_value(items[run[0] : run[1] + 1]) if run else []
+                t[var.name] = as_value(seq[run[0] : run[1] + 1]) if run else []
             yield t
 
-    def pattern_test(self, clause: A.Pattern, items: list, env: dict):
-        """The item test of each pattern variable (memoized) and the variables whose
-        test depends on where their run started."""
-        n = len(items)
+    def pattern_test(self, clause: A.Pattern, items, more, env: dict):
+        """The item test of each pattern variable (memoized), the variables whose test
+        depends on where their run started, and ``forget(i)``: drop what is memoized
+        before position ``i``."""
         variables = clause.variables
         keyed = {i for i, v in enumerate(variables) if v.before or v.all or v.nested}
-        checks = [self._pattern_check(v, items, env) for v in variables]
-        by_position = [None if i in keyed else [None] * n for i in range(len(variables))]
+        checks = [self._pattern_check(v, items, more, env) for v in variables]
+        by_position = [None if i in keyed else {} for i in range(len(variables))]
         by_start: dict = {}
+        low = [0]
 
         def test(var: int, run_start: int, pos: int) -> int:
             memo = by_position[var]
             if memo is not None:
-                known = memo[pos]
+                known = memo.get(pos)
                 if known is None:
                     known = memo[pos] = checks[var](run_start, pos)
                 return known
@@ -524,13 +544,24 @@ class Evaluator:
                 known = by_start[key] = checks[var](run_start, pos)
             return known
 
-        return test, {i for i, v in enumerate(variables) if v.before or v.all}
+        def forget(i: int) -> None:
+            for memo in by_position:
+                if memo is not None:
+                    for pos in range(low[0], i):
+                        memo.pop(pos, None)
+            low[0] = max(low[0], i)
+            if len(by_start) > 4096:
+                for key in [key for key in by_start if key[1] < i]:
+                    del by_start[key]
 
-    def pattern_masks(self, clause: A.Pattern, items: list) -> list[int] | None:
-        """Per item, the bitmask of the variables whose test holds, computed in one
-        pass per variable, when every ``when`` compares the current item's
-        attributes with literals (``item_column``); ``None`` otherwise (the
-        tests then run one by one, on demand)."""
+        return test, {i for i, v in enumerate(variables) if v.before or v.all}, forget
+
+    def pattern_masks(self, clause: A.Pattern, items, test):
+        """Per item, the bitmask of the variables whose test holds — when every ``when``
+        compares the current item's attributes with literals (``item_column``), one pass
+        per variable over the items; over a stream's (``LazyItems``) a ``LazyMasks``,
+        computed as the pattern reads them (with ``test`` where a column falls back).
+        ``None`` otherwise: the tests then run one by one, on demand."""
         columns = []
         for v in clause.variables:
             if v.nested or not v.pcur:  # (a column's condition reads only ``pcur``)
@@ -542,32 +573,19 @@ class Evaluator:
             if column is None:
                 return None
             columns.append((v.item_type, column))
-        elems = [item.elem if isinstance(item, ElementNode) else None for item in items]
-        chosen: dict[str, list] = {}  # item type -> the elements it lets through
-        masks = [0] * len(items)
-        for bit, (item_type, column) in enumerate(columns):
-            key = str(item_type)
-            if key not in chosen:
-                if item_type.kind == "element" and item_type.name not in (None, "*"):
-                    kept = [e is not None and e.tag == item_type.name for e in elems]
-                else:
-                    type_ok = type_test(item_type)
-                    kept = [type_ok(item) for item in items]
-                if any(k and e is None for k, e in zip(kept, elems, strict=True)):
-                    return None  # an item of the type that is not an element: the general path
-                chosen[key] = [e if k else None for k, e in zip(kept, elems, strict=True)]
-            try:
-                truth = column(chosen[key])
-            except Fallback:
-                return None
-            flag = 1 << bit
-            masks = [m | flag if t else m for m, t in zip(masks, truth, strict=True)]
-        return masks
+        if isinstance(items, LazyItems):
 
-    def _pattern_check(self, v: A.PatternVar, items: list, env: dict):
+            def one_by_one(position: int) -> int:
+                return sum(1 << v for v in range(len(columns)) if test(v, position, position))
+
+            return LazyMasks(items, lambda chunk: _masks(columns, chunk), one_by_one)
+        return _masks(columns, items)
+
+    def _pattern_check(self, v: A.PatternVar, items, more, env: dict):
         """``check(run_start, pos)``: 1 if item ``pos`` joins a run of ``v`` that started
-        at ``run_start`` (for ``nested``: the length of the unit at ``pos``, or 0)."""
-        n = len(items)
+        at ``run_start`` (for ``nested``: the length of the unit at ``pos``, or 0).
+        ``items``: a list (``more`` its length) or a stream's ``LazyItems`` (``more(i)``:
+        is there an item ``i``); a nested variable needs a list."""
         local = dict(env)
         type_ok = type_test(v.item_type)
         when = self.condition(v.when)
@@ -579,7 +597,7 @@ class Evaluator:
                 local[v.nested] = items[pos:]
                 unit = self.first_result(v.when, local)
                 k = len(unit)
-                if k == 0 or k > n - pos:
+                if k == 0 or k > more - pos:
                     return 0
                 for j, item in enumerate(unit):
                     other = items[pos + j]
@@ -606,6 +624,8 @@ class Evaluator:
 
             return check_item
 
+        has = more if callable(more) else (lambda i: i < more)
+
         def check(run_start: int, pos: int) -> int:
             item = items[pos]
             if not type_ok(item):
@@ -615,7 +635,7 @@ class Evaluator:
             if v.pprev:
                 local[v.pprev] = items[pos - 1] if pos > 0 else []
             if v.after:
-                local[v.after] = items[pos + 1] if pos + 1 < n else []
+                local[v.after] = items[pos + 1] if has(pos + 1) else []
             if v.before:
                 local[v.before] = items[run_start - 1] if run_start > 0 else []
             if v.all:
@@ -623,6 +643,32 @@ class Evaluator:
             return 1 if ebv(when(local)) else 0
 
         return check
+
+
+def _masks(columns: list, items: list) -> list[int] | None:
+    """Per item, the bitmask of the variables whose column (``item_column``) holds; None
+    where an item of a variable's type is not an element, or a column falls back."""
+    elems = [item.elem if isinstance(item, ElementNode) else None for item in items]
+    chosen: dict[str, list] = {}  # item type -> the elements it lets through
+    masks = [0] * len(items)
+    for bit, (item_type, column) in enumerate(columns):
+        key = str(item_type)
+        if key not in chosen:
+            if item_type.kind == "element" and item_type.name not in (None, "*"):
+                kept = [e is not None and e.tag == item_type.name for e in elems]
+            else:
+                type_ok = type_test(item_type)
+                kept = [type_ok(item) for item in items]
+            if any(k and e is None for k, e in zip(kept, elems, strict=True)):
+                return None  # an item of the type that is not an element: the general path
+            chosen[key] = [e if k else None for k, e in zip(kept, elems, strict=True)]
+        try:
+            truth = column(chosen[key])
+        except Fallback:
+            return None
+        flag = 1 << bit
+        masks = [m | flag if t else m for m, t in zip(masks, truth, strict=True)]
+    return masks
 
 
 def _fast(expr: A.XPath):

@@ -24,7 +24,7 @@ of its items or ``None`` for the empty sequence.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from xcep.xquery import ast as A
@@ -125,7 +125,7 @@ def check_single_binding(regex) -> str | None:
 def instances_at(
     nfa: NFA,
     start: int,
-    length: int,
+    more: Callable[[int], bool],
     test: Test,
     selection: str,
     keyed_by_start: set[int],
@@ -180,7 +180,7 @@ def instances_at(
             else:
                 found[:] = [ends[0]]
         position += 1
-        if position >= length:
+        if not more(position):
             break
         successors: list[tuple] = []
         for state, run_start, runs, remaining in threads:
@@ -228,54 +228,97 @@ def _runs(thread: tuple, position: int, count: int, occ: list[int]) -> tuple:
 
 
 def select_instances(
-    length: int,
+    more: Callable[[int], bool],
     at: Callable[[int], list[tuple]],
     sliding: bool,
     selection: str,
-    starts: list[int] | None = None,
-) -> list[tuple]:
-    """Apply the restart policy: ``at(start)`` gives the instances from one start.
+    starts: Iterator[int] | None = None,
+    progress: dict | None = None,
+) -> Iterator[tuple]:
+    """Apply the restart policy: ``at(start)`` gives the instances from one start, each
+    given as soon as its start is done.
 
     Tumbling: the next search starts after the last item of the instances
     found (the longest one).  Sliding: every position is a start; an instance
     contained in one emitted from an earlier start is suppressed, except under
-    ``allmatch``, which reports every variant.  ``starts``: the positions where
-    an instance can start, ascending (default: all).
+    ``allmatch``, which reports every variant.  ``more(i)``: is there an item at
+    position ``i``; ``starts``: the positions where an instance can start,
+    ascending (default: all).  ``progress`` (``after``, ``reach``, ``next``) is
+    where the selection stands: a caller that keeps it may stop between two
+    starts and go on from there with a new call.
     """
-    out: list[tuple] = []
-    reach = -1  # the furthest end emitted from an earlier start
-    after = 0  # tumbling: the next start is at or after this position
-    for start in range(length) if starts is None else starts:
-        if start < after:
+    progress = new_progress() if progress is None else progress
+    if starts is None:
+        starts = _positions(more, progress["next"])
+    for start in starts:
+        if start < progress["after"]:
             continue
+        progress["next"] = start
         found = at(start)
+        progress["next"] = start + 1
         if not found:
             continue
         if not sliding:
-            out.extend(found)
-            after = max(inst[1] for inst in found) + 1
+            progress["after"] = max(inst[1] for inst in found) + 1
+            yield from found
             continue
+        reach = progress["reach"]
         emitted = found if selection == "allmatch" else [i for i in found if i[1] > reach]
-        out.extend(emitted)
-        reach = max([reach, *(inst[1] for inst in emitted)])
-    return out
+        progress["reach"] = max([reach, *(inst[1] for inst in emitted)])
+        yield from emitted
+
+
+def new_progress() -> dict:
+    """Where ``select_instances`` stands: no start tried yet."""
+    return {"after": 0, "reach": -1, "next": 0}
+
+
+def _positions(
+    more: Callable[[int], bool], first: int, reached: Callable[[int], None] | None = None
+) -> Iterator[int]:
+    """The positions from ``first`` on; ``reached(i)`` is told of each before it is tried
+    as a start (no instance can reach before ``i - 1`` any more)."""
+    i = first
+    while more(i):
+        if reached is not None:
+            reached(i)
+        yield i
+        i += 1
+
+
+def _more(length) -> Callable[[int], bool]:
+    """``more(i)`` for ``length``: a number of items, or already that function (a
+    stream, read as far as it is asked)."""
+    return length if callable(length) else (lambda i: i < length)
 
 
 def find_instances(
     nfa: NFA,
-    length: int,
+    length,
     test: Test,
     sliding: bool,
     selection: str,
     keyed_by_start: set[int],
-    masks: list[int] | None = None,
-) -> list[tuple]:
-    """Every pattern instance over a sequence of ``length`` items, in output order.
+    masks=None,
+    progress: dict | None = None,
+    reached: Callable[[int], None] | None = None,
+) -> Iterator[tuple]:
+    """Every pattern instance over a sequence of ``length`` items (a number, or
+    ``more(i)``: is there an item ``i``), in output order, each as soon as it is known.
 
-    ``masks`` (optional): per position, the bitmask of the variables whose test
-    holds there, when every test looks at the item alone.  With it, maximal and
-    incremental selection run on the lazy DFA instead of the Pike VM.
+    ``masks`` (optional): per position (indexable), the bitmask of the variables whose
+    test holds there, when every test looks at the item alone.  With it, maximal and
+    incremental selection run on the lazy DFA instead of the Pike VM.  ``progress``:
+    see ``select_instances``; ``reached(i)``: told of each position before it is tried
+    as a start (a stream forgets what lies before it).
     """
+    more = _more(length)
+    progress = new_progress() if progress is None else progress
+
+    def at_position(i: int) -> None:  # every start before i is done
+        progress["next"] = i
+        if reached is not None:
+            reached(i)
 
     skip = sliding and selection != "allmatch" and not keyed_by_start and not any(nfa.nested)
     covered: dict | None = {} if skip else None
@@ -291,10 +334,11 @@ def find_instances(
                 for position in range(forgotten[0], start):
                     covered.pop(position, None)
                 forgotten[0] = start
-            return dfa.instances_at(start, masks, selection, covered)
+            return dfa.instances_at(start, masks, more, selection, covered)
 
-        starts = [i for i, mask in enumerate(masks) if mask & first_bits]
-        return select_instances(length, at, sliding, selection, starts)
+        positions = _positions(more, progress["next"], at_position)
+        starts = (i for i in positions if masks[i] & first_bits)
+        return select_instances(more, at, sliding, selection, starts, progress)
 
     first = [(state, nfa.occurrences[state]) for state in nfa.first]
 
@@ -303,9 +347,10 @@ def find_instances(
             covered.pop(start - 1, None)
         if not any(test(var, start, start) for _, var in first):
             return []  # nothing can start here (the usual case; tests are memoized)
-        return instances_at(nfa, start, length, test, selection, keyed_by_start, covered)
+        return instances_at(nfa, start, more, test, selection, keyed_by_start, covered)
 
-    return select_instances(length, at, sliding, selection)
+    starts = _positions(more, progress["next"], at_position)
+    return select_instances(more, at, sliding, selection, starts, progress)
 
 
 class LazyDFA:
@@ -373,7 +418,7 @@ class LazyDFA:
         return move
 
     def instances_at(
-        self, start: int, masks: list[int], selection: str, covered: dict | None
+        self, start: int, masks, more: Callable[[int], bool], selection: str, covered: dict | None
     ) -> list[tuple]:
         """As ``instances_at`` of the Pike VM, for one start; ``covered`` holds the NFA
         states of earlier starts at each position as bitmasks."""
@@ -389,7 +434,6 @@ class LazyDFA:
         path: list[tuple] = []  # the steps taken after ``start``
         ends: list[tuple] = []  # (end, steps, accepting thread)
         position = start
-        length = len(masks)
         while True:
             if covered is not None:
                 covered[position] = covered.get(position, 0) | bits[sid]
@@ -400,7 +444,7 @@ class LazyDFA:
                 else:
                     ends = [end]
             position += 1
-            if position >= length:
+            if not more(position):
                 break
             move = moves.get((sid, masks[position])) or self.move(sid, masks[position])
             sid = move[0]
@@ -487,4 +531,4 @@ def reference_instances(
             return [(start, e - 1, per_end[e][0]) for e in ends]
         return [(start, ends[-1] - 1, per_end[ends[-1]][0])] if ends else []
 
-    return select_instances(length, at, sliding, selection)
+    return list(select_instances(_more(length), at, sliding, selection))

@@ -107,9 +107,14 @@ class StreamPlan:
     ordered: bool  # the query compares nodes by document order (union, <<, ...)
 
     def describe(self) -> str:
+        answered = (
+            "each window is answered when it closes"
+            if isinstance(self.flwor.clauses[0], A.Window)
+            else "each pattern instance is answered when its start is done"
+        )
         return (
             f"streaming: the items of $input/{'/'.join(self.path)} are read one at a time, "
-            "each window is answered when it closes"
+            + answered
         )
 
 
@@ -120,17 +125,25 @@ def plan(tree: A.Expr) -> tuple[StreamPlan | None, str]:
         return None, "the prolog declares functions"
     if prolog is not None and prolog.runtime.get("namespaces"):
         return None, "the prolog declares namespaces (items are matched by names as spelled)"
-    if not isinstance(body, A.FLWOR) or not isinstance(body.clauses[0], A.Window):
-        return None, "the query is not a FLWOR that opens with a window clause"
-    window = body.clauses[0]
-    binding = window.expr
+    first = body.clauses[0] if isinstance(body, A.FLWOR) else None
+    if not isinstance(first, A.Window | A.Pattern):
+        return None, "the query is not a FLWOR that opens with a window or pattern clause"
+    what = "window" if isinstance(first, A.Window) else "pattern"
+    binding = first.expr
     match = _BINDING.match(binding.text) if isinstance(binding, A.XPath) else None
     if match is None or binding.placeholders:
-        return None, "the window clause does not bind $input/NAME/... (child steps)"
+        return None, f"the {what} clause does not bind $input/NAME/... (child steps)"
     for clause in body.clauses[1:]:
         if not isinstance(clause, A.For | A.Let | A.Where):
-            return None, f"a {type(clause).__name__.lower()} clause follows the window"
-    parts: list = [window.start.when, window.end.when if window.end else None, body.result]
+            return None, f"a {type(clause).__name__.lower()} clause follows the {what}"
+    if isinstance(first, A.Window):
+        parts: list = [first.start.when, first.end.when if first.end else None]
+    else:
+        nested = [v.name for v in first.variables if v.nested]
+        if nested:  # its condition reads the rest of the sequence
+            return None, f"the pattern variable ${nested[0]} is nested (reads ahead)"
+        parts = [v.when for v in first.variables]
+    parts.append(body.result)
     parts += [getattr(clause, "expr", None) for clause in body.clauses[1:]]
     parts += [value for _, value, _ in prolog.variables] if prolog is not None else []
     for part in parts:
@@ -357,7 +370,14 @@ class StreamState:
 
     def __getstate__(self) -> dict:
         held = [(node.elem, node.position - 1) for node in self.items.items]
-        return {"reader": self.reader, "held": held, "base": self.items.base, "top": self.items.top}
+        items = self.items
+        return {
+            "reader": self.reader,
+            "held": held,
+            "base": items.base,
+            "top": items.top,
+            "progress": dict(items.progress) if items.progress else None,
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.reader = state["reader"]
@@ -367,6 +387,7 @@ class StreamState:
             _renumber(node, offset)
             self.items.items.append(node)
         self.items.base, self.items.top = state["base"], state["top"]
+        self.items.progress = state.get("progress")
 
 
 def _renumber(node, offset: int) -> None:
@@ -389,6 +410,7 @@ class LazyItems:
         self.base = 0  # the index of items[0]
         self.done = False
         self.top = 0  # where the window clause looks for the next start (it sets it)
+        self.progress: dict | None = None  # where the pattern clause stands (it sets it)
 
     def has(self, i: int) -> bool:
         """Is there an item ``i`` (reading up to it)?"""
@@ -402,7 +424,10 @@ class LazyItems:
                 self.done = True
         return i < self.base + len(self.items)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i):
+        if isinstance(i, slice):  # items[start:end], read up to end
+            self.has(i.stop - 1)
+            return self.slice(i.start, i.stop)
         if i >= self.base + len(self.items):
             self.has(i)
         return self.items[i - self.base]
@@ -422,3 +447,32 @@ class LazyItems:
         if i > self.base:
             del self.items[: i - self.base]
             self.base = i
+
+
+class LazyMasks:
+    """Per position of a stream's items, the pattern variables' bitmask, computed as the
+    pattern asks for it: ``compute(items)`` for the items read since the last call (a
+    list of masks, or None: then ``one(position)`` for each)."""
+
+    def __init__(self, items: LazyItems, compute, one) -> None:
+        self.items, self.compute, self.one = items, compute, one
+        self.masks: dict[int, int] = {}
+        self.end = 0  # the positions before it are computed
+        self.low = 0  # the positions before it are forgotten
+
+    def __getitem__(self, i: int) -> int:
+        if i >= self.end:
+            self.items.has(i)
+            first, top = max(self.end, self.items.base), self.items.base + len(self.items.items)
+            masks = self.compute(self.items.slice(first, top))
+            if masks is None:
+                masks = [self.one(p) for p in range(first, top)]
+            self.masks.update(zip(range(first, top), masks, strict=True))
+            self.end = top
+        return self.masks[i]
+
+    def forget(self, i: int) -> None:
+        """Drop the masks before position ``i``."""
+        for p in range(self.low, i):
+            self.masks.pop(p, None)
+        self.low = max(self.low, i)
