@@ -1,13 +1,18 @@
-"""XQuery windows over a stream (issue 23): ``xcep xquery`` as a user runs it, on a stock
-feed of 10 MB and 100 MB (``XCEP_BENCH_1GB=1`` adds 1 GB), beside Saxon-HE
-(``saxonche``, which builds the whole document first) in the same run.
+"""XQuery windows and the pattern clause over a stream (issue 23): ``xcep xquery`` as a
+user runs it, on a stock feed of 10 MB and 100 MB (``XCEP_BENCH_1GB=1`` adds 1 GB),
+beside Saxon-HE (``saxonche``) and BaseX (when installed), which load the whole
+document first, in the same run.
 
 Each row: one query over one file, in a fresh process writing its results to
-a file: wall time, MB/s, peak RSS, result lines; Saxon's time to count the
-same results (``count(QUERY)``, timed inside its process), or its failure.
+a file: wall time, MB/s, peak RSS, result lines; each peer's time to count the
+same results (``count(QUERY)``, Saxon timed inside its process, BaseX's wall time
+less its JVM start-up), or its failure (out of memory, past the time limit).
 The queries read ``$input/stocks/transaction`` (bench.generators.stock_stream):
 a tumbling window per run of one company, a sliding window of three with a
-``where``, and a tumbling window with ``previous``/``next`` (price drops).
+``where``, a tumbling window with ``previous``/``next`` (price drops), and the
+seed's pattern clause (a rise then a fall: no peer has it, so xcep on whole
+documents — the same query over an absolute path — stands beside it, up to
+100 MB).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +30,7 @@ from pathlib import Path
 
 from bench.generators import stock_stream
 from bench.harness import write_results
-from bench.peers import PeerTimeout, saxon_count
+from bench.peers import PeerTimeout, basex_count, saxon_count
 
 QUERIES = {
     "tumbling": (
@@ -43,7 +49,14 @@ QUERIES = {
         "end $e next $n when not($n/@company = $e/@company) "
         'return <same from="{$s/@id}" n="{count($w)}"/>'
     ),
+    "pattern: rise then fall": (
+        "pattern $p tumbling maximal in $input/stocks/transaction $up $down using "
+        "$up as element(transaction)+ pprev $a pcur $b when empty($a) or $b/price > $a/price "
+        "$down as element(transaction)+ pprev $c pcur $d when $d/price < $c/price "
+        'return <swing from="{$p[1]/@id}" n="{count($p)}"/>'
+    ),
 }
+PATTERN = "pattern"  # queries no peer has (the seed's pattern clause)
 SIZES = [10, 100]
 TIMEOUT = 300.0
 
@@ -87,23 +100,24 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
                 row = {"query": name, "mb": size}
                 row.update(_isolated(_xcep, {"query": query, "path": str(path)}))
                 row["mb_per_s"] = size / row["seconds"]
-                if mb <= 100:
-                    try:
-                        theirs = query.replace("$input", ".")  # Saxon's context item
-                        count, seconds = saxon_count(f"count({theirs})", path, TIMEOUT)
-                        row["saxon_s"], row["saxon_count"] = seconds, count
-                    except (PeerTimeout, RuntimeError) as exc:
-                        row["saxon_error"] = str(exc)[:80] or type(exc).__name__
+                if name.startswith(PATTERN) and mb <= 100:  # xcep itself on whole documents
+                    whole = query.replace("$input/stocks", "(/stocks)")
+                    done = _isolated(_xcep, {"query": whole, "path": str(path)})
+                    row["whole_s"], row["whole_rss_mb"] = done["seconds"], done["peak_rss_mb"]
+                elif mb <= 100:
+                    theirs = query.replace("$input", ".")  # the peers' context item
+                    for peer, count_of in peers().items():
+                        try:
+                            count, seconds = count_of(f"count({theirs})", path, TIMEOUT)
+                            row[f"{peer}_s"], row[f"{peer}_count"] = seconds, count
+                        except (PeerTimeout, RuntimeError) as exc:
+                            row[f"{peer}_error"] = _failure(exc)
                 rows.append(row)
                 write_results("xquery-stream", rows)
-                saxon = (
-                    f"Saxon {row['saxon_s']:.2f} s ({row['saxon_count']})"
-                    if "saxon_s" in row
-                    else f"Saxon: {row.get('saxon_error', 'not run')}"
-                )
                 print(
                     f"{name:26} {size:7.1f} MB {row['seconds']:7.2f} s {row['mb_per_s']:6.2f} MB/s"
-                    f" RSS {row['peak_rss_mb']:6.0f} MB lines {row['lines']:,}; {saxon}",
+                    f" RSS {row['peak_rss_mb']:6.0f} MB lines {row['lines']:,}; "
+                    + "; ".join(f"{peer} {_peer_cell(row, peer)}" for peer in ("saxon", "basex")),
                     flush=True,
                 )
             path.unlink()
@@ -111,16 +125,42 @@ def run(repeat: int = 1, quick: bool = False) -> list[dict]:
     return rows
 
 
+def peers() -> dict:
+    """The peers there are here: Saxon-HE always (a dependency of the bench), BaseX
+    when installed."""
+    found = {"saxon": saxon_count}
+    if shutil.which("basex"):
+        found["basex"] = basex_count
+    return found
+
+
+def _failure(exc: Exception) -> str:
+    if isinstance(exc, PeerTimeout):
+        return f"past {TIMEOUT:.0f} s"
+    text = str(exc)
+    if "OutOfMemory" in text or "memory" in text.lower():
+        return "out of memory"
+    return text[:80] or type(exc).__name__
+
+
+def _peer_cell(row: dict, peer: str) -> str:
+    if f"{peer}_s" in row:
+        return f"{row[f'{peer}_s']:.2f} s"
+    return row.get(f"{peer}_error", "–")
+
+
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| query | input | xcep | MB/s | peak RSS | results | Saxon-HE (count) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| query | input | xcep | MB/s | peak RSS | results | Saxon-HE (count) | BaseX (count) "
+        "| xcep, whole document |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        saxon = f"{r['saxon_s']:.2f} s" if "saxon_s" in r else r.get("saxon_error", "–")
+        whole = f"{r['whole_s']:.2f} s, {r['whole_rss_mb']:,.0f} MB" if "whole_s" in r else "–"
         lines.append(
             f"| {r['query']} | {r['mb']:,.0f} MB | {r['seconds']:.2f} s | {r['mb_per_s']:.2f} "
-            f"| {r['peak_rss_mb']:,.0f} MB | {r['lines']:,} | {saxon} |"
+            f"| {r['peak_rss_mb']:,.0f} MB | {r['lines']:,} | {_peer_cell(r, 'saxon')} "
+            f"| {_peer_cell(r, 'basex')} | {whole} |"
         )
     return "\n".join(lines)
 

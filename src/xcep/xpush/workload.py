@@ -8,7 +8,7 @@ a decimal integer is an integer (ids sort numerically), otherwise a string.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 
@@ -154,7 +154,7 @@ _PUT = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class FilterLine:
     line: int
     fid: object
@@ -166,7 +166,14 @@ def read_filters_file(
 ) -> list[FilterLine]:
     """The ``ID TEXT`` lines of a filters (or queries) file: malformed lines go to
     ``errors``, or raise when it is None."""
-    out = []
+    return list(iter_filters_file(path, errors, what))
+
+
+def iter_filters_file(
+    path, errors: list[FilterError] | None = None, what: str = "filter"
+) -> Iterator[FilterLine]:
+    """``read_filters_file``, one line at a time (a million filters need not be held as
+    lines besides the workload)."""
     for number, raw, bad in text_lines(path):
         if bad is not None:
             error = FilterError(bad[1], None, number, bad[0])
@@ -184,8 +191,7 @@ def read_filters_file(
                 raise error
             errors.append(error)
             continue
-        out.append(FilterLine(number, parse_id(parts[0]), parts[1]))
-    return out
+        yield FilterLine(number, parse_id(parts[0]), parts[1])
 
 
 class Workload:
@@ -271,12 +277,15 @@ class Workload:
         errors: list[FilterError] = []
         workload = cls()
         with collector_paused():  # parsing many filters: every object new
-            for item in read_filters_file(path, None if strict else errors):
+            for item in iter_filters_file(path, None if strict else errors):
                 try:
                     workload.add(item.fid, item.text, item.line)
                 except FilterError as exc:
                     if strict:
                         raise
                     errors.append(exc)
+        # the shapes served this load; a running machine adds filters one at a time, and
+        # a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
+        _by_shape.clear()
         errors.sort(key=lambda e: e.line or 0)
         return workload, errors
