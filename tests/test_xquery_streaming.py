@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from trees import elements
 from xcep import xquery
 from xcep.events import EventStream
 from xcep.xquery.evaluate import Evaluator
@@ -258,3 +259,39 @@ def test_a_pattern_holds_only_what_it_can_reach(policy):
     assert streamed == list(query.run(xml))
     assert len(streamed) >= 7_000
     assert 0 < max(held) <= 8
+
+
+@settings(max_examples=300)
+@given(elements())
+def test_an_items_nodes_are_made_as_elementpath_makes_them(tree):
+    """ItemNode makes its descendants' nodes on first use: the same classes and positions
+    as elementpath's own tree builder."""
+    from elementpath.tree_builders import get_node_tree
+
+    from xcep.xquery.streaming import ItemNode
+
+    def shape(node) -> list:
+        out, todo = [], [node]
+        while todo:
+            n = todo.pop()
+            kind = "element" if n.node_kind == "element" else n.node_kind
+            out.append((kind, n.position, n.name, n.elem.tag if kind == "element" else n.value))
+            todo.extend(reversed(n.children or []))
+        return out
+
+    def etree(node) -> ET.Element:  # (names as spelled: prefixes need no binding)
+        elem = ET.Element(node.name, dict(node.attributes))
+        for child in node.children:
+            if isinstance(child, str):
+                if len(elem):
+                    elem[-1].tail = (elem[-1].tail or "") + child
+                else:
+                    elem.text = (elem.text or "") + child
+            else:
+                elem.append(etree(child))
+        return elem
+
+    element = etree(tree)
+    lazy = ItemNode(element)
+    assert shape(lazy) == shape(get_node_tree(element))
+    assert lazy.string_value == get_node_tree(element).string_value

@@ -304,7 +304,7 @@ def _atomize(items: list) -> list:
 
 def _atoms(tok) -> Closure:
     """A closure giving the atomized value of ``tok``; ``$v/@a`` reads the attribute
-    straight from the element."""
+    straight from the element, ``$v/name`` its children's text."""
     if (
         tok.symbol == "/"
         and len(tok) == 2
@@ -325,6 +325,24 @@ def _atoms(tok) -> Closure:
             return [] if value is None else [_Untyped(value)]
 
         return attribute_value
+    if (
+        tok.symbol == "/"
+        and len(tok) == 2
+        and tok[1].symbol == "(name)"
+        and ":" not in tok[1].value
+    ):  # $v/name: the children's string values, from the element (no nodes made)
+        left, name = _compile(tok[0]), _element_name(tok[1])
+
+        def child_values(env):
+            node = _single_node(left(env))
+            if node is None:
+                return []
+            elem = getattr(node, "elem", None)
+            if elem is None or node.node_kind != "element":
+                raise Fallback
+            return [_Untyped("".join(c.itertext())) for c in elem if c.tag == name]
+
+        return child_values
     inner = _compile(tok)
     return lambda env: _atomize(inner(env))
 

@@ -29,11 +29,12 @@ completes) keeps those items; the whole-document path drops the document.
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from elementpath.tree_builders import get_node_tree
+from elementpath.xpath_nodes import ElementNode, EtreeElementNode, TextNode
 
 from xcep.events import OPEN, TEXT, EventBatch
 from xcep.xquery import ast as A
@@ -323,7 +324,7 @@ class ItemReader:
                 continue
             element = building.add(kind, None if kind == TEXT else names[name], value)
             if element is not None:
-                node = get_node_tree(element)
+                node = ItemNode(element)
                 if ordered:
                     _renumber(node, self.numbered)
                     self.numbered += sum(4 + len(e.attrib) for e in element.iter())
@@ -383,11 +384,71 @@ class StreamState:
         self.reader = state["reader"]
         self.items = LazyItems(iter(()))
         for element, offset in state["held"]:
-            node = get_node_tree(element)
+            node = ItemNode(element)
             _renumber(node, offset)
             self.items.items.append(node)
         self.items.base, self.items.top = state["base"], state["top"]
         self.items.progress = state.get("progress")
+
+
+_CHILDREN = ElementNode.__dict__["children"]  # the slot ElementNode keeps its children in
+
+
+class ItemNode(EtreeElementNode):
+    """The element node of an item read from a stream, whose descendants' nodes are made
+    when first asked for: a window's conditions mostly read an item's attributes (made
+    lazily by elementpath already), and an item's seven nodes cost more than building
+    its elements. Then they are made exactly as elementpath's ``build_node_tree`` makes
+    them (same classes, same positions): ``children`` is that slot, filled on first
+    read."""
+
+    __slots__ = ()
+
+    def __init__(self, elem: ET.Element, position: int = 1) -> None:
+        super().__init__(elem, None, position)
+        _CHILDREN.__delete__(self)  # not made yet
+
+    @property
+    def children(self) -> list:
+        try:
+            return _CHILDREN.__get__(self, ItemNode)
+        except AttributeError:
+            _CHILDREN.__set__(self, [])
+            self._descendants()
+            return _CHILDREN.__get__(self, ItemNode)
+
+    @children.setter
+    def children(self, value: list) -> None:
+        _CHILDREN.__set__(self, value)
+
+    def _descendants(self) -> None:
+        """``build_node_tree`` below this node (no namespaces: two positions before an
+        element's attributes, as there)."""
+        elem = self.value
+        position = self.position + 2 + len(elem.attrib)
+        if elem.text is not None:
+            TextNode(elem.text, self, position)
+            position += 1
+        stack = [(self, iter(elem))]
+        while stack:
+            parent, children = stack[-1]
+            for child_elem in children:
+                child = EtreeElementNode(child_elem, parent, position)
+                position += 2 + len(child_elem.attrib)
+                if child_elem.text is not None:
+                    TextNode(child_elem.text, child, position)
+                    position += 1
+                if len(child_elem):
+                    stack.append((child, iter(child_elem)))
+                    break
+                if child_elem.tail is not None:
+                    TextNode(child_elem.tail, parent, position)
+                    position += 1
+            else:
+                stack.pop()
+                if stack and parent.value.tail is not None:
+                    TextNode(parent.value.tail, stack[-1][0], position)
+                    position += 1
 
 
 def _renumber(node, offset: int) -> None:
