@@ -529,7 +529,7 @@ class Evaluator:
         checks = [self._pattern_check(v, items, more, env) for v in variables]
         by_position = [None if i in keyed else {} for i in range(len(variables))]
         by_start: dict = {}
-        low = [0]
+        low, limit = [0], [4096]  # forgotten below; by_start is pruned when it passes limit
 
         def test(var: int, run_start: int, pos: int) -> int:
             memo = by_position[var]
@@ -550,9 +550,10 @@ class Evaluator:
                     for pos in range(low[0], i):
                         memo.pop(pos, None)
             low[0] = max(low[0], i)
-            if len(by_start) > 4096:
+            if len(by_start) > limit[0]:  # (amortized: the limit doubles what is left)
                 for key in [key for key in by_start if key[1] < i]:
                     del by_start[key]
+                limit[0] = max(4096, 2 * len(by_start))
 
         return test, {i for i, v in enumerate(variables) if v.before or v.all}, forget
 

@@ -257,9 +257,9 @@ class Parser:
             raise self.error(f"expected a variable ($name), found {_describe(tok)}", tok.start)
         if tok.value.startswith("Q{"):  # $Q{uri}local: named by a prefix the prolog binds
             uri, _, local = tok.value[2:].partition("}")
-            prefix = next((p for p, u in self.declared.items() if u == uri and p), None)
             if not uri:
                 return local
+            prefix = next((p for p, u in self.declared.items() if u == uri and p), None)
             if prefix is None:
                 raise self.error(f"declare a prefix for {uri!r} to name ${tok.value}", tok.start)
             return f"{prefix}:{local}"
@@ -345,8 +345,7 @@ class Parser:
         tok = self.next()
         if tok.kind != "string":
             raise self.error(f"expected a URI literal, found {_describe(tok)}", tok.start)
-        quote = tok.value[0]
-        return _decode(tok.value[1:-1].replace(quote * 2, quote)).strip()
+        return _literal(tok.value).strip()
 
     def parse_function(self) -> None:
         """``declare function prefix:name($p as T, ...) as R { body };``: registered with
@@ -445,14 +444,14 @@ class Parser:
             if tok.kind == "string" and _PI_TEST.search(
                 self.text, max(0, tok.start - 80), tok.start
             ):
-                target = " ".join(_decode(v[1:-1].replace(v[0] * 2, v[0])).split())
+                target = " ".join(_literal(v).split())
                 if not _NCNAME.fullmatch(target):
                     raise self.error(
                         f"processing-instruction({v}): not an NCName", tok.start, "XPTY0004"
                     )
             if tok.kind == "string" and "&" in v:
                 out.append(self.text[last : tok.start])
-                out.append(_xpath_string(_decode(v[1:-1].replace(v[0] * 2, v[0]))))
+                out.append(_xpath_string(_literal(v)))
                 last = tok.end
             if tok.kind == "symbol" and v in _OPENERS:
                 depth += 1
@@ -1309,6 +1308,11 @@ def _flush(parts: list, buf: list[str], literal: bool = True) -> None:
     buf.clear()
     if chunk and (literal or not chunk.isspace()):
         parts.append(chunk)
+
+
+def _literal(token: str) -> str:
+    """A string literal's value: quotes off, doubled quotes single, references decoded."""
+    return _decode(token[1:-1].replace(token[0] * 2, token[0]))
 
 
 def _decode(body: str) -> str:
