@@ -116,10 +116,13 @@ def pattern_queries(draw) -> str:
 @settings(max_examples=200)
 @given(pattern_queries(), EVENTS, st.integers(1, 3))
 def test_a_pattern_over_a_stream_gives_the_items_of_the_whole_documents(query, events, parts):
+    assert_streams_as_whole(query, documents(events, parts))
+
+
+def assert_streams_as_whole(query: str, docs: list[str]) -> None:
     compiled = xquery.compile(query)
     plan, why = compiled.stream_plan
     assert plan is not None, why
-    docs = documents(events, parts)
     whole = list(compiled.run([ET.ElementTree(ET.fromstring(d)) for d in docs]))
     data = "\n".join(docs).encode()
     streamed = list(compiled.run(EventStream([io.BytesIO(data)], batch_size=5)))
@@ -132,14 +135,7 @@ def test_streaming_gives_the_items_of_the_whole_documents(query, events, parts):
     """(Document order between separate documents is implementation-dependent: the
     whole-document path does not define it, so a union is tried on one document.)"""
     assume(parts == 1 or "|" not in query)
-    compiled = xquery.compile(query)
-    plan, why = compiled.stream_plan
-    assert plan is not None, why
-    docs = documents(events, parts)
-    whole = list(compiled.run([ET.ElementTree(ET.fromstring(d)) for d in docs]))
-    data = "\n".join(docs).encode()
-    streamed = list(compiled.run(EventStream([io.BytesIO(data)], batch_size=5)))
-    assert streamed == whole, query
+    assert_streams_as_whole(query, documents(events, parts))
 
 
 @settings(max_examples=150, deadline=None)

@@ -303,48 +303,39 @@ def _atomize(items: list) -> list:
 
 
 def _atoms(tok) -> Closure:
-    """A closure giving the atomized value of ``tok``; ``$v/@a`` reads the attribute
-    straight from the element, ``$v/name`` its children's text."""
-    if (
-        tok.symbol == "/"
-        and len(tok) == 2
-        and tok[1].symbol == "@"
-        and tok[1][0].symbol == "(name)"
-        and ":" not in tok[1][0].value
-    ):
-        left, name = _compile(tok[0]), tok[1][0].value
+    """A closure giving the atomized value of ``tok``; ``$v/@a`` and ``$v/name`` read
+    the element itself (``_element_reader``: no nodes made)."""
+    found = _element_reader(tok)
+    if found is None:
+        inner = _compile(tok)
+        return lambda env: _atomize(inner(env))
+    left, read = _compile(found[0]), found[1]
 
-        def attribute_value(env):
-            node = _single_node(left(env))
-            if node is None:
-                return []
-            elem = getattr(node, "elem", None)
-            if elem is None or node.node_kind != "element":
-                raise Fallback
-            value = elem.get(name)
-            return [] if value is None else [_Untyped(value)]
+    def from_element(env):
+        node = _single_node(left(env))
+        if node is None:
+            return []
+        elem = getattr(node, "elem", None)
+        if elem is None or node.node_kind != "element":
+            raise Fallback
+        return read(elem)
 
-        return attribute_value
-    if (
-        tok.symbol == "/"
-        and len(tok) == 2
-        and tok[1].symbol == "(name)"
-        and ":" not in tok[1].value
-    ):  # $v/name: the children's string values, from the element (no nodes made)
-        left, name = _compile(tok[0]), _element_name(tok[1])
+    return from_element
 
-        def child_values(env):
-            node = _single_node(left(env))
-            if node is None:
-                return []
-            elem = getattr(node, "elem", None)
-            if elem is None or node.node_kind != "element":
-                raise Fallback
-            return [_Untyped("".join(c.itertext())) for c in elem if c.tag == name]
 
-        return child_values
-    inner = _compile(tok)
-    return lambda env: _atomize(inner(env))
+def _element_reader(tok):
+    """(the left operand, what to read from its element) for ``left/@name`` (the
+    attribute's value) and ``left/name`` (the children's string values), else None."""
+    if tok.symbol != "/" or len(tok) != 2:
+        return None
+    step = tok[1]
+    if step.symbol == "@" and step[0].symbol == "(name)" and ":" not in step[0].value:
+        name = step[0].value
+        return tok[0], lambda elem: [] if (v := elem.get(name)) is None else [_Untyped(v)]
+    if step.symbol == "(name)" and ":" not in step.value:
+        name = _element_name(step)
+        return tok[0], lambda elem: [_Untyped("".join(c.itertext())) for c in elem if c.tag == name]
+    return None
 
 
 _KINDS = {_Untyped: "untyped", str: "string", int: "number", float: "number"}
