@@ -156,7 +156,7 @@ def plan(tree: A.Expr) -> tuple[StreamPlan | None, str]:
     return StreamPlan(path, prolog, body, ordered), ""
 
 
-_ORDERING = {"|", "union", "intersect", "except", "<<", ">>", "is"}
+_ORDERING = {"|", "union", "intersect", "except", "<<", ">>", "is", "innermost", "outermost"}
 
 
 def _orders_nodes(expr) -> bool:
