@@ -8,6 +8,7 @@ from collections import deque
 
 from xcep.xseq.automaton import Light, Run
 from xcep.xseq.dom import ELEMENT, Node
+from xcep.xseq.lifting import HIDDEN
 from xcep.xseq.matches import (
     Aggregator,
     Binding,
@@ -36,6 +37,11 @@ class Emitter:
             Aggregator(analysis, values_only) if analysis.mode in ("aggregate", "grouped") else None
         )
         self.runs: dict = {}  # run -> its entries awaiting selection
+        # the slots of the query's own variables: where a match starts for the selection
+        # (a variable lifting added binds an ancestor step, which the query did not name)
+        self.own_slots = tuple(
+            i for i, v in enumerate(analysis.variables) if not v.startswith(HIDDEN)
+        )
         self.owner = owner  # the machine's owner of the query's states
         self.last_end: dict = {}  # skip-past-last: per run, the end of the last match selected
 
@@ -50,7 +56,7 @@ class Emitter:
         for entry in sorted(merged.values(), key=_order):
             self.queue.append(entry)
             if self.selection != "all":
-                entry.start = match_start(entry.binding, entry.end)
+                entry.start = match_start(entry.binding, entry.end, self.own_slots)
                 self.runs.setdefault(run, []).append(entry)
 
     def pump(self, final: bool = False) -> None:
@@ -129,9 +135,9 @@ class Emitter:
             if not final:
                 states = run.m.states
                 starts = [
-                    match_start(t[1], None)
+                    match_start(t[1], None, self.own_slots)
                     for t in run.live_threads()
-                    if t[1].nodes() and states[t[0]].owner == self.owner
+                    if states[t[0]].owner == self.owner and t[1].nodes(self.own_slots)
                 ]
                 floor = min(starts, default=None)
             while entries:

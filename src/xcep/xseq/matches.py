@@ -50,9 +50,11 @@ class Binding:
         entries[group] = node
         return Binding(self.slots, tuple(entries))
 
-    def nodes(self) -> list[Node]:
+    def nodes(self, indexes: tuple | None = None) -> list[Node]:
+        """The bound nodes (of the slots at ``indexes`` only, given them)."""
         out = []
-        for slot in self.slots:
+        slots = self.slots if indexes is None else [self.slots[i] for i in indexes]
+        for slot in slots:
             if isinstance(slot, tuple):
                 out.extend(slot)
             elif slot is not None:
@@ -115,8 +117,10 @@ def conditions_hold(analysis: Analysis, conjuncts, binding: Binding, iteration: 
     return all(holds(c.cond, None, env) for c in conjuncts)
 
 
-def match_start(binding: Binding, end: Node) -> tuple:
-    nodes = binding.nodes()
+def match_start(binding: Binding, end: Node, indexes: tuple | None = None) -> tuple:
+    """Where a match starts: its first bound node (of the slots at ``indexes``: the
+    query's own variables, not those lifting added), else its end."""
+    nodes = binding.nodes(indexes)
     return min(n.key for n in nodes) if nodes else end.key
 
 
