@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
-from xcep.xquery.values import XML_NAMESPACE, expanded_name
+from xcep.xquery.values import XML_NAMESPACE, XML_SCOPE, expanded_name
 
 XML_PREFIXED = f"{{{XML_NAMESPACE}}}"
 
@@ -27,7 +27,7 @@ class ElementBuilder:
         self.pending = None  # an open tag waiting for its attributes: [name, attributes]
         self.depth = 0
         self.prefixes = prefixes
-        self.scopes: list[dict] = [{"xml": XML_NAMESPACE}]  # prefix ('' default) → URI
+        self.scopes: list[dict] = [XML_SCOPE]  # prefix ('' default) → URI
 
     def _start(self, name: str, attributes: dict) -> None:
         if self.prefixes is None:

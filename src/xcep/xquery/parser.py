@@ -29,7 +29,7 @@ from xcep.lexing import END, Token
 from xcep.xquery import ast as A
 from xcep.xquery.errors import XQueryError, static_error
 from xcep.xquery.pattern import check_single_binding
-from xcep.xquery.values import XML_NAMESPACE, double_text, expanded_name
+from xcep.xquery.values import XML_NAMESPACE, XML_SCOPE, double_text, expanded_name
 
 _SPACE = re.compile(r"(?:\s+|\(:)")
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?")
@@ -109,7 +109,6 @@ def _skip_comment(text: str, pos: int) -> int:
 
 
 XMLNS_NAMESPACE = "http://www.w3.org/2000/xmlns/"
-_XML_SCOPE = {"xml": XML_NAMESPACE}
 _PI_TEST = re.compile(r"processing-instruction\s*\(\s*\Z")  # ("name"): the name an NCName
 _RENAMED = "_xcep"  # added to a reserved local name of a declared function
 # a leading '/' (at the start, after '(', '[', ',' or '{') followed by '<'
@@ -320,7 +319,7 @@ class Parser:
         if self.declared:
             self.runtime["namespaces"] = self.declared
             self.runtime["prefixes"] = self.prefixes = {u: p for p, u in self.declared.items()}
-            self.scopes = [{"xml": XML_NAMESPACE, **self.declared}]
+            self.scopes = [{**XML_SCOPE, **self.declared}]
         return variables
 
     def declare_namespace(self) -> None:
@@ -1023,7 +1022,7 @@ class Parser:
         it: elementpath looks prefixes up when it runs, in one table per query.)"""
         self._check_expanded_names(attributes, start)
         if not self.declared:  # names as spelled, but xml:, bound everywhere
-            attributes = [(expanded_name(k, _XML_SCOPE, False), v) for k, v in attributes]
+            attributes = [(expanded_name(k, XML_SCOPE, False), v) for k, v in attributes]
             return A.Element(name, attributes, self.parse_content(name) if content else [], start)
         scope = dict(self.scopes[-1])
         kept = []
@@ -1048,7 +1047,7 @@ class Parser:
         prefixed = [key for key, _ in attributes if ":" in key and not key.startswith("xmlns:")]
         if len(prefixed) < 2:
             return
-        scope = {**_XML_SCOPE, **(self.scopes[-1] if self.declared else {})}
+        scope = {**XML_SCOPE, **(self.scopes[-1] if self.declared else {})}
         for key, value in attributes:
             if key == "xmlns" or key.startswith("xmlns:"):
                 scope[key[6:]] = "".join(part for part in value if isinstance(part, str))

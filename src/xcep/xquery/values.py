@@ -19,6 +19,7 @@ from elementpath.xpath_nodes import XPathNode
 from xcep.xquery.errors import XQueryError
 
 XML_NAMESPACE = "http://www.w3.org/XML/1998/namespace"
+XML_SCOPE = {"xml": XML_NAMESPACE}  # the one prefix bound everywhere: prefix → URI
 
 
 def expanded_name(name: str, scope: dict, element: bool) -> str:
