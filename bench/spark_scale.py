@@ -50,6 +50,10 @@ INPUT_OF = {"XPush": "messages", "XSeq": "stocks", "XQuery": "messages", "XSCL":
 ENGINES = ("XPush", "XSeq", "XQuery", "XSCL")
 MASTERS = ("local[2]", "standalone")
 CONF = {"spark.sql.shuffle.partitions": 8, "spark.driver.memory": "4g"}
+# a standalone executor holds a file's units (128 MB of XML) several times over: at
+# Spark's default 1 GB its JVM ran out of memory at 10 GB (executors lost, exit 52)
+WORKER_MEMORY = "3g"
+STANDALONE_CONF = {**CONF, "spark.executor.memory": WORKER_MEMORY}
 
 
 def generate(workdir: Path, megabytes: int) -> dict:
@@ -229,7 +233,9 @@ def run(
     repeat: int = 1, quick: bool = False, gigabytes: float = 1, engines: tuple = ENGINES
 ) -> list[dict]:
     """Each contender's rows are printed and written as soon as it is done (a 10 GB run
-    takes hours: what finished is kept). ``XCEP_BENCH_ENGINES=XQuery,XSCL`` picks engines."""
+    takes hours: what finished is kept). ``XCEP_BENCH_ENGINES=XQuery,XSCL`` picks engines,
+    ``XCEP_BENCH_CONTENDERS=standalone`` contenders: without ``in-process`` its rows (the
+    counts every contender is checked against) come from the last results of the name."""
     import contextlib
 
     from xcep.spark.cluster import standalone
@@ -242,21 +248,28 @@ def run(
     if tuple(engines) != ENGINES:
         name += "-" + "-".join(e.lower() for e in engines)
     meta = {"quick": quick, "gigabytes": gigabytes, "file_mb": FILE_MB}
+    contenders = ("in-process", *MASTERS)
+    if os.environ.get("XCEP_BENCH_CONTENDERS"):
+        contenders = tuple(c.strip() for c in os.environ["XCEP_BENCH_CONTENDERS"].split(","))
     rows: list = []
+    if "in-process" not in contenders:
+        rows = _earlier_rows(name, engines, contenders)
     with tempfile.TemporaryDirectory(prefix="xcep-scale-") as tmp:
         started = time.perf_counter()
         inputs = generate(Path(tmp), megabytes)
         print(f"generated {megabytes:,} MB x 2 in {time.perf_counter() - started:.0f} s")
-        own = _in_process(inputs, engines)
-        for engine, found in own.items():
-            size = inputs[INPUT_OF[engine]][1]
-            rows.append({"engine": engine, "contender": "in-process", "cores": 1, "bytes": size,
-                         **found})  # fmt: skip
-        _report(rows, name, meta)
-        for master in MASTERS:
-            place = standalone(workers=2, memory="2g") if master == "standalone" else None
+        if "in-process" in contenders:
+            own = _in_process(inputs, engines)
+            for engine, found in own.items():
+                size = inputs[INPUT_OF[engine]][1]
+                rows.append({"engine": engine, "contender": "in-process", "cores": 1,
+                             "bytes": size, **found})  # fmt: skip
+            _report(rows, name, meta)
+        for master in (m for m in MASTERS if m in contenders):
+            place = standalone(workers=2, memory=WORKER_MEMORY) if master == "standalone" else None
             with place or contextlib.nullcontext(master) as url:
-                spark = session(url, "xcep-scale", conf=CONF)
+                conf = STANDALONE_CONF if master == "standalone" else CONF
+                spark = session(url, "xcep-scale", conf=conf)
                 found = _on_spark(spark, inputs, engines)
                 spark.stop()
             for engine, result in found.items():
@@ -265,6 +278,25 @@ def run(
                              **result})  # fmt: skip
             _report(rows, name, meta)
     return rows
+
+
+def _earlier_rows(name: str, engines: tuple, contenders: tuple) -> list:
+    """The rows of the last run of ``name`` that this run keeps: every engine's
+    in-process row first (what the others are checked against), and the contenders
+    this run does not repeat."""
+    import json
+
+    from bench.harness import RESULTS
+
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"{path}: no earlier run to take the in-process rows from")
+    earlier = json.loads(path.read_text())["results"]
+    kept = [r for r in earlier if r["engine"] in engines and r["contender"] not in contenders]
+    kept.sort(key=lambda r: r["contender"] != "in-process")
+    for row in kept:
+        _PRINTED.add(id(row))
+    return kept
 
 
 _PRINTED: set = set()  # the rows printed already (each run prints a row once)

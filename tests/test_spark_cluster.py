@@ -4,8 +4,11 @@ local mode."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -54,3 +57,40 @@ def test_a_job_on_the_cluster_gives_what_it_gives_in_local_mode(cluster, message
     on_cluster = _job(kind, messages, cluster)
     assert on_cluster  # (every job finds something in these messages)
     assert on_cluster == _job(kind, messages, "local[2]")
+
+
+def _parents() -> dict[int, int]:
+    """Every live (not zombie) process: its parent's pid."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    state, parent = stat.read().rsplit(")", 1)[1].split()[:2]
+            except OSError:
+                continue
+            if state != "Z":
+                found[int(entry)] = int(parent)
+    return found
+
+
+def test_a_terminated_owner_stops_the_cluster(tmp_path):
+    """SIGTERM to the process holding a cluster stops the master it started."""
+    script = (
+        "import sys\n"
+        "from xcep.spark.cluster import standalone\n"
+        f"with standalone(workers=0, work={str(tmp_path)!r}):\n"
+        "    print('up', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout.readline().strip() == "up"
+    (master,) = [p for p, parent in _parents().items() if parent == owner.pid]
+    os.kill(owner.pid, signal.SIGTERM)
+    assert owner.wait(60) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 30
+    while master in _parents() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert master not in _parents()

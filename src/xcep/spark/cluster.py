@@ -4,7 +4,7 @@
 their own (PySpark's ``spark-class org.apache.spark.deploy.master.Master`` and
 ``…worker.Worker``, small memory), waits until every worker has registered, yields
 the master's URL (``spark://127.0.0.1:PORT``) and stops them all at the end, even
-on failure. Jobs then run with ``--master URL``: their Python workers are other
+on failure or SIGTERM. Jobs then run with ``--master URL``: their Python workers are other
 processes than the driver's, as on a real cluster (here on this machine, with this
 interpreter; see docs/spark.md for a real one).
 """
@@ -15,8 +15,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -60,6 +62,11 @@ def standalone(
         logs.append(log)
         processes.append(subprocess.Popen([spark_class(), *args], stdout=log, stderr=log, env=env))
 
+    def terminated(signum, frame):  # a SIGTERM unwinds through the ``finally`` below
+        raise SystemExit(128 + signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminated) if main else None
     try:
         start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
               "--port", str(port), "--webui-port", str(ui))  # fmt: skip
@@ -89,3 +96,5 @@ def standalone(
             log.close()
         if cleanup:
             shutil.rmtree(work_dir, ignore_errors=True)
+        if main:
+            signal.signal(signal.SIGTERM, previous)

@@ -50,10 +50,13 @@ def xscl_units(
 ) -> DataFrame:
     """The results of the queries over the inputs: ``(stream name, units)`` pairs."""
     engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
-    stage1 = witnesses(inputs, queries, timestamp)
+    stage1 = witnesses(inputs, queries, timestamp).persist()  # Stage 1 runs once
     docs = number_documents(stage1.where("error IS NULL"), 0).cache()
     count = docs.count()
-    return _results(spark, engine, docs, docs, 0, count - 1).unionByName(_errors(stage1))
+    errors = _errors(stage1).cache()
+    errors.count()
+    stage1.unpersist()  # what is read later is cached: the numbered documents, the errors
+    return _results(spark, engine, docs, docs, 0, count - 1).unionByName(errors)
 
 
 def witnesses(inputs, queries: list[tuple[str, str]], timestamp: str | None) -> DataFrame:
@@ -76,12 +79,28 @@ def witnesses(inputs, queries: list[tuple[str, str]], timestamp: str | None) -> 
 
 
 def number_documents(stage1: DataFrame, first: int) -> DataFrame:
-    """Document ids in stream order (input, file path, record, position), from ``first``."""
+    """Document ids in stream order (input, file path, record, position), from ``first``.
+
+    Each file's documents are numbered within the file (a window partitioned by file,
+    so the rows stay spread over the cluster), then offset by the counts of the files
+    before it (one small row per file, broadcast). ``stage1`` is read twice (the counts,
+    then the rows): callers pass it cached.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    order = Window.orderBy("input", "path", F.coalesce("record", F.lit(-1)), "doc")
-    return stage1.withColumn("docid", F.row_number().over(order) - 1 + F.lit(first))
+    in_file = Window.partitionBy("input", "path").orderBy(F.coalesce("record", F.lit(-1)), "doc")
+    before = Window.orderBy("input", "path").rowsBetween(Window.unboundedPreceding, -1)
+    offsets = (
+        stage1.groupBy("input", "path")
+        .count()
+        .select("input", "path", F.coalesce(F.sum("count").over(before), F.lit(0)).alias("_at"))
+    )
+    numbered = stage1.withColumn("_in", F.row_number().over(in_file)).join(
+        F.broadcast(offsets), ["input", "path"]
+    )
+    columns = [*stage1.columns, (F.col("_at") + F.col("_in") - 1 + F.lit(first)).alias("docid")]
+    return numbered.select(*columns)
 
 
 def _errors(stage1: DataFrame) -> DataFrame:
