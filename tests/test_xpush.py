@@ -763,7 +763,7 @@ def _bare_kernel(n: int):
     if compiled.StateKernel is None:
         pytest.skip("the compiled core is not built here (no C compiler)")
     return compiled.StateKernel(
-        b"\0" * n, b"", *[compiled.offsets([()] * n)] * 4, 1, [None] * n
+        b"\0" * n, b"", *[compiled.offsets([()] * n)] * 4, 1, ([None] * n, [None] * n)
     )  # fmt: skip
 
 
@@ -814,7 +814,7 @@ def test_the_state_kernel_checks_what_it_is_given():
         early=machine.offsets([()] * n),
         initial=machine.offsets([c.initial.get(s, ()) for s in range(n)]),
         filters=1,
-        back=c.back,
+        steps=(c.afa.label, c.afa.target),
     )
     kernel = machine.StateKernel(**good)
     none, every, everywhere = (kernel.states.intern(x) for x in ((), range(n), (-1,)))
@@ -829,20 +829,22 @@ def test_the_state_kernel_checks_what_it_is_given():
         "watchers": (array("i", [1] * (n + 1)), good["watchers"][1]),  # offsets not from 0
         "initial": (good["initial"][0], array("i", [5] * len(good["initial"][1]))),  # no filter 5
         "kind": bytes([7]) * n,
-        "back": c.back[:-1],
+        "steps": (c.afa.label[:-1], c.afa.target),
         "true_leaves": array("i", [n]),
         "prec": (machine.offsets([()] * n), machine.offsets([[n]])),  # a set of no state
     }
     for name, value in bad.items():
         with pytest.raises(ValueError):
             machine.StateKernel(**{**good, name: value})
-    for back in ([{"a": [0]}] * n, [{1: (0,)}] * n, [0] * n):  # {label: tuple of states}
+    for labels in ([1] * n, [b"a"] * n):  # a label is a str (or None: no step)
         with pytest.raises(TypeError):
-            machine.StateKernel(**{**good, "back": back})
+            machine.StateKernel(**{**good, "steps": (labels, c.afa.target)})
+    with pytest.raises(TypeError):
+        machine.StateKernel(**{**good, "steps": [c.afa.label, c.afa.target]})
     with pytest.raises(TypeError):
         machine.StateKernel(**{**good, "prec": (1, 2, 3)})
     with pytest.raises(ValueError, match="out of range"):
-        machine.StateKernel(**{**good, "back": [{"a": (n,)}] * n})
+        machine.StateKernel(**{**good, "steps": (["a"] * n, [n] * n)})
     with pytest.raises(ValueError, match="out of range"):
         kernel.accept((frozenset([n]),), everywhere)
     with pytest.raises(ValueError, match="out of range"):
@@ -856,9 +858,6 @@ def test_the_state_kernel_checks_what_it_is_given():
         kernel.push(99, "a")
     with pytest.raises(TypeError):
         kernel.set_values(every, c.index)  # a ValueIndex (PredicateIndex.compiled) is needed
-    two_labels = [{"a": (0,), "b": (0,)} if s == 1 else None for s in range(n)]
-    with pytest.raises(ValueError, match="one label"):
-        machine.StateKernel(**{**good, "back": two_labels})
     with pytest.raises(ValueError, match="filters expected"):
         kernel.ids_of(b"", ["f", "g"])
     with pytest.raises(ValueError, match="out of range"):

@@ -1252,83 +1252,110 @@ static int32_t label_id(StateKernel *self, PyObject *label, int add)
     return (int32_t)(PyDict_GET_SIZE(self->labels) - 1);
 }
 
-/* The back table (a list: state -> {label: tuple of states} or None) as flat arrays. */
-static int load_back(StateKernel *self, PyObject *back)
+static int by_label_then_state(const void *a, const void *b)
 {
-    Py_ssize_t n = self->n, entries = 0, states = 0, pos;
-    PyObject *label, *targets;
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The back table, from each state's step (`labels[t]`: its label or None; `targets[t]`:
+ * the state it steps into): for each state, the states stepping into it, one entry per
+ * label (entries by label id, each entry's states ascending). Built by a counting sort on
+ * the target, so a workload of millions of states needs no dict per state. */
+static int load_back(StateKernel *self, PyObject *labels, PyObject *targets)
+{
+    Py_ssize_t n = self->n;
+    if (!PyList_Check(labels) || !PyList_Check(targets) || PyList_GET_SIZE(labels) != n ||
+        PyList_GET_SIZE(targets) != n) {
+        PyErr_SetString(PyExc_ValueError, "steps: (labels, targets), two lists of one per state");
+        return -1;
+    }
     if (!(self->labels = PyDict_New()))
         return -1;
-    for (Py_ssize_t s = 0; s < n; s++) {
-        PyObject *by_label = PyList_GET_ITEM(back, s);
-        if (by_label == Py_None)
-            continue;
-        if (!PyDict_Check(by_label)) {
-            PyErr_SetString(PyExc_TypeError, "back: a dict or None per state");
-            return -1;
-        }
-        for (pos = 0; PyDict_Next(by_label, &pos, &label, &targets);) {
-            if (!PyUnicode_Check(label) || !PyTuple_Check(targets)) {
-                PyErr_SetString(PyExc_TypeError, "back: {label: tuple of states}");
-                return -1;
-            }
-            entries++;
-            states += PyTuple_GET_SIZE(targets);
-        }
-    }
-    if (entries >= INT32_MAX || states >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "back: too many entries");
-        return -1;
-    }
-    self->backs = PyMem_Malloc((size_t)(entries ? entries : 1) * sizeof(BackEntry));
-    self->back_items = PyMem_Malloc((size_t)(states ? states : 1) * sizeof(int32_t));
     self->step_label = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     self->step_target = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    if (!self->backs || !self->back_items || !self->step_label || !self->step_target) {
+    int32_t *at = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    int64_t *keys = NULL;
+    int status = -1;
+    if (!self->step_label || !self->step_target || !at) {
         PyErr_NoMemory();
-        return -1;
+        goto done;
     }
     memset(self->step_label, 0xFF, (size_t)n * sizeof(int32_t));
-    int32_t e = 0, k = 0;
+    Py_ssize_t steps = 0;
+    for (Py_ssize_t t = 0; t < n; t++) {
+        PyObject *label = PyList_GET_ITEM(labels, t), *target = PyList_GET_ITEM(targets, t);
+        if (label == Py_None)
+            continue;
+        if (!PyUnicode_Check(label)) {
+            PyErr_SetString(PyExc_TypeError, "steps: a label is a str or None");
+            goto done;
+        }
+        Py_ssize_t s = index_of(target, n, PyExc_ValueError, "state");
+        if (s < 0 || (self->step_label[t] = label_id(self, label, 1)) < 0)
+            goto done;
+        self->step_target[t] = (int32_t)s;
+        at[s + 1]++;
+        steps++;
+    }
+    for (Py_ssize_t s = 0; s < n; s++)
+        at[s + 1] += at[s];
+    self->back_items = PyMem_Malloc((size_t)(steps ? steps : 1) * sizeof(int32_t));
+    keys = PyMem_Malloc((size_t)(steps ? steps : 1) * sizeof(int64_t));
+    if (!self->back_items || !keys) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < n; t++) /* by target, then label, then state */
+        if (self->step_label[t] >= 0)
+            keys[at[self->step_target[t]]++] = (int64_t)self->step_label[t] << 32 | t;
+    for (Py_ssize_t s = n; s > 0; s--) /* (the fill moved each start to the next one's) */
+        at[s] = at[s - 1];
+    at[0] = 0;
+    Py_ssize_t entries = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        if (at[s + 1] - at[s] > 1)
+            qsort(keys + at[s], (size_t)(at[s + 1] - at[s]), sizeof(int64_t), by_label_then_state);
+        for (int32_t k = at[s]; k < at[s + 1]; k++)
+            entries += k == at[s] || keys[k] >> 32 != keys[k - 1] >> 32;
+    }
+    self->backs = PyMem_Malloc((size_t)(entries ? entries : 1) * sizeof(BackEntry));
+    if (!self->backs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int32_t e = 0;
     for (Py_ssize_t s = 0; s < n; s++) {
         self->info[s].back = e;
-        PyObject *by_label = PyList_GET_ITEM(back, s);
-        if (by_label == Py_None)
-            continue;
-        for (pos = 0; PyDict_Next(by_label, &pos, &label, &targets); e++) {
-            BackEntry *entry = &self->backs[e];
-            entry->at = k;
-            entry->n = (int32_t)PyTuple_GET_SIZE(targets);
-            if ((entry->label = label_id(self, label, 1)) < 0)
-                return -1;
-            for (Py_ssize_t i = 0; i < entry->n; i++) {
-                Py_ssize_t t = index_of(PyTuple_GET_ITEM(targets, i), n, PyExc_ValueError, "state");
-                if (t < 0)
-                    return -1;
-                if (self->step_label[t] >= 0) {
-                    PyErr_SetString(PyExc_ValueError, "back: a state steps on one label");
-                    return -1;
-                }
-                self->step_label[t] = entry->label;
-                self->step_target[t] = (int32_t)s;
-                self->back_items[k++] = (int32_t)t;
+        for (int32_t k = at[s]; k < at[s + 1]; k++) {
+            if (k == at[s] || keys[k] >> 32 != keys[k - 1] >> 32) {
+                self->backs[e].label = (int32_t)(keys[k] >> 32);
+                self->backs[e].at = k;
+                self->backs[e].n = 0;
+                e++;
             }
+            self->backs[e - 1].n++;
+            self->back_items[k] = (int32_t)(keys[k] & 0xFFFFFFFF);
         }
         self->info[s].nback = e - self->info[s].back;
     }
-    return 0;
+    status = 0;
+done:
+    PyMem_Free(at);
+    PyMem_Free(keys);
+    return status;
 }
 
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"kind",    "true_leaves", "eps",  "watchers", "early",
-                               "initial", "filters",     "back", "prec",     NULL};
+    static char *keywords[] = {"kind",    "true_leaves", "eps",   "watchers", "early",
+                               "initial", "filters",     "steps", "prec",     NULL};
     Py_buffer kind, trues;
     Py_ssize_t filters;
-    PyObject *eps, *watchers, *early, *initial, *back, *prec = Py_None;
+    PyObject *eps, *watchers, *early, *initial, *steps, *prec = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*OOOOnO!|O", keywords, &kind, &trues,
-                                     &eps, &watchers, &early, &initial, &filters, &PyList_Type,
-                                     &back, &prec))
+                                     &eps, &watchers, &early, &initial, &filters, &PyTuple_Type,
+                                     &steps, &prec))
         return NULL;
     StateKernel *self = (StateKernel *)type->tp_alloc(type, 0);
     Py_ssize_t n = kind.len;
@@ -1336,8 +1363,8 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         goto done;
     self->n = n;
     self->nfilters = filters;
-    if (PyList_GET_SIZE(back) != n || n >= INT32_MAX || filters < 0 || filters >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "back: one entry per state (fewer than 2**31)");
+    if (PyTuple_GET_SIZE(steps) != 2 || n >= INT32_MAX || filters < 0 || filters >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "steps: (labels, targets); fewer than 2**31 states");
         goto fail;
     }
     if (load_lists(&self->eps, eps, n, n, "eps") < 0 ||
@@ -1347,7 +1374,7 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         goto fail;
     if (!(self->info = PyMem_Calloc(n ? (size_t)n : 1, sizeof(StateInfo))))
         goto nomemory;
-    if (load_back(self, back) < 0)
+    if (load_back(self, PyTuple_GET_ITEM(steps, 0), PyTuple_GET_ITEM(steps, 1)) < 0)
         goto fail;
     if (prec != Py_None) {
         if (!PyTuple_Check(prec) || PyTuple_GET_SIZE(prec) != 2) {

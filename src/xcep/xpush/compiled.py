@@ -43,7 +43,6 @@ class CompiledWorkload:
     """What the runtime needs of the AFA, precomputed once per workload."""
 
     afa: AFA
-    back: list[dict[str, tuple[int, ...]] | None]  # state → {label: states stepping into it}
     watchers: list[tuple[int, ...]]  # ε-predecessors to decide when the state matches
     true_leaves: frozenset[int]
     not_states: frozenset[int]
@@ -58,6 +57,21 @@ class CompiledWorkload:
     @property
     def predicate_states(self) -> frozenset[int]:
         return self.index.states
+
+    @cached_property
+    def back(self) -> list[dict[str, tuple[int, ...]] | None]:
+        """State → {label: states stepping into it} (the compiled core builds its own from
+        the steps: millions of dicts are what a large workload would otherwise hold)."""
+        afa = self.afa
+        back: list[dict | None] = [None] * self.size
+        for s in range(self.size):
+            label = afa.label[s]
+            if label is not None:
+                by_label = back[afa.target[s]]
+                if by_label is None:
+                    by_label = back[afa.target[s]] = {}
+                by_label[label] = (*by_label.get(label, ()), s)
+        return back
 
     @cached_property
     def json_ids(self) -> tuple[bytes, array, bool]:
@@ -96,7 +110,7 @@ class CompiledWorkload:
             offsets([self.early.get(s, ()) for s in states]),
             offsets([self.initial.get(s, ()) for s in states]),
             len(self.ids),
-            self.back,
+            (self.afa.label[: self.size], self.afa.target[: self.size]),
             prec,
         )
 
@@ -106,25 +120,17 @@ def compile_workload(
 ) -> CompiledWorkload:
     afa = workload.compile(unique_early=options.early)
     n = len(afa)
-    back: list[dict | None] = [None] * n
-    for s in range(n):
-        if afa.label[s] is not None:
-            by_label = back[afa.target[s]]
-            if by_label is None:
-                by_label = back[afa.target[s]] = {}
-            by_label[afa.label[s]] = (*by_label.get(afa.label[s], ()), s)
-    parents: list[list[int]] = [[] for _ in range(n)]
-    for s, successors in enumerate(afa.eps):
+    fan_in = array("i", bytes(4 * n))  # state -> how many states have it as ε-successor
+    for successors in afa.eps:
         for t in successors:
-            parents[t].append(s)
+            fan_in[t] += 1
     predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
     ids = sorted(workload.numbers, key=id_key)
     rank = {workload.numbers[fid]: position for position, fid in enumerate(ids)}
     initial = _by_state(afa.initial, rank)
     compiled = CompiledWorkload(
         afa=afa,
-        back=back,
-        watchers=_watchers(afa, parents),
+        watchers=_watchers(afa, fan_in),
         true_leaves=frozenset(s for s in range(n) if afa.predicate[s] is TRUE),
         not_states=frozenset(s for s in range(n) if afa.kind[s] == NOT),
         index=PredicateIndex(predicates),
@@ -135,7 +141,11 @@ def compile_workload(
         size=n,
     )
     if options.order and order_facts is not None:
-        compiled.prec = _order_preconditions(afa, parents, back, initial, order_facts)
+        parents: list[list[int]] = [[] for _ in range(n)]
+        for s, successors in enumerate(afa.eps):
+            for t in successors:
+                parents[t].append(s)
+        compiled.prec = _order_preconditions(afa, parents, compiled.back, initial, order_facts)
     return compiled
 
 
@@ -177,10 +187,12 @@ def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[
     return out
 
 
-def _watchers(afa: AFA, parents: list[list[int]]) -> list[tuple[int, ...]]:
+def _watchers(afa: AFA, fan_in: array) -> list[tuple[int, ...]]:
     """OR and NOT predecessors always; an AND only through one successor, the one least
     likely to match: one that tests values if any (structure matches most documents),
-    then the least shared."""
+    then the least shared (``fan_in``: how many states have it as an ε-successor).
+    Most states watch nothing: their lists are made only for those that do (millions of
+    empty lists would be the largest thing a big workload's compile holds)."""
     tests_values = [isinstance(p, Predicate) for p in afa.predicate]
     for s in range(len(afa)):  # successors and targets have smaller numbers, except loops
         target = afa.target[s]
@@ -188,17 +200,17 @@ def _watchers(afa: AFA, parents: list[list[int]]) -> list[tuple[int, ...]]:
             tests_values[s] = True
         if any(tests_values[t] for t in afa.eps[s]):
             tests_values[s] = True
-    watchers: list[list[int]] = [[] for _ in range(len(afa))]
+    watching: dict[int, list[int]] = {}
     for s, successors in enumerate(afa.eps):
         if not successors:
             continue
         if afa.kind[s] == AND:
-            watch = min(successors, key=lambda t: (not tests_values[t], len(parents[t]), -t))
-            watchers[watch].append(s)
+            watch = min(successors, key=lambda t: (not tests_values[t], fan_in[t], -t))
+            watching.setdefault(watch, []).append(s)
         else:
             for t in successors:
-                watchers[t].append(s)
-    return [tuple(w) for w in watchers]
+                watching.setdefault(t, []).append(s)
+    return [tuple(watching.pop(t)) if t in watching else () for t in range(len(afa))]
 
 
 def _order_preconditions(afa: AFA, parents, back, initial, order_facts) -> dict:
