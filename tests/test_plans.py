@@ -25,6 +25,11 @@ CASES = {
     "xseq": {"q": "/s/t[@price > 4]/@price"},
     "xseq-sequence": {"q": "return count($Z) from /s/$Z (\\ $X)* where $X@price < prev($X)@price"},
     "xseq-multi": {"a": "/s/t/@price", "b": "/s/t[@company='B']/v/text()", "c": "//v/text()"},
+    "xseq-mixed": {  # one query on its runtime, two on the automaton (no runtime takes them)
+        "a": "/s/t[@company='B']/v/text()",
+        "b": "//t \\ t/@price",
+        "c": "return $T@price from //$T where $T@price > $T/v/text()",
+    },
     "xquery": {"q": "for $t in $input/s/t where $t/@price > 5 return string($t/@price)"},
     "xquery-window": {
         "q": "for tumbling window $w in $input/s/t start $a when true() end $b next $c "
@@ -65,7 +70,7 @@ def engine_rows(case: str) -> list:
 
         ((qid, text),) = queries.items()
         return [(qid, None, row) for row in XSeqEngine(text).run(stream)]
-    if case == "xseq-multi":
+    if case in ("xseq-multi", "xseq-mixed"):
         from xcep.xseq import XSeqMultiEngine
 
         engine = XSeqMultiEngine()
@@ -95,7 +100,17 @@ def engine_rows(case: str) -> list:
 @pytest.mark.parametrize("size", [16, 50, 10_000])
 def test_a_run_fed_batch_by_batch_gives_the_engines_answer(case, size):
     rows = whole(compile_plan(kind_of(case), CASES[case]), size)
-    assert [tuple(r) for r in rows] == engine_rows(case)
+    if case in ("xseq-multi", "xseq-mixed"):  # each query's rows in its order (side by side)
+        assert per_query(rows) == per_query(engine_rows(case))
+    else:
+        assert [tuple(r) for r in rows] == engine_rows(case)
+
+
+def per_query(rows) -> dict:
+    found: dict = {}
+    for query, doc, value in rows:
+        found.setdefault(query, []).append((doc, value))
+    return found
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -114,13 +129,18 @@ def test_a_run_saved_anywhere_goes_on_with_the_same_rows(case):
         assert "snapshot" in plan.can
         run = compile_plan(kind_of(case), CASES[case]).restore(bytes(data))  # another plan
         rows += [row for batch in parts[cut:] for row in run.feed(batch)]
-        assert rows + run.finish() == want, cut
+        rows += run.finish()
+        if case in ("xseq-multi", "xseq-mixed"):  # (side by side: a batch's rows by query)
+            assert per_query(rows) == per_query(want), cut
+        else:
+            assert rows == want, cut
 
 
 CHANGING = {  # a plan's kind, options and the texts of the queries added and removed
     "xscl-memory": ("xscl", {"join": "memory"}),
     "xscl-sql": ("xscl", {"join": "sql"}),
     "xseq-multi": ("xseq", {}),
+    "xseq-mixed": ("xseq", {}),
 }
 MORE = {
     "xscl": [
@@ -134,12 +154,13 @@ MORE = {
         "return count($Z) from /s/$Z[v > 1]",
     ],
 }
+MORE["xseq-mixed"] = [*CASES["xseq-mixed"].values(), *MORE["xseq"]]  # starts: own, automaton
 
 
 @pytest.mark.parametrize("case", sorted(CHANGING))
 def test_a_run_saved_among_changes_goes_on_as_if_never_stopped(case):
     kind, options = CHANGING[case]
-    texts = MORE[kind]
+    texts = MORE.get(case, MORE[kind])
     parts = batches(16)
     rng = random.Random(case)
     for _ in range(4):
@@ -184,7 +205,7 @@ def test_a_snapshot_of_another_plan_or_damaged_is_refused():
         plan.restore(b"junk")
 
 
-@pytest.mark.parametrize("case", ["filter", "xseq-multi", "xscl"])
+@pytest.mark.parametrize("case", ["filter", "xseq-multi", "xseq-mixed", "xscl"])
 def test_queries_added_and_removed_take_effect_at_the_next_document(case):
     kind = kind_of(case)
     queries = dict(CASES[case])

@@ -1,4 +1,4 @@
-"""XSeq queries (``xcep.xseq``) as a plan: one query on its runtime, several in one automaton."""
+"""XSeq queries (``xcep.xseq``) as a plan: a query on its runtime, the rest in one automaton."""
 
 from __future__ import annotations
 
@@ -8,11 +8,20 @@ from xcep.errors import StateError
 from xcep.events.model import EventBatch
 from xcep.plans.base import Plan, Row, Run, documents_ended
 
+# Several queries: up to this many of those a runtime serves (a path, a flat sequence)
+# run each on its own runtime, fed the same batches; the others share one automaton.
+# Measured (bench xseq-queries' families, 3.6 MB): a query on its runtime costs ~18 ms
+# there, so 10 such queries take 0.16-0.19 s on their own and 0.64-1.57 s in the
+# automaton; past a few dozen, the automaton's sharing (templates, counting) wins.
+OWN_RUNTIMES = 16
+
 
 class XSeqPlan(Plan):
-    """XSeq queries: one query on its runtime, several in one automaton (queries added
-    and removed while it runs). Every run is saved: one query's by its runtime
-    (``XSeqEngine.start``), several queries' with their automaton.
+    """XSeq queries: one query on its runtime; several: up to ``OWN_RUNTIMES`` of those a
+    runtime serves each on its own, the rest in one automaton (queries added while it runs
+    join the automaton, at the next document). Every run is saved: a query's runtime by
+    its run (``XSeqEngine.start``), the automaton with its driver. Each query's rows come
+    in its own order; a batch gives the rows of the queries on their own runtimes first.
 
     Options: ``selection``, ``values_only``, ``schema`` and ``opt`` (``XSeqEngine``),
     ``fast`` (one query: its fast runtime where it qualifies, else the automaton), and
@@ -48,6 +57,23 @@ class XSeqPlan(Plan):
                 self.invalid[qid] = error
         for qid in self.invalid:
             del self.queries[qid]
+        self.own: dict = {}  # id → the XSeqEngine of a query that runs on its own runtime
+        for qid in self.analyses:
+            engine = XSeqEngine(self.queries[qid], fast=fast, **options)
+            if not isinstance(engine.fast_path, str):  # (else: why the automaton runs it)
+                self.own[qid] = engine
+        if len(self.own) > OWN_RUNTIMES:
+            self.own = {}
+        self.fast = fast
+
+    def own_engine(self, qid):
+        """The engine of a query that a run keeps on its own runtime."""
+        from xcep.xseq import XSeqEngine
+
+        found = self.own.get(qid)  # (a restored run's may be beyond this plan's own)
+        if found is None:
+            found = XSeqEngine(self.queries[qid], fast=self.fast, **self.engine_options)
+        return found
 
     def start(self) -> XSeqRun:
         return XSeqRun(self)
@@ -61,7 +87,9 @@ class XSeqPlan(Plan):
         """One query: its analysis and automaton (``dot``: the automaton for Graphviz);
         several: their automata's statistics, per partition clause (JSON)."""
         if self.engine is None:
-            return json.dumps(self.start().multi.stats(), indent=2)
+            own = {str(qid): engine.stats()["evaluator"] for qid, engine in self.own.items()}
+            automaton = self.start().multi.stats()
+            return json.dumps({"own runtimes": own, "automaton": automaton}, indent=2)
         if format == "dot":
             return self.engine.vpa.dot()
         return self.engine.explain()
@@ -74,16 +102,25 @@ class XSeqRun(Run):
             engine = plan.engine
             self.run = engine.resume(saved["run"]) if saved else engine.start()
             return
-        if saved:  # several: the automaton and its driver, as saved
+        if saved:  # several: the automaton and its driver, the own runtimes' runs, as saved
             self.multi, self.driver, self.texts = saved["multi"], saved["driver"], saved["texts"]
+            own = saved["own"]
+            self.own = {qid: plan.own_engine(qid).resume(data) for qid, data in own.items()}
+            self.idle, self.last_doc = saved["idle"], saved["last_doc"]
             return
         from xcep.xseq import XSeqMultiEngine
 
         self.multi = XSeqMultiEngine(**plan.engine_options)
         self.texts = dict(plan.queries)
+        self.own = {qid: engine.start() for qid, engine in plan.own.items()}
         for qid, analysis in plan.analyses.items():
-            self.multi.subscribe(qid, analysis)
+            if qid not in self.own:
+                self.multi.subscribe(qid, analysis)
         self.driver = self.multi.start()
+        # while the automaton has no query its driver is not fed (it would visit every
+        # event for nothing); the first query it gets joins at the next document
+        self.idle = not self.multi.queries
+        self.last_doc = None  # the last document an idle driver let pass
 
     def _rows(self, found: list) -> list[Row]:
         if self.plan.engine is not None:
@@ -94,12 +131,28 @@ class XSeqRun(Run):
         self.documents += documents_ended(batch)
         if self.plan.engine is not None:
             return self._rows(self.run.feed([batch]))
-        return self._rows(self.driver.feed(batch))
+        rows = [Row(qid, None, row) for qid, run in self.own.items() for row in run.feed([batch])]
+        batch = self._for_the_driver(batch)
+        return rows if batch is None else rows + self._rows(self.driver.feed(batch))
+
+    def _for_the_driver(self, batch: EventBatch) -> EventBatch | None:
+        """What of ``batch`` the automaton's driver reads: nothing while it has no query;
+        from the next document on once it has one after being idle."""
+        runs = list(batch.document_runs())
+        if self.idle and self.multi.queries:  # its first query: from a document's start
+            fresh = next((start for number, start, _ in runs if number != self.last_doc), None)
+            if fresh is not None:
+                self.idle = False
+                return batch.slice(fresh, len(batch.kinds)) if fresh else batch
+        if self.idle and runs:
+            self.last_doc = runs[-1][0]
+        return None if self.idle else batch
 
     def _finish(self) -> list[Row]:
         if self.plan.engine is not None:
             return self._rows(self.run.finish())
-        return self._rows(self.driver.finish())
+        rows = [Row(qid, None, row) for qid, run in self.own.items() for row in run.finish()]
+        return rows + self._rows(self.driver.finish())
 
     def _state(self):
         if self.plan.engine is not None:
@@ -107,6 +160,9 @@ class XSeqRun(Run):
         return {
             "multi": self.multi,
             "driver": self.driver,
+            "own": {qid: run.snapshot() for qid, run in self.own.items()},
+            "idle": self.idle,
+            "last_doc": self.last_doc,
             "texts": self.texts,
             "documents": self.documents,
         }
@@ -117,16 +173,21 @@ class XSeqRun(Run):
     def add(self, query_id, text: str) -> None:
         if self.plan.engine is not None:
             raise StateError("queries are added to a plan of several XSeq queries")
+        if query_id in self.own:
+            raise ValueError(f"query id {query_id!r} is already subscribed")
         self.multi.subscribe(query_id, text)
         self.texts[query_id] = text
 
     def remove(self, query_id) -> None:
         if self.plan.engine is not None:
             raise StateError("queries are removed from a plan of several XSeq queries")
-        self.multi.unsubscribe(query_id)
+        if self.own.pop(query_id, None) is None:
+            self.multi.unsubscribe(query_id)
         del self.texts[query_id]
 
     def stats(self) -> dict:
         engine = self.plan.engine
         found = engine.stats() if engine is not None else self.multi.stats()
+        if engine is None and self.own:
+            found = {**found, "own runtimes": len(self.own)}
         return {**found, **super().stats(), "queries": len(self.queries())}
