@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import time
 from pathlib import Path
 from typing import TextIO
@@ -14,6 +12,9 @@ from xcep.cliargs import EXIT_OK, EXIT_USAGE
 
 
 def cmd_serve(args, stdout: TextIO, stderr: TextIO) -> int:
+    import asyncio
+    import signal
+
     from xcep.serve.service import run_service
 
     files = {"filter": args.filters, "xseq": args.xseq, "xquery": args.xquery, "xscl": args.xscl}
@@ -41,6 +42,8 @@ def cmd_serve(args, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _control(args, request: dict, stdout: TextIO, stderr: TextIO) -> int:
+    import asyncio
+
     from xcep.serve.service import send_control
 
     answer = asyncio.run(send_control(args.nats, request))
@@ -76,7 +79,7 @@ def cmd_broker(args, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def add_commands(commands) -> None:
-    from xcep.serve.service import KINDS
+    from xcep.plans import KINDS
 
     serve = commands.add_parser(
         "serve",

@@ -8,26 +8,30 @@
 (Not run as a doctest: it starts a Spark session; tests/test_spark.py runs the same
 calls on the session the tests share.)
 
-Needs the ``spark`` extra (PySpark 4.3, Java 17). See docs/spark.md.
+Needs the ``spark`` extra (PySpark 4.3, Java 17). See docs/spark.md. The names below
+are imported when first used (the command line imports this package for its commands'
+arguments: PySpark waits until a job runs).
 """
 
-from xcep.spark.filter import filter_units
-from xcep.spark.session import session
-from xcep.spark.sinks import read_output, write
-from xcep.spark.sources import read_units
-from xcep.spark.xquery import xquery_units
-from xcep.spark.xscl import run_stream as xscl_stream
-from xcep.spark.xscl import xscl_units
-from xcep.spark.xseq import xseq_units
+import importlib
 
-__all__ = [
-    "filter_units",
-    "read_output",
-    "read_units",
-    "session",
-    "write",
-    "xquery_units",
-    "xscl_stream",
-    "xscl_units",
-    "xseq_units",
-]
+_FROM = {  # name -> (module, its name there)
+    "filter_units": ("xcep.spark.filter", "filter_units"),
+    "read_output": ("xcep.spark.sinks", "read_output"),
+    "read_units": ("xcep.spark.sources", "read_units"),
+    "session": ("xcep.spark.session", "session"),
+    "write": ("xcep.spark.sinks", "write"),
+    "xquery_units": ("xcep.spark.xquery", "xquery_units"),
+    "xscl_stream": ("xcep.spark.xscl", "run_stream"),
+    "xscl_units": ("xcep.spark.xscl", "xscl_units"),
+    "xseq_units": ("xcep.spark.xseq", "xseq_units"),
+}
+__all__ = sorted(_FROM)
+
+
+def __getattr__(name: str):
+    if name not in _FROM:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _FROM[name]
+    value = globals()[name] = getattr(importlib.import_module(module), attribute)
+    return value

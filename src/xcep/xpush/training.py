@@ -12,8 +12,8 @@ states that real documents will need.
 from __future__ import annotations
 
 from collections import deque
-from xml.sax.saxutils import escape, quoteattr
 
+from xcep.xmltext import escape, quoteattr
 from xcep.xpush.ast import (
     ATTRIBUTE,
     DESCENDANT,

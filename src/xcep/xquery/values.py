@@ -11,11 +11,11 @@ import functools
 import math
 import xml.etree.ElementTree as ET
 from decimal import Decimal
-from xml.sax.saxutils import escape, quoteattr
 
 from elementpath import datatypes as D
 from elementpath.xpath_nodes import XPathNode
 
+from xcep.xmltext import escape, quoteattr
 from xcep.xquery.errors import XQueryError
 
 XML_NAMESPACE = "http://www.w3.org/XML/1998/namespace"

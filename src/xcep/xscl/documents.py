@@ -8,9 +8,9 @@ after it. Text is not numbered; it makes the string values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from xml.sax.saxutils import escape, quoteattr
 
 from xcep.events import ATTR, CLOSE, OPEN, EventBatch
+from xcep.xmltext import escape, quoteattr
 
 ELEMENT, ATTRIBUTE = "element", "attribute"
 

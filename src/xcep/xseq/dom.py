@@ -9,9 +9,9 @@ node numbers, so both see the same identities and the same document order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from xml.sax.saxutils import escape, quoteattr
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, Event
+from xcep.xmltext import escape, quoteattr
 from xcep.xseq import ast as A
 
 ROOT, ELEMENT, ATTRIBUTE, TEXT_NODE = "root", "element", "attribute", "text"

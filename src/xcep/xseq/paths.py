@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
+from xcep.xmltext import escape, quoteattr
 from xcep.xseq import ast as A
 from xcep.xseq.atoms import ELEMENT, Guards, masks, reach
 from xcep.xseq.dom import TEXT_NODE, Node
