@@ -234,8 +234,9 @@ def run(
 ) -> list[dict]:
     """Each contender's rows are printed and written as soon as it is done (a 10 GB run
     takes hours: what finished is kept). ``XCEP_BENCH_ENGINES=XQuery,XSCL`` picks engines,
-    ``XCEP_BENCH_CONTENDERS=standalone`` contenders: without ``in-process`` its rows (the
-    counts every contender is checked against) come from the last results of the name."""
+    ``XCEP_BENCH_CONTENDERS=standalone`` contenders and ``XCEP_BENCH_SKIP=XQuery@local[2]``
+    pairs not to run: the rows not run (the in-process ones are what every contender's
+    counts are checked against) come from the last results of the name."""
     import contextlib
 
     from xcep.spark.cluster import standalone
@@ -251,15 +252,17 @@ def run(
     contenders = ("in-process", *MASTERS)
     if os.environ.get("XCEP_BENCH_CONTENDERS"):
         contenders = tuple(c.strip() for c in os.environ["XCEP_BENCH_CONTENDERS"].split(","))
+    skip = {tuple(p.strip().split("@")) for p in os.environ.get("XCEP_BENCH_SKIP", "").split(",")}
+    runs = {(e, c) for e in engines for c in contenders} - skip  # (engine, contender) pairs
     rows: list = []
-    if "in-process" not in contenders:
-        rows = _earlier_rows(name, engines, contenders)
+    if any((e, "in-process") not in runs for e in engines):
+        rows = _earlier_rows(name, engines, runs)
     with tempfile.TemporaryDirectory(prefix="xcep-scale-") as tmp:
         started = time.perf_counter()
         inputs = generate(Path(tmp), megabytes)
         print(f"generated {megabytes:,} MB x 2 in {time.perf_counter() - started:.0f} s")
         if "in-process" in contenders:
-            own = _in_process(inputs, engines)
+            own = _in_process(inputs, tuple(e for e in engines if (e, "in-process") in runs))
             for engine, found in own.items():
                 size = inputs[INPUT_OF[engine]][1]
                 rows.append({"engine": engine, "contender": "in-process", "cores": 1,
@@ -270,7 +273,7 @@ def run(
             with place or contextlib.nullcontext(master) as url:
                 conf = STANDALONE_CONF if master == "standalone" else CONF
                 spark = session(url, "xcep-scale", conf=conf)
-                found = _on_spark(spark, inputs, engines)
+                found = _on_spark(spark, inputs, tuple(e for e in engines if (e, master) in runs))
                 spark.stop()
             for engine, result in found.items():
                 size = inputs[INPUT_OF[engine]][1]
@@ -280,10 +283,10 @@ def run(
     return rows
 
 
-def _earlier_rows(name: str, engines: tuple, contenders: tuple) -> list:
+def _earlier_rows(name: str, engines: tuple, runs: set) -> list:
     """The rows of the last run of ``name`` that this run keeps: every engine's
-    in-process row first (what the others are checked against), and the contenders
-    this run does not repeat."""
+    in-process row first (what the others are checked against), and the (engine,
+    contender) pairs this run does not repeat."""
     import json
 
     from bench.harness import RESULTS
@@ -292,7 +295,9 @@ def _earlier_rows(name: str, engines: tuple, contenders: tuple) -> list:
     if not path.exists():
         raise SystemExit(f"{path}: no earlier run to take the in-process rows from")
     earlier = json.loads(path.read_text())["results"]
-    kept = [r for r in earlier if r["engine"] in engines and r["contender"] not in contenders]
+    kept = [
+        r for r in earlier if r["engine"] in engines and (r["engine"], r["contender"]) not in runs
+    ]
     kept.sort(key=lambda r: r["contender"] != "in-process")
     for row in kept:
         _PRINTED.add(id(row))

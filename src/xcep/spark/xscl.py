@@ -50,7 +50,12 @@ def xscl_units(
 ) -> DataFrame:
     """The results of the queries over the inputs: ``(stream name, units)`` pairs."""
     engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
-    stage1 = witnesses(inputs, queries, timestamp).persist()  # Stage 1 runs once
+    from pyspark import StorageLevel
+
+    # Stage 1 runs once: its rows (witnesses, XML parts) are written to the executors'
+    # disks, read for the files' counts, the numbering and the errors (kept in memory,
+    # they took the JVM's heap while the next file was handed to Python: 10 GB, local[2])
+    stage1 = witnesses(inputs, queries, timestamp).persist(StorageLevel.DISK_ONLY)
     docs = number_documents(stage1.where("error IS NULL"), 0).cache()
     count = docs.count()
     errors = _errors(stage1).cache()
