@@ -323,3 +323,26 @@ def test_lifted_predicates_give_the_same_rows(query: str, text: str, selection: 
         return  # a documented stream limit: the property tests of the engine cover it
     engine = XSeqEngine(compile_query(query, lift=True), selection=selection, fast=False)
     assert list(engine.run(batches(text))) == expected, query
+
+
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    groups=st.lists(st.integers(1, 4).flatmap(families), min_size=1, max_size=4),
+    text=documents(),
+    selection=SELECTION,
+    batch_size=st.integers(1, 9),
+)
+def test_a_plan_of_several_queries_equals_each_query_alone(groups, text, selection, batch_size):
+    """The plan ``xcep xseq --queries`` runs: the queries a runtime serves each on its
+    own, the others in one automaton, every query's rows as it gives them alone."""
+    from xcep.plans import compile_plan
+
+    queries = streamable([q for family in groups for q in family])
+    if len(queries) < 2:
+        return
+    plan = compile_plan("xseq", queries, selection=selection)
+    got: dict = {}
+    for row in plan.rows(batches(text, batch_size)):
+        got.setdefault(row.query, []).append(row.value)
+    for qid, query in queries.items():
+        assert got.get(qid, []) == alone(query, text, selection), query
