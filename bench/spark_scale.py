@@ -268,7 +268,7 @@ def run(
                 rows.append({"engine": engine, "contender": "in-process", "cores": 1,
                              "bytes": size, **found})  # fmt: skip
             _report(rows, name, meta)
-        for master in (m for m in MASTERS if m in contenders):
+        for master in (c for c in contenders if c in MASTERS):  # in the order given
             place = standalone(workers=2, memory=WORKER_MEMORY) if master == "standalone" else None
             with place or contextlib.nullcontext(master) as url:
                 conf = STANDALONE_CONF if master == "standalone" else CONF

@@ -50,18 +50,9 @@ def xscl_units(
 ) -> DataFrame:
     """The results of the queries over the inputs: ``(stream name, units)`` pairs."""
     engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
-    from pyspark import StorageLevel
-
-    # Stage 1 runs once: its rows (witnesses, XML parts) are written to the executors'
-    # disks, read for the files' counts, the numbering and the errors (kept in memory,
-    # they took the JVM's heap while the next file was handed to Python: 10 GB, local[2])
-    stage1 = witnesses(inputs, queries, timestamp).persist(StorageLevel.DISK_ONLY)
-    docs = number_documents(stage1.where("error IS NULL"), 0).cache()
-    count = docs.count()
-    errors = _errors(stage1).cache()
-    errors.count()
-    stage1.unpersist()  # what is read later is cached: the numbered documents, the errors
-    return _results(spark, engine, docs, docs, 0, count - 1).unionByName(errors)
+    stage1, count = number_documents(witnesses(inputs, queries, timestamp), 0)
+    docs = stage1.where("error IS NULL")
+    return _results(spark, engine, docs, docs, 0, count - 1).unionByName(_errors(stage1))
 
 
 def witnesses(inputs, queries: list[tuple[str, str]], timestamp: str | None) -> DataFrame:
@@ -83,29 +74,35 @@ def witnesses(inputs, queries: list[tuple[str, str]], timestamp: str | None) -> 
     return all_units.mapInArrow(_stage1(tuple(queries), timestamp), STAGE1_SCHEMA)
 
 
-def number_documents(stage1: DataFrame, first: int) -> DataFrame:
-    """Document ids in stream order (input, file path, record, position), from ``first``.
+def number_documents(stage1: DataFrame, first: int) -> tuple[DataFrame, int]:
+    """Stage 1's rows, each without an error numbered in stream order (input, file path,
+    record, position) from ``first`` (``docid``; null for an error), cached; and how many
+    are numbered.
 
-    Each file's documents are numbered within the file (a window partitioned by file,
-    so the rows stay spread over the cluster), then offset by the counts of the files
-    before it (one small row per file, broadcast). ``stage1`` is read twice (the counts,
-    then the rows): callers pass it cached.
+    Stage 1 runs once: each file's rows are numbered within the file (a running count of
+    its documents, a window partitioned by file: the rows stay spread over the cluster)
+    into the cache; the files' counts, read from it, give each file's first id (a row
+    per file, broadcast to the join).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    in_file = Window.partitionBy("input", "path").orderBy(F.coalesce("record", F.lit(-1)), "doc")
-    before = Window.orderBy("input", "path").rowsBetween(Window.unboundedPreceding, -1)
-    offsets = (
-        stage1.groupBy("input", "path")
-        .count()
-        .select("input", "path", F.coalesce(F.sum("count").over(before), F.lit(0)).alias("_at"))
+    good = F.col("error").isNull().cast("long")
+    in_file = (
+        Window.partitionBy("input", "path")
+        .orderBy(F.coalesce("record", F.lit(-1)), "doc")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    numbered = stage1.withColumn("_in", F.row_number().over(in_file)).join(
-        F.broadcast(offsets), ["input", "path"]
-    )
-    columns = [*stage1.columns, (F.col("_at") + F.col("_in") - 1 + F.lit(first)).alias("docid")]
-    return numbered.select(*columns)
+    ranked = stage1.withColumn("_in", F.sum(good).over(in_file)).cache()
+    counts = ranked.groupBy("input", "path").agg(F.sum(good).alias("n")).collect()
+    at, offsets = first, []
+    for row in sorted(counts, key=lambda r: (r["input"], r["path"] is not None, r["path"] or "")):
+        offsets.append((row["input"], row["path"], at))  # (Spark's order: nulls first)
+        at += row["n"]
+    table = stage1.sparkSession.createDataFrame(offsets, "input int, path string, _at long")
+    numbered = ranked.join(F.broadcast(table), ["input", "path"], "left")
+    docid = F.when(F.col("error").isNull(), F.col("_at") + F.col("_in") - 1)
+    return numbered.select(*stage1.columns, docid.alias("docid")), at - first
 
 
 def _errors(stage1: DataFrame) -> DataFrame:
@@ -374,9 +371,8 @@ def run_stream(
         if count and newest is None:  # no --timestamp: time is the position
             newest = first + count - 1
         here = f"{state_dir}/batch={batch_id}"
-        number_documents(good, first).drop("path", "record", "doc").write.mode("overwrite").parquet(
-            here
-        )
+        numbered, _ = number_documents(good, first)
+        numbered.drop("path", "record", "doc").write.mode("overwrite").parquet(here)
         _write_summary(state_dir, batch_id, {"first": first, "count": count, "max_ts": newest})
         saved = spark.read.parquet(here)
         prior = _saved(spark, state_dir, summaries)
