@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from xcep import xquery
@@ -146,11 +146,23 @@ BASEX = shutil.which("basex")
 @pytest.mark.skipif(BASEX is None, reason="BaseX is not installed (apt-get install basex)")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=st.one_of(flwors(), windows()), xml=documents())
-def test_random_flwor_agrees_with_basex(tmp_path_factory, query: str, xml: str) -> None:
+@example(  # BaseX 9.7 alone: no window
+    query="string-join(for sliding window $w in /r/e start $s at $sp when true() only end $e "
+    "at $ep when $e/@v > $s/@v return concat(string-join($w/@id, '+'), '/', sum($w/@v)), ',')",
+    xml='<r><e id="e1" t="A" v="1" w="1"></e><e id="e2" t="A" v="0" w="1"></e>'
+    '<e id="e3" t="A" v="1" w="1"></e></r>',
+)
+def test_random_flwor_agrees_with_basex(tmp_path_factory, saxon, query: str, xml: str) -> None:
+    """xcep gives BaseX's answer, or, where BaseX alone differs, Saxon's: BaseX 9.7 ends
+    some sliding windows with ``only end`` otherwise than the spec (``start when true()
+    only end $e when $e/@v > $s/@v`` over v = 1, 0, 1: it gives no window, Saxon and
+    xcep the window of the 2nd and 3rd)."""
     document = tmp_path_factory.mktemp("basex") / "doc.xml"
     document.write_text(xml)
     done = subprocess.run(
         [BASEX, "-i", str(document), query], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert _ours(query, xml) == [done.stdout], query
+    ours = _ours(query, xml)
+    if ours != [done.stdout]:
+        assert saxon(query, xml) == ours, query  # BaseX alone differs: Saxon agrees with xcep
