@@ -62,8 +62,9 @@ class XSeqPlan(Plan):
             engine = XSeqEngine(self.queries[qid], fast=fast, **options)
             if not isinstance(engine.fast_path, str):  # (else: why the automaton runs it)
                 self.own[qid] = engine
-        if len(self.own) > OWN_RUNTIMES:
-            self.own = {}
+            if len(self.own) > OWN_RUNTIMES:  # too many: the automaton takes them all
+                self.own = {}
+                break
         self.fast = fast
 
     def own_engine(self, qid):
@@ -138,15 +139,17 @@ class XSeqRun(Run):
     def _for_the_driver(self, batch: EventBatch) -> EventBatch | None:
         """What of ``batch`` the automaton's driver reads: nothing while it has no query;
         from the next document on once it has one after being idle."""
+        if not self.idle:
+            return batch
         runs = list(batch.document_runs())
-        if self.idle and self.multi.queries:  # its first query: from a document's start
+        if self.multi.queries:  # its first query: from a document's start
             fresh = next((start for number, start, _ in runs if number != self.last_doc), None)
             if fresh is not None:
                 self.idle = False
                 return batch.slice(fresh, len(batch.kinds)) if fresh else batch
-        if self.idle and runs:
+        if runs:
             self.last_doc = runs[-1][0]
-        return None if self.idle else batch
+        return None
 
     def _finish(self) -> list[Row]:
         if self.plan.engine is not None:
