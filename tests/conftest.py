@@ -26,9 +26,19 @@ def spark():
     """One local[2] Spark session for every Spark test (UI off, few shuffle partitions)."""
     from xcep.spark.session import session
 
-    spark = session("local[2]", "xcep-tests", conf={"spark.sql.shuffle.partitions": 2})
+    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "2g"}
+    spark = session("local[2]", "xcep-tests", conf=conf)
     yield spark
     spark.stop()
+
+
+@pytest.fixture(autouse=True)
+def _spark_cache_cleared(request):
+    """After a test that used the shared session, what it cached is let go (XSCL caches
+    its numbered documents): the tests do not add up in the driver's memory."""
+    yield
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark").catalog.clearCache()
 
 
 @pytest.fixture(scope="session")

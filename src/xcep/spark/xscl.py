@@ -48,7 +48,9 @@ def xscl_units(
     queries: list[tuple[str, str]],
     timestamp: str | None = None,
 ) -> DataFrame:
-    """The results of the queries over the inputs: ``(stream name, units)`` pairs."""
+    """The results of the queries over the inputs: ``(stream name, units)`` pairs. The
+    numbered documents stay cached for the result's uses: ``spark.catalog.clearCache()``
+    lets them go once it is written."""
     engine = _engine(tuple(queries))  # the driver's: templates, r_t rows, SQL
     stage1, count = number_documents(witnesses(inputs, queries, timestamp), 0)
     docs = stage1.where("error IS NULL")
