@@ -25,7 +25,8 @@ def session(
 ) -> SparkSession:
     """A Spark session (an existing one is reused): ``local[*]`` unless ``master`` says
     otherwise, the web UI off, Python workers on this interpreter (where xcep is
-    installed), the RocksDB state store for streaming state, cached blocks compressed.
+    installed), the RocksDB state store for streaming state, cached blocks compressed, memory
+    pages of 2 MB.
     ``conf``: more Spark settings, ``{"spark.sql.shuffle.partitions": 4}``. ``remote``:
     a Spark Connect session instead (``sc://host:15002``, or ``local[2]`` for a local
     Connect server), with the settings a Connect client may change. ``quiet``: the JVM
@@ -48,6 +49,11 @@ def session(
         # cached blocks written to disk are compressed (XSCL caches its witness rows and
         # XML parts: at 10 GB of input they took 36 GB of local disk uncompressed)
         "spark.rdd.compress": "true",
+        # Spark sizes a memory page from the heap (16 MB at 1 GB, 64 MB at 2 GB), and each
+        # broadcast join a task reads holds at least one page until the task ends: XSCL's
+        # Stage 2 unions every template's joins into one stage, and 6 templates over small
+        # inputs ran a 1 GB driver out of execution memory at 16 MB pages (at 8 MB they ran)
+        "spark.buffer.pageSize": "2m",
     }
     if quiet:
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J.as_uri()}"
