@@ -30,6 +30,7 @@ from bench import (
     xseq_opt,
     xseq_paths,
     xseq_queries,
+    xseq_selection,
     xseq_xpath,
 )
 
@@ -46,6 +47,7 @@ BENCHMARKS = {
     "xseq-xpath": xseq_xpath.run,
     "xseq-paths": xseq_paths.run,
     "xseq-queries": xseq_queries.run,
+    "xseq-selection": xseq_selection.run,
     "xquery": xquery.run,
     "xquery-stream": xquery_stream.run,
     "serve": serve.run,

@@ -50,15 +50,21 @@ def test_path_runs_resume_where_they_stopped(query, text, size, cuts) -> None:
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(query=sequence_queries(), docs=streams(), cuts=st.sets(st.integers(0, 40), max_size=6))
-def test_sequence_runs_resume_where_they_stopped(query, docs, cuts) -> None:
+@given(
+    query=sequence_queries(),
+    docs=streams(),
+    cuts=st.sets(st.integers(0, 40), max_size=6),
+    selection=st.sampled_from(("all", "maximal", "skip-past-last")),
+)
+def test_sequence_runs_resume_where_they_stopped(query, docs, cuts, selection) -> None:
+    """Under every policy: matches held for their selection are saved with the run."""
     try:
-        engine = XSeqEngine(query)
+        engine = XSeqEngine(query, selection=selection)
     except QuerySyntaxError:
         return
     batches = _batches("".join(docs), 7)
     expected = list(engine.run(iter(batches)))
-    assert _cut_and_resumed(query, batches, cuts) == expected, query
+    assert _cut_and_resumed(query, batches, cuts, selection=selection) == expected, query
 
 
 def test_a_snapshot_is_small_and_does_not_grow_with_the_stream() -> None:

@@ -115,23 +115,28 @@ def _rows(query: str, text: str, **options) -> list:
     return list(XSeqEngine(query, **options).run(_batches(text)))
 
 
+SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
+
+
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
-@given(query=sequence_queries(), docs=streams())
-def test_fast_path_equals_reference_and_automaton(query: str, docs: list[str]) -> None:
+@given(query=sequence_queries(), docs=streams(), selection=SELECTION)
+def test_fast_path_equals_reference_and_automaton(
+    query: str, docs: list[str], selection: str
+) -> None:
     try:
-        engine = XSeqEngine(query)
+        engine = XSeqEngine(query, selection=selection)
     except QuerySyntaxError:
         return  # e.g. a condition relating two Kleene-* groups
     assert isinstance(engine.fast_path, SequencePattern), (query, engine.fast_path)
     text = "".join(docs)
-    expected = evaluate(query, parse(text))
-    assert _rows(query, text) == expected, query
-    assert _rows(query, text, fast=False) == expected, query
+    expected = evaluate(query, parse(text), selection=selection)
+    assert _rows(query, text, selection=selection) == expected, query
+    assert _rows(query, text, selection=selection, fast=False) == expected, query
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
-@given(query=sequence_queries(), docs=streams(), cut=st.integers(1, 3))
-def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int) -> None:
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(query=sequence_queries(), docs=streams(), cut=st.integers(1, 3), selection=SELECTION)
+def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int, selection) -> None:
     """--values prints the same; a prefix of the stream (whole documents, final=False)
     gives the rows the automaton gives."""
     try:
@@ -139,10 +144,11 @@ def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int) ->
     except QuerySyntaxError:
         return
     text = "".join(docs)
-    assert _rows(query, text, values_only=True) == evaluate(query, parse(text), values_only=True)
+    expected = evaluate(query, parse(text), selection=selection, values_only=True)
+    assert _rows(query, text, values_only=True, selection=selection) == expected
     prefix = "".join(docs[:cut])
     rows = [
-        list(XSeqEngine(query, fast=fast).run(_batches(prefix), final=False))
+        list(XSeqEngine(query, fast=fast, selection=selection).run(_batches(prefix), final=False))
         for fast in (True, False)
     ]
     assert rows[0] == rows[1], query
@@ -166,11 +172,12 @@ def test_queries_that_are_not_flat_say_why(query: str, why: str) -> None:
     assert engine.stats()["evaluator"] == "automaton"
 
 
-def test_only_selection_all_and_the_switch_use_the_fast_path() -> None:
+def test_every_selection_and_not_the_switch_use_the_fast_path() -> None:
     query = "return count($Z) from /s/$Z (\\ $X)* partition by /s/t@k"
-    assert isinstance(XSeqEngine(query).fast_path, SequencePattern)
-    assert "flat-sequence runtime" in XSeqEngine(query).explain()
-    assert not isinstance(XSeqEngine(query, selection="maximal").fast_path, SequencePattern)
+    for selection in ("all", "maximal", "skip-past-last"):
+        engine = XSeqEngine(query, selection=selection)
+        assert isinstance(engine.fast_path, SequencePattern)
+        assert "flat-sequence runtime" in engine.explain()
     assert not isinstance(XSeqEngine(query, fast=False).fast_path, SequencePattern)
 
 

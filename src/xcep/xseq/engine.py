@@ -14,7 +14,7 @@ from xcep.errors import StateError
 from xcep.events import EventBatch
 from xcep.xseq import ast as A
 from xcep.xseq.emitters import Emitter, Outputs, TemplateEmitter
-from xcep.xseq.lifting import lift_predicates
+from xcep.xseq.lifting import HIDDEN, lift_predicates
 from xcep.xseq.matches import (
     check_selection,
 )
@@ -41,9 +41,20 @@ def compile_query(query, schema=None, opt: str = "all", lift: bool = False) -> A
     return analyze(lift_predicates(optimized) if lift else optimized)
 
 
-def compile_fast_path(analysis: Analysis):
-    """A plain path or a flat sequence pattern for the query, or why neither takes it."""
-    kinds = (PlainPath,) if analysis.mode == "nodes" else (PlainPath, SequencePattern)
+def compile_fast_path(analysis: Analysis, selection: str = "all"):
+    """A plain path or a flat sequence pattern for the query, or why neither takes it.
+
+    Under a selection policy other than ``all`` the path runtime takes node selections
+    only (no variable: each match starts where it ends, and every policy keeps them all);
+    the flat-sequence runtime applies every policy."""
+    if analysis.mode == "nodes":
+        if selection != "all" and any(not v.startswith(HIDDEN) for v in analysis.variables):
+            return f"selection {selection} over a path that binds variables runs on the automaton"
+        kinds = (PlainPath,)
+    elif selection == "all":
+        kinds = (PlainPath, SequencePattern)
+    else:
+        kinds = (SequencePattern,)
     for kind in kinds:
         try:
             return kind(analysis)
@@ -75,8 +86,8 @@ class XSeqEngine:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
         ``fast``: run a plain path (``xcep.xseq.paths``) or a flat sequence pattern
-        (``xcep.xseq.sequence``) on its fast path when it qualifies (selection ``all``);
-        False always runs the automaton."""
+        (``xcep.xseq.sequence``) on its fast path when it qualifies; False always runs
+        the automaton."""
         self.analysis = compile_query(query, schema, opt)
         check_selection(selection)
         self.selection = selection
@@ -87,10 +98,8 @@ class XSeqEngine:
         # a fast path (plain path, flat sequence pattern), or why the automaton runs the query
         if not fast:
             self.fast_path = "the fast path is off"
-        elif selection != "all":
-            self.fast_path = f"selection {selection} runs on the automaton"
         else:
-            self.fast_path = compile_fast_path(self.analysis)
+            self.fast_path = compile_fast_path(self.analysis, selection)
 
     @property
     def vpa(self) -> Vpa:
@@ -155,7 +164,8 @@ class XSeqEngine:
         if isinstance(self.fast_path, PlainPath):
             return XSeqRun(self, PlainPathRun(self.fast_path, self.values_only))
         if isinstance(self.fast_path, SequencePattern):
-            return XSeqRun(self, SequenceRun(self.fast_path, self.values_only))
+            run = SequenceRun(self.fast_path, self.values_only, self.selection)
+            return XSeqRun(self, run)
         return XSeqRun(self, AutomatonRun(self))
 
     def resume(self, data: bytes) -> XSeqRun:
@@ -170,7 +180,9 @@ class XSeqEngine:
         (aggregates, matches a longer one might still replace). A later run over a longer
         prefix gives these rows again, first, in the same order.
         """
-        if isinstance(self.fast_path, SequencePattern | PlainPath):
+        if isinstance(self.fast_path, SequencePattern):
+            return self.fast_path.run(batches, self.values_only, final, self.selection)
+        if isinstance(self.fast_path, PlainPath):
             return self.fast_path.run(batches, self.values_only, final)
         return drive(batches, AutomatonRun(self).driver, final)
 

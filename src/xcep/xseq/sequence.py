@@ -30,9 +30,14 @@ naming what keeps a query off) and ``SequenceRun`` runs them directly:
   of a parent's list are stepped at their close, when the automaton emits
   the same rows.
 
-Only selection ``all`` runs here (the policies need every match's start and
-end, which the engine's emitter keeps). ``tests/test_xseq_sequence.py``
-compares this path with the reference evaluator and with the automaton.
+Every selection policy runs here. Under ``maximal`` and ``skip-past-last``
+a list holds its matches by start (the first element a query's variable
+binds) until no live partial match of the list starts at or before it: then
+the policy picks among them (the same rule as the engine's emitter, on the
+same floor), and the run's queue hands rows out in the order ``all`` would,
+each once the matches before it are decided. ``tests/test_xseq_sequence.py``
+compares this path with the reference evaluator and with the automaton,
+under every policy.
 
 One module of about 900 lines, on purpose: the pattern's analysis, its step
 function's generated source and the run that drives it are one compiler from a
@@ -42,6 +47,7 @@ query to that function; splitting them would pass its internals between modules.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -49,7 +55,8 @@ import numpy as np
 from xcep.events import ATTR, CLOSE, OPEN, TEXT
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, TEXT_NODE, Node
-from xcep.xseq.matches import Aggregator, Binding, output_row
+from xcep.xseq.lifting import HIDDEN
+from xcep.xseq.matches import Aggregator, Binding, check_selection, output_row
 from xcep.xseq.semantics import Analysis, NotFast
 from xcep.xseq.values import COMPARISONS, arith, as_string, to_number
 
@@ -289,8 +296,10 @@ class SequencePattern:
                 at = max(at, index + 1 if final_after else index)
         return at
 
-    def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
-        self.last_run = SequenceRun(self, values_only)
+    def run(
+        self, batches, values_only: bool = False, final: bool = True, selection: str = "all"
+    ) -> Iterator[list]:
+        self.last_run = SequenceRun(self, values_only, selection)
         return self.last_run.run(batches, final)
 
     def stats(self) -> dict:
@@ -334,7 +343,7 @@ def _all(chain) -> list:
 class _List:
     """The live partial matches of one list (a parent element's children, or a partition)."""
 
-    __slots__ = ("counts", "key", "pred", "root", "threads")
+    __slots__ = ("counts", "held", "key", "last_end", "pred", "root", "threads")
 
     def __init__(self, key, counts: list) -> None:
         self.key = key
@@ -342,14 +351,32 @@ class _List:
         self.threads: list = []
         self.pred = None  # the previous element of the list
         self.root = Node(ROOT, None, -1, -1)  # the parent of the nodes made for outputs
+        self.held: list = []  # a selection policy's matches not yet decided (_Held)
+        self.last_end = None  # skip-past-last: the end of the last match selected
+
+
+class _Held:
+    """A match waiting for its selection: where it starts and ends, its registers, and
+    whether it was selected (None: not decided yet)."""
+
+    __slots__ = ("end", "lst", "regs", "selected", "start")
+
+    def __init__(self, lst: _List, regs: tuple, start: tuple, end: tuple) -> None:
+        self.lst, self.regs, self.start, self.end = lst, regs, start, end
+        self.selected = None
 
 
 class SequenceRun:
     """One pass of a ``SequencePattern`` over an event stream."""
 
-    def __init__(self, pattern: SequencePattern, values_only: bool) -> None:
+    def __init__(self, pattern: SequencePattern, values_only: bool, selection: str = "all"):
         self.p = pattern
         self.values_only = values_only
+        self.selection = check_selection(selection)
+        self.queue: deque = deque()  # a selection policy's matches, in the order of ``all``
+        analysis = pattern.analysis  # where a match starts: the query's own variables
+        own = [i for i, v in enumerate(analysis.variables) if not v.startswith(HIDDEN)]
+        self.own_slots = tuple((i, i in pattern.kleene_slots) for i in own)
         self.rows: list = []
         self.aggregator = (
             Aggregator(pattern.analysis, values_only)
@@ -362,7 +389,16 @@ class SequenceRun:
         fields = pattern.fields.items()
         self.attributes = {name: at for (kind, name), at in fields if kind == "@"}
         self.children = {name: at for (kind, name), at in fields if kind == "/"}
-        self.step = pattern.make_step(self.emit)
+        self.step = pattern.make_step(self.emit if selection == "all" else self.hold)
+        if selection != "all":
+            stepped = self.step
+
+            def step(lst: _List, element: list) -> None:
+                stepped(lst, element)
+                if lst.held:
+                    self.select(lst, final=False)
+
+            self.step = step
         numbers: dict = {}  # attribute value -> to_number(value), a cache
 
         def pair(value: str) -> tuple:
@@ -408,12 +444,14 @@ class SequenceRun:
             "lists": self.lists,
             "counts": self.counts,
             "made": self.made,
+            "queue": self.queue,
             "cursor": self.cursor(),
             "groups": None if self.aggregator is None else self.aggregator.groups,
         }
 
     def restore(self, state: dict) -> SequenceRun:
         self.lists, self.counts, self.made = state["lists"], state["counts"], state["made"]
+        self.queue = state["queue"]
         for name, value in state["cursor"].items():
             setattr(self, name, value)
         if self.aggregator is not None:
@@ -456,6 +494,8 @@ class SequenceRun:
         for i in picked.tolist():
             depth, kind = depths_[i], kinds_[i]
             if docs[i] != doc:  # a new document (the last may have been cut short)
+                if current is not None and current.held and attribute is None:
+                    self.select(current, final=True)  # its parent's list is over
                 doc, pending, current, child = docs[i], None, None, None
             if depth > depth_of_list:  # inside a list element: the children's text
                 if pending is None:
@@ -480,6 +520,8 @@ class SequenceRun:
                         step(pending_list, pending)
                         pending = None
                 elif depth == depth_of_list - 1 and attribute is None:
+                    if current is not None and current.held:
+                        self.select(current, final=True)  # the parent's list is over
                     current = None
                 continue
             name = table[names[i]]
@@ -531,20 +573,28 @@ class SequenceRun:
         return rows
 
     def end(self, final: bool) -> list:
-        """The aggregates, when the stream ends (``final``)."""
-        if not final or self.aggregator is None:
+        """The matches only the end decides and the aggregates, when the stream ends
+        (``final``)."""
+        if not final:
             return []
+        lists = [*self.lists.values(), *([self.current] if self.current is not None else [])]
+        for lst in lists:  # partitions (or a list the stream cut short): decided now
+            if lst.held:
+                self.select(lst, final=True)
+        rows, self.rows = self.rows, []
+        if self.aggregator is None:
+            return rows
         for key, counts in self.counts.items():
             if counts[0]:  # a partition with matches
                 self.aggregator.add_counts(key, [counts[1:]])
         order = list(self.lists) if self.p.partition_attribute is not None else None
-        return self.aggregator.rows(order)
+        return rows + self.aggregator.rows(order)
 
     # outputs
-    def emit(self, lst: _List, found: list) -> None:
+    def emit(self, lst: _List, found: list, ordered: bool = False) -> None:
         """The matches that end at one element: in binding order, without duplicates."""
         p = self.p
-        if len(found) > 1 and p.varless:
+        if len(found) > 1 and p.varless and not ordered:
             found = list({_identity(regs): regs for regs in found}.values())
         if p.count_only:  # the order does not matter
             counts = lst.counts
@@ -553,7 +603,7 @@ class SequenceRun:
                 for i, ref in enumerate(p.count_refs):
                     counts[i + 1] += _count(ref, regs, p)
             return
-        if len(found) > 1:
+        if len(found) > 1 and not ordered:
             kleene = p.kleene_slots
             found.sort(key=lambda regs: _order(regs, kleene))
         for regs in found:
@@ -562,6 +612,63 @@ class SequenceRun:
                 self.aggregator.add(lst.key, binding)
             else:  # mode rows: the end node is not printed
                 self.rows.append(output_row(p.analysis, binding, None, self.values_only))
+
+    # selection policies
+    def start_of(self, regs: tuple, end: tuple) -> tuple:
+        """Where a match starts: the first element its own variables bind, else its end."""
+        starts = [
+            (reg[0][0], reg[0][1]) if kleene else (reg[0], reg[1])
+            for slot, kleene in self.own_slots
+            if (reg := regs[slot]) is not None
+        ]
+        return min(starts) if starts else end
+
+    def hold(self, lst: _List, found: list) -> None:
+        """``emit`` under a selection policy: the matches wait in the list and the queue."""
+        p = self.p
+        if len(found) > 1 and p.varless:
+            found = list({_identity(regs): regs for regs in found}.values())
+        if len(found) > 1:
+            kleene = p.kleene_slots
+            found.sort(key=lambda regs: _order(regs, kleene))
+        end = (lst.pred[0], lst.pred[1])  # the element just stepped
+        for regs in found:
+            held = _Held(lst, regs, self.start_of(regs, end), end)
+            lst.held.append(held)
+            self.queue.append(held)
+
+    def select(self, lst: _List, final: bool) -> None:
+        """Decide the list's held matches that no live partial match can still join (all
+        of them when ``final``), as the engine's emitter does, and let the queue go."""
+        floor = None
+        if not final:
+            starts = [
+                self.start_of(regs, None)
+                for _, regs in lst.threads
+                if any(regs[slot] is not None for slot, _ in self.own_slots)
+            ]
+            floor = min(starts, default=None)
+        held = lst.held
+        while held:
+            first = min(h.start for h in held)
+            if floor is not None and first >= floor:
+                break
+            group = [h for h in held if h.start == first]
+            best = max(h.end for h in group)
+            for h in group:
+                h.selected = False
+            if self.selection == "maximal":
+                for h in group:
+                    h.selected = h.end == best
+            elif lst.last_end is None or first > lst.last_end:
+                next(h for h in group if h.end == best).selected = True  # first in order
+                lst.last_end = best
+            held[:] = [h for h in held if h.start != first]
+        queue = self.queue
+        while queue and queue[0].selected is not None:
+            h = queue.popleft()
+            if h.selected:
+                self.emit(h.lst, [h.regs], ordered=True)
 
     def binding(self, lst: _List, regs: tuple) -> Binding:
         slots = []
