@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 
 import numpy as np
 
@@ -109,6 +110,10 @@ class SequencePattern:
         self.list_path, self.partition_attribute, steps = self._list(analysis)
         self.items = self._items(steps)
         self.last_mandatory = max(i for i, item in enumerate(self.items) if not item.star)
+        # the items a partial match can still move on from
+        self.growing = {
+            i for i, item in enumerate(self.items) if item.star or i + 1 < len(self.items)
+        }
         self.varless = any(item.var is None for item in self.items)
         outputs = analysis.query.returns
         self.count_only = all(
@@ -132,6 +137,12 @@ class SequencePattern:
         self.per_match = [cond for _, cond in decided]  # in the order they become decidable
         self.count_refs = [t.expr for t in outputs] if self.count_only else None
         self.source, self.make_step = _StepSource(self).build()
+
+    @cached_property
+    def make_listing_step(self):
+        """``make_step`` that lists every match it finds (``emit``), counts too: a
+        selection policy picks among them before anything is counted."""
+        return _StepSource(self, count_in_place=False).build()[1]
 
     # the shape of the from clause
     def _list(self, analysis: Analysis):
@@ -351,7 +362,7 @@ class _List:
         self.threads: list = []
         self.pred = None  # the previous element of the list
         self.root = Node(ROOT, None, -1, -1)  # the parent of the nodes made for outputs
-        self.held: list = []  # a selection policy's matches not yet decided (_Held)
+        self.held: dict = {}  # a selection policy's matches not yet decided: start -> _Helds
         self.last_end = None  # skip-past-last: the end of the last match selected
 
 
@@ -377,6 +388,8 @@ class SequenceRun:
         analysis = pattern.analysis  # where a match starts: the query's own variables
         own = [i for i, v in enumerate(analysis.variables) if not v.startswith(HIDDEN)]
         self.own_slots = tuple((i, i in pattern.kleene_slots) for i in own)
+        head = pattern.items[0].slot  # a variable on the head binds each match's first element
+        self.head_slot = head if head in own else None
         self.rows: list = []
         self.aggregator = (
             Aggregator(pattern.analysis, values_only)
@@ -389,9 +402,10 @@ class SequenceRun:
         fields = pattern.fields.items()
         self.attributes = {name: at for (kind, name), at in fields if kind == "@"}
         self.children = {name: at for (kind, name), at in fields if kind == "/"}
-        self.step = pattern.make_step(self.emit if selection == "all" else self.hold)
-        if selection != "all":
-            stepped = self.step
+        if selection == "all":
+            self.step = pattern.make_step(self.emit)
+        else:
+            stepped = pattern.make_listing_step(self.hold)
 
             def step(lst: _List, element: list) -> None:
                 stepped(lst, element)
@@ -616,6 +630,9 @@ class SequenceRun:
     # selection policies
     def start_of(self, regs: tuple, end: tuple) -> tuple:
         """Where a match starts: the first element its own variables bind, else its end."""
+        if self.head_slot is not None:  # the head's element: every match binds it first
+            reg = regs[self.head_slot]
+            return (reg[0], reg[1])
         starts = [
             (reg[0][0], reg[0][1]) if kleene else (reg[0], reg[1])
             for slot, kleene in self.own_slots
@@ -633,8 +650,9 @@ class SequenceRun:
             found.sort(key=lambda regs: _order(regs, kleene))
         end = (lst.pred[0], lst.pred[1])  # the element just stepped
         for regs in found:
-            held = _Held(lst, regs, self.start_of(regs, end), end)
-            lst.held.append(held)
+            start = self.start_of(regs, end)
+            held = _Held(lst, regs, start, end)
+            lst.held.setdefault(start, []).append(held)
             self.queue.append(held)
 
     def select(self, lst: _List, final: bool) -> None:
@@ -642,18 +660,22 @@ class SequenceRun:
         of them when ``final``), as the engine's emitter does, and let the queue go."""
         floor = None
         if not final:
-            starts = [
-                self.start_of(regs, None)
-                for _, regs in lst.threads
-                if any(regs[slot] is not None for slot, _ in self.own_slots)
-            ]
-            floor = min(starts, default=None)
-        held = lst.held
+            growing = self.p.growing  # (a partial match in the last item, no Kleene-*, is over)
+            if self.head_slot is not None:  # the partial matches are in the order they began
+                floor = next((self.start_of(r, None) for j, r in lst.threads if j in growing), None)
+            else:
+                starts = [
+                    self.start_of(regs, None)
+                    for j, regs in lst.threads
+                    if j in growing and any(regs[slot] is not None for slot, _ in self.own_slots)
+                ]
+                floor = min(starts, default=None)
+        held = lst.held  # start -> its matches, in order
         while held:
-            first = min(h.start for h in held)
+            first = min(held)
             if floor is not None and first >= floor:
                 break
-            group = [h for h in held if h.start == first]
+            group = held.pop(first)
             best = max(h.end for h in group)
             for h in group:
                 h.selected = False
@@ -663,7 +685,6 @@ class SequenceRun:
             elif lst.last_end is None or first > lst.last_end:
                 next(h for h in group if h.end == best).selected = True  # first in order
                 lst.last_end = best
-            held[:] = [h for h in held if h.start != first]
         queue = self.queue
         while queue and queue[0].selected is not None:
             h = queue.popleft()
@@ -752,8 +773,9 @@ class _StepSource:
     partial match and, when every later item is a Kleene-*, the match.
     """
 
-    def __init__(self, pattern: SequencePattern) -> None:
+    def __init__(self, pattern: SequencePattern, count_in_place: bool = True) -> None:
         self.p = pattern
+        self.count_in_place = count_in_place and pattern.count_only and not pattern.varless
         self.namespace: dict = {"_identity": _identity}
         self.lines: list[str] = []
         self.fresh = 0
@@ -896,7 +918,7 @@ class _StepSource:
             if rest:
                 out.append(f"{pad}if {' and '.join(f'({r})' for r in rest)}:")
                 inner += "    "
-            if p.count_only and not p.varless:  # a match: add its counts, in place
+            if self.count_in_place:  # a match: add its counts, in place
                 out.append(f"{inner}counts = lst.counts")
                 out.append(f"{inner}counts[0] += 1")
                 for i, ref in enumerate(p.count_refs):
