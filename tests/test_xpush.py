@@ -150,33 +150,47 @@ def usable(path):
 
 
 CONSTANTS_AND_ONE_MORE = [*CONSTANTS, "x1"]
+NAMES_AND_MORE = [*LABELS, *ATTRS, "or", "q-1", "p:r", "text"]  # (or: a word, kept in a shape)
 
 
-@settings(max_examples=200)
-@given(filters, st.permutations(CONSTANTS_AND_ONE_MORE), st.permutations(CONSTANTS_AND_ONE_MORE))
-def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, two):
+@settings(max_examples=300)
+@given(
+    filters,
+    st.permutations(CONSTANTS_AND_ONE_MORE),
+    st.permutations(CONSTANTS_AND_ONE_MORE),
+    st.permutations(NAMES_AND_MORE),
+)
+def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, two, names):
     """compile_filter parses a shape once: filters that differ only in their constants
-    (equal ones kept equal, or not) compile as a fresh parse and rewrite of each."""
+    and names (equal ones kept equal, or not) compile as a fresh parse and rewrite of
+    each."""
     from dataclasses import fields, is_dataclass
 
     from xcep.xpush.rewrite import normalize
     from xcep.xpush.workload import compile_filter
 
-    def swap(node, mapping):  # the constants of a tree replaced
+    def swap(node, mapping, renamed):  # the constants and names of a tree replaced
         if isinstance(node, Compare):
-            return Compare(swap(node.path, mapping), node.op, mapping[node.value])
+            return Compare(swap(node.path, mapping, renamed), node.op, mapping[node.value])
+        if isinstance(node, Step):
+            predicates = swap(node.predicates, mapping, renamed)
+            return replace(node, name=renamed.get(node.name, node.name), predicates=predicates)
         if isinstance(node, tuple):
-            return tuple(swap(item, mapping) for item in node)
+            return tuple(swap(item, mapping, renamed) for item in node)
         if is_dataclass(node):
             return replace(
-                node, **{f.name: swap(getattr(node, f.name), mapping) for f in fields(node)}
+                node,
+                **{f.name: swap(getattr(node, f.name), mapping, renamed) for f in fields(node)},
             )
         return node
 
     values = CONSTANTS_AND_ONE_MORE
-    for mapping in ({}, dict(zip(values, one, strict=True)), dict(zip(values, two, strict=True))):
+    renames = ({}, dict(zip(NAMES_AND_MORE, names, strict=True)))
+    for k, mapping in enumerate(
+        ({}, dict(zip(values, one, strict=True)), dict(zip(values, two, strict=True)))
+    ):
         mapping = {**{v: v for v in values}, **mapping}
-        text = to_text(swap(path, mapping))
+        text = to_text(swap(path, mapping, renames[k % 2]))
         try:
             fresh = normalize(parse_filter(text))
         except Exception as exc:
@@ -221,8 +235,8 @@ def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_e
     by_tree, by_program = AFA(), AFA()
     for number, text in enumerate(texts):
         by_tree.add_filter(number, compile_filter(text), unique_early)
-        program, constants, owner = filter_program(text)
-        by_program.add_program(number, program, constants, owner if unique_early else None)
+        program, constants, names, owner = filter_program(text)
+        by_program.add_program(number, program, constants, names, owner if unique_early else None)
     for column in ("kind", "eps", "label", "target", "predicate", "initial", "early"):
         assert getattr(by_program, column) == getattr(by_tree, column), column
 
@@ -261,6 +275,13 @@ def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_e
                 "'x'",
                 '"y"',
                 "'1'",
+                "or",
+                "not(",
+                "text()",
+                "self::",
+                "p:q",
+                "b",
+                "f (",
             ]
         ),
         max_size=12,
@@ -268,14 +289,17 @@ def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_e
     st.data(),
 )
 def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
-    """Two filters of one shape (the text with its constants cut out) must parse alike
-    but for their constants: a filter whose constants are replaced by others of their
-    kind parses as the first filter with those constants put in (or both fail)."""
+    """Two filters of one shape (the text with its constants and names cut out) must
+    parse alike but for those: a filter whose constants and names are replaced by
+    others of their kind parses as the first filter with them put in (or both fail)."""
     from xcep.xpush.parser import FilterSyntaxError
-    from xcep.xpush.workload import _CONSTANT, _put, _shape
+    from xcep.xpush.workload import _PIECE, _put, _shape
 
     text = "".join(pieces)
-    key, constants = _shape(text)
+    key, constants, names = _shape(text)
+    new_names = dict(
+        zip(names, data.draw(st.permutations(["n", "m-2", "k.1", "ns:z", "é", "a", "b"])))
+    )
     others = {
         c: data.draw(
             st.sampled_from([3.0, -0.5, 12.0])
@@ -289,13 +313,15 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
     ):
         return  # distinct constants must stay distinct
 
-    def replace_constant(match):
+    def replace_piece(match):
         if match.group(1) is not None:
             return "'" + others[match.group(1)[1:-1]] + "'"
+        if match.group(3) is not None:
+            return new_names.get(match.group(3), match.group(3))  # (and, or: kept)
         value = others[float(match.group(2))]
         return f"{value:g}" if value != int(value) else str(int(value))
 
-    renamed = _CONSTANT.sub(replace_constant, text)
+    renamed = _PIECE.sub(replace_piece, text)
     if _shape(renamed)[0] != key:
         return  # a string constant that now reads otherwise ("'" inside): not one shape
     try:
@@ -304,7 +330,7 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
         with pytest.raises(FilterSyntaxError):
             parse_filter(renamed)
         return
-    assert parse_filter(renamed) == _put(first, others)
+    assert parse_filter(renamed) == _put(first, others, new_names)
 
 
 @settings(max_examples=150)

@@ -39,6 +39,7 @@ from xcep.xpush.ast import (
     ELEMENT,
     SELF,
     TEXT,
+    WILDCARD,
     And,
     Compare,
     Const,
@@ -92,8 +93,9 @@ class AFA:
         owner = None
         if unique_early:
             constants = tuple(dict.fromkeys(_constants(path)))
-            program = Recorder.program(path, constants)
-            owner = ("early", program, program.uses(constants))
+            names = tuple(dict.fromkeys(_names(path)))
+            program = Recorder.program(path, constants, names)
+            owner = ("early", program, program.uses(constants), program.uses_names(names))
         builder = Builder(self, owner)
         compiler = _Compiler(builder, unique_early)
         state = compiler.path(path.steps, builder.true, main=True)
@@ -103,15 +105,21 @@ class AFA:
         return state
 
     def add_program(
-        self, number: int, program: Program, constants: tuple, owner: tuple | None = None
+        self,
+        number: int,
+        program: Program,
+        constants: tuple,
+        names: tuple = (),
+        owner: tuple | None = None,
     ) -> int:
-        """Compile one filter by replaying its shape's program with its constants;
-        ``owner`` (the filter's own key) when its first branching state must be its own
-        (early notification). Returns its initial state."""
+        """Compile one filter by replaying its shape's program with its constants and
+        names (those it uses: ``Program.uses``, ``uses_names``); ``owner`` (the filter's
+        own key) when its first branching state must be its own (early notification).
+        Returns its initial state."""
         builder = Builder(self, owner)
         states: list[int] = []
         for name, args in program.steps:
-            states.append(_REPLAY[name](builder, args, states, constants))
+            states.append(_REPLAY[name](builder, args, states, constants, names))
         self.initial[number] = states[program.root]
         if owner is not None and program.early is not None:
             self.early[number] = states[program.early]
@@ -134,6 +142,23 @@ def _constants(node) -> Iterator:
     elif isinstance(node, Compare):
         yield from _constants(node.path)
         yield node.value
+
+
+def _names(node) -> Iterator:
+    """The element and attribute names of a filter's steps, in the tree's order."""
+    if isinstance(node, Path):
+        for step in node.steps:
+            if step.name is not None and step.name != WILDCARD:
+                yield step.name
+            for predicate in step.predicates:
+                yield from _names(predicate)
+    elif isinstance(node, And | Or):
+        for item in node.items:
+            yield from _names(item)
+    elif isinstance(node, Not):
+        yield from _names(node.item)
+    elif isinstance(node, Exists | Compare):
+        yield from _names(node.path)
 
 
 class Builder:
@@ -271,17 +296,20 @@ _EXPRESSIONS = {  # filter expression type → its states (by the compiler's bui
 @dataclass(frozen=True)
 class Program:
     """A filter shape compiled once: ``steps`` are ``Builder`` calls ``(name, args)``
-    whose state arguments are indexes of earlier steps and whose constants are indexes
-    in the constants it uses; ``root`` is the step of its initial state, ``early`` that
-    of its own first branching state (None when it has none); ``places``: where the
-    constants it uses are among the filter's (a rewrite may drop some). Equal trees
-    record equal programs. ``AFA.add_program`` replays it with a filter's constants
-    (``uses``): no tree is built or walked."""
+    whose state arguments are indexes of earlier steps and whose constants and step
+    names are indexes in the constants and names it uses; ``root`` is the step of its
+    initial state, ``early`` that of its own first branching state (None when it has
+    none); ``places`` and ``name_places``: where the constants and names it uses are
+    among the filter's (a rewrite may drop some). Equal trees record equal programs
+    (where their constants and names came from in the text aside). ``AFA.add_program``
+    replays it with a filter's constants and names (``uses``, ``uses_names``): no tree
+    is built or walked."""
 
     steps: tuple[tuple[str, tuple], ...]
     root: int
     early: int | None
-    places: tuple[int, ...]
+    places: tuple[int, ...] = field(compare=False)
+    name_places: tuple[int, ...] = field(default=(), compare=False)
     _hash: int = field(default=0, compare=False, repr=False)
     _all: bool = field(default=False, compare=False, repr=False)
 
@@ -298,13 +326,19 @@ class Program:
             return constants
         return tuple(constants[place] for place in self.places)
 
+    def uses_names(self, names: tuple) -> tuple:
+        """The step names it uses, of a filter's names (in the order it uses them)."""
+        return tuple(names[place] for place in self.name_places)
+
 
 class Recorder:
     """Stands in for a ``Builder`` and records its calls (``Recorder.program``)."""
 
-    def __init__(self, places: dict) -> None:
+    def __init__(self, places: dict, name_places: dict) -> None:
         self.places = places  # constant → its place among the filter's constants
         self.used: dict[int, int] = {}  # place → index among the constants used
+        self.name_places = name_places  # name → its place among the filter's names
+        self.used_names: dict[int, int] = {}  # place → index among the names used
         self.steps: list[tuple[str, tuple]] = []
 
     def _emit(self, name: str, *args) -> int:
@@ -322,7 +356,12 @@ class Recorder:
         return self._emit("leaf", op, self.used.setdefault(place, len(self.used)))
 
     def step(self, label: str, target: int) -> int:
-        return self._emit("step", label, target)
+        prefix = "@" if label[0] == "@" else ""
+        place = self.name_places.get(label[len(prefix) :])
+        if place is None:  # *, @*, #text
+            return self._emit("step", label, target)
+        used = self.used_names.setdefault(place, len(self.used_names))
+        return self._emit("named_step", prefix, used, target)
 
     def loop(self, inner: int) -> int:
         return self._emit("loop", inner)
@@ -343,25 +382,32 @@ class Recorder:
         return self._emit("own", tuple(items))
 
     @classmethod
-    def program(cls, path: Path, constants: tuple) -> Program:
-        """The program of a (rewritten) filter whose distinct constants are ``constants``."""
-        recorder = cls({value: place for place, value in enumerate(constants)})
+    def program(cls, path: Path, constants: tuple, names: tuple = ()) -> Program:
+        """The program of a (rewritten) filter whose distinct constants are ``constants``
+        and whose distinct step names are ``names``."""
+        recorder = cls(
+            {value: place for place, value in enumerate(constants)},
+            {name: place for place, name in enumerate(names)},
+        )
         compiler = _Compiler(recorder, unique_early=True)
         root = compiler.path(path.steps, recorder.true, main=True)
-        return Program(tuple(recorder.steps), root, compiler.early, tuple(recorder.used))
+        steps = tuple(recorder.steps)
+        used, used_names = tuple(recorder.used), tuple(recorder.used_names)
+        return Program(steps, root, compiler.early, used, used_names)
 
 
-_REPLAY = {  # step name → the Builder call, from (builder, args, states so far, constants)
-    "true": lambda b, a, s, c: b.true(),
-    "false": lambda b, a, s, c: b.false(),
-    "leaf": lambda b, a, s, c: b.leaf(a[0], c[a[1]]),
-    "step": lambda b, a, s, c: b.step(a[0], s[a[1]]),
-    "loop": lambda b, a, s, c: b.loop(s[a[0]]),
-    "loop_or_text": lambda b, a, s, c: b.loop_or_text(s[a[0]]),
-    "all_of": lambda b, a, s, c: b.all_of([s[i] for i in a[0]]),
-    "any_of": lambda b, a, s, c: b.any_of([s[i] for i in a[0]]),
-    "negate": lambda b, a, s, c: b.negate(s[a[0]]),
-    "own": lambda b, a, s, c: b.own([s[i] for i in a[0]]),
+_REPLAY = {  # step name → the Builder call, from (builder, args, states, constants, names)
+    "true": lambda b, a, s, c, n: b.true(),
+    "false": lambda b, a, s, c, n: b.false(),
+    "leaf": lambda b, a, s, c, n: b.leaf(a[0], c[a[1]]),
+    "step": lambda b, a, s, c, n: b.step(a[0], s[a[1]]),
+    "named_step": lambda b, a, s, c, n: b.step(a[0] + n[a[1]], s[a[2]]),
+    "loop": lambda b, a, s, c, n: b.loop(s[a[0]]),
+    "loop_or_text": lambda b, a, s, c, n: b.loop_or_text(s[a[0]]),
+    "all_of": lambda b, a, s, c, n: b.all_of([s[i] for i in a[0]]),
+    "any_of": lambda b, a, s, c, n: b.any_of([s[i] for i in a[0]]),
+    "negate": lambda b, a, s, c, n: b.negate(s[a[0]]),
+    "own": lambda b, a, s, c, n: b.own([s[i] for i in a[0]]),
 }
 
 

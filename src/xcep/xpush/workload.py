@@ -53,30 +53,33 @@ SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is 
 @dataclass
 class _Shape:
     """A filter shape parsed and rewritten once: the tree of the first filter of the shape
-    (with its constants), and the shape's program (made when first asked for)."""
+    (with its constants and names), and the shape's program (made when first asked for)."""
 
     path: Path
     constants: tuple
+    names: tuple
     program: Program | None = None
 
 
 _by_shape: dict[tuple, _Shape] = {}
 
 
-def _known_shape(text: str, fid) -> tuple[_Shape, tuple]:
-    """(the shape of a filter, the filter's constants): parsed and
-    rewritten when new, or raise ``FilterError``.
+def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
+    """(the shape of a filter, the filter's constants, its names): parsed and rewritten
+    when new, or raise ``FilterError``.
 
-    Subscriptions are mostly a few shapes with different constants: a filter's
-    *shape* (its tokens, each constant by its first place among the filter's
-    distinct constants) is parsed and rewritten once. Neither the parser nor the
-    rewrite rules look at a constant's value, only at whether two are equal, which
-    the shape keeps."""
-    key, constants = _shape(text)
+    Subscriptions are mostly a few shapes with different constants and names: a
+    filter's *shape* (its tokens, each constant by its first place among the filter's
+    distinct constants, each element or attribute name by its first place among its
+    names) is parsed and rewritten once. Neither the parser nor the rewrite rules look
+    at a constant's value or at a name, only at whether two are equal, which the shape
+    keeps (the names the parser reads as words stay in the shape: ``and``, ``or``, a
+    name before ``(`` or ``::``)."""
+    key, constants, names = _shape(text)
     found = _by_shape.get(key)
     if found is None:
         try:
-            found = _Shape(normalize(parse_filter(text)), constants)
+            found = _Shape(normalize(parse_filter(text)), constants, names)
         except FilterSyntaxError as exc:
             raise FilterError(exc.message, fid, column=exc.position) from None
         except UnsupportedFilter as exc:
@@ -84,73 +87,87 @@ def _known_shape(text: str, fid) -> tuple[_Shape, tuple]:
         if len(_by_shape) >= SHAPE_LIMIT:
             _by_shape.clear()
         _by_shape[key] = found
-    return found, constants
+    return found, constants, names
 
 
 def compile_filter(text: str, fid=None) -> Path:
     """Parse and rewrite one filter (a filter of a known shape is that shape's tree with
-    its own constants put in), or raise ``FilterError``."""
-    shape, constants = _known_shape(text, fid)
-    if shape.constants == constants:
+    its own constants and names put in), or raise ``FilterError``."""
+    shape, constants, names = _known_shape(text, fid)
+    if shape.constants == constants and shape.names == names:
         return shape.path
-    return _put(shape.path, dict(zip(shape.constants, constants, strict=True)))
+    values = dict(zip(shape.constants, constants, strict=True))
+    return _put(shape.path, values, dict(zip(shape.names, names, strict=True)))
 
 
-def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple]:
-    """(the program of a filter's shape, the constants it uses, the filter's own key for early
-    notification): what ``AFA.add_program`` compiles, without a tree per filter; or
-    raise ``FilterError``."""
-    shape, constants = _known_shape(text, fid)
+def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple, tuple]:
+    """(the program of a filter's shape, the constants and the names it uses, the filter's
+    own key for early notification): what ``AFA.add_program`` compiles, without a tree
+    per filter; or raise ``FilterError``."""
+    shape, constants, names = _known_shape(text, fid)
     if shape.program is None:
-        shape.program = Recorder.program(shape.path, shape.constants)
+        shape.program = Recorder.program(shape.path, shape.constants, shape.names)
     program = shape.program
-    used = program.uses(constants)
-    # equal filters (one tree: one program and constants) share their own state
-    return program, used, ("early", program, used)
+    used, used_names = program.uses(constants), program.uses_names(names)
+    # equal filters (one program, the same constants and names) share their own state
+    return program, used, used_names, ("early", program, used, used_names)
 
 
-# a constant: a string, or a number where a token starts (not inside a name: the
-# tokenizer reads ``a-1`` and ``x1.5`` as names)
-_CONSTANT = re.compile(
-    r"""('[^']*'|"[^"]*")|(?<![\w.\-\u00b7\u00c0-\uffff])(-?(?:\d+(?:\.\d*)?|\.\d+))"""
+_NAME_CHAR = r"\w.\-\u00b7\u00c0-\uffff"
+_NAME = r"[A-Za-z_\u00c0-\uffff][" + _NAME_CHAR + r"]*"
+# what a shape cuts out: a string constant; a number where a token starts (not inside a
+# name: the tokenizer reads ``a-1`` and ``x1.5`` as names); a name (or prefix:name) where
+# a token starts, not before ``(`` or ``:`` (a function, an axis: words the parser reads)
+_PIECE = re.compile(
+    r"""('[^']*'|"[^"]*")"""
+    rf"|(?<![{_NAME_CHAR}])(-?(?:\d+(?:\.\d*)?|\.\d+))"
+    rf"|(?<![{_NAME_CHAR}:])({_NAME}(?::{_NAME})?)(?![{_NAME_CHAR}:(]|\s*[(:])"
 )
+_WORDS = frozenset(("and", "or"))  # names the parser reads as operators: kept in the shape
 
 
-def _shape(text: str) -> tuple[tuple, tuple]:
-    """A filter's text with its constants cut out (each replaced by its place among the
-    filter's distinct constants, and whether it is a number), and its distinct constants
-    in order (as the parser reads them: numbers as floats, strings without their
-    quotes). Two filters of one shape differ only in their constants: they tokenize
-    alike and parse to one tree but for the constants. (What is not cut out stays in
-    the text: a shape of its own, never a wrong one.)"""
-    parts = _CONSTANT.split(text)
+def _shape(text: str) -> tuple[tuple, tuple, tuple]:
+    """A filter's text with its constants and names cut out (each constant replaced by its
+    place among the filter's distinct constants, and whether it is a number; each name by
+    its place among its distinct names), its distinct constants in order (as the parser
+    reads them: numbers as floats, strings without their quotes) and its distinct names.
+    Two filters of one shape differ only in their constants and names: they tokenize
+    alike and parse to one tree but for those. (What is not cut out stays in the text:
+    a shape of its own, never a wrong one.)"""
+    parts = _PIECE.split(text)
     constants: dict = {}
-    places = []
-    for i in range(1, len(parts), 3):
-        string = parts[i]
+    names: dict = {}
+    places: list = []
+    for i in range(1, len(parts), 4):
+        string, number, name = parts[i], parts[i + 1], parts[i + 2]
         if string is not None:
             places.append(constants.setdefault(string[1:-1], len(constants)))
+        elif number is not None:
+            places.append(~constants.setdefault(float(number), len(constants)))
+        elif name in _WORDS:
+            places.append(name)
         else:
-            places.append(~constants.setdefault(float(parts[i + 1]), len(constants)))
-    return (tuple(parts[::3]), tuple(places)), tuple(constants)
+            places.append((names.setdefault(name, len(names)),))
+    return (tuple(parts[::4]), tuple(places)), tuple(constants), tuple(names)
 
 
-def _put(node, values: dict):
-    """``node`` with each comparison's constant replaced as ``values`` says."""
-    return _PUT[type(node)](node, values)
+def _put(node, values: dict, names: dict | None = None):
+    """``node`` with each comparison's constant replaced as ``values`` says, and each
+    step's name as ``names`` says."""
+    return _PUT[type(node)](node, values, names or {})
 
 
 _PUT = {
-    Path: lambda n, v: Path(tuple(_put(s, v) for s in n.steps), n.absolute),
-    Step: lambda n, v: (
-        Step(n.axis, n.test, n.name, tuple(_put(p, v) for p in n.predicates)) if n.predicates else n
+    Path: lambda n, v, m: Path(tuple(_put(s, v, m) for s in n.steps), n.absolute),
+    Step: lambda n, v, m: Step(
+        n.axis, n.test, m.get(n.name, n.name), tuple(_put(p, v, m) for p in n.predicates)
     ),
-    And: lambda n, v: And(tuple(_put(i, v) for i in n.items)),
-    Or: lambda n, v: Or(tuple(_put(i, v) for i in n.items)),
-    Not: lambda n, v: Not(_put(n.item, v)),
-    Exists: lambda n, v: Exists(_put(n.path, v)),
-    Compare: lambda n, v: Compare(_put(n.path, v), n.op, v[n.value]),
-    Const: lambda n, v: n,
+    And: lambda n, v, m: And(tuple(_put(i, v, m) for i in n.items)),
+    Or: lambda n, v, m: Or(tuple(_put(i, v, m) for i in n.items)),
+    Not: lambda n, v, m: Not(_put(n.item, v, m)),
+    Exists: lambda n, v, m: Exists(_put(n.path, v, m)),
+    Compare: lambda n, v, m: Compare(_put(n.path, v, m), n.op, v[n.value]),
+    Const: lambda n, v, m: n,
 }
 
 
@@ -209,7 +226,7 @@ class Workload:
         self.names_of: list = []  # filter number → id
         self._afa: AFA | None = None  # the last compilation, and how it was made
         self._afa_unique_early = False
-        # id → (program, constants, own key) of the filters added since (filter_program):
+        # id → (program, constants, names, own key) of the filters added since (filter_program):
         # only they are kept so (``paths`` parses every filter again)
         self._uncompiled: dict = {}
         self._removed = 0  # filters removed since
@@ -266,8 +283,8 @@ class Workload:
         else:
             adding = self._uncompiled
         numbers, add = self.numbers, afa.add_program
-        for fid, (program, constants, owner) in adding.items():
-            add(numbers[fid], program, constants, owner if unique_early else None)
+        for fid, (program, constants, names, owner) in adding.items():
+            add(numbers[fid], program, constants, names, owner if unique_early else None)
         self._uncompiled = {}
         return afa
 
