@@ -28,7 +28,19 @@ def element(draw) -> str:
             attributes += f' {attribute}="{draw(st.sampled_from(choices))}"'
     inside = draw(
         st.sampled_from(
-            ("", "", "text", "<t p='9'/>", "<u><t/></u>", "<v>3</v>", "<v>x</v>a<v>1<w/>5</v>")
+            (
+                *(
+                    "",
+                    "",
+                    "text",
+                    "<t p='9'/>",
+                    "<u><t/></u>",
+                    "<v>3</v>",
+                    "<v>x</v>a<v>1<w/>5</v>",
+                ),
+                "<s><t p='2'/><t p='1'><v>2</v></t></s>",  # lists inside lists: for //s/
+                "<u><s><t k='A' p='3'/></s></u>",
+            )
         )
     )
     return f"<{name}{attributes}>{inside}</{name}>"
@@ -104,7 +116,8 @@ def sequence_queries(draw) -> str:
     )
     where = f" where {' and '.join(conjuncts)}" if conjuncts else ""
     partition = draw(st.sampled_from(("", " partition by /s/t@k", " partition by /s/*@k")))
-    return f"return {returns} from /s/{head} {' '.join(items)}{where}{partition}"
+    parent = "/s/" if partition else draw(st.sampled_from(("/s/", "/s/", "//s/", "//*/")))
+    return f"return {returns} from {parent}{head} {' '.join(items)}{where}{partition}"
 
 
 def _batches(text: str):
@@ -132,7 +145,10 @@ def test_fast_path_equals_reference_and_automaton(
         engine = XSeqEngine(query, selection=selection)
     except QuerySyntaxError:
         return  # e.g. a condition relating two Kleene-* groups
-    assert isinstance(engine.fast_path, SequencePattern), (query, engine.fast_path)
+    if selection == "skip-past-last" and " from //" in query:
+        assert "skip-past-last" in engine.fast_path  # nested lists: on the automaton
+    else:
+        assert isinstance(engine.fast_path, SequencePattern), (query, engine.fast_path)
     text = "".join(docs)
     expected = evaluate(query, parse(text), selection=selection)
     assert _rows(query, text, selection=selection) == expected, query
@@ -172,7 +188,7 @@ def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int, se
         ("return $Z from /s/$Z (\\ $X)*", "content"),
         ("return count($Z) from /s/$Z (/t)*", "not"),
         ("return count($Z) from /s/$Z \\ $X where $X/t = 1", "more of an element"),
-        ("return count($Z) from //t/$Z \\ $X", "child steps"),
+        ("return count($Z) from /s//t/$Z \\ $X", "child steps"),
         ("return count($Z) from //s/$Z \\ $X partition by //s/t@k", "//"),
     ],
 )

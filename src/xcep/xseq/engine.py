@@ -46,7 +46,8 @@ def compile_fast_path(analysis: Analysis, selection: str = "all"):
 
     Under a selection policy other than ``all`` the path runtime takes node selections
     only (no variable: each match starts where it ends, and every policy keeps them all);
-    the flat-sequence runtime applies every policy."""
+    the flat-sequence runtime applies every policy (but ``skip-past-last`` where lists
+    nest: which match it keeps in an inner list depends on the outer one's)."""
     if analysis.mode == "nodes":
         if selection != "all" and any(not v.startswith(HIDDEN) for v in analysis.variables):
             return f"selection {selection} over a path that binds variables runs on the automaton"
@@ -57,9 +58,13 @@ def compile_fast_path(analysis: Analysis, selection: str = "all"):
         kinds = (SequencePattern,)
     for kind in kinds:
         try:
-            return kind(analysis)
+            found = kind(analysis)
         except NotFast as why:
             reason = str(why)
+            continue
+        if selection == "skip-past-last" and getattr(found, "anywhere", False):
+            return "selection skip-past-last over lists under a // step runs on the automaton"
+        return found
     return reason
 
 

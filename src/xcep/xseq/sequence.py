@@ -9,7 +9,9 @@ elements. ``SequencePattern`` recognises these queries (or raises ``NotFast``
 naming what keeps a query off) and ``SequenceRun`` runs them directly:
 
 - the list is found by depth and element names (the partition path, or the
-  from path's leading child steps), its elements read from the batch columns
+  from path's leading child steps; when the first of those is ``//``, a list per
+  open parent at any depth, inside one another), its elements read from the batch
+  columns
   (numpy picks the events at the list's depth and above, and down to the
   children's text when the query reads it; the rest of an element's content
   costs nothing); what the query reads of each element (``@name``,
@@ -50,6 +52,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import cached_property
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -101,6 +104,7 @@ class SequencePattern:
 
     def __init__(self, analysis: Analysis) -> None:
         self.analysis = analysis
+        self.anywhere = False  # the list's parent path starts with // (any depth)
         if analysis.mode == "nodes":
             raise NotFast("a plain path (no return clause)")
         # what conditions and outputs read of an element: ("@", attribute) or ("/", child
@@ -157,11 +161,14 @@ class SequencePattern:
                     raise NotFast("a partition by path with a // step")
                 names.append(step.name)
             return names, attribute, steps
-        lead = 0  # the leading child steps: the list's ancestors, then its first element
+        # the leading child steps (the first may be // : the list's parent anywhere): the
+        # list's ancestors, then its first element
+        self.anywhere = bool(steps) and _is_plain(steps[0], A.DESCENDANT)
+        lead = 1 if self.anywhere else 0
         while lead < len(steps) and isinstance(steps[lead], A.Step) and steps[lead].axis == A.CHILD:
             lead += 1
         prefix = steps[: lead - 1]
-        if not prefix or not all(_is_plain_child(s) and not s.var for s in prefix):
+        if not prefix or not all(_is_plain(s, s.axis) for s in prefix):
             raise NotFast("the from clause does not start with plain child steps to a list")
         return [*(s.name for s in prefix), A.WILDCARD], None, steps[lead - 1 :]
 
@@ -324,12 +331,14 @@ class SequencePattern:
         }
 
 
-def _is_plain_child(step) -> bool:
+def _is_plain(step, axis: str = A.CHILD) -> bool:
+    """An element step on ``axis`` without predicates or a variable."""
     return (
         isinstance(step, A.Step)
-        and step.axis == A.CHILD
+        and step.axis == axis
         and step.kind == A.ELEMENT
         and not step.preds
+        and not step.var
     )
 
 
@@ -402,8 +411,15 @@ class SequenceRun:
         fields = pattern.fields.items()
         self.attributes = {name: at for (kind, name), at in fields if kind == "@"}
         self.children = {name: at for (kind, name), at in fields if kind == "/"}
-        if selection == "all":
+        # lists inside lists (//): matches are released in the order of their ends, an
+        # element's before those of the elements inside it (which close first)
+        self.seq = 0  # (the heap's tie-break: matches at one end in binding order)
+        if pattern.anywhere:
+            self.queue = []  # a heap of (end, seq, _Held)
+        if selection == "all" and not pattern.anywhere:
             self.step = pattern.make_step(self.emit)
+        elif selection == "all":
+            self.step = pattern.make_listing_step(self.hold)
         else:
             stepped = pattern.make_listing_step(self.hold)
 
@@ -429,6 +445,12 @@ class SequenceRun:
         self.current: _List | None = None  # the list of the open parent (no partition by)
         self.pending = None  # the open list element: [doc, ident, tag, values, raw, …]
         self.pending_list = self.child = self.doc = None
+        # a list's parent anywhere (//): per depth, the open element's name, the list of an
+        # open parent, an open list element [element, its list], an open field child
+        self.names_at: list = [None] * 8
+        self.parents: dict = {}
+        self.pending_at: dict = {}
+        self.child_at: dict = {}
 
     def new_list(self, key) -> _List:
         self.made += 1
@@ -450,6 +472,10 @@ class SequenceRun:
             "pending_list": self.pending_list,
             "child": self.child,
             "doc": self.doc,
+            "names_at": self.names_at,
+            "parents": self.parents,
+            "pending_at": self.pending_at,
+            "child_at": self.child_at,
         }
 
     def state(self) -> dict:
@@ -459,13 +485,14 @@ class SequenceRun:
             "counts": self.counts,
             "made": self.made,
             "queue": self.queue,
+            "seq": self.seq,
             "cursor": self.cursor(),
             "groups": None if self.aggregator is None else self.aggregator.groups,
         }
 
     def restore(self, state: dict) -> SequenceRun:
         self.lists, self.counts, self.made = state["lists"], state["counts"], state["made"]
-        self.queue = state["queue"]
+        self.queue, self.seq = state["queue"], state["seq"]
         for name, value in state["cursor"].items():
             setattr(self, name, value)
         if self.aggregator is not None:
@@ -475,6 +502,8 @@ class SequenceRun:
     def feed(self, batch) -> list:
         """The rows known once ``batch`` is read."""
         p = self.p
+        if p.anywhere:
+            return self.feed_anywhere(batch)
         names_path = p.list_path
         depth_of_list = len(names_path)
         attribute = p.partition_attribute
@@ -586,15 +615,118 @@ class SequenceRun:
         rows, self.rows = self.rows, []
         return rows
 
+    def feed_anywhere(self, batch) -> list:
+        """``feed`` for a list whose parent path starts with ``//``: a list per open
+        parent, at any depth and inside one another (an element can be a list element,
+        a field child of one, and a parent: each role is kept by depth); each element is
+        stepped in its parent's list at its close, as the automaton emits, and a
+        parent's list is over at the parent's close."""
+        p = self.p
+        chain = p.list_path[:-1]  # the parent's names, the nearest last
+        k = len(chain)
+        children = self.children
+        names_at, parents = self.names_at, self.parents
+        pending_at, child_at, doc = self.pending_at, self.child_at, self.doc
+        step, pair = self.step, self.pair
+        table = batch.symbols.names
+        kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
+        wanted = kinds != _ATTR if children else (kinds == _OPEN) | (kinds == _CLOSE)
+        read = _ElementReader(self, batch, kinds)
+        kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
+        docs, nodes = batch.docs, batch.nodes
+        for i in self._picked(batch, kinds, wanted, 3 if children else 1):
+            depth, kind = depths_[i], kinds_[i]
+            if docs[i] != doc:  # a new document (the last may have been cut short)
+                for lst in parents.values():
+                    if lst.held:
+                        self.select(lst, final=True)
+                doc = docs[i]
+                parents.clear(), pending_at.clear(), child_at.clear()
+                if self.queue:
+                    self.release()
+            if kind == _OPEN:
+                name = table[names[i]]
+                if depth >= len(names_at):
+                    names_at.extend([None] * len(names_at))
+                names_at[depth] = name
+                lst = parents.get(depth - 1)
+                if lst is not None:  # a list element
+                    pending_at[depth] = [read(i, doc, name), lst]
+                owner = pending_at.get(depth - 1)
+                if owner is not None and children:  # a field child of a list element
+                    at = children.get(name)
+                    if at is not None:
+                        child_at[depth] = (at, name, nodes[i], [])
+                if depth >= k and all(
+                    want == A.WILDCARD or want == names_at[depth - k + 1 + j]
+                    for j, want in enumerate(chain)
+                ):
+                    parents[depth] = self.new_list(None)
+            elif kind == _CLOSE:
+                child = child_at.pop(depth, None)
+                if child is not None:
+                    element = pending_at[depth - 1][0]
+                    element[3][child[0]] += [pair(v) for v, _ in child[3]]
+                    if element[4] is not None:
+                        element[6].append(child[1:])
+                lst = parents.pop(depth, None)
+                if lst is not None and lst.held:
+                    self.select(lst, final=True)  # the parent's list is over
+                pending = pending_at.pop(depth, None)
+                if pending is not None:
+                    step(pending[1], pending[0])
+                if self.queue:
+                    self.release()
+            else:  # text: of a field child
+                child = child_at.get(depth - 1)
+                if child is not None:
+                    child[3].append((values[i], nodes[i]))
+        self.doc = doc
+        rows, self.rows = self.rows, []
+        return rows
+
+    def _picked(self, batch, kinds: np.ndarray, wanted: np.ndarray, below: int) -> list:
+        """The positions ``feed_anywhere`` must see: every wanted event, or — under one
+        named parent step (``//name/…``) — the parents' opens and closes and, between
+        them, the wanted events at most ``below`` levels under the innermost open parent
+        (its list elements, their field children, those children's text). Nothing else
+        can be one of them: a parent's list lies inside it, and inside an inner parent
+        only the inner list's elements are."""
+        chain = self.p.list_path[:-1]
+        if len(chain) != 1 or chain[0] == A.WILDCARD:
+            return np.flatnonzero(wanted).tolist()
+        pid = batch.symbols.get(chain[0], -1)
+        names = np.frombuffer(batch.names, dtype=np.int32)
+        depths = np.frombuffer(batch.depths, dtype=np.int32)
+        events = np.flatnonzero((names == pid) & ((kinds == _OPEN) | (kinds == _CLOSE)))
+        open_at = sorted(self.parents)  # the open parents' depths (a stale one only adds)
+        picks, start = [], 0
+        for q in [*events.tolist(), len(kinds)]:
+            if open_at and q > start:
+                under = depths[start:q] - open_at[-1]
+                found = np.flatnonzero((under >= 1) & (under <= below) & wanted[start:q])
+                picks.append(found + start)
+            if q < len(kinds):
+                picks.append(np.array([q]))
+                if kinds[q] == _OPEN:
+                    open_at.append(int(depths[q]))
+                elif open_at:
+                    open_at.pop()
+            start = q + 1
+        return np.concatenate(picks).tolist() if picks else []
+
     def end(self, final: bool) -> list:
         """The matches only the end decides and the aggregates, when the stream ends
         (``final``)."""
         if not final:
             return []
         lists = [*self.lists.values(), *([self.current] if self.current is not None else [])]
+        lists += self.parents.values()
         for lst in lists:  # partitions (or a list the stream cut short): decided now
             if lst.held:
                 self.select(lst, final=True)
+        if self.p.anywhere:
+            self.release(barrier=False)
         rows, self.rows = self.rows, []
         if self.aggregator is None:
             return rows
@@ -652,8 +784,15 @@ class SequenceRun:
         for regs in found:
             start = self.start_of(regs, end)
             held = _Held(lst, regs, start, end)
-            lst.held.setdefault(start, []).append(held)
-            self.queue.append(held)
+            if self.selection == "all":
+                held.selected = True
+            else:
+                lst.held.setdefault(start, []).append(held)
+            if p.anywhere:
+                heappush(self.queue, (end, self.seq, held))
+                self.seq += 1
+            else:
+                self.queue.append(held)
 
     def select(self, lst: _List, final: bool) -> None:
         """Decide the list's held matches that no live partial match can still join (all
@@ -685,9 +824,28 @@ class SequenceRun:
             elif lst.last_end is None or first > lst.last_end:
                 next(h for h in group if h.end == best).selected = True  # first in order
                 lst.last_end = best
+        self.release()
+
+    def release(self, barrier: bool = True) -> None:
+        """Hand out the queue's matches that are decided, in order, up to the first that is
+        not; with lists inside lists, only those that end before the outermost open list
+        element (its own matches come first) unless not ``barrier``."""
         queue = self.queue
-        while queue and queue[0].selected is not None:
-            h = queue.popleft()
+        if not self.p.anywhere:
+            while queue and queue[0].selected is not None:
+                h = queue.popleft()
+                if h.selected:
+                    self.emit(h.lst, [h.regs], ordered=True)
+            return
+        stop = None
+        if barrier and self.pending_at:
+            outer = self.pending_at[min(self.pending_at)][0]
+            stop = (outer[0], outer[1])
+        while queue:
+            end, _, h = queue[0]
+            if h.selected is None or (stop is not None and end >= stop):
+                break
+            heappop(queue)
             if h.selected:
                 self.emit(h.lst, [h.regs], ordered=True)
 
@@ -715,6 +873,45 @@ class SequenceRun:
                     child.children.append(text)
                 node.children.append(child)
         return element[5]
+
+
+class _ElementReader:
+    """``read(i, doc, name)``: the list element that opens at event ``i`` of a batch, as
+    the run keeps it: ``[doc, ident, tag, fields, raw attributes, node, children]``."""
+
+    def __init__(self, run: SequenceRun, batch, kinds: np.ndarray) -> None:
+        symbols = batch.symbols
+        self.wanted_ids = {symbols[n]: at for n, at in run.attributes.items() if n in symbols}
+        self.width, self.pair, self.batch = len(run.p.fields), run.pair, batch
+        self.children = list(run.children.values())
+        self.keep_raw = not run.p.count_only
+        # without raw attributes to keep, fields come from tables numpy made for the batch
+        self.fields = (
+            None if self.keep_raw else _attribute_tables(batch, kinds, -2, self.wanted_ids)[1]
+        )
+
+    def __call__(self, i: int, doc, name: str) -> list:
+        batch, pair = self.batch, self.pair
+        found = [None] * self.width
+        for at in self.children:
+            found[at] = []
+        raw = [] if self.keep_raw else None
+        if self.fields is not None:
+            for at, table_at in self.fields:
+                value = table_at.get(i)
+                if value is not None:
+                    found[at] = pair(value)
+            return [doc, batch.nodes[i], name, found, raw, None, []]
+        kinds, names, values, nodes = batch.kinds, batch.names, batch.values, batch.nodes
+        table, wanted_ids = batch.symbols.names, self.wanted_ids
+        j = i + 1
+        while j < len(kinds) and kinds[j] == _ATTR:
+            at = wanted_ids.get(names[j])
+            if at is not None:
+                found[at] = pair(values[j])
+            raw.append((table[names[j]], values[j], nodes[j]))
+            j += 1
+        return [doc, nodes[i], name, found, raw, None, []]
 
 
 def _attribute_tables(batch, kinds: np.ndarray, key_id: int, wanted_ids: dict) -> tuple:
