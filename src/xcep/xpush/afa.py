@@ -30,7 +30,6 @@ evaluating states in increasing order decides successors first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xcep.xpush.ast import (
@@ -49,6 +48,7 @@ from xcep.xpush.ast import (
     Or,
     Path,
     Step,
+    walk,
 )
 from xcep.xpush.predicates import Predicate
 
@@ -92,8 +92,13 @@ class AFA:
         and constants, so that filters that compile alike share it however written."""
         owner = None
         if unique_early:
-            constants = tuple(dict.fromkeys(_constants(path)))
-            names = tuple(dict.fromkeys(_names(path)))
+            nodes = list(walk(path))
+            constants = tuple(dict.fromkeys(n.value for n in nodes if isinstance(n, Compare)))
+            names = tuple(
+                dict.fromkeys(
+                    n.name for n in nodes if isinstance(n, Step) and n.name not in (None, WILDCARD)
+                )
+            )
             program = Recorder.program(path, constants, names)
             owner = ("early", program, program.uses(constants), program.uses_names(names))
         builder = Builder(self, owner)
@@ -124,41 +129,6 @@ class AFA:
         if owner is not None and program.early is not None:
             self.early[number] = states[program.early]
         return states[program.root]
-
-
-def _constants(node) -> Iterator:
-    """The constants of a filter's comparisons, in the tree's order."""
-    if isinstance(node, Path):
-        for step in node.steps:
-            for predicate in step.predicates:
-                yield from _constants(predicate)
-    elif isinstance(node, And | Or):
-        for item in node.items:
-            yield from _constants(item)
-    elif isinstance(node, Not):
-        yield from _constants(node.item)
-    elif isinstance(node, Exists):
-        yield from _constants(node.path)
-    elif isinstance(node, Compare):
-        yield from _constants(node.path)
-        yield node.value
-
-
-def _names(node) -> Iterator:
-    """The element and attribute names of a filter's steps, in the tree's order."""
-    if isinstance(node, Path):
-        for step in node.steps:
-            if step.name is not None and step.name != WILDCARD:
-                yield step.name
-            for predicate in step.predicates:
-                yield from _names(predicate)
-    elif isinstance(node, And | Or):
-        for item in node.items:
-            yield from _names(item)
-    elif isinstance(node, Not):
-        yield from _names(node.item)
-    elif isinstance(node, Exists | Compare):
-        yield from _names(node.path)
 
 
 class Builder:

@@ -6,6 +6,7 @@ dataclasses, so rewrite rules are small pure functions returning new trees.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Node tests
@@ -131,3 +132,22 @@ def _step_text(step: Step, existential: bool, extra: str = "") -> str:
         PARENT: "parent::node()" if predicates else "..",
     }[step.test]
     return head + "".join(f"[{q}]" for q in predicates)
+
+
+def walk(node) -> Iterator:
+    """Every node of a filter's tree (steps and expressions), children before parents."""
+    for child in _CHILDREN[type(node)](node):
+        yield from walk(child)
+    yield node
+
+
+_CHILDREN = {
+    Path: lambda n: n.steps,
+    Step: lambda n: n.predicates,
+    And: lambda n: n.items,
+    Or: lambda n: n.items,
+    Not: lambda n: (n.item,),
+    Exists: lambda n: (n.path,),
+    Compare: lambda n: (n.path,),
+    Const: lambda n: (),
+}
