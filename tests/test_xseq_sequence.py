@@ -116,7 +116,8 @@ def sequence_queries(draw) -> str:
     )
     where = f" where {' and '.join(conjuncts)}" if conjuncts else ""
     partition = draw(st.sampled_from(("", " partition by /s/t@k", " partition by /s/*@k")))
-    parent = "/s/" if partition else draw(st.sampled_from(("/s/", "/s/", "//s/", "//*/")))
+    parents = ("/s/", "/s/", "//s/", "//*/", "//u/s/", "//s/*/")
+    parent = "/s/" if partition else draw(st.sampled_from(parents))
     return f"return {returns} from {parent}{head} {' '.join(items)}{where}{partition}"
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from xcep.errors import StateError
 
-VERSION = 1
+VERSION = 2  # 2: flat-sequence runs hold matches for a policy and lists under //
 MAGIC = b"xcep-xseq-run"
 
 

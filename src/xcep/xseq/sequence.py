@@ -363,16 +363,23 @@ def _all(chain) -> list:
 class _List:
     """The live partial matches of one list (a parent element's children, or a partition)."""
 
-    __slots__ = ("counts", "held", "key", "last_end", "pred", "root", "threads")
+    __slots__ = ("_root", "counts", "held", "key", "last_end", "pred", "threads")
 
     def __init__(self, key, counts: list) -> None:
         self.key = key
         self.counts = counts  # count-only return clauses: [matches, count of each term]
         self.threads: list = []
         self.pred = None  # the previous element of the list
-        self.root = Node(ROOT, None, -1, -1)  # the parent of the nodes made for outputs
+        self._root = None
         self.held: dict = {}  # a selection policy's matches not yet decided: start -> _Helds
         self.last_end = None  # skip-past-last: the end of the last match selected
+
+    @property
+    def root(self) -> Node:
+        """The parent of the nodes made for outputs (made when first needed)."""
+        if self._root is None:
+            self._root = Node(ROOT, None, -1, -1)
+        return self._root
 
 
 class _Held:
@@ -451,6 +458,7 @@ class SequenceRun:
         self.parents: dict = {}
         self.pending_at: dict = {}
         self.child_at: dict = {}
+        self.anchors: list = []  # the depths of the open anchors (_picked)
 
     def new_list(self, key) -> _List:
         self.made += 1
@@ -476,6 +484,7 @@ class SequenceRun:
             "parents": self.parents,
             "pending_at": self.pending_at,
             "child_at": self.child_at,
+            "anchors": self.anchors,
         }
 
     def state(self) -> dict:
@@ -624,6 +633,7 @@ class SequenceRun:
         p = self.p
         chain = p.list_path[:-1]  # the parent's names, the nearest last
         k = len(chain)
+        named_at = [(j, want) for j, want in enumerate(chain) if want != A.WILDCARD] or None
         children = self.children
         names_at, parents = self.names_at, self.parents
         pending_at, child_at, doc = self.pending_at, self.child_at, self.doc
@@ -657,12 +667,13 @@ class SequenceRun:
                     at = children.get(name)
                     if at is not None:
                         child_at[depth] = (at, name, nodes[i], [])
-                if depth >= k and all(
-                    want == A.WILDCARD or want == names_at[depth - k + 1 + j]
-                    for j, want in enumerate(chain)
+                if depth >= k and (
+                    named_at is None
+                    or all(names_at[depth - k + 1 + j] == want for j, want in named_at)
                 ):
                     parents[depth] = self.new_list(None)
             elif kind == _CLOSE:
+                names_at[depth] = None  # (an unseen element there later: not a name)
                 child = child_at.pop(depth, None)
                 if child is not None:
                     element = pending_at[depth - 1][0]
@@ -686,20 +697,23 @@ class SequenceRun:
         return rows
 
     def _picked(self, batch, kinds: np.ndarray, wanted: np.ndarray, below: int) -> list:
-        """The positions ``feed_anywhere`` must see: every wanted event, or — under one
-        named parent step (``//name/…``) — the parents' opens and closes and, between
-        them, the wanted events at most ``below`` levels under the innermost open parent
-        (its list elements, their field children, those children's text). Nothing else
-        can be one of them: a parent's list lies inside it, and inside an inner parent
-        only the inner list's elements are."""
+        """The positions ``feed_anywhere`` must see: every wanted event, or — when the
+        parent path's ``//`` step names an element (its *anchor*: ``//a/b/…``) — the
+        anchors' opens and closes and, between them, the wanted events at most ``k - 1 +
+        below`` levels under the innermost open anchor (the rest of the parent path, the
+        list elements, their field children, those children's text; ``k``: the parent
+        path's length). Nothing else can be one of them: a list lies inside its anchor,
+        and what an outer anchor's list reads inside an inner anchor is within as many
+        levels of the inner one."""
         chain = self.p.list_path[:-1]
-        if len(chain) != 1 or chain[0] == A.WILDCARD:
+        if chain[0] == A.WILDCARD:
             return np.flatnonzero(wanted).tolist()
+        below += len(chain) - 1
         pid = batch.symbols.get(chain[0], -1)
         names = np.frombuffer(batch.names, dtype=np.int32)
         depths = np.frombuffer(batch.depths, dtype=np.int32)
         events = np.flatnonzero((names == pid) & ((kinds == _OPEN) | (kinds == _CLOSE)))
-        open_at = sorted(self.parents)  # the open parents' depths (a stale one only adds)
+        open_at = self.anchors  # the open anchors' depths (one a broken document left: more)
         picks, start = [], 0
         for q in [*events.tolist(), len(kinds)]:
             if open_at and q > start:
