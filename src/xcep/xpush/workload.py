@@ -62,6 +62,7 @@ class _Shape:
 
 
 _by_shape: dict[tuple, _Shape] = {}
+_names_used: dict[tuple, tuple] = {}  # the names filters use, each tuple once (cleared alike)
 
 
 def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
@@ -85,7 +86,7 @@ def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
         except UnsupportedFilter as exc:
             raise FilterError(str(exc), fid) from None
         if len(_by_shape) >= SHAPE_LIMIT:
-            _by_shape.clear()
+            _by_shape.clear(), _names_used.clear()
         _by_shape[key] = found
     return found, constants, names
 
@@ -108,7 +109,9 @@ def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple, tuple]:
     if shape.program is None:
         shape.program = Recorder.program(shape.path, shape.constants, shape.names)
     program = shape.program
-    used, used_names = program.uses(constants), program.uses_names(names)
+    used = program.uses(constants)
+    used_names = program.uses_names(names)  # one tuple for the many filters that name alike
+    used_names = _names_used.setdefault(used_names, used_names)
     # equal filters (one program, the same constants and names) share their own state
     return program, used, used_names, ("early", program, used, used_names)
 
@@ -303,6 +306,6 @@ class Workload:
                     errors.append(exc)
         # the shapes served this load; a running machine adds filters one at a time, and
         # a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
-        _by_shape.clear()
+        _by_shape.clear(), _names_used.clear()
         errors.sort(key=lambda e: e.line or 0)
         return workload, errors
