@@ -281,6 +281,10 @@ def _join_results(spark: SparkSession, engine, docs: DataFrame, lo: int, hi: int
         rows = spark.sql(sql).select(
             "rid", "ldoc", "rdoc", F.array(*(f"n{i}" for i in range(template.size))).alias("n")
         )
+        # each template's joins run now, one job each, and only their rows are kept: the
+        # driver builds one template's broadcast tables at a time (all of them in one plan
+        # ran a 1 GB driver out of memory at 21 templates)
+        rows = rows.localCheckpoint(eager=True)
         found = rows if found is None else found.unionByName(rows)
     directed = spark.createDataFrame(
         [
