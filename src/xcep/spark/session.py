@@ -50,8 +50,8 @@ def session(
         # XML parts: at 10 GB of input they took 36 GB of local disk uncompressed)
         "spark.rdd.compress": "true",
         # Spark sizes a memory page from the heap (16 MB at 1 GB, 64 MB at 2 GB), and each
-        # broadcast join a task reads holds at least one page until the task ends: XSCL's
-        # Stage 2 unions every template's joins into one stage, and 6 templates over small
+        # broadcast join a task reads holds at least one page until the task ends: when
+        # XSCL's Stage 2 ran every template's joins in one stage, 6 templates over small
         # inputs ran a 1 GB driver out of execution memory at 16 MB pages (at 8 MB they ran)
         "spark.buffer.pageSize": "2m",
     }
