@@ -15,6 +15,7 @@ from xcep.xseq.matches import (
     check_selection,
     match_start,
     output_row,
+    pick,
 )
 from xcep.xseq.program import PENDING, Program, Verdicts
 from xcep.xseq.semantics import Analysis
@@ -150,16 +151,15 @@ class Emitter:
                         e.verdict = e.resolve()
                 if any(e.verdict is PENDING for e in group):
                     break
-                winners = [e for e in group if e.verdict]
+                winners = sorted((e for e in group if e.verdict), key=_order)
                 for e in group:
                     e.selected = False
-                best = max((e.end.key for e in winners), default=None)
-                if self.selection == "maximal":
-                    for e in winners:
-                        e.selected = e.end.key == best
-                elif winners and (run not in self.last_end or first > self.last_end[run]):
-                    min((e for e in winners if e.end.key == best), key=_order).selected = True
-                    self.last_end[run] = best
+                ends = [e.end.key for e in winners]
+                chosen, last = pick(self.selection, first, ends, self.last_end.get(run))
+                for i in chosen:
+                    winners[i].selected = True
+                if last is not None:
+                    self.last_end[run] = last
                 entries[:] = [e for e in entries if e.start != first]
             if not entries:
                 del self.runs[run]

@@ -239,6 +239,22 @@ class Aggregator:
 SELECTIONS = ("all", "maximal", "skip-past-last")
 
 
+def pick(policy: str, start, ends: list, last_end) -> tuple[list[int], object]:
+    """A policy's choice among the matches of one start (their ends, in match order), once
+    no other match can start there: the positions it selects, and the end of the last
+    match selected (skip-past-last's, carried from group to group; else as given).
+    maximal: every match that ends last; skip-past-last: the first of those, unless
+    ``start`` is not past ``last_end``."""
+    if not ends:
+        return [], last_end
+    best = max(ends)
+    if policy == "maximal":
+        return [i for i, end in enumerate(ends) if end == best], last_end
+    if last_end is None or start > last_end:
+        return [ends.index(best)], best
+    return [], last_end
+
+
 def check_selection(policy: str) -> str:
     """``policy`` if it is a selection policy; else a ValueError naming them."""
     if policy not in SELECTIONS:

@@ -60,7 +60,7 @@ from xcep.events import ATTR, CLOSE, OPEN, TEXT
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, TEXT_NODE, Node
 from xcep.xseq.lifting import HIDDEN
-from xcep.xseq.matches import Aggregator, Binding, check_selection, output_row
+from xcep.xseq.matches import Aggregator, Binding, check_selection, output_row, pick
 from xcep.xseq.semantics import Analysis, NotFast
 from xcep.xseq.values import COMPARISONS, arith, as_string, to_number
 
@@ -400,7 +400,6 @@ class SequenceRun:
         self.p = pattern
         self.values_only = values_only
         self.selection = check_selection(selection)
-        self.queue: deque = deque()  # a selection policy's matches, in the order of ``all``
         analysis = pattern.analysis  # where a match starts: the query's own variables
         own = [i for i, v in enumerate(analysis.variables) if not v.startswith(HIDDEN)]
         self.own_slots = tuple((i, i in pattern.kleene_slots) for i in own)
@@ -420,9 +419,10 @@ class SequenceRun:
         self.children = {name: at for (kind, name), at in fields if kind == "/"}
         # lists inside lists (//): matches are released in the order of their ends, an
         # element's before those of the elements inside it (which close first)
-        self.seq = 0  # (the heap's tie-break: matches at one end in binding order)
-        if pattern.anywhere:
-            self.queue = []  # a heap of (end, seq, _Held)
+        # a selection policy's matches, in the order of ``all``: a deque, or with lists
+        # inside lists a heap of (end, seq, _Held) (seq: matches at one end in binding order)
+        self.queue: deque | list = [] if pattern.anywhere else deque()
+        self.seq = 0
         if selection == "all" and not pattern.anywhere:
             self.step = pattern.make_step(self.emit)
         elif selection == "all":
@@ -751,21 +751,30 @@ class SequenceRun:
         return rows + self.aggregator.rows(order)
 
     # outputs
+    def in_order(self, found: list) -> list:
+        """The matches that end at one element, without duplicates, in binding order."""
+        if len(found) > 1:
+            if self.p.varless:
+                found = list({_identity(regs): regs for regs in found}.values())
+            kleene = self.p.kleene_slots
+            found.sort(key=lambda regs: _order(regs, kleene))
+        return found
+
     def emit(self, lst: _List, found: list, ordered: bool = False) -> None:
-        """The matches that end at one element: in binding order, without duplicates."""
+        """The matches that end at one element: in binding order, without duplicates
+        (``ordered``: they are)."""
         p = self.p
-        if len(found) > 1 and p.varless and not ordered:
-            found = list({_identity(regs): regs for regs in found}.values())
         if p.count_only:  # the order does not matter
+            if len(found) > 1 and p.varless and not ordered:
+                found = list({_identity(regs): regs for regs in found}.values())
             counts = lst.counts
             for regs in found:
                 counts[0] += 1
                 for i, ref in enumerate(p.count_refs):
                     counts[i + 1] += _count(ref, regs, p)
             return
-        if len(found) > 1 and not ordered:
-            kleene = p.kleene_slots
-            found.sort(key=lambda regs: _order(regs, kleene))
+        if not ordered:
+            found = self.in_order(found)
         for regs in found:
             binding = self.binding(lst, regs)
             if self.aggregator is not None:
@@ -789,13 +798,8 @@ class SequenceRun:
     def hold(self, lst: _List, found: list) -> None:
         """``emit`` under a selection policy: the matches wait in the list and the queue."""
         p = self.p
-        if len(found) > 1 and p.varless:
-            found = list({_identity(regs): regs for regs in found}.values())
-        if len(found) > 1:
-            kleene = p.kleene_slots
-            found.sort(key=lambda regs: _order(regs, kleene))
         end = (lst.pred[0], lst.pred[1])  # the element just stepped
-        for regs in found:
+        for regs in self.in_order(found):
             start = self.start_of(regs, end)
             held = _Held(lst, regs, start, end)
             if self.selection == "all":
@@ -828,16 +832,12 @@ class SequenceRun:
             first = min(held)
             if floor is not None and first >= floor:
                 break
-            group = held.pop(first)
-            best = max(h.end for h in group)
+            group = held.pop(first)  # (in match order)
             for h in group:
                 h.selected = False
-            if self.selection == "maximal":
-                for h in group:
-                    h.selected = h.end == best
-            elif lst.last_end is None or first > lst.last_end:
-                next(h for h in group if h.end == best).selected = True  # first in order
-                lst.last_end = best
+            chosen, lst.last_end = pick(self.selection, first, [h.end for h in group], lst.last_end)
+            for i in chosen:
+                group[i].selected = True
         self.release()
 
     def release(self, barrier: bool = True) -> None:
