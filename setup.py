@@ -13,6 +13,7 @@ KERNELS = [
         "xcep.events._tokenizer", ["src/xcep/events/_tokenizer.c"], extra_compile_args=["-O2"]
     ),
     Extension("xcep.xpush._states", ["src/xcep/xpush/_states.c"], extra_compile_args=["-O2"]),
+    Extension("xcep.xseq._quiet", ["src/xcep/xseq/_quiet.c"], extra_compile_args=["-O2"]),
 ]
 
 

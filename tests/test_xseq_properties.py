@@ -4,17 +4,20 @@ queries and documents, and plain Kleene-free paths equal lxml's XPath."""
 from __future__ import annotations
 
 import io
+from unittest import mock
 
 import lxml.etree as etree
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from tests.xseq_queries import documents, queries, to_xpath
+from tests.xseq_queries import PREDICATES, documents, queries, to_xpath
 
 from xcep.events import EventStream, parse
 from xcep.schema import learn_schema
 from xcep.testing.xseq_reference import evaluate
-from xcep.xseq import XSeqEngine, parse_query
+from xcep.xseq import XSeqEngine, parse_query, routing
+from xcep.xseq.dom import Node
+from xcep.xseq.evaluate import attribute_test, holds
 from xcep.xseq.parser import QuerySyntaxError
 
 SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
@@ -92,6 +95,80 @@ def test_plain_paths_equal_lxml(query: str, text: str) -> None:
             expected.append([node if isinstance(node, str) else node.xpath("string(.)")])
     rows = engine_rows(query, text, values_only=True)
     assert rows is None or rows == expected, (query, xpath)
+
+
+def automaton_rows(query: str, text: str, batch_size: int, stretches: bool) -> list | None:
+    """The pushdown automaton's rows, reading quiet stretches in C or every event in
+    Python; None when the engine refuses the query."""
+    try:
+        engine = XSeqEngine(query, fast=False)
+    except QuerySyntaxError:
+        return None
+    stream = EventStream([io.BytesIO(text.encode())], batch_size=batch_size)
+    with mock.patch.object(routing, "stretch", routing.stretch if stretches else None):
+        return list(engine.run(stream.batches()))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(query=queries(), text=documents(), batch_size=st.integers(1, 30))
+def test_quiet_stretches_change_no_row(query: str, text: str, batch_size: int) -> None:
+    """Reading the events no run needs in C (skipped subtrees, elements under ``//``
+    waiters of other names) gives the rows of reading them all, however the batches
+    cut the stretches."""
+    expected = automaton_rows(query, text, batch_size, stretches=False)
+    assert automaton_rows(query, text, batch_size, stretches=True) == expected, query
+
+
+@pytest.mark.skipif(routing.stretch is None, reason="the kernel is not built")
+def test_a_quiet_stretch_is_read_outside_python() -> None:
+    """``//c`` below elements with no c: their events are one stretch, not Python's."""
+    text = "<r>" + "<a><b x='1'>t</b><b/></a>" * 50 + "<a><c x='2'/></a></r>"
+    read = []
+
+    def stretch(*args):
+        found = routing_stretch(*args)
+        read.append(found[0] - args[2])
+        return found
+
+    routing_stretch = routing.stretch
+    with mock.patch.object(routing, "stretch", stretch):
+        rows = list(
+            XSeqEngine("//c/@x", fast=False).run(EventStream([io.BytesIO(text.encode())]).batches())
+        )
+    assert rows == [["2"]]
+    assert max(read) > 50 * 6, read  # the 50 a elements at once (six events each and more)
+
+
+ATTRIBUTE_PREDICATES = (
+    *(p for p in PREDICATES if attribute_test(parse_query(f"/a[{p}]").path.preds[0])),
+    "@x = @k",
+    "2 < @x",
+    "@x != '02' and @k",
+    "not(@x >= 3 or @k = 'q')",
+)
+
+
+@settings(max_examples=500)
+@given(
+    pred=st.sampled_from(ATTRIBUTE_PREDICATES),
+    attributes=st.dictionaries(
+        st.sampled_from(("x", "k", "y")),
+        st.sampled_from(("1", "2", " 2 ", "02", "3.5", "p", "q", "", "NaN", "1e0", "2_0")),
+    ),
+)
+def test_attribute_tests_decide_as_the_evaluator(pred: str, attributes: dict) -> None:
+    """A predicate decided at the open tag from its attribute list holds as ``holds``
+    says on the element's node."""
+    cond = parse_query(f"/a[{pred}]").path.preds[0]
+    raw = [(name, value, i) for i, (name, value) in enumerate(attributes.items())]
+    node = Node.element("a", 0, 0, None, raw)
+    assert attribute_test(cond).test(raw) == holds(cond, node), (pred, attributes)
+
+
+def test_only_attribute_predicates_are_decided_at_the_open_tag() -> None:
+    readers = ("b", ". = 't'", "text() = 'u'", "parent::a", ".//b[@x = 1]", "@x + 1 = 2")
+    assert [attribute_test(parse_query(f"/a[{p}]").path.preds[0]) for p in readers] == [None] * 6
+    assert len(ATTRIBUTE_PREDICATES) >= 10
 
 
 def test_the_generator_reaches_the_interesting_cases() -> None:

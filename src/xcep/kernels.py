@@ -12,6 +12,7 @@ import importlib
 KERNELS = {  # module -> what it does
     "xcep.events._tokenizer": "XML tokenizer",
     "xcep.xpush._states": "XPush machine core",
+    "xcep.xseq._quiet": "XSeq automaton's quiet stretches",
 }
 
 

@@ -29,6 +29,7 @@ from xcep.xseq.matches import (
 from xcep.xseq.program import PENDING, Check, MemberCheck, Program, Verdicts
 
 _NONE = ()  # no run waits in this list yet
+SKIPPING = "skipping"  # ``quiet``: inside a subtree no run waits in
 
 
 class Frame:
@@ -92,6 +93,8 @@ Light = tuple
 class Run:
     """One automaton run over one context: a document or a partition's virtual document."""
 
+    stretches = False  # whether ``close`` says what the events after it need (``quiet``)
+
     def __init__(self, machine: Machine, outputs, root: Node, key=None) -> None:
         self.m = machine.ready()
         self.outputs = outputs  # .add(run, slot, matches): the matches of the query in slot
@@ -149,11 +152,11 @@ class Run:
     def resume(self) -> None:
         self.frames, self.capturing, self.skip = self.suspended.pop()
 
-    # events
-    def open(self, tag: str, attrs: list, ident: int, doc: int) -> None:
+    # events: ``open`` and ``close`` say what the events after them need (``quiet``)
+    def open(self, tag: str, attrs: list, ident: int, doc: int):
         if self.skip:
             self.skip += 1
-            return
+            return SKIPPING
         frames = self.frames
         parent = frames[-1]
         tests = self.m.tests
@@ -182,12 +185,15 @@ class Run:
                     test, target = tests[thread[0]]
                     if test is None or test == tag:
                         found.append((target, *thread[1:]))
+        if found:  # the predicates the open tag's attributes decide: failing threads die here
+            guards = self.m.guards
+            found = [t for t in found if (guard := guards[t[0]]) is None or guard(attrs)]
         if not (found or self.capturing):
             if dchain or dtchain:
                 frames.append((tag, attrs, ident, doc, dchain, dtchain, dkey, dnames))
-            else:
-                self.skip = 1  # nothing can happen below: skip the subtree
-            return
+                return None if dtchain or dnames is None else dnames
+            self.skip = 1  # nothing can happen below: skip the subtree
+            return SKIPPING
         if parent.__class__ is Light:
             parent = self._real(len(frames) - 1)
         frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain, dkey, dnames)
@@ -239,13 +245,13 @@ class Run:
             self.closure(found, None, None, node)
             self.flush_matches()
 
-    def close(self) -> None:
+    def close(self):
         if self.skip:
             self.skip -= 1
-            return
+            return SKIPPING if self.skip else self.stretches and self.quiet()
         frame = self.frames.pop()
         if frame.__class__ is Light:
-            return
+            return None  # (a Light below it would be read in Python up to the next open)
         if frame.node is not None:
             frame.node.closed = True
         if frame.capture:
@@ -257,6 +263,41 @@ class Run:
             active = self.outputs.active
             for emitter in frame.wake:
                 active[emitter] = None
+        return self.stretches and self.quiet()
+
+    def quiet(self):
+        """What the events below the top of the stack need: the names of the elements
+        that may move a run when the top is a ``Light`` entry whose waiters wait for
+        descendants of those names only (the others, their texts and closes change
+        nothing but the stack: a quiet stretch, ``xcep.xseq._quiet``), ``SKIPPING``
+        inside a skipped subtree, else None."""
+        if self.skip:
+            return SKIPPING
+        top = self.frames[-1]
+        if top.__class__ is not Light or top[5] or top[7] is None or self.capturing:
+            return None
+        return top[7]
+
+    def stretched(self, quiet, popped: int, opened: list) -> None:
+        """A quiet stretch was read outside Python: ``popped`` entries of the stack closed,
+        ``opened`` (tag, attrs, node id, document) elements are open below the top."""
+        if quiet is SKIPPING:
+            self.skip += len(opened) - popped
+            return
+        frames = self.frames
+        if popped:
+            del frames[-popped:]
+        chains = frames[-1][4:]  # a Light entry's below it are the same
+        frames += [(*element, *chains) for element in opened]
+
+    def light_top(self) -> int:
+        """How many ``Light`` entries the top of the stack has in a row."""
+        count = 0
+        for entry in reversed(self.frames):
+            if entry.__class__ is not Light:
+                break
+            count += 1
+        return count
 
     def live_threads(self) -> Iterator:
         for frame in self._frames():
@@ -414,8 +455,11 @@ class Run:
     def predicates(self, state_id: int, here, child, checks: tuple):
         """The checks after the step's predicates on ``here`` (those that read the subtree
         of an open element become pending checks); None if one fails."""
-        for pred, deep in self.m.preds[state_id]:
-            if deep and not here.closed:
+        for pred, deep, fast in self.m.preds[state_id]:
+            if fast is not None and here.raw is not None:  # decided by its attributes
+                if not fast.test(here.raw):
+                    return None
+            elif deep and not here.closed:
                 self.capture(here, child)
                 check = self.wait_for(partial(holds, pred, here), [here])
                 checks = (*checks, check)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from xcep.xseq import ast as A
 from xcep.xseq.dom import Node, axis_nodes, test_matches
-from xcep.xseq.values import arith, compare
+from xcep.xseq.values import arith, compare, compare_one
 
 Env = Callable[[A.VarRef], list] | None
 
@@ -124,3 +124,96 @@ def holds(cond, node: Node | None, env: Env = None) -> bool:
     if isinstance(cond, A.Arith):
         return bool(values(cond, node, env))
     raise TypeError(f"not a condition: {cond!r}")
+
+
+class AttributeTest:
+    """A condition that reads nothing but the element's own attributes, as a test of the
+    open tag's attribute list ``[(name, value, id)]``: ``holds`` on that element without
+    a node built for it (the automaton decides such predicates at the open tag). Pickles
+    as its condition (``attribute_test`` compiles it again)."""
+
+    __slots__ = ("cond", "test")
+
+    def __init__(self, cond, test: Callable) -> None:
+        self.cond, self.test = cond, test
+
+    def __reduce__(self):
+        return attribute_test, (self.cond,)
+
+
+def attribute_test(cond) -> AttributeTest | None:
+    """``cond`` compiled to an ``AttributeTest``, or None when it reads more than the
+    element's attributes (children, text, ancestors, functions, arithmetic)."""
+    test = _attribute_test(cond)
+    return None if test is None else AttributeTest(cond, test)
+
+
+def _attribute_test(cond) -> Callable | None:
+    make = _ATTRIBUTE_TESTS.get(cond.__class__)
+    return None if make is None else make(cond)
+
+
+def _attribute_name(expr) -> str | None:
+    """The name of a plain ``@name`` operand, else None."""
+    if expr.__class__ is not A.RelPath:
+        return None
+    step = expr.path
+    if step.__class__ is not A.Step or step.axis != A.ATTRIBUTE or step.name == "*" or step.preds:
+        return None
+    return step.name
+
+
+def _attribute_values(expr) -> Callable | None:
+    """The values of an operand as a function of the attribute list, or None."""
+    if expr.__class__ is A.Const:
+        constant = [expr.value]
+        return lambda raw: constant
+    name = _attribute_name(expr)
+    if name is None:
+        return None
+    return lambda raw: [value for key, value, _ in raw if key == name]
+
+
+def _compare_test(cond: A.Compare) -> Callable | None:
+    op, name = cond.op, _attribute_name(cond.left)
+    if name is not None and cond.right.__class__ is A.Const:  # @a op constant: the usual one
+        constant = cond.right.value
+
+        def attribute_op_constant(raw) -> bool:
+            for key, value, _ in raw:
+                if key == name:
+                    return compare_one(op, value, constant)
+            return False
+
+        return attribute_op_constant
+    left, right = _attribute_values(cond.left), _attribute_values(cond.right)
+    if left is None or right is None:
+        return None
+    return lambda raw: compare(op, left(raw), right(raw))
+
+
+def _both(make_pair: Callable) -> Callable:
+    def make(cond) -> Callable | None:
+        left, right = _attribute_test(cond.left), _attribute_test(cond.right)
+        return None if left is None or right is None else make_pair(left, right)
+
+    return make
+
+
+def _negated(cond: A.Not) -> Callable | None:
+    inner = _attribute_test(cond.arg)
+    return None if inner is None else lambda raw: not inner(raw)
+
+
+def _has_attribute(cond: A.RelPath) -> Callable | None:
+    name = _attribute_name(cond)
+    return None if name is None else lambda raw: any(key == name for key, _, _ in raw)
+
+
+_ATTRIBUTE_TESTS = {
+    A.Compare: _compare_test,
+    A.And: _both(lambda left, right: lambda raw: left(raw) and right(raw)),
+    A.Or: _both(lambda left, right: lambda raw: left(raw) or right(raw)),
+    A.Not: _negated,
+    A.RelPath: _has_attribute,
+}

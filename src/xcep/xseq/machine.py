@@ -25,10 +25,12 @@ open transition lazily.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from xcep.xseq import ast as A
 from xcep.xseq.counting import CountingIndex, attribute_atom
+from xcep.xseq.evaluate import attribute_test
 from xcep.xseq.matches import Binding
 from xcep.xseq.vpa import State
 
@@ -45,7 +47,10 @@ class Machine:
         self.programs: list = []  # slot -> Program (None once removed)
         self.start: list[int] = []
         self.tests: list = []  # wait state -> (name or None for any, the state it goes to)
-        self.preds: dict = {}  # state -> ((predicate, does it read the subtree), ...)
+        self.preds: dict = {}  # state -> ((predicate, reads the subtree, AttributeTest), ...)
+        # match state -> the test of its predicates decided by the open tag's attributes
+        # alone (None: none is): a thread that fails it dies at the open, with no node built
+        self.guards: list = []
         self._residual: set = set()  # split targets whose preds are those their split leaves
         self._trie: dict = {}  # (parent shared state or None, key) -> shared state
         self._users: dict = {}  # shared state -> slots of the queries through it
@@ -209,11 +214,41 @@ class Machine:
                 if _split_conjunctions(states[target]):
                     self.preds[target] = _predicates(rest)
                     self._residual.add(target)
+        self._make_guards()
+
+    def _make_guards(self) -> None:
+        """Per state, the test a thread entering it at an open tag must pass: a match
+        state's attribute predicates, seen through the begin state before it."""
+        preds, states = self.preds, self.states
+        guards = [
+            _guard(preds[s.id]) if s.kind == "match" and s.id in preds else None for s in states
+        ]
+        for s in states:
+            if s.kind == "begin" and len(s.next) == 1:
+                guards[s.id] = guards[s.next[0]]
+        self.guards = guards
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["guards"] = None  # functions: made again from the predicates
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._make_guards()
 
 
 def _predicates(preds) -> tuple:
-    """(predicate, whether it reads the subtree) for each."""
-    return tuple((pred, needs_subtree(pred)) for pred in preds)
+    """(predicate, whether it reads the subtree, its ``AttributeTest`` or None) for each."""
+    return tuple((pred, needs_subtree(pred), attribute_test(pred)) for pred in preds)
+
+
+def _guard(preds: tuple) -> Callable | None:
+    """The test of an open tag's attributes that the predicates decided by them make."""
+    tests = [fast.test for _, _, fast in preds if fast is not None]
+    if len(tests) < 2:
+        return tests[0] if tests else None
+    return lambda raw: all(test(raw) for test in tests)
 
 
 def _split_conjunctions(state: State) -> list:

@@ -7,15 +7,21 @@ run of its own (``_Documents``) or each partition's elements to the partition's 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
-from xcep.xseq.automaton import Run
+from xcep.xseq.automaton import SKIPPING, Run
 from xcep.xseq.dom import ROOT, Node
 from xcep.xseq.emitters import Outputs, pump
 from xcep.xseq.machine import SHARED, Machine
 from xcep.xseq.program import Program, single_machine
 from xcep.xseq.semantics import Analysis, analyze
+
+try:
+    from xcep.xseq._quiet import stretch
+except ImportError:  # built without a C compiler: Python reads every event
+    stretch = None
 
 
 class Driver:
@@ -24,11 +30,19 @@ class Driver:
     automaton's whole state (the stream's runs, the emitters, an open tag whose
     attributes go on in the next batch), and pickles: a saved run."""
 
+    stretches = False  # (a run saved before stretches were read in C reads every event)
+
     def __init__(self, stream, active: dict, rows: list) -> None:
         self.stream = stream
         self.active = active  # emitters with queued entries
         self.rows = rows  # the rows the emitters give, taken out after each batch
         self.tag = self.attrs = self.opened = None  # an open tag waiting for its attributes
+        # a document's run alone (no partition by) reads its quiet stretches in C
+        self.stretches = stretch is not None and isinstance(stream, _Documents)
+        self._wanted: dict = {}  # (names, symbols known) -> their ids as a bytes mask
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_wanted": {}}
 
     def feed(self, batch: EventBatch) -> list:
         stream, active = self.stream, self.active
@@ -37,6 +51,7 @@ class Driver:
         text, close = getattr(stream, "text", None), getattr(stream, "close", None)
         attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
         names = batch.symbols.names
+        stretches = self.stretches
         for number, start, end in batch.document_runs():
             if tag is not None:  # the open tag's attributes ended with its document
                 open_(tag, attrs, opened, stream.doc)
@@ -48,23 +63,74 @@ class Driver:
             columns = (batch.kinds, batch.names, batch.values, batch.nodes)
             if not whole:
                 columns = tuple(column[start:end] for column in columns)
-            for kind, name, value, ident in zip(*columns, strict=False):  # equal lengths
+            kinds = iter(columns[0])  # where it stands is the event's position (stretches)
+            events = zip(kinds, *columns[1:], strict=False)  # equal lengths
+            for kind, name, value, ident in events:
                 if kind == attr:
                     attrs.append((names[name], value, ident))
                     continue
                 if tag is not None:
-                    open_(tag, attrs, opened, number)
+                    quiet = open_(tag, attrs, opened, number)
                     tag = None
+                    if quiet and stretches:
+                        i = kinds.__reduce__()[2] - 1  # this event's position
+                        stop = self._stretch(quiet, batch, columns, i, number)
+                        if stop > i:  # event i and those up to stop were read there
+                            next(islice(events, stop - i - 1, stop - i - 1), None)
+                            continue
                 if kind == opening:
                     tag, attrs, opened = names[name], [], ident
                 elif kind == texts:
                     text(value, ident)
                 else:
-                    close()
+                    quiet = close()
                     if active:
                         pump(active)
+                    if quiet and stretches:
+                        i = kinds.__reduce__()[2] - 1
+                        stop = self._stretch(quiet, batch, columns, i + 1, number)
+                        next(islice(events, stop - i - 1, stop - i - 1), None)
         self.tag, self.attrs, self.opened = tag, attrs, opened
         return self._taken()
+
+    def _stretch(self, quiet, batch: EventBatch, columns: tuple, start: int, number) -> int:
+        """Read the quiet stretch from ``start`` in C (``xcep.xseq._quiet``) and put what
+        it leaves on the run's stack; the position of the next event to read."""
+        run = self.stream.run
+        kinds, ids, values, nodes = columns
+        if quiet is SKIPPING:
+            wanted, pops = None, run.skip - 1
+        else:
+            wanted, pops = self._wanted_ids(quiet, batch.symbols), run.light_top() - 1
+        stop, popped, positions = stretch(kinds, ids, start, len(kinds), pops, wanted)
+        if stop == start:
+            return stop
+        names, attr = batch.symbols.names, int(ATTR)
+        opened = []
+        for at in positions:  # the elements still open: their tags and attributes
+            attrs, k = [], at + 1
+            while kinds[k] == attr:
+                attrs.append((names[ids[k]], values[k], nodes[k]))
+                k += 1
+            opened.append((names[ids[at]], attrs, nodes[at], number))
+        run.stretched(quiet, popped, opened)
+        return stop
+
+    def _wanted_ids(self, wanted: frozenset, symbols) -> bytes:
+        """The names ``wanted`` as a mask over the name ids the stream knows so far (a name
+        it does not know yet gets an id past the mask's end: C reads it as wanted)."""
+        key = (wanted, len(symbols.names))
+        mask = self._wanted.get(key)
+        if mask is None:
+            if len(self._wanted) >= 1024:
+                self._wanted.clear()
+            mask = bytearray(len(symbols.names))
+            for name in wanted:
+                ident = symbols.get(name)
+                if ident is not None:
+                    mask[ident] = 1
+            mask = self._wanted[key] = bytes(mask)
+        return mask
 
     def finish(self, final: bool = True) -> list:
         """The stream ended (``final``) or stops here (a prefix of it): the rest."""
@@ -131,6 +197,7 @@ class _Documents:
         self.run = None
         if number is not None:
             self.run = Run(self.group.machine, self.outputs, Node(ROOT, None, number, -1))
+            self.run.stretches = stretch is not None
             self.open, self.text, self.close = self.run.open, self.run.text, self.run.close
 
     def runs(self) -> list:
