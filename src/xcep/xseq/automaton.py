@@ -206,6 +206,7 @@ class Run:
                 self.joins.clear()
             self.closure(found, frame, parent, None)
             self.flush_matches()
+        return self.quiet() if self.stretches and not self.capturing else None
 
     def _real(self, index: int) -> Frame:
         """The frame at ``index`` of the stack, made a ``Frame`` if it was ``Light``."""
@@ -248,7 +249,13 @@ class Run:
     def close(self):
         if self.skip:
             self.skip -= 1
-            return SKIPPING if self.skip else self.stretches and self.quiet()
+            return (
+                SKIPPING
+                if self.skip
+                else self.quiet()
+                if self.stretches and not self.capturing
+                else None
+            )
         frame = self.frames.pop()
         if frame.__class__ is Light:
             return None  # (a Light below it would be read in Python up to the next open)
@@ -263,20 +270,30 @@ class Run:
             active = self.outputs.active
             for emitter in frame.wake:
                 active[emitter] = None
-        return self.stretches and self.quiet()
+        return self.quiet() if self.stretches and not self.capturing else None
 
     def quiet(self):
-        """What the events below the top of the stack need: the names of the elements
-        that may move a run when the top is a ``Light`` entry whose waiters wait for
-        descendants of those names only (the others, their texts and closes change
-        nothing but the stack: a quiet stretch, ``xcep.xseq._quiet``), ``SKIPPING``
-        inside a skipped subtree, else None."""
+        """What the events below the top of the stack need, when only some of them can
+        move a run (the others, their texts and closes change nothing but the stack: a
+        quiet stretch, read by ``xcep.xseq._quiet``): the names of the elements that may
+        (those the waiters of the top element's children and descendants wait for),
+        ``SKIPPING`` inside a skipped subtree; None when every event may matter (a
+        waiter for any element, for text, for the next sibling; a subtree captured)."""
         if self.skip:
             return SKIPPING
         top = self.frames[-1]
-        if top.__class__ is not Light or top[5] or top[7] is None or self.capturing:
+        if top.__class__ is Light:
+            return None if top[5] or top[7] is None or self.capturing else top[7]
+        if top.nxt or top.txt or top.dtxt or self.capturing:
             return None
-        return top[7]
+        _, dtchain, _, dnames = top.chains(self.m.cache, self.m.tests)
+        if dtchain or dnames is None:
+            return None
+        if not top.any:
+            return dnames
+        tests = self.m.tests
+        names = {tests[thread[0]][0] for thread in top.any}
+        return None if None in names else frozenset(names).union(dnames)
 
     def stretched(self, quiet, popped: int, opened: list) -> None:
         """A quiet stretch was read outside Python: ``popped`` entries of the stack closed,
@@ -287,7 +304,11 @@ class Run:
         frames = self.frames
         if popped:
             del frames[-popped:]
-        chains = frames[-1][4:]  # a Light entry's below it are the same
+        top = frames[-1]  # a Light entry's chains are its parent's
+        chains = top[4:] if top.__class__ is Light else top.chains(self.m.cache, self.m.tests)
+        if opened and not (chains[0] or chains[1]):  # nothing waits below: they are skipped
+            self.skip = len(opened)
+            return
         frames += [(*element, *chains) for element in opened]
 
     def light_top(self) -> int:

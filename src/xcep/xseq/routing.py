@@ -72,7 +72,7 @@ class Driver:
                 if tag is not None:
                     quiet = open_(tag, attrs, opened, number)
                     tag = None
-                    if quiet and stretches:
+                    if quiet is not None and stretches:
                         i = kinds.__reduce__()[2] - 1  # this event's position
                         stop = self._stretch(quiet, batch, columns, i, number)
                         if stop > i:  # event i and those up to stop were read there
@@ -86,7 +86,7 @@ class Driver:
                     quiet = close()
                     if active:
                         pump(active)
-                    if quiet and stretches:
+                    if quiet is not None and stretches:
                         i = kinds.__reduce__()[2] - 1
                         stop = self._stretch(quiet, batch, columns, i + 1, number)
                         next(islice(events, stop - i - 1, stop - i - 1), None)
@@ -101,7 +101,7 @@ class Driver:
         if quiet is SKIPPING:
             wanted, pops = None, run.skip - 1
         else:
-            wanted, pops = self._wanted_ids(quiet, batch.symbols), run.light_top() - 1
+            wanted, pops = self._wanted_ids(quiet, batch.symbols), max(run.light_top() - 1, 0)
         stop, popped, positions = stretch(kinds, ids, start, len(kinds), pops, wanted)
         if stop == start:
             return stop
