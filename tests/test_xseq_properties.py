@@ -17,7 +17,7 @@ from xcep.schema import learn_schema
 from xcep.testing.xseq_reference import evaluate
 from xcep.xseq import XSeqEngine, parse_query, routing
 from xcep.xseq.dom import Node
-from xcep.xseq.evaluate import attribute_test, holds
+from xcep.xseq.evaluate import attribute_test, holds, required_attributes
 from xcep.xseq.parser import QuerySyntaxError
 
 SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
@@ -120,9 +120,17 @@ def test_quiet_stretches_change_no_row(query: str, text: str, batch_size: int) -
 
 
 @pytest.mark.skipif(routing.stretch is None, reason="the kernel is not built")
-def test_a_quiet_stretch_is_read_outside_python() -> None:
-    """``//c`` below elements with no c: their events are one stretch, not Python's."""
-    text = "<r>" + "<a><b x='1'>t</b><b/></a>" * 50 + "<a><c x='2'/></a></r>"
+@pytest.mark.parametrize(
+    "query",
+    [
+        "//c/@x",  # a descendant waiter of another name
+        "return $X@x from // $X[@k = 'p']",  # one for any element, but with a k
+        "/r/b/@x",  # a waiter for the b children of r: no a is one
+    ],
+)
+def test_a_quiet_stretch_is_read_outside_python(query: str) -> None:
+    """The 50 a elements with no c (no k) below are one stretch, not Python's."""
+    text = "<r>" + "<a><b x='1'>t</b><b/></a>" * 50 + "<a><c x='2' k='p'/></a><b x='2'/></r>"
     read = []
 
     def stretch(*args):
@@ -133,7 +141,7 @@ def test_a_quiet_stretch_is_read_outside_python() -> None:
     routing_stretch = routing.stretch
     with mock.patch.object(routing, "stretch", stretch):
         rows = list(
-            XSeqEngine("//c/@x", fast=False).run(EventStream([io.BytesIO(text.encode())]).batches())
+            XSeqEngine(query, fast=False).run(EventStream([io.BytesIO(text.encode())]).batches())
         )
     assert rows == [["2"]]
     assert max(read) > 50 * 6, read  # the 50 a elements at once (six events each and more)
@@ -163,12 +171,19 @@ def test_attribute_tests_decide_as_the_evaluator(pred: str, attributes: dict) ->
     raw = [(name, value, i) for i, (name, value) in enumerate(attributes.items())]
     node = Node.element("a", 0, 0, None, raw)
     assert attribute_test(cond).test(raw) == holds(cond, node), (pred, attributes)
+    if not required_attributes(cond) <= attributes.keys():  # one it needs is missing
+        assert not holds(cond, node), (pred, attributes)
 
 
 def test_only_attribute_predicates_are_decided_at_the_open_tag() -> None:
     readers = ("b", ". = 't'", "text() = 'u'", "parent::a", ".//b[@x = 1]", "@x + 1 = 2")
     assert [attribute_test(parse_query(f"/a[{p}]").path.preds[0]) for p in readers] == [None] * 6
     assert len(ATTRIBUTE_PREDICATES) >= 10
+    needs = [
+        sorted(required_attributes(parse_query(f"/a[{p}]").path.preds[0]))
+        for p in ATTRIBUTE_PREDICATES
+    ]
+    assert ["x"] in needs and ["k", "x"] in needs and [] in needs, needs
 
 
 def test_the_generator_reaches_the_interesting_cases() -> None:

@@ -191,7 +191,9 @@ class Run:
         if not (found or self.capturing):
             if dchain or dtchain:
                 frames.append((tag, attrs, ident, doc, dchain, dtchain, dkey, dnames))
-                return None if dtchain or dnames is None else dnames
+                if dtchain or not self.stretches:
+                    return None
+                return (dnames, _NONE, _NONE) if dnames is not None else self.quiet()
             self.skip = 1  # nothing can happen below: skip the subtree
             return SKIPPING
         if parent.__class__ is Light:
@@ -275,25 +277,50 @@ class Run:
     def quiet(self):
         """What the events below the top of the stack need, when only some of them can
         move a run (the others, their texts and closes change nothing but the stack: a
-        quiet stretch, read by ``xcep.xseq._quiet``): the names of the elements that may
-        (those the waiters of the top element's children and descendants wait for),
-        ``SKIPPING`` inside a skipped subtree; None when every event may matter (a
-        waiter for any element, for text, for the next sibling; a subtree captured)."""
+        quiet stretch, read by ``xcep.xseq._quiet``): ``(names, attributes, child
+        names)``, the elements that may — at any depth, those of the names the
+        descendant waiters wait for, or with an attribute a waiter for any element needs
+        (``//*[@id = 'x']``); among the top element's children, those of the names its
+        child waiters wait for — or ``SKIPPING`` inside a skipped subtree; None when
+        every event may matter (a waiter for any element, for text, for the next
+        sibling; a subtree captured)."""
         if self.skip:
             return SKIPPING
         top = self.frames[-1]
         if top.__class__ is Light:
-            return None if top[5] or top[7] is None or self.capturing else top[7]
-        if top.nxt or top.txt or top.dtxt or self.capturing:
+            if top[5]:
+                return None
+            dchain, dnames, waiting = top[4], top[7], _NONE
+        else:
+            if top.nxt or top.txt or top.dtxt:
+                return None
+            dchain, dtchain, _, dnames = top.chains(self.m.cache, self.m.tests)
+            if dtchain:
+                return None
+            waiting = top.any
+        if dnames is not None and not waiting:
+            return dnames, _NONE, _NONE
+        names, attributes = (dnames, set()) if dnames is not None else self._wanted(dchain)
+        children, child_attributes = self._wanted((waiting,))
+        if names is None or children is None:
             return None
-        _, dtchain, _, dnames = top.chains(self.m.cache, self.m.tests)
-        if dtchain or dnames is None:
-            return None
-        if not top.any:
-            return dnames
-        tests = self.m.tests
-        names = {tests[thread[0]][0] for thread in top.any}
-        return None if None in names else frozenset(names).union(dnames)
+        return frozenset(names), frozenset(attributes | child_attributes), frozenset(children)
+
+    def _wanted(self, groups: tuple) -> tuple:
+        """The names the waiters in ``groups`` wait for, and the attributes those for any
+        element need; (None, None) when one waits for any element at all."""
+        tests, required = self.m.tests, self.m.required
+        names, attributes = set(), set()
+        for group in groups:
+            for thread in group:
+                name, target = tests[thread[0]]
+                if name is not None:
+                    names.add(name)
+                elif required[target]:  # any element with this attribute (and others)
+                    attributes.add(min(required[target]))
+                else:
+                    return None, None
+        return names, attributes
 
     def stretched(self, quiet, popped: int, opened: list) -> None:
         """A quiet stretch was read outside Python: ``popped`` entries of the stack closed,

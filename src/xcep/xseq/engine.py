@@ -354,6 +354,7 @@ class _Live:
         self.streams: dict = {}  # group -> its stream
         self.pending: list = []  # (query id, analysis) waiting for the next document
         self.doc = None
+        self.stretches = False  # set by the driver (routing.Driver)
         for qid, entry in engine.queries.items():
             self._emitter(qid, *entry)
 
@@ -398,6 +399,7 @@ class _Live:
                 if not share:
                     joined.append((self.streams[entry[0]], entry[1]))
         for stream in self.streams.values():
+            stream.stretches = self.stretches and len(self.streams) == 1
             stream.start_document(number)
         self.doc = number
         for stream, owner in joined:
@@ -407,6 +409,14 @@ class _Live:
             self.open, self.text, self.close = only.open, only.text, only.close
         else:
             self.open, self.text, self.close = self._open_all, self._text_all, self._close_all
+
+    def quiet_run(self):
+        """The run whose quiet stretches the driver reads in C: one group's, without
+        partition by (``_Documents.quiet_run``); None otherwise."""
+        if len(self.streams) != 1:
+            return None
+        (only,) = self.streams.values()
+        return getattr(only, "quiet_run", lambda: None)()
 
     def _open_all(self, tag, attrs, ident, number) -> None:
         for stream in self.streams.values():

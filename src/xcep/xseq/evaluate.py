@@ -217,3 +217,20 @@ _ATTRIBUTE_TESTS = {
     A.Not: _negated,
     A.RelPath: _has_attribute,
 }
+
+
+def required_attributes(cond) -> frozenset:
+    """The attributes without which ``cond`` is false on an element (an ``AttributeTest``'s
+    condition): ``@a = 1`` needs a, ``@a or @b`` neither for sure, ``not(@a)`` none."""
+    cls = cond.__class__
+    if cls is A.Compare:
+        names = (_attribute_name(cond.left), _attribute_name(cond.right))
+        return frozenset(name for name in names if name is not None)
+    if cls is A.RelPath:
+        name = _attribute_name(cond)
+        return frozenset(() if name is None else (name,))
+    if cls is A.And:
+        return required_attributes(cond.left) | required_attributes(cond.right)
+    if cls is A.Or:
+        return required_attributes(cond.left) & required_attributes(cond.right)
+    return frozenset()

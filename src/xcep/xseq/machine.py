@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from xcep.xseq import ast as A
 from xcep.xseq.counting import CountingIndex, attribute_atom
-from xcep.xseq.evaluate import attribute_test
+from xcep.xseq.evaluate import attribute_test, required_attributes
 from xcep.xseq.matches import Binding
 from xcep.xseq.vpa import State
 
@@ -51,6 +51,7 @@ class Machine:
         # match state -> the test of its predicates decided by the open tag's attributes
         # alone (None: none is): a thread that fails it dies at the open, with no node built
         self.guards: list = []
+        self.required: list = []  # match state -> the attributes its guard cannot pass without
         self._residual: set = set()  # split targets whose preds are those their split leaves
         self._trie: dict = {}  # (parent shared state or None, key) -> shared state
         self._users: dict = {}  # shared state -> slots of the queries through it
@@ -220,17 +221,22 @@ class Machine:
         """Per state, the test a thread entering it at an open tag must pass: a match
         state's attribute predicates, seen through the begin state before it."""
         preds, states = self.preds, self.states
-        guards = [
-            _guard(preds[s.id]) if s.kind == "match" and s.id in preds else None for s in states
+        guarded = [s.kind == "match" and s.id in preds for s in states]
+        guards = [_guard(preds[s.id]) if g else None for s, g in zip(states, guarded, strict=True)]
+        required = [
+            frozenset().union(*(required_attributes(p) for p, _, fast in preds[s.id] if fast))
+            if g
+            else frozenset()
+            for s, g in zip(states, guarded, strict=True)
         ]
         for s in states:
             if s.kind == "begin" and len(s.next) == 1:
-                guards[s.id] = guards[s.next[0]]
-        self.guards = guards
+                guards[s.id], required[s.id] = guards[s.next[0]], required[s.next[0]]
+        self.guards, self.required = guards, required
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["guards"] = None  # functions: made again from the predicates
+        state["guards"] = state["required"] = None  # made again from the predicates
         return state
 
     def __setstate__(self, state: dict) -> None:

@@ -38,7 +38,8 @@ class Driver:
         self.rows = rows  # the rows the emitters give, taken out after each batch
         self.tag = self.attrs = self.opened = None  # an open tag waiting for its attributes
         # a document's run alone (no partition by) reads its quiet stretches in C
-        self.stretches = stretch is not None and isinstance(stream, _Documents)
+        self.stretches = stretch is not None and hasattr(stream, "quiet_run")
+        stream.stretches = self.stretches
         self._wanted: dict = {}  # (names, symbols known) -> their ids as a bytes mask
 
     def __getstate__(self) -> dict:
@@ -96,13 +97,15 @@ class Driver:
     def _stretch(self, quiet, batch: EventBatch, columns: tuple, start: int, number) -> int:
         """Read the quiet stretch from ``start`` in C (``xcep.xseq._quiet``) and put what
         it leaves on the run's stack; the position of the next event to read."""
-        run = self.stream.run
+        run = self.stream.quiet_run()
+        if run is None:
+            return start
         kinds, ids, values, nodes = columns
         if quiet is SKIPPING:
-            wanted, pops = None, run.skip - 1
+            masks, pops = (None, None, None), run.skip - 1
         else:
-            wanted, pops = self._wanted_ids(quiet, batch.symbols), max(run.light_top() - 1, 0)
-        stop, popped, positions = stretch(kinds, ids, start, len(kinds), pops, wanted)
+            masks, pops = self._wanted_ids(quiet, batch.symbols), max(run.light_top() - 1, 0)
+        stop, popped, positions = stretch(kinds, ids, start, len(kinds), pops, *masks)
         if stop == start:
             return stop
         names, attr = batch.symbols.names, int(ATTR)
@@ -116,21 +119,22 @@ class Driver:
         run.stretched(quiet, popped, opened)
         return stop
 
-    def _wanted_ids(self, wanted: frozenset, symbols) -> bytes:
-        """The names ``wanted`` as a mask over the name ids the stream knows so far (a name
-        it does not know yet gets an id past the mask's end: C reads it as wanted)."""
-        key = (wanted, len(symbols.names))
-        mask = self._wanted.get(key)
-        if mask is None:
+    def _wanted_ids(self, quiet: tuple, symbols) -> tuple:
+        """``quiet``'s (names, attributes, child names) as masks over the name ids the
+        stream knows so far (None for none; a name the stream does not know yet gets an
+        id past a mask's end: C reads it as wanted)."""
+        key = (quiet, len(symbols.names))
+        masks = self._wanted.get(key)
+        if masks is None:
             if len(self._wanted) >= 1024:
                 self._wanted.clear()
-            mask = bytearray(len(symbols.names))
-            for name in wanted:
-                ident = symbols.get(name)
-                if ident is not None:
-                    mask[ident] = 1
-            mask = self._wanted[key] = bytes(mask)
-        return mask
+            names, attributes, children = quiet
+            masks = self._wanted[key] = (
+                _mask(names, symbols),
+                _mask(attributes, symbols) if attributes else None,
+                _mask(children, symbols) if children else None,
+            )
+        return masks
 
     def finish(self, final: bool = True) -> list:
         """The stream ended (``final``) or stops here (a prefix of it): the rest."""
@@ -146,6 +150,15 @@ class Driver:
         out = self.rows[:]
         self.rows.clear()
         return out
+
+
+def _mask(names, symbols) -> bytes:
+    mask = bytearray(len(symbols.names))
+    for name in names:
+        ident = symbols.get(name)
+        if ident is not None:
+            mask[ident] = 1
+    return bytes(mask)
 
 
 def drive(batches: Iterable[EventBatch], driver: Driver, final: bool):
@@ -183,6 +196,8 @@ def partition_key(analysis: Analysis):
 class _Documents:
     """Hands the events of each document to a run of its own (no partition by)."""
 
+    stretches = False  # whether its runs say where quiet stretches begin (``Run.quiet``)
+
     def __init__(self, group: Group, outputs: Outputs) -> None:
         self.group = group
         self.outputs = outputs
@@ -197,11 +212,15 @@ class _Documents:
         self.run = None
         if number is not None:
             self.run = Run(self.group.machine, self.outputs, Node(ROOT, None, number, -1))
-            self.run.stretches = stretch is not None
+            self.run.stretches = self.stretches
             self.open, self.text, self.close = self.run.open, self.run.text, self.run.close
 
     def runs(self) -> list:
         return [self.run] if self.run is not None else []
+
+    def quiet_run(self) -> Run | None:
+        """The run whose quiet stretches the driver reads in C."""
+        return self.run
 
     def finish(self) -> None:
         self.outputs.finish(None)
