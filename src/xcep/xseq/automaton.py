@@ -185,8 +185,8 @@ class Run:
                     test, target = tests[thread[0]]
                     if test is None or test == tag:
                         found.append((target, *thread[1:]))
-        if found:  # the predicates the open tag's attributes decide: failing threads die here
-            guards = self.m.guards
+        if found and self.m.guarded:  # predicates the open tag's attributes decide: failing
+            guards = self.m.guards  # threads die here
             found = [t for t in found if (guard := guards[t[0]]) is None or guard(attrs)]
         if not (found or self.capturing):
             if dchain or dtchain:
@@ -300,9 +300,11 @@ class Run:
             waiting = top.any
         if dnames is not None and not waiting:
             return dnames, _NONE, _NONE
-        names, attributes = (dnames, set()) if dnames is not None else self._wanted(dchain)
         children, child_attributes = self._wanted((waiting,))
-        if names is None or children is None:
+        if children is None:
+            return None
+        names, attributes = (dnames, set()) if dnames is not None else self._wanted(dchain)
+        if names is None:
             return None
         return frozenset(names), frozenset(attributes | child_attributes), frozenset(children)
 

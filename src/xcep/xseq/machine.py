@@ -52,6 +52,7 @@ class Machine:
         # alone (None: none is): a thread that fails it dies at the open, with no node built
         self.guards: list = []
         self.required: list = []  # match state -> the attributes its guard cannot pass without
+        self.guarded = False  # whether any state has a guard
         self._residual: set = set()  # split targets whose preds are those their split leaves
         self._trie: dict = {}  # (parent shared state or None, key) -> shared state
         self._users: dict = {}  # shared state -> slots of the queries through it
@@ -233,6 +234,7 @@ class Machine:
             if s.kind == "begin" and len(s.next) == 1:
                 guards[s.id], required[s.id] = guards[s.next[0]], required[s.next[0]]
         self.guards, self.required = guards, required
+        self.guarded = any(guard is not None for guard in guards)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
