@@ -5,6 +5,7 @@ import itertools
 import os
 import random
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -223,20 +224,23 @@ def test_answers_as_json_are_the_answers(paths, trees):
 
 
 @settings(max_examples=150)
-@given(st.lists(filters, min_size=1, max_size=6), st.booleans())
-def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_early):
+@given(st.lists(filters, min_size=1, max_size=6), st.booleans(), st.booleans())
+def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_early, kernel):
     """A workload compiles each filter by replaying its shape's program with the
-    filter's constants; the AFA must be the one compiling each tree makes, state for
-    state (the same states, numbered alike, the same initial and early states)."""
-    from xcep.xpush.afa import AFA
+    filter's constants (in C with the kernel, else in Python); the AFA must be the one
+    compiling each tree makes, state for state (the same states, numbered alike, the
+    same initial and early states)."""
+    from xcep.xpush import afa
     from xcep.xpush.workload import compile_filter, filter_program
 
     texts = [to_text(p) for p in paths if usable(p)]
-    by_tree, by_program = AFA(), AFA()
-    for number, text in enumerate(texts):
-        by_tree.add_filter(number, compile_filter(text), unique_early)
-        program, constants, names, owner = filter_program(text)
-        by_program.add_program(number, program, constants, names, owner if unique_early else None)
+    by_tree, by_program = afa.AFA(), afa.AFA()
+    with mock.patch.object(afa, "replay", afa.replay if kernel else None):
+        for number, text in enumerate(texts):
+            by_tree.add_filter(number, compile_filter(text), unique_early)
+            program, constants, names, owner = filter_program(text)
+            owner = owner if unique_early else None
+            by_program.add_program(number, program, constants, names, owner)
     for column in ("kind", "eps", "label", "target", "predicate", "initial", "early"):
         assert getattr(by_program, column) == getattr(by_tree, column), column
 

@@ -2637,7 +2637,316 @@ done:
     return out;
 }
 
+
+/* An index argument: a Python int in [0, limit), else -1 (with an error set or not). */
+static Py_ssize_t index_in(PyObject *value, Py_ssize_t limit)
+{
+    Py_ssize_t i = PyLong_Check(value) ? PyLong_AsSsize_t(value) : -1;
+    return i >= 0 && i < limit ? i : -1;
+}
+
+/* ----- replay: a filter's program (afa.py: Program) replayed into the AFA's state table ----- */
+
+/* The opcodes of Program.codes (afa.py: _OPCODES). */
+enum { OP_TRUE, OP_FALSE, OP_LEAF, OP_STEP, OP_NAMED_STEP, OP_LOOP, OP_LOOP_OR_TEXT, OP_ALL_OF,
+       OP_ANY_OF, OP_NEGATE, OP_OWN };
+enum { AFA_OR = 0, AFA_AND = 1, AFA_NOT = 2 };
+
+typedef struct {
+    PyObject *kind, *eps, *label, *target, *predicate, *shared, *predicate_class;
+} AfaLists;
+
+static PyObject *s_true, *s_false, *s_leaf, *s_step, *s_loop, *s_loop_or_text, *s_and, *s_or,
+    *s_not, *s_star, *s_text, *s_empty;
+
+/* AFA.state: the state of `key` (a new reference, stolen; NULL: always a new state), made with
+ * these parts (borrowed; NULL: None, or () for eps) when unseen; -1 on error. */
+static Py_ssize_t afa_state(AfaLists *a, PyObject *key, long kind, PyObject *eps, PyObject *label,
+                            PyObject *target, PyObject *predicate)
+{
+    Py_ssize_t state = -1;
+    if (key == NULL && PyErr_Occurred())
+        return -1;
+    if (key != NULL) {
+        PyObject *found = PyDict_GetItemWithError(a->shared, key);
+        if (found != NULL) {
+            Py_DECREF(key);
+            return PyLong_AsSsize_t(found);
+        }
+        if (PyErr_Occurred())
+            goto out;
+    }
+    PyObject *k = PyLong_FromLong(kind);
+    if (k == NULL)
+        goto out;
+    int bad = PyList_Append(a->kind, k);
+    Py_DECREF(k);
+    if (bad || PyList_Append(a->eps, eps != NULL ? eps : s_empty) < 0 ||
+        PyList_Append(a->label, label != NULL ? label : Py_None) < 0 ||
+        PyList_Append(a->target, target != NULL ? target : Py_None) < 0 ||
+        PyList_Append(a->predicate, predicate != NULL ? predicate : Py_None) < 0)
+        goto out;
+    state = PyList_GET_SIZE(a->kind) - 1;
+    if (key != NULL) {
+        PyObject *number = PyLong_FromSsize_t(state);
+        if (number == NULL || PyDict_SetItem(a->shared, key, number) < 0)
+            state = -1;
+        Py_XDECREF(number);
+    }
+out:
+    Py_XDECREF(key);
+    return state;
+}
+
+static Py_ssize_t afa_true(AfaLists *a)
+{
+    return afa_state(a, PyTuple_Pack(1, s_true), AFA_OR, NULL, NULL, NULL, Py_True);
+}
+
+static Py_ssize_t afa_step(AfaLists *a, PyObject *label, Py_ssize_t target)
+{
+    PyObject *t = PyLong_FromSsize_t(target);
+    if (t == NULL)
+        return -1;
+    Py_ssize_t state = afa_state(a, PyTuple_Pack(3, s_step, label, t), AFA_OR, NULL, label, t, NULL);
+    Py_DECREF(t);
+    return state;
+}
+
+static int compare_states(const void *x, const void *y)
+{
+    Py_ssize_t a = *(const Py_ssize_t *)x, b = *(const Py_ssize_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The states of `items` (indexes into `states`), sorted, each once, as a tuple; with
+ * `skip_true`, those whose predicate is TRUE left out; *any_true: whether one was TRUE. */
+static PyObject *state_items(AfaLists *a, PyObject *items, const Py_ssize_t *states, int skip_true,
+                             int *any_true)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(items), kept = 0;
+    Py_ssize_t *buffer = PyMem_Malloc((n ? n : 1) * sizeof *buffer);
+    if (buffer == NULL)
+        return PyErr_NoMemory();
+    *any_true = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t state = states[PyLong_AsSsize_t(PyTuple_GET_ITEM(items, i))];
+        if (PyList_GET_ITEM(a->predicate, state) == Py_True) {
+            *any_true = 1;
+            if (skip_true)
+                continue;
+        }
+        buffer[kept++] = state;
+    }
+    qsort(buffer, (size_t)kept, sizeof *buffer, compare_states);
+    Py_ssize_t unique = 0;
+    for (Py_ssize_t i = 0; i < kept; i++)
+        if (unique == 0 || buffer[unique - 1] != buffer[i])
+            buffer[unique++] = buffer[i];
+    PyObject *out = PyTuple_New(unique);
+    for (Py_ssize_t i = 0; out != NULL && i < unique; i++) {
+        PyObject *number = PyLong_FromSsize_t(buffer[i]);
+        if (number == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i, number);
+    }
+    PyMem_Free(buffer);
+    return out;
+}
+
+/* Builder.all_of / own (with an owner key) / any_of over the states `items`. */
+static Py_ssize_t afa_combine(AfaLists *a, int op, PyObject *items, const Py_ssize_t *states,
+                              PyObject *owner)
+{
+    int any_true;
+    PyObject *kept = state_items(a, items, states, op != OP_ANY_OF, &any_true);
+    if (kept == NULL)
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(kept), state;
+    if (op == OP_OWN && owner != Py_None) {
+        Py_INCREF(owner);
+        state = n ? afa_state(a, owner, AFA_AND, kept, NULL, NULL, NULL)
+                  : afa_state(a, owner, AFA_OR, NULL, NULL, NULL, Py_True);
+    } else if (n == 0 || (op == OP_ANY_OF && any_true)) {
+        state = afa_true(a);
+    } else if (n == 1) {
+        state = PyLong_AsSsize_t(PyTuple_GET_ITEM(kept, 0));
+    } else {
+        PyObject *word = op == OP_ANY_OF ? s_or : s_and;
+        state = afa_state(a, PyTuple_Pack(2, word, kept), op == OP_ANY_OF ? AFA_OR : AFA_AND, kept,
+                          NULL, NULL, NULL);
+    }
+    Py_DECREF(kept);
+    return state;
+}
+
+static Py_ssize_t afa_loop(AfaLists *a, PyObject *word, Py_ssize_t inner, Py_ssize_t text)
+{
+    PyObject *i = PyLong_FromSsize_t(inner), *t = text >= 0 ? PyLong_FromSsize_t(text) : NULL;
+    PyObject *eps = i == NULL ? NULL : text >= 0 ? (t ? PyTuple_Pack(2, i, t) : NULL)
+                                                 : PyTuple_Pack(1, i);
+    Py_ssize_t loop = -1;
+    if (eps != NULL)
+        loop = afa_state(a, PyTuple_Pack(2, word, i), AFA_OR, eps, s_star, NULL, NULL);
+    if (loop >= 0) { /* a // loop's * transition goes to itself */
+        PyObject *self = PyLong_FromSsize_t(loop);
+        if (self == NULL || PyList_SetItem(a->target, loop, self) < 0)
+            loop = -1;
+    }
+    Py_XDECREF(i);
+    Py_XDECREF(t);
+    Py_XDECREF(eps);
+    return loop;
+}
+
+static PyObject *replay(PyObject *module, PyObject *args)
+{
+    AfaLists a;
+    PyObject *codes, *constants, *names, *owner;
+    Py_ssize_t root, early;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "(O!O!O!O!O!O!O)O!nnO!O!O:replay", &PyList_Type, &a.kind,
+                          &PyList_Type, &a.eps, &PyList_Type, &a.label, &PyList_Type, &a.target,
+                          &PyList_Type, &a.predicate, &PyDict_Type, &a.shared, &a.predicate_class,
+                          &PyTuple_Type, &codes, &root, &early, &PyTuple_Type, &constants,
+                          &PyTuple_Type, &names, &owner))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(codes);
+    if (root < 0 || root >= n || early >= n) {
+        PyErr_SetString(PyExc_ValueError, "replay: root or early outside the program");
+        return NULL;
+    }
+    Py_ssize_t *states = PyMem_Malloc((n ? n : 1) * sizeof *states);
+    if (states == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *code = PyTuple_GET_ITEM(codes, i);
+        if (!PyTuple_Check(code) || PyTuple_GET_SIZE(code) < 1)
+            goto bad;
+        long op = PyLong_AsLong(PyTuple_GET_ITEM(code, 0));
+        Py_ssize_t size = PyTuple_GET_SIZE(code), state = -1;
+#define ARG(k) PyTuple_GET_ITEM(code, (k))
+#define INDEX(k, limit) index_in(ARG(k), (limit))
+        switch (op) {
+        case OP_TRUE:
+            state = afa_true(&a);
+            break;
+        case OP_FALSE:
+            state = afa_state(&a, PyTuple_Pack(1, s_false), AFA_OR, NULL, NULL, NULL, NULL);
+            break;
+        case OP_LEAF: { /* (op, constant index) */
+            Py_ssize_t c;
+            if (size != 3 || (c = index_in(ARG(2), PyTuple_GET_SIZE(constants))) < 0)
+                goto bad;
+            PyObject *value = PyTuple_GET_ITEM(constants, c);
+            PyObject *key = PyTuple_Pack(3, s_leaf, ARG(1), value);
+            if (key == NULL)
+                goto out;
+            PyObject *found = PyDict_GetItemWithError(a.shared, key);
+            if (found != NULL) {
+                Py_DECREF(key);
+                state = PyLong_AsSsize_t(found);
+                break;
+            }
+            PyObject *predicate =
+                PyErr_Occurred() ? NULL
+                                 : PyObject_CallFunctionObjArgs(a.predicate_class, ARG(1), value, NULL);
+            if (predicate == NULL) {
+                Py_DECREF(key);
+                goto out;
+            }
+            state = afa_state(&a, key, AFA_OR, NULL, NULL, NULL, predicate);
+            Py_DECREF(predicate);
+            break;
+        }
+        case OP_STEP: { /* (label, state index) */
+            Py_ssize_t t;
+            if (size != 3 || !PyUnicode_Check(ARG(1)) || (t = INDEX(2, i)) < 0)
+                goto bad;
+            state = afa_step(&a, ARG(1), states[t]);
+            break;
+        }
+        case OP_NAMED_STEP: { /* (prefix, name index, state index) */
+            Py_ssize_t m, t;
+            if (size != 4 || !PyUnicode_Check(ARG(1)) ||
+                (m = index_in(ARG(2), PyTuple_GET_SIZE(names))) < 0 || (t = INDEX(3, i)) < 0)
+                goto bad;
+            PyObject *name = PyTuple_GET_ITEM(names, m);
+            PyObject *label = PyUnicode_GET_LENGTH(ARG(1)) ? PyUnicode_Concat(ARG(1), name) : name;
+            if (label == NULL)
+                goto out;
+            if (label == name)
+                Py_INCREF(label);
+            state = afa_step(&a, label, states[t]);
+            Py_DECREF(label);
+            break;
+        }
+        case OP_LOOP:
+        case OP_LOOP_OR_TEXT: { /* (state index) */
+            Py_ssize_t t;
+            if (size != 2 || (t = INDEX(1, i)) < 0)
+                goto bad;
+            if (op == OP_LOOP) {
+                state = afa_loop(&a, s_loop, states[t], -1);
+            } else {
+                Py_ssize_t text = afa_step(&a, s_text, states[t]);
+                state = text < 0 ? -1 : afa_loop(&a, s_loop_or_text, states[t], text);
+            }
+            break;
+        }
+        case OP_ALL_OF:
+        case OP_ANY_OF:
+        case OP_OWN: { /* (tuple of state indexes) */
+            if (size != 2 || !PyTuple_Check(ARG(1)))
+                goto bad;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(ARG(1)); k++)
+                if (index_in(PyTuple_GET_ITEM(ARG(1), k), i) < 0)
+                    goto bad;
+            state = afa_combine(&a, (int)op, ARG(1), states, owner);
+            break;
+        }
+        case OP_NEGATE: { /* (state index) */
+            Py_ssize_t t;
+            if (size != 2 || (t = INDEX(1, i)) < 0)
+                goto bad;
+            PyObject *item = PyLong_FromSsize_t(states[t]);
+            PyObject *eps = item ? PyTuple_Pack(1, item) : NULL;
+            if (eps != NULL)
+                state = afa_state(&a, PyTuple_Pack(2, s_not, item), AFA_NOT, eps, NULL, NULL, NULL);
+            Py_XDECREF(item);
+            Py_XDECREF(eps);
+            break;
+        }
+        default:
+            goto bad;
+        }
+#undef ARG
+#undef INDEX
+        if (state < 0)
+            goto out;
+        states[i] = state;
+    }
+    if (early >= 0)
+        result = Py_BuildValue("nn", states[root], states[early]);
+    else
+        result = Py_BuildValue("nO", states[root], Py_None);
+    goto out;
+bad:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "replay: a malformed program step");
+out:
+    PyMem_Free(states);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"replay", replay, METH_VARARGS,
+     "replay((kind, eps, label, target, predicate, shared, Predicate), codes, root, early, "
+     "constants, names, owner) -> (root state, early state or None): a filter's program "
+     "(afa.py: Program.codes) replayed into an AFA's lists and shared-state table, as "
+     "AFA.add_program does it in Python"},
     {"json_list", json_list, METH_VARARGS,
      "json_list(ranks, texts, ends, ascii) -> str: the JSON list of the ids of ranks (int32 "
      "bytes); texts: every id as JSON text (UTF-8) one after the other, ends (int64 bytes) "
@@ -2655,6 +2964,15 @@ PyMODINIT_FUNC PyInit__states(void)
     if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0 ||
         PyType_Ready(&TableViewType) < 0 || PyType_Ready(&ValueIndexType) < 0 ||
         PyType_Ready(&TextMatcherType) < 0)
+        return NULL;
+    const char *words[] = {"true", "false", "leaf", "step", "loop", "loop-or-text", "and", "or",
+                           "not", "*", "#text"};
+    PyObject **slots[] = {&s_true, &s_false, &s_leaf, &s_step, &s_loop, &s_loop_or_text,
+                          &s_and, &s_or, &s_not, &s_star, &s_text};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if ((*slots[i] = PyUnicode_InternFromString(words[i])) == NULL)
+            return NULL;
+    if ((s_empty = PyTuple_New(0)) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

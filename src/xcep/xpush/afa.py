@@ -52,6 +52,11 @@ from xcep.xpush.ast import (
 )
 from xcep.xpush.predicates import Predicate
 
+try:
+    from xcep.xpush._states import replay
+except ImportError:  # built without a C compiler: Python replays the programs
+    replay = None
+
 OR, AND, NOT = 0, 1, 2
 TRUE = True  # the predicate of a leaf that matches every node
 
@@ -121,14 +126,36 @@ class AFA:
         names (those it uses: ``Program.uses``, ``uses_names``); ``owner`` (the filter's
         own key) when its first branching state must be its own (early notification).
         Returns its initial state."""
-        builder = Builder(self, owner)
-        states: list[int] = []
-        for name, args in program.steps:
-            states.append(_REPLAY[name](builder, args, states, constants, names))
-        self.initial[number] = states[program.root]
-        if owner is not None and program.early is not None:
-            self.early[number] = states[program.early]
-        return states[program.root]
+        if replay is not None:  # the kernel: the same states, made in C
+            root, early = replay(
+                self._lists(),
+                program.codes,
+                program.root,
+                -1 if owner is None or program.early is None else program.early,
+                constants,
+                names,
+                owner,
+            )
+        else:
+            builder = Builder(self, owner)
+            states: list[int] = []
+            for name, args in program.steps:
+                states.append(_REPLAY[name](builder, args, states, constants, names))
+            root, early = states[program.root], None
+            if owner is not None and program.early is not None:
+                early = states[program.early]
+        self.initial[number] = root
+        if early is not None:
+            self.early[number] = early
+        return root
+
+    def _lists(self) -> tuple:
+        """What the replay kernel writes to (the lists are grown in place, never replaced)."""
+        lists = self.__dict__.get("_replay_lists")
+        if lists is None:
+            lists = (self.kind, self.eps, self.label, self.target, self.predicate, self.shared)
+            lists = self.__dict__["_replay_lists"] = (*lists, Predicate)
+        return lists
 
 
 class Builder:
@@ -282,10 +309,15 @@ class Program:
     name_places: tuple[int, ...] = field(default=(), compare=False)
     _hash: int = field(default=0, compare=False, repr=False)
     _all: bool = field(default=False, compare=False, repr=False)
+    codes: tuple = field(
+        default=(), compare=False, repr=False
+    )  # the steps as the kernel reads them
 
     def __post_init__(self) -> None:  # a program is a key of its filters' own states
         object.__setattr__(self, "_hash", hash((self.steps, self.root, self.early)))
         object.__setattr__(self, "_all", self.places == tuple(range(len(self.places))))
+        codes = tuple((_OPCODES[name], *args) for name, args in self.steps)
+        object.__setattr__(self, "codes", codes)
 
     def __hash__(self) -> int:
         return self._hash
@@ -379,6 +411,9 @@ _REPLAY = {  # step name → the Builder call, from (builder, args, states, cons
     "negate": lambda b, a, s, c, n: b.negate(s[a[0]]),
     "own": lambda b, a, s, c, n: b.own([s[i] for i in a[0]]),
 }
+
+
+_OPCODES = {name: code for code, name in enumerate(_REPLAY)}  # as _states.c numbers them
 
 
 def describe(afa: AFA, state: int, _memo: dict | None = None) -> str:
