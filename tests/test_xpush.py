@@ -245,6 +245,36 @@ def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_e
         assert getattr(by_program, column) == getattr(by_tree, column), column
 
 
+@settings(max_examples=500)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *("a", "b:c", "(", ")", "'", '"', "-", ".", "1", "2.5", " ", "\t", "é", "·"),
+                *("_", "@", "/", "[", "]", "=", "<", "and", "or", "\u0661", "\U0001d400", ":"),
+                "x\u00c0",
+            ]
+        ),
+        max_size=16,
+    )
+)
+def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces):
+    """``filter_shape`` (C) cuts a filter's text exactly as ``_shape`` (its regular
+    expression) does: the same parts, places, constants and names, or the same error."""
+    from xcep.xpush import workload
+
+    if workload.shape_of is workload._shape:
+        pytest.skip("the kernel is not built")
+    text = "".join(pieces)
+    try:
+        expected = workload._shape(text)
+    except ValueError as error:  # a number float() does not read
+        with pytest.raises(type(error)):
+            workload.shape_of(text)
+        return
+    assert workload.shape_of(text) == expected, text
+
+
 @settings(max_examples=400)
 @given(
     st.lists(

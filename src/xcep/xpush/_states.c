@@ -2941,7 +2941,173 @@ out:
     return result;
 }
 
+
+/* ----- filter_shape: a filter's text with its constants and names cut out (workload.py) ----- */
+
+/* The character classes of workload.py's _PIECE, as Python's re reads them on str. */
+static int shape_name_char(Py_UCS4 c)
+{
+    return Py_UNICODE_ISALNUM(c) || c == '_' || c == '.' || c == '-' || c == 0xB7 ||
+           (c >= 0xC0 && c <= 0xFFFF);
+}
+
+static int shape_name_start(Py_UCS4 c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || (c >= 0xC0 && c <= 0xFFFF);
+}
+
+/* The end of a string, number or name piece starting at `pos` (its kind in *kind: 1, 2, 3),
+ * or -1: the alternatives of _PIECE tried in order, as re.split does at `pos`. */
+static Py_ssize_t shape_piece(int ukind, const void *data, Py_ssize_t n, Py_ssize_t pos, int *kind)
+{
+#define CH(i) PyUnicode_READ(ukind, data, (i))
+    Py_UCS4 c = CH(pos);
+    if (c == '\'' || c == '"') {
+        for (Py_ssize_t j = pos + 1; j < n; j++)
+            if (CH(j) == c) {
+                *kind = 1;
+                return j + 1;
+            }
+        return -1; /* no closing quote: nothing else starts with a quote */
+    }
+    Py_UCS4 before = pos > 0 ? CH(pos - 1) : 0;
+    if (pos == 0 || !shape_name_char(before)) { /* a number where a token starts */
+        Py_ssize_t p = pos + (c == '-');
+        if (p < n && Py_UNICODE_ISDECIMAL(CH(p))) {
+            while (p < n && Py_UNICODE_ISDECIMAL(CH(p)))
+                p++;
+            if (p < n && CH(p) == '.')
+                for (p++; p < n && Py_UNICODE_ISDECIMAL(CH(p)); p++)
+                    ;
+            *kind = 2;
+            return p;
+        }
+        if (p + 1 < n && CH(p) == '.' && Py_UNICODE_ISDECIMAL(CH(p + 1))) {
+            for (p++; p < n && Py_UNICODE_ISDECIMAL(CH(p)); p++)
+                ;
+            *kind = 2;
+            return p;
+        }
+    }
+    if ((pos > 0 && (shape_name_char(before) || before == ':')) || !shape_name_start(c))
+        return -1;
+    Py_ssize_t q = pos + 1;
+    while (q < n && shape_name_char(CH(q)))
+        q++;
+    if (q + 1 < n && CH(q) == ':' && shape_name_start(CH(q + 1))) /* prefix:name */
+        for (q += 2; q < n && shape_name_char(CH(q)); q++)
+            ;
+    /* not before a name character, ':' or '(' (space allowed before those two): a
+     * shorter name would stand before a name character, so none matches */
+    Py_ssize_t r = q;
+    if (r < n && (shape_name_char(CH(r)) || CH(r) == ':' || CH(r) == '('))
+        return -1;
+    while (r < n && Py_UNICODE_ISSPACE(CH(r)))
+        r++;
+    if (r < n && (CH(r) == '(' || CH(r) == ':'))
+        return -1;
+    *kind = 3;
+    return q;
+#undef CH
+}
+
+static PyObject *filter_shape(PyObject *module, PyObject *text)
+{
+    (void)module;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "filter_shape: a str");
+        return NULL;
+    }
+    int ukind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), pos = 0, cut = 0;
+    PyObject *parts = PyList_New(0), *places = PyList_New(0);
+    PyObject *constants = PyDict_New(), *names = PyDict_New(), *result = NULL;
+    if (parts == NULL || places == NULL || constants == NULL || names == NULL)
+        goto out;
+    while (pos < n) {
+        int kind = 0;
+        Py_ssize_t end = shape_piece(ukind, data, n, pos, &kind);
+        if (end < 0) {
+            pos++;
+            continue;
+        }
+        PyObject *part = PyUnicode_Substring(text, cut, pos), *place = NULL;
+        if (part == NULL || PyList_Append(parts, part) < 0) {
+            Py_XDECREF(part);
+            goto out;
+        }
+        Py_DECREF(part);
+        PyObject *piece = kind == 1 ? PyUnicode_Substring(text, pos + 1, end - 1)
+                                    : PyUnicode_Substring(text, pos, end);
+        if (piece == NULL)
+            goto out;
+        if (kind == 2) { /* a number: float(piece), its place complemented */
+            PyObject *number = PyFloat_FromString(piece);
+            Py_SETREF(piece, number);
+            if (piece == NULL)
+                goto out;
+        }
+        if (kind == 3 && (PyUnicode_CompareWithASCIIString(piece, "and") == 0 ||
+                          PyUnicode_CompareWithASCIIString(piece, "or") == 0)) {
+            place = piece; /* a word the parser reads: kept */
+            Py_INCREF(place);
+        } else {
+            PyObject *table = kind == 3 ? names : constants;
+            PyObject *found = PyDict_GetItemWithError(table, piece);
+            Py_ssize_t at;
+            if (found != NULL) {
+                at = PyLong_AsSsize_t(found);
+            } else {
+                at = PyDict_GET_SIZE(table);
+                PyObject *number = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(at);
+                if (number == NULL || PyDict_SetItem(table, piece, number) < 0) {
+                    Py_XDECREF(number);
+                    Py_DECREF(piece);
+                    goto out;
+                }
+                Py_DECREF(number);
+            }
+            PyObject *number = PyLong_FromSsize_t(kind == 2 ? ~at : at);
+            place = number == NULL ? NULL : kind == 3 ? PyTuple_Pack(1, number) : number;
+            if (kind == 3)
+                Py_XDECREF(number);
+        }
+        Py_DECREF(piece);
+        if (place == NULL || PyList_Append(places, place) < 0) {
+            Py_XDECREF(place);
+            goto out;
+        }
+        Py_DECREF(place);
+        pos = cut = end;
+    }
+    PyObject *tail = PyUnicode_Substring(text, cut, n);
+    if (tail == NULL || PyList_Append(parts, tail) < 0) {
+        Py_XDECREF(tail);
+        goto out;
+    }
+    Py_DECREF(tail);
+    PyObject *parts_tuple = PyList_AsTuple(parts), *places_tuple = PyList_AsTuple(places);
+    PyObject *constant_keys = PyDict_Keys(constants), *name_keys = PyDict_Keys(names);
+    if (parts_tuple && places_tuple && constant_keys && name_keys)
+        result = Py_BuildValue("(OO)NN", parts_tuple, places_tuple, PyList_AsTuple(constant_keys),
+                               PyList_AsTuple(name_keys));
+    Py_XDECREF(parts_tuple);
+    Py_XDECREF(places_tuple);
+    Py_XDECREF(constant_keys);
+    Py_XDECREF(name_keys);
+out:
+    Py_XDECREF(parts);
+    Py_XDECREF(places);
+    Py_XDECREF(constants);
+    Py_XDECREF(names);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"filter_shape", filter_shape, METH_O,
+     "filter_shape(text) -> ((parts, places), constants, names): workload.py's _shape, the "
+     "text cut at its string constants, numbers and names, in C"},
     {"replay", replay, METH_VARARGS,
      "replay((kind, eps, label, target, predicate, shared, Predicate), codes, root, early, "
      "constants, names, owner) -> (root state, early state or None): a filter's program "
