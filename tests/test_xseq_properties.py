@@ -126,6 +126,7 @@ def test_quiet_stretches_change_no_row(query: str, text: str, batch_size: int) -
         "//c/@x",  # a descendant waiter of another name
         "return $X@x from // $X[@k = 'p']",  # one for any element, but with a k
         "/r/b/@x",  # a waiter for the b children of r: no a is one
+        "return $X@x from // $X partition by //c@k",  # the router's, outside the partitions
     ],
 )
 def test_a_quiet_stretch_is_read_outside_python(query: str) -> None:

@@ -418,6 +418,10 @@ class _Live:
         (only,) = self.streams.values()
         return getattr(only, "quiet_run", lambda: None)()
 
+    def stretched(self, run, quiet, popped: int, opened: list) -> None:
+        (only,) = self.streams.values()
+        only.stretched(run, quiet, popped, opened)
+
     def _open_all(self, tag, attrs, ident, number) -> None:
         for stream in self.streams.values():
             stream.open(tag, attrs, ident, number)

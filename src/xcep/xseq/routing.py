@@ -116,7 +116,7 @@ class Driver:
                 attrs.append((names[ids[k]], values[k], nodes[k]))
                 k += 1
             opened.append((names[ids[at]], attrs, nodes[at], number))
-        run.stretched(quiet, popped, opened)
+        self.stream.stretched(run, quiet, popped, opened)
         return stop
 
     def _wanted_ids(self, quiet: tuple, symbols) -> tuple:
@@ -222,12 +222,18 @@ class _Documents:
         """The run whose quiet stretches the driver reads in C."""
         return self.run
 
+    def stretched(self, run: Run, quiet, popped: int, opened: list) -> None:
+        run.stretched(quiet, popped, opened)
+
     def finish(self) -> None:
         self.outputs.finish(None)
 
 
 class Stream:
     """Routes the events of the stream to the runs: one per partition (partition by)."""
+
+    stretches = False  # whether the router says where quiet stretches begin (outside the
+    # partitioned elements, where only it reads the events)
 
     def __init__(self, group: Group, outputs: Outputs) -> None:
         self.group = group
@@ -252,6 +258,7 @@ class Stream:
         if number is None:
             return
         self.router = Run(self.group.router, _Collector(self.hits), Node(ROOT, None, number, -1))
+        self.router.stretches = self.stretches
 
     def joined(self, owner: int) -> None:
         """A query was added between documents: it starts at every partition's root."""
@@ -268,9 +275,17 @@ class Stream:
     def finish(self) -> None:
         self.outputs.finish(list(self.partitions))
 
-    def open(self, tag, attrs, ident, number) -> None:
+    def quiet_run(self) -> Run | None:
+        """Outside the partitioned elements, the router: it alone reads the events."""
+        return None if self.routing else self.router
+
+    def stretched(self, run: Run, quiet, popped: int, opened: list) -> None:
+        run.stretched(quiet, popped, opened)
+        self.depth += len(opened) - popped
+
+    def open(self, tag, attrs, ident, number):
         self.depth += 1
-        self.router.open(tag, attrs, ident, number)
+        quiet = self.router.open(tag, attrs, ident, number)
         if self.hits:
             self.hits.clear()
             attribute = self.group.attribute
@@ -286,13 +301,15 @@ class Stream:
                 self.routing.append((self.depth, target))
         if self.routing:
             self.routing[-1][1].open(tag, attrs, ident, number)
+            return None
+        return quiet
 
     def text(self, value, ident) -> None:
         if self.routing:
             self.routing[-1][1].text(value, ident)
 
-    def close(self) -> None:
-        self.router.close()
+    def close(self):
+        quiet = self.router.close()
         if self.routing:
             self.routing[-1][1].close()
             if self.routing[-1][0] == self.depth:
@@ -300,6 +317,7 @@ class Stream:
                 if target.suspended:
                     target.resume()
         self.depth -= 1
+        return None if self.routing else quiet
 
 
 class _Collector:
