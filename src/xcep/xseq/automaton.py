@@ -29,7 +29,8 @@ from xcep.xseq.matches import (
 from xcep.xseq.program import PENDING, Check, MemberCheck, Program, Verdicts
 
 _NONE = ()  # no run waits in this list yet
-SKIPPING = "skipping"  # ``quiet``: inside a subtree no run waits in
+SKIPPING = "skipping"  # ``open``, ``close``, ``quiet``: inside a subtree no run waits in
+MAYBE_QUIET = "maybe quiet"  # ``open``, ``close``: ask ``quiet`` what the events next need
 
 
 class Frame:
@@ -191,9 +192,7 @@ class Run:
         if not (found or self.capturing):
             if dchain or dtchain:
                 frames.append((tag, attrs, ident, doc, dchain, dtchain, dkey, dnames))
-                if dtchain or not self.stretches:
-                    return None
-                return (dnames, _NONE, _NONE) if dnames is not None else self.quiet()
+                return None if dtchain or not self.stretches else MAYBE_QUIET
             self.skip = 1  # nothing can happen below: skip the subtree
             return SKIPPING
         if parent.__class__ is Light:
@@ -208,7 +207,7 @@ class Run:
                 self.joins.clear()
             self.closure(found, frame, parent, None)
             self.flush_matches()
-        return self.quiet() if self.stretches and not self.capturing else None
+        return MAYBE_QUIET if self.stretches and not self.capturing else None
 
     def _real(self, index: int) -> Frame:
         """The frame at ``index`` of the stack, made a ``Frame`` if it was ``Light``."""
@@ -251,13 +250,7 @@ class Run:
     def close(self):
         if self.skip:
             self.skip -= 1
-            return (
-                SKIPPING
-                if self.skip
-                else self.quiet()
-                if self.stretches and not self.capturing
-                else None
-            )
+            return SKIPPING if self.skip else MAYBE_QUIET if self.stretches else None
         frame = self.frames.pop()
         if frame.__class__ is Light:
             return None  # (a Light below it would be read in Python up to the next open)
@@ -272,7 +265,7 @@ class Run:
             active = self.outputs.active
             for emitter in frame.wake:
                 active[emitter] = None
-        return self.quiet() if self.stretches and not self.capturing else None
+        return MAYBE_QUIET if self.stretches and not self.capturing else None
 
     def quiet(self):
         """What the events below the top of the stack need, when only some of them can

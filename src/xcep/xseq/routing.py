@@ -11,7 +11,7 @@ from itertools import islice
 
 from xcep.events import ATTR, OPEN, TEXT, EventBatch
 from xcep.xseq import ast as A
-from xcep.xseq.automaton import SKIPPING, Run
+from xcep.xseq.automaton import MAYBE_QUIET, SKIPPING, Run
 from xcep.xseq.dom import ROOT, Node
 from xcep.xseq.emitters import Outputs, pump
 from xcep.xseq.machine import SHARED, Machine
@@ -31,6 +31,7 @@ class Driver:
     attributes go on in the next batch), and pickles: a saved run."""
 
     stretches = False  # (a run saved before stretches were read in C reads every event)
+    SHORT = 12  # events: a stretch of fewer costs more than Python reading them
 
     def __init__(self, stream, active: dict, rows: list) -> None:
         self.stream = stream
@@ -41,9 +42,10 @@ class Driver:
         self.stretches = stretch is not None and hasattr(stream, "quiet_run")
         stream.stretches = self.stretches
         self._wanted: dict = {}  # (names, symbols known) -> their ids as a bytes mask
+        self._short: dict = {}  # element name -> its short stretches in a row
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_wanted": {}}
+        return {**self.__dict__, "_wanted": {}, "_short": {}}
 
     def feed(self, batch: EventBatch) -> list:
         stream, active = self.stream, self.active
@@ -72,13 +74,14 @@ class Driver:
                     continue
                 if tag is not None:
                     quiet = open_(tag, attrs, opened, number)
-                    tag = None
-                    if quiet is not None and stretches:
+                    if quiet is not None and stretches and self._worth(tag):
                         i = kinds.__reduce__()[2] - 1  # this event's position
-                        stop = self._stretch(quiet, batch, columns, i, number)
+                        stop = self._stretch(quiet, batch, columns, i, number, tag)
                         if stop > i:  # event i and those up to stop were read there
+                            tag = None
                             next(islice(events, stop - i - 1, stop - i - 1), None)
                             continue
+                    tag = None
                 if kind == opening:
                     tag, attrs, opened = names[name], [], ident
                 elif kind == texts:
@@ -87,25 +90,48 @@ class Driver:
                     quiet = close()
                     if active:
                         pump(active)
-                    if quiet is not None and stretches:
+                    if quiet is not None and stretches and self._worth(None):
                         i = kinds.__reduce__()[2] - 1
-                        stop = self._stretch(quiet, batch, columns, i + 1, number)
+                        stop = self._stretch(quiet, batch, columns, i + 1, number, None)
                         next(islice(events, stop - i - 1, stop - i - 1), None)
         self.tag, self.attrs, self.opened = tag, attrs, opened
         return self._taken()
 
-    def _stretch(self, quiet, batch: EventBatch, columns: tuple, start: int, number) -> int:
+    def _worth(self, tag) -> bool:
+        """Whether to read a stretch in C. One of a few events costs more than Python
+        reading them (the call and the stack's bookkeeping: about a dozen events' worth).
+        Stretches are counted by the element whose content they begin in (``tag``; None
+        after a close): once two in a row were shorter than ``SHORT``, that element's
+        are left to Python, but for one in 64 (the document may change)."""
+        short = self._short.get(tag, 0)
+        if short >= 2 and short % 64:
+            self._short[tag] = short + 1
+            return False
+        return True
+
+    def _stretch(self, quiet, batch: EventBatch, columns: tuple, start: int, number, tag) -> int:
         """Read the quiet stretch from ``start`` in C (``xcep.xseq._quiet``) and put what
         it leaves on the run's stack; the position of the next event to read."""
         run = self.stream.quiet_run()
         if run is None:
             return start
+        if quiet is MAYBE_QUIET:
+            quiet = run.quiet()
+            if quiet is None:
+                return start
+        short = self._short.get(tag, 0)
         kinds, ids, values, nodes = columns
         if quiet is SKIPPING:
             masks, pops = (None, None, None), run.skip - 1
         else:
             masks, pops = self._wanted_ids(quiet, batch.symbols), max(run.light_top() - 1, 0)
         stop, popped, positions = stretch(kinds, ids, start, len(kinds), pops, *masks)
+        if stop - start < self.SHORT:
+            if len(self._short) >= 4096:
+                self._short.clear()
+            self._short[tag] = short + 1
+        elif short:
+            del self._short[tag]
         if stop == start:
             return stop
         names, attr = batch.symbols.names, int(ATTR)
