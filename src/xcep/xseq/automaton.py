@@ -376,11 +376,13 @@ class Run:
         programs = machine.programs
         seen = set()
         stack = list(items)
+        here = node  # the current node: the element of ``child`` once a state needs it
         while stack:
             item = stack.pop()
-            if item in seen:
-                continue
+            count = len(seen)
             seen.add(item)
+            if len(seen) == count:  # seen before (one hash, not two)
+                continue
             state_id, binding, checks, done = item
             if checks:
                 checks = _live_checks(checks)
@@ -398,7 +400,8 @@ class Run:
                         setattr(frame, name, waiting)
                     waiting.append((state_id, binding, checks, done))
                 continue
-            here = node if node is not None else self.node_of(child)
+            if here is None:
+                here = self.node_of(child)
             if kind == "match":
                 step = state.step
                 if state.test_here and not test_matches(step, here):
