@@ -152,8 +152,10 @@ def _captured_vars(analysis: Analysis) -> set[str]:
         captured.update(r.var for r in _subtree_refs(conjunct.cond))
     if analysis.query.returns:
         for term in analysis.query.returns:
+            # count($X) counts the nodes (Aggregator.add): it reads no value of theirs
+            as_value = not (term.aggregate == "count" and isinstance(term.expr, A.VarRef))
             for ref in A.walk(term.expr):
-                if isinstance(ref, A.VarRef) and _ref_needs_subtree(ref, as_value=True):
+                if isinstance(ref, A.VarRef) and _ref_needs_subtree(ref, as_value):
                     captured.add(ref.var)
     return captured
 

@@ -115,11 +115,13 @@ class Driver:
         run = self.stream.quiet_run()
         if run is None:
             return start
+        short = self._short.get(tag, 0)
         if quiet is MAYBE_QUIET:
             quiet = run.quiet()
-            if quiet is None:
+            if quiet is None:  # no stretch here: as short as can be (after an open)
+                if tag is not None:
+                    self._shorter(tag, short)
                 return start
-        short = self._short.get(tag, 0)
         kinds, ids, values, nodes = columns
         if quiet is SKIPPING:
             masks, pops = (None, None, None), run.skip - 1
@@ -127,9 +129,7 @@ class Driver:
             masks, pops = self._wanted_ids(quiet, batch.symbols), max(run.light_top() - 1, 0)
         stop, popped, positions = stretch(kinds, ids, start, len(kinds), pops, *masks)
         if stop - start < self.SHORT:
-            if len(self._short) >= 4096:
-                self._short.clear()
-            self._short[tag] = short + 1
+            self._shorter(tag, short)
         elif short:
             del self._short[tag]
         if stop == start:
@@ -144,6 +144,11 @@ class Driver:
             opened.append((names[ids[at]], attrs, nodes[at], number))
         self.stream.stretched(run, quiet, popped, opened)
         return stop
+
+    def _shorter(self, tag, short: int) -> None:
+        if len(self._short) >= 4096:
+            self._short.clear()
+        self._short[tag] = short + 1
 
     def _wanted_ids(self, quiet: tuple, symbols) -> tuple:
         """``quiet``'s (names, attributes, child names) as masks over the name ids the
