@@ -171,6 +171,8 @@ class TemplateEmitter(Emitter):
     conditions held (``Verdicts``, the entry's last check) gets its row, through its
     own ``Emitter`` (in ``members``: its outputs and aggregates, never queued)."""
 
+    _turns = None  # (slot -> its place among the members, those printed at every match)
+
     def __init__(self, program: Program, owner: int) -> None:
         super().__init__(program.analysis, "all", False, None, owner)
         self.program = program
@@ -180,6 +182,18 @@ class TemplateEmitter(Emitter):
     def join(self, slot: int, emitter: Emitter) -> None:
         self.members[slot] = emitter
         emitter.returns = self.outputs.setdefault(emitter.analysis.query.returns, emitter)
+        self._turns = None
+
+    def leave(self, slot: int) -> None:
+        del self.members[slot]
+        self._turns = None
+
+    def _members_in_turn(self) -> tuple:
+        if self._turns is None:
+            conditions = self.program.members
+            always = frozenset(s for s in self.members if not conditions[s].per_match)
+            self._turns = ({slot: i for i, slot in enumerate(self.members)}, always)
+        return self._turns
 
     def add(self, run: Run, matches: list) -> None:
         super().add(run, matches)
@@ -190,19 +204,25 @@ class TemplateEmitter(Emitter):
             entry.verdicts = checks[-1] if checks and checks[-1].__class__ is Verdicts else ()
 
     def emit(self, entry: _Entry) -> None:
+        """The rows of the members whose conditions held (and of those without any), in
+        the members' order: a few of many, each found without a look at the others."""
         verdicts = entry.verdicts
         passed = verdicts.passed if verdicts else ()
-        conditions = self.program.members
+        turn, always = self._members_in_turn()
+        slots = [slot for slot in (always.union(passed) if always else passed) if slot in turn]
+        if len(slots) > 1:
+            slots.sort(key=turn.__getitem__)
+        members = self.members
         rows: dict = {}  # members with the same return clause print the same row
-        for slot, emitter in self.members.items():
-            if slot in passed or not conditions[slot].per_match:
-                if emitter.aggregator is not None:
-                    emitter.emit(entry)
-                    continue
-                row = rows.get(id(emitter.returns))
-                if row is None:
-                    row = rows[id(emitter.returns)] = emitter.row(entry)
-                emitter.sink(row)
+        for slot in slots:
+            emitter = members[slot]
+            if emitter.aggregator is not None:
+                emitter.emit(entry)
+                continue
+            row = rows.get(id(emitter.returns))
+            if row is None:
+                row = rows[id(emitter.returns)] = emitter.row(entry)
+            emitter.sink(row)
 
     def finish_rows(self, partitions: list | None) -> None:
         for emitter in self.members.values():
@@ -277,7 +297,7 @@ class Outputs:
         self.active.pop(emitter, None)
         for key, template in list(self.emitters.items()):
             if isinstance(template, TemplateEmitter) and slot in template.members:
-                del template.members[slot]
+                template.leave(slot)
                 if not template.members:
                     del self.emitters[key]
                     self.active.pop(template, None)
