@@ -47,14 +47,21 @@ class Emitter:
         self.last_end: dict = {}  # skip-past-last: per run, the end of the last match selected
 
     def add(self, run: Run, matches: list) -> None:
-        merged: dict = {}
-        for end, binding, checks in matches:
-            key = (id(end), binding.match_key())
-            entry = merged.get(key)
-            if entry is None:
-                merged[key] = entry = _Entry(run, end, binding)
+        if len(matches) == 1:  # the usual case: nothing to merge or order
+            end, binding, checks = matches[0]
+            entry = _Entry(run, end, binding)
             entry.alternatives.append(checks)
-        for entry in sorted(merged.values(), key=_order):
+            entries: list | tuple = (entry,)
+        else:
+            merged: dict = {}
+            for end, binding, checks in matches:
+                key = (id(end), binding.match_key())
+                entry = merged.get(key)
+                if entry is None:
+                    merged[key] = entry = _Entry(run, end, binding)
+                entry.alternatives.append(checks)
+            entries = sorted(merged.values(), key=_order)
+        for entry in entries:
             self.queue.append(entry)
             if self.selection != "all":
                 entry.start = match_start(entry.binding, entry.end, self.own_slots)
@@ -250,6 +257,9 @@ class _Entry:
     def resolve(self):
         pending = False
         for checks in self.alternatives:
+            if not checks:  # nothing to wait for
+                self.alternatives = []
+                return True
             states = [c.state for c in checks]
             if all(s is True for s in states):
                 self.alternatives = []
