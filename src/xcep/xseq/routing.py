@@ -54,7 +54,8 @@ class Driver:
         text, close = getattr(stream, "text", None), getattr(stream, "close", None)
         attr, opening, texts = int(ATTR), int(OPEN), int(TEXT)  # plain ints compare faster
         names = batch.symbols.names
-        stretches = self.stretches
+        # (the kernel reads the columns as the event sources make them: arrays B and i)
+        stretches = self.stretches and _columns_as_made(batch)
         for number, start, end in batch.document_runs():
             if tag is not None:  # the open tag's attributes ended with its document
                 open_(tag, attrs, opened, stream.doc)
@@ -181,6 +182,11 @@ class Driver:
         out = self.rows[:]
         self.rows.clear()
         return out
+
+
+def _columns_as_made(batch: EventBatch) -> bool:
+    kinds, names = batch.kinds, batch.names
+    return getattr(kinds, "typecode", None) == "B" and getattr(names, "typecode", None) == "i"
 
 
 def _mask(names, symbols) -> bytes:
