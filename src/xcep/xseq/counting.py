@@ -35,6 +35,7 @@ import bisect
 from collections.abc import Callable, Iterable
 
 from xcep.xseq import ast as A
+from xcep.xseq.evaluate import attribute_name
 from xcep.xseq.values import as_string, to_number
 
 FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}  # c op e  ==  e FLIP[op] c
@@ -54,13 +55,7 @@ def reference_atom(cond):
 
 
 def _is_attribute(expr) -> bool:
-    return (
-        isinstance(expr, A.RelPath)
-        and isinstance(expr.path, A.Step)
-        and expr.path.axis == A.ATTRIBUTE
-        and expr.path.name != A.WILDCARD
-        and not expr.path.preds
-    )
+    return attribute_name(expr) is not None
 
 
 def _atom(cond, readable: Callable):

@@ -153,8 +153,8 @@ def _attribute_test(cond) -> Callable | None:
     return None if make is None else make(cond)
 
 
-def _attribute_name(expr) -> str | None:
-    """The name of a plain ``@name`` operand, else None."""
+def attribute_name(expr) -> str | None:
+    """The name of a plain ``@name`` operand (no ``@*``, no predicate), else None."""
     if expr.__class__ is not A.RelPath:
         return None
     step = expr.path
@@ -168,14 +168,14 @@ def _attribute_values(expr) -> Callable | None:
     if expr.__class__ is A.Const:
         constant = [expr.value]
         return lambda raw: constant
-    name = _attribute_name(expr)
+    name = attribute_name(expr)
     if name is None:
         return None
     return lambda raw: [value for key, value, _ in raw if key == name]
 
 
 def _compare_test(cond: A.Compare) -> Callable | None:
-    op, name = cond.op, _attribute_name(cond.left)
+    op, name = cond.op, attribute_name(cond.left)
     if name is not None and cond.right.__class__ is A.Const:  # @a op constant: the usual one
         constant = cond.right.value
 
@@ -206,7 +206,7 @@ def _negated(cond: A.Not) -> Callable | None:
 
 
 def _has_attribute(cond: A.RelPath) -> Callable | None:
-    name = _attribute_name(cond)
+    name = attribute_name(cond)
     return None if name is None else lambda raw: any(key == name for key, _, _ in raw)
 
 
@@ -224,10 +224,10 @@ def required_attributes(cond) -> frozenset:
     condition): ``@a = 1`` needs a, ``@a or @b`` neither for sure, ``not(@a)`` none."""
     cls = cond.__class__
     if cls is A.Compare:
-        names = (_attribute_name(cond.left), _attribute_name(cond.right))
+        names = (attribute_name(cond.left), attribute_name(cond.right))
         return frozenset(name for name in names if name is not None)
     if cls is A.RelPath:
-        name = _attribute_name(cond)
+        name = attribute_name(cond)
         return frozenset(() if name is None else (name,))
     if cls is A.And:
         return required_attributes(cond.left) | required_attributes(cond.right)
