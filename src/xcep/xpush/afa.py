@@ -150,12 +150,16 @@ class AFA:
         return root
 
     def _lists(self) -> tuple:
-        """What the replay kernel writes to (the lists are grown in place, never replaced)."""
-        lists = self.__dict__.get("_replay_lists")
-        if lists is None:
-            lists = (self.kind, self.eps, self.label, self.target, self.predicate, self.shared)
-            lists = self.__dict__["_replay_lists"] = (*lists, Predicate)
-        return lists
+        """What the replay kernel writes to (grown in place) and the leaves' class."""
+        return (
+            self.kind,
+            self.eps,
+            self.label,
+            self.target,
+            self.predicate,
+            self.shared,
+            Predicate,
+        )
 
 
 class Builder:

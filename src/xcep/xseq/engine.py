@@ -416,7 +416,7 @@ class _Live:
         if len(self.streams) != 1:
             return None
         (only,) = self.streams.values()
-        return getattr(only, "quiet_run", lambda: None)()
+        return only.quiet_run()
 
     def stretched(self, run, quiet, popped: int, opened: list) -> None:
         (only,) = self.streams.values()

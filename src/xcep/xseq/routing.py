@@ -38,8 +38,8 @@ class Driver:
         self.active = active  # emitters with queued entries
         self.rows = rows  # the rows the emitters give, taken out after each batch
         self.tag = self.attrs = self.opened = None  # an open tag waiting for its attributes
-        # a document's run alone (no partition by) reads its quiet stretches in C
-        self.stretches = stretch is not None and hasattr(stream, "quiet_run")
+        # the stream's run reads its quiet stretches in C (``quiet_run``: which one, if any)
+        self.stretches = stretch is not None
         stream.stretches = self.stretches
         self._wanted: dict = {}  # (names, symbols known) -> their ids as a bytes mask
         self._short: dict = {}  # element name -> its short stretches in a row
