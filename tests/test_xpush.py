@@ -202,6 +202,86 @@ def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, tw
         assert compile_filter(text) == fresh
 
 
+HEADS = ["/a", "//b", "/a/*", "/*//c", "/a/b", "/a/.", "a", "/a/@x", "//a/text()", "/a = 1 or /b"]
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(HEADS),
+    st.lists(expr_strategy(), min_size=2, max_size=4),
+    st.sampled_from([" and ", " and ", "  and\t", ") and ("]),
+)
+def test_a_conjunction_compiles_as_its_tree_does(head, conjuncts, joint):
+    """``HEAD[C1 and C2 …]`` is compiled from the programs of ``HEAD[C1]``, ``HEAD[C2]``,
+    … where it can be (``afa.conjunction_program``): the program must be the one its
+    parsed and rewritten tree records, step for step, with the same constants and names
+    in the same places, and ``compile_filter`` still gives that tree."""
+    from xcep.xpush.afa import Recorder
+    from xcep.xpush.rewrite import normalize
+    from xcep.xpush.workload import compile_filter, filter_program, shape_of
+
+    body = joint.join(to_text(c) for c in conjuncts)
+    text = f"{head}[({body})]" if joint.startswith(")") else f"{head}[{body}]"
+    try:
+        tree = normalize(parse_filter(text))
+    except Exception:
+        with pytest.raises(FilterError):
+            filter_program(text)
+        return
+    _, constants, names = shape_of(text)
+    expected = Recorder.program(tree, constants, names)
+    program, used, used_names, _ = filter_program(text)
+    assert (program, program.places, program.name_places) == (
+        expected,
+        expected.places,
+        expected.name_places,
+    )
+    assert (used, used_names) == (expected.uses(constants), expected.uses_names(names))
+    assert compile_filter(text) == tree
+
+
+@pytest.mark.parametrize(
+    ("text", "cut"),
+    [
+        ("/a[b and c = 'x and y']", ("/a", ["b", "c = 'x and y'"])),
+        ("/a[b and (c or d) and not(e and f)]", ("/a", ["b", "(c or d)", "not(e and f)"])),
+        ("//a/b[x[y and z] and w]", ("//a/b", ["x[y and z]", "w"])),
+        ("/a[b or c and d]", None),  # and binds tighter: no cut at the top
+        ("/a[b and c]/d", None),  # the first bracket closes before the end
+        ("/a[b][c and d]", None),
+        ("/a[b and and = 1]", None),  # an element named and
+        ("/a[b]", None),  # one conjunct
+        ("/a[b and(c)]", None),  # no white space after and: not cut (the parser reads it)
+        ("[a and b]", None),
+    ],
+)
+def test_conjuncts_are_cut_only_at_the_top(text, cut):
+    from xcep.xpush.workload import conjuncts
+
+    assert conjuncts(text) == cut
+
+
+@settings(max_examples=60)
+@given(st.lists(filters, min_size=1, max_size=8), st.booleans())
+def test_the_watchers_made_in_c_are_the_reference_s(paths, order):
+    """``watch_lists`` (C) gives the ε-lists and watchers ``_watchers`` gives, as the
+    core reads them."""
+    from xcep.xpush import compiled
+
+    if compiled.watch_lists is None:
+        pytest.skip("the state kernel is not built here (no C compiler)")
+    workload = {i: to_text(p) for i, p in enumerate(paths) if usable(p)}
+    c = XPushMachine(workload, MachineOptions(compiled=False)).compiled
+    afa = c.afa
+    values = bytes(isinstance(p, compiled.Predicate) for p in afa.predicate)
+    eps, watchers = compiled.watch_lists(bytes(afa.kind), afa.eps, afa.target, values)
+    as_bytes = [
+        tuple(map(bytes, pair))
+        for pair in (compiled.offsets(afa.eps), compiled.offsets(c.watchers))
+    ]
+    assert [eps, watchers] == as_bytes
+
+
 @settings(max_examples=60)
 @given(st.lists(filters, min_size=1, max_size=5), st.lists(documents(), min_size=1, max_size=3))
 def test_answers_as_json_are_the_answers(paths, trees):

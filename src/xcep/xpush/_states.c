@@ -3011,6 +3011,35 @@ static Py_ssize_t shape_piece(int ukind, const void *data, Py_ssize_t n, Py_ssiz
 #undef CH
 }
 
+/* Append `table`'s place of `piece` (a new one when unseen) to the key as NUL, `kind`,
+ * chr(1 + place); -1 with an error. */
+static int shape_place(PyObject *table, PyObject *piece, Py_UCS4 kind, Py_UCS4 *key,
+                       Py_ssize_t *length)
+{
+    PyObject *found = PyDict_GetItemWithError(table, piece);
+    Py_ssize_t at;
+    if (found != NULL) {
+        at = PyLong_AsSsize_t(found);
+    } else {
+        at = PyDict_GET_SIZE(table);
+        PyObject *number = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(at);
+        if (number == NULL || PyDict_SetItem(table, piece, number) < 0) {
+            Py_XDECREF(number);
+            return -1;
+        }
+        Py_DECREF(number);
+    }
+    if (at < 0 || at >= 0x10FFFF) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "filter_shape: too many constants or names");
+        return -1;
+    }
+    key[(*length)++] = 0;
+    key[(*length)++] = kind;
+    key[(*length)++] = (Py_UCS4)(1 + at);
+    return 0;
+}
+
 static PyObject *filter_shape(PyObject *module, PyObject *text)
 {
     (void)module;
@@ -3020,99 +3049,227 @@ static PyObject *filter_shape(PyObject *module, PyObject *text)
     }
     int ukind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), pos = 0, cut = 0;
-    PyObject *parts = PyList_New(0), *places = PyList_New(0);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), pos = 0, length = 0;
+    /* the key: at most the text and 3 characters per piece, a piece at least 1 long */
+    Py_UCS4 *key = PyMem_Malloc(((size_t)n * 4 + 1) * sizeof(Py_UCS4));
     PyObject *constants = PyDict_New(), *names = PyDict_New(), *result = NULL;
-    if (parts == NULL || places == NULL || constants == NULL || names == NULL)
+    int nul = 0;
+    if (key == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (constants == NULL || names == NULL)
         goto out;
     while (pos < n) {
         int kind = 0;
         Py_ssize_t end = shape_piece(ukind, data, n, pos, &kind);
         if (end < 0) {
+            Py_UCS4 c = PyUnicode_READ(ukind, data, pos);
+            nul |= c == 0;
+            key[length++] = c;
             pos++;
             continue;
         }
-        PyObject *part = PyUnicode_Substring(text, cut, pos), *place = NULL;
-        if (part == NULL || PyList_Append(parts, part) < 0) {
-            Py_XDECREF(part);
-            goto out;
-        }
-        Py_DECREF(part);
         PyObject *piece = kind == 1 ? PyUnicode_Substring(text, pos + 1, end - 1)
                                     : PyUnicode_Substring(text, pos, end);
         if (piece == NULL)
             goto out;
-        if (kind == 2) { /* a number: float(piece), its place complemented */
+        if (kind == 2) { /* a number: float(piece) */
             PyObject *number = PyFloat_FromString(piece);
             Py_SETREF(piece, number);
             if (piece == NULL)
                 goto out;
         }
-        if (kind == 3 && (PyUnicode_CompareWithASCIIString(piece, "and") == 0 ||
-                          PyUnicode_CompareWithASCIIString(piece, "or") == 0)) {
-            place = piece; /* a word the parser reads: kept */
-            Py_INCREF(place);
+        int failed;
+        if (kind == 3 && PyUnicode_CompareWithASCIIString(piece, "and") == 0) {
+            key[length++] = 0, key[length++] = 'w', key[length++] = 1, failed = 0;
+        } else if (kind == 3 && PyUnicode_CompareWithASCIIString(piece, "or") == 0) {
+            key[length++] = 0, key[length++] = 'o', key[length++] = 1, failed = 0;
         } else {
-            PyObject *table = kind == 3 ? names : constants;
-            PyObject *found = PyDict_GetItemWithError(table, piece);
-            Py_ssize_t at;
-            if (found != NULL) {
-                at = PyLong_AsSsize_t(found);
-            } else {
-                at = PyDict_GET_SIZE(table);
-                PyObject *number = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(at);
-                if (number == NULL || PyDict_SetItem(table, piece, number) < 0) {
-                    Py_XDECREF(number);
-                    Py_DECREF(piece);
-                    goto out;
-                }
-                Py_DECREF(number);
-            }
-            PyObject *number = PyLong_FromSsize_t(kind == 2 ? ~at : at);
-            place = number == NULL ? NULL : kind == 3 ? PyTuple_Pack(1, number) : number;
-            if (kind == 3)
-                Py_XDECREF(number);
+            failed = shape_place(kind == 3 ? names : constants, piece,
+                                 kind == 1 ? 's' : kind == 2 ? 'n' : 'm', key, &length);
         }
         Py_DECREF(piece);
-        if (place == NULL || PyList_Append(places, place) < 0) {
-            Py_XDECREF(place);
+        if (failed)
             goto out;
-        }
-        Py_DECREF(place);
-        pos = cut = end;
+        pos = end;
     }
-    PyObject *tail = PyUnicode_Substring(text, cut, n);
-    if (tail == NULL || PyList_Append(parts, tail) < 0) {
-        Py_XDECREF(tail);
-        goto out;
-    }
-    Py_DECREF(tail);
-    PyObject *parts_tuple = PyList_AsTuple(parts), *places_tuple = PyList_AsTuple(places);
+    PyObject *shape = nul ? Py_BuildValue("(sO)", "text", text)
+                          : PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, key, length);
     PyObject *constant_keys = PyDict_Keys(constants), *name_keys = PyDict_Keys(names);
-    if (parts_tuple && places_tuple && constant_keys && name_keys)
-        result = Py_BuildValue("(OO)NN", parts_tuple, places_tuple, PyList_AsTuple(constant_keys),
+    if (shape && constant_keys && name_keys)
+        result = Py_BuildValue("ONN", shape, PyList_AsTuple(constant_keys),
                                PyList_AsTuple(name_keys));
-    Py_XDECREF(parts_tuple);
-    Py_XDECREF(places_tuple);
+    Py_XDECREF(shape);
     Py_XDECREF(constant_keys);
     Py_XDECREF(name_keys);
 out:
-    Py_XDECREF(parts);
-    Py_XDECREF(places);
+    PyMem_Free(key);
     Py_XDECREF(constants);
     Py_XDECREF(names);
     return result;
 }
 
+/* ----- watch_lists: the ε-lists and the watchers of the AFA's states (compiled.py) ----- */
+
+/* A list of tuples of ints as int32 (offsets, items), each item in [0, n). */
+static int int_lists(PyObject *lists, Py_ssize_t n, int32_t **at, int32_t **items)
+{
+    Py_ssize_t count = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(lists, s);
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "eps: a list of tuples");
+            return -1;
+        }
+        count += PyTuple_GET_SIZE(row);
+    }
+    if (count >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "eps: fewer than 2**31 items");
+        return -1;
+    }
+    *at = PyMem_Malloc((size_t)(n + 1) * sizeof(int32_t));
+    *items = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(int32_t));
+    if (*at == NULL || *items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(lists, s);
+        (*at)[s] = (int32_t)k;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(row); i++) {
+            long t = PyLong_AsLong(PyTuple_GET_ITEM(row, i));
+            if (t < 0 || t >= n) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "eps: a state out of range");
+                return -1;
+            }
+            (*items)[k++] = (int32_t)t;
+        }
+    }
+    (*at)[n] = (int32_t)k;
+    return 0;
+}
+
+/* compiled.py's _watchers (the reference, which says why), with the ε-lists, both as the
+ * kernel reads them: ((offsets, items), (offsets, items)) of int32 bytes. An OR or NOT
+ * state is watched through every successor, an AND through one: one that tests values (or
+ * leads to a state that does) if any, then the least shared, then the highest numbered. */
+static PyObject *watch_lists(PyObject *module, PyObject *args)
+{
+    (void)module;
+    Py_buffer kind, values;
+    PyObject *eps, *targets, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!O!y*", &kind, &PyList_Type, &eps, &PyList_Type, &targets,
+                          &values))
+        return NULL;
+    Py_ssize_t n = kind.len;
+    int32_t *at = NULL, *items = NULL, *fan_in = NULL, *chosen = NULL, *watch_at = NULL,
+            *watch = NULL;
+    uint8_t *tests = NULL;
+    if (PyList_GET_SIZE(eps) < n || PyList_GET_SIZE(targets) < n || values.len < n ||
+        n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "watch_lists: a list entry and a value per state");
+        goto out;
+    }
+    if (int_lists(eps, n, &at, &items) < 0)
+        goto out;
+    fan_in = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    chosen = PyMem_Malloc(((size_t)n + 1) * sizeof(int32_t));
+    watch_at = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    tests = PyMem_Malloc((size_t)n + 1);
+    if (fan_in == NULL || chosen == NULL || watch_at == NULL || tests == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (n)
+        memcpy(tests, values.buf, (size_t)n);
+    const uint8_t *kinds = kind.buf;
+    for (Py_ssize_t s = 0; s < n; s++) { /* in order: successors come first, but loops */
+        for (int32_t i = at[s]; i < at[s + 1]; i++)
+            fan_in[items[i]]++;
+        PyObject *target = PyList_GET_ITEM(targets, s);
+        if (target != Py_None) {
+            long t = PyLong_AsLong(target);
+            if (t < 0 || t >= n) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "targets: a state out of range");
+                goto out;
+            }
+            if (t != s && tests[t])
+                tests[s] = 1;
+        }
+        for (int32_t i = at[s]; i < at[s + 1] && !tests[s]; i++)
+            if (tests[items[i]])
+                tests[s] = 1;
+    }
+    for (Py_ssize_t s = 0; s < n; s++) { /* count each state's watchers */
+        chosen[s] = -1;
+        if (at[s] == at[s + 1])
+            continue;
+        if (kinds[s] != AND) {
+            for (int32_t i = at[s]; i < at[s + 1]; i++)
+                watch_at[items[i] + 1]++;
+            continue;
+        }
+        int32_t best = items[at[s]];
+        for (int32_t i = at[s] + 1; i < at[s + 1]; i++) {
+            int32_t t = items[i];
+            if (tests[t] != tests[best]    ? tests[t] > tests[best]
+                : fan_in[t] != fan_in[best] ? fan_in[t] < fan_in[best]
+                                            : t > best)
+                best = t;
+        }
+        chosen[s] = best;
+        watch_at[best + 1]++;
+    }
+    for (Py_ssize_t t = 0; t < n; t++)
+        watch_at[t + 1] += watch_at[t];
+    watch = PyMem_Malloc((size_t)(watch_at[n] ? watch_at[n] : 1) * sizeof(int32_t));
+    if (watch == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memset(fan_in, 0, (size_t)n * sizeof(int32_t)); /* now: watchers placed per state */
+    for (Py_ssize_t s = 0; s < n; s++) { /* in increasing order, as the reference lists them */
+        if (chosen[s] >= 0) {
+            watch[watch_at[chosen[s]] + fan_in[chosen[s]]++] = (int32_t)s;
+            continue;
+        }
+        for (int32_t i = at[s]; i < at[s + 1]; i++)
+            watch[watch_at[items[i]] + fan_in[items[i]]++] = (int32_t)s;
+    }
+    result = Py_BuildValue("(y#y#)(y#y#)", (const char *)at, (Py_ssize_t)(4 * (n + 1)),
+                           (const char *)items, (Py_ssize_t)(4 * at[n]), (const char *)watch_at,
+                           (Py_ssize_t)(4 * (n + 1)), (const char *)watch,
+                           (Py_ssize_t)(4 * watch_at[n]));
+out:
+    PyBuffer_Release(&kind);
+    PyBuffer_Release(&values);
+    PyMem_Free(at);
+    PyMem_Free(items);
+    PyMem_Free(fan_in);
+    PyMem_Free(chosen);
+    PyMem_Free(watch_at);
+    PyMem_Free(watch);
+    PyMem_Free(tests);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"filter_shape", filter_shape, METH_O,
-     "filter_shape(text) -> ((parts, places), constants, names): workload.py's _shape, the "
-     "text cut at its string constants, numbers and names, in C"},
+     "filter_shape(text) -> (shape, constants, names): workload.py's _shape, the text cut "
+     "at its string constants, numbers and names, in C"},
     {"replay", replay, METH_VARARGS,
      "replay((kind, eps, label, target, predicate, shared, Predicate), codes, root, early, "
      "constants, names, owner) -> (root state, early state or None): a filter's program "
      "(afa.py: Program.codes) replayed into an AFA's lists and shared-state table, as "
      "AFA.add_program does it in Python"},
+    {"watch_lists", watch_lists, METH_VARARGS,
+     "watch_lists(kind, eps, targets, values) -> ((offsets, items), (offsets, items)): the "
+     "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
+     "a byte per state, 1 where its predicate tests values"},
     {"json_list", json_list, METH_VARARGS,
      "json_list(ranks, texts, ends, ascii) -> str: the JSON list of the ids of ranks (int32 "
      "bytes); texts: every id as JSON text (UTF-8) one after the other, ends (int64 bytes) "

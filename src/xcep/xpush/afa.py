@@ -31,6 +31,7 @@ evaluating states in increasing order decides successors first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from xcep.xpush.ast import (
     ATTRIBUTE,
@@ -312,14 +313,17 @@ class Program:
     places: tuple[int, ...] = field(compare=False)
     name_places: tuple[int, ...] = field(default=(), compare=False)
     _hash: int = field(default=0, compare=False, repr=False)
-    _all: bool = field(default=False, compare=False, repr=False)
+    # the places as one call (``itemgetter``) where there are two or more
+    _pick: itemgetter | None = field(default=None, compare=False, repr=False)
+    _pick_names: itemgetter | None = field(default=None, compare=False, repr=False)
     codes: tuple = field(
         default=(), compare=False, repr=False
     )  # the steps as the kernel reads them
 
     def __post_init__(self) -> None:  # a program is a key of its filters' own states
         object.__setattr__(self, "_hash", hash((self.steps, self.root, self.early)))
-        object.__setattr__(self, "_all", self.places == tuple(range(len(self.places))))
+        for name, places in (("_pick", self.places), ("_pick_names", self.name_places)):
+            object.__setattr__(self, name, itemgetter(*places) if len(places) > 1 else None)
         codes = tuple((_OPCODES[name], *args) for name, args in self.steps)
         object.__setattr__(self, "codes", codes)
 
@@ -328,13 +332,15 @@ class Program:
 
     def uses(self, constants: tuple) -> tuple:
         """The constants it uses, of a filter's constants."""
-        if self._all and len(constants) == len(self.places):  # all of them, in order
-            return constants
-        return tuple(constants[place] for place in self.places)
+        if self._pick is not None:
+            return self._pick(constants)
+        return (constants[self.places[0]],) if self.places else ()
 
     def uses_names(self, names: tuple) -> tuple:
         """The step names it uses, of a filter's names (in the order it uses them)."""
-        return tuple(names[place] for place in self.name_places)
+        if self._pick_names is not None:
+            return self._pick_names(names)
+        return (names[self.name_places[0]],) if self.name_places else ()
 
 
 class Recorder:
@@ -415,6 +421,79 @@ _REPLAY = {  # step name → the Builder call, from (builder, args, states, cons
     "negate": lambda b, a, s, c, n: b.negate(s[a[0]]),
     "own": lambda b, a, s, c, n: b.own([s[i] for i in a[0]]),
 }
+
+
+_MOVE = {  # step name → its args with state indexes, constants and names renumbered
+    "true": lambda a, state, constant, name: a,
+    "false": lambda a, state, constant, name: a,
+    "leaf": lambda a, state, constant, name: (a[0], constant(a[1])),
+    "step": lambda a, state, constant, name: (a[0], state(a[1])),
+    "named_step": lambda a, state, constant, name: (a[0], name(a[1]), state(a[2])),
+    "loop": lambda a, state, constant, name: (state(a[0]),),
+    "loop_or_text": lambda a, state, constant, name: (state(a[0]),),
+    "all_of": lambda a, state, constant, name: (tuple(map(state, a[0])),),
+    "any_of": lambda a, state, constant, name: (tuple(map(state, a[0])),),
+    "negate": lambda a, state, constant, name: (state(a[0]),),
+    "own": lambda a, state, constant, name: (tuple(map(state, a[0])),),
+}
+
+
+def conjunction_program(parts: list[tuple], constants: tuple, names: tuple) -> Program | None:
+    """The program of a filter ``HEAD[C1 and … and Cn]`` (its distinct ``constants`` and
+    ``names``) put together from those of ``HEAD[C1]``, …, ``HEAD[Cn]`` (``parts``: each
+    ``(program, the constants it uses, the names it uses)``), step for step the program
+    ``Recorder.program`` records from the filter's tree: each conjunct's steps (equal ones
+    once), an ``all_of`` of them, then the head's steps (``true``, ``own`` and the path)
+    as the first part has them. None where the tree would not be that: a conjunct that is
+    a constant or an ``and`` of its own (the rewrite folds and flattens them)."""
+    place = {value: k for k, value in enumerate(constants)}
+    name_place = {value: k for k, value in enumerate(names)}
+    used: dict[int, int] = {}  # the filter's place of a constant → its index in the program
+    used_names: dict[int, int] = {}
+    steps: list = []
+    roots: list[int] = []
+    seen: set = set()
+    for program, values, step_names in parts:
+        early = program.early  # the steps: the conjunct's, true, own of both, the head's
+        if (
+            early is None
+            or early < 2
+            or program.steps[early - 1 : early + 1]
+            != (
+                ("true", ()),
+                ("own", ((early - 2, early - 1),)),
+            )
+        ):
+            return None
+        body = program.steps[: early - 1]
+        if body[-1][0] in ("true", "false", "all_of"):
+            return None
+        if (body, values, step_names) in seen:
+            continue
+        seen.add((body, values, step_names))
+        offset = len(steps)
+        moves = (
+            offset.__add__,
+            lambda k, v=values: used.setdefault(place[v[k]], len(used)),
+            lambda k, v=step_names: used_names.setdefault(name_place[v[k]], len(used_names)),
+        )
+        steps += [(op, _MOVE[op](args, *moves)) for op, args in body]
+        roots.append(len(steps) - 1)
+    if len(roots) > 1:
+        steps.append(("all_of", (tuple(roots),)))
+    condition = len(steps) - 1
+    program, values, step_names = parts[0]
+    start = program.early - 1
+    shift = len(steps) - start
+    moves = (
+        lambda k: condition if k < start else k + shift,
+        lambda k: used.setdefault(place[values[k]], len(used)),
+        lambda k: used_names.setdefault(name_place[step_names[k]], len(used_names)),
+    )
+    steps += [(op, _MOVE[op](args, *moves)) for op, args in program.steps[start:]]
+    return Program(
+        tuple(steps), program.root + shift, program.early + shift, tuple(used), tuple(used_names)
+    )
 
 
 _OPCODES = {name: code for code, name in enumerate(_REPLAY)}  # as _states.c numbers them

@@ -20,9 +20,9 @@ from xcep.xpush.workload import Workload, id_key
 id_json = json.JSONEncoder(ensure_ascii=False).encode  # a filter id as JSON text
 
 try:
-    from xcep.xpush._states import StateKernel
+    from xcep.xpush._states import StateKernel, watch_lists
 except ImportError:  # built without a C compiler: the Python machine does it all
-    StateKernel = None
+    StateKernel = watch_lists = None
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class CompiledWorkload:
     """What the runtime needs of the AFA, precomputed once per workload."""
 
     afa: AFA
-    watchers: list[tuple[int, ...]]  # ε-predecessors to decide when the state matches
+    # ε-predecessors to decide when the state matches (None where the core has them: ``lists``)
+    watchers: list[tuple[int, ...]] | None
     true_leaves: frozenset[int]
     not_states: frozenset[int]
     index: PredicateIndex
@@ -53,6 +54,8 @@ class CompiledWorkload:
     prec: dict[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
     needs_element_values: bool = False
     size: int = 0  # AFA states compiled here (a workload's AFA grows as filters are added)
+    # the ε-lists and the watchers as the core reads them, made in C (``watch_lists``)
+    lists: tuple | None = None
 
     @property
     def predicate_states(self) -> frozenset[int]:
@@ -102,13 +105,14 @@ class CompiledWorkload:
             number = {p: k for k, p in enumerate(sets)}
             groups = [[number[p] for p in self.prec.get(s, ())] for s in states]
             prec = (offsets(groups), offsets([sorted(p) for p in sets]))
+        eps, watchers = self.lists or (offsets(self.afa.eps[: self.size]), offsets(self.watchers))
         return StateKernel(
             bytes(self.afa.kind[: self.size]),
             array("i", sorted(self.true_leaves)),
-            offsets(self.afa.eps[: self.size]),
-            offsets(self.watchers),
-            offsets([self.early.get(s, ()) for s in states]),
-            offsets([self.initial.get(s, ()) for s in states]),
+            eps,
+            watchers,
+            sparse_offsets(self.early, self.size),
+            sparse_offsets(self.initial, self.size),
             len(self.ids),
             (self.afa.label[: self.size], self.afa.target[: self.size]),
             prec,
@@ -120,17 +124,22 @@ def compile_workload(
 ) -> CompiledWorkload:
     afa = workload.compile(unique_early=options.early)
     n = len(afa)
-    fan_in = array("i", bytes(4 * n))  # state -> how many states have it as ε-successor
-    for successors in afa.eps:
-        for t in successors:
-            fan_in[t] += 1
     predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
-    ids = sorted(workload.numbers, key=id_key)
+    lists = watchers = None
+    if options.compiled and watch_lists is not None:  # for the core, in C
+        values = bytearray(n)
+        for s in predicates:
+            values[s] = 1
+        lists = watch_lists(bytes(afa.kind), afa.eps, afa.target, values)
+    else:
+        watchers = _watchers(afa)
+    ids = _sorted_ids(workload.numbers)
     rank = {workload.numbers[fid]: position for position, fid in enumerate(ids)}
     initial = _by_state(afa.initial, rank)
     compiled = CompiledWorkload(
         afa=afa,
-        watchers=_watchers(afa, fan_in),
+        watchers=watchers,
+        lists=lists,
         true_leaves=frozenset(s for s in range(n) if afa.predicate[s] is TRUE),
         not_states=frozenset(s for s in range(n) if afa.kind[s] == NOT),
         index=PredicateIndex(predicates),
@@ -152,6 +161,22 @@ def compile_workload(
 def offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
     """Lists of ints as flat int32 arrays: offsets (one more than lists) and items."""
     return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
+
+
+def sparse_offsets(lists: dict[int, tuple[int, ...]], n: int) -> tuple[array, array]:
+    """``offsets`` of ``n`` lists given as {index: its items}, the others empty."""
+    at = array("i", bytes(4 * (n + 1)))
+    for s, items in lists.items():
+        at[s + 1] = len(items)
+    items = chain.from_iterable(map(lists.get, sorted(lists)))
+    return array("i", accumulate(at)), array("i", items)
+
+
+def _sorted_ids(ids) -> list:
+    """Filter ids in ``id_key`` order: as Python sorts them where they are all integers or
+    all strings (the same order, without a key per id)."""
+    kinds = set(map(type, ids))
+    return sorted(ids) if kinds <= {int} or kinds <= {str} else sorted(ids, key=id_key)
 
 
 class SetStore:
@@ -187,12 +212,17 @@ def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[
     return out
 
 
-def _watchers(afa: AFA, fan_in: array) -> list[tuple[int, ...]]:
+def _watchers(afa: AFA) -> list[tuple[int, ...]]:
     """OR and NOT predecessors always; an AND only through one successor, the one least
     likely to match: one that tests values if any (structure matches most documents),
     then the least shared (``fan_in``: how many states have it as an ε-successor).
     Most states watch nothing: their lists are made only for those that do (millions of
-    empty lists would be the largest thing a big workload's compile holds)."""
+    empty lists would be the largest thing a big workload's compile holds). The core's
+    are made in C (``watch_lists``), the same lists."""
+    fan_in = array("i", bytes(4 * len(afa)))  # state -> how many states have it as ε-successor
+    for successors in afa.eps:
+        for t in successors:
+            fan_in[t] += 1
     tests_values = [isinstance(p, Predicate) for p in afa.predicate]
     for s in range(len(afa)):  # successors and targets have smaller numbers, except loops
         target = afa.target[s]

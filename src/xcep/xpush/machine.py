@@ -183,7 +183,7 @@ class XPushMachine:
             self.compiled = compile_workload(self.workload, self.options, self.order_facts)
             self.kernel = self.compiled.new_kernel() if self.options.compiled else None
             if self.kernel is not None:  # it holds its own copies: the Python ones can go
-                self.compiled.watchers = None
+                self.compiled.watchers = self.compiled.lists = None
         self._ranks: dict = {}  # filter id → its rank here (_rank_of)
         self._indexes: dict[frozenset, tuple] = {}  # enabled predicates -> index, in C
         self.index_held = 0  # their predicates (part of the memory measure)

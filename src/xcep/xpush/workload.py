@@ -14,7 +14,7 @@ from pathlib import Path as FilePath
 
 from xcep.collector import collector_paused
 from xcep.errors import EXIT_INPUT, QueryError, located, text_lines
-from xcep.xpush.afa import AFA, Program, Recorder
+from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
@@ -53,9 +53,10 @@ SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is 
 @dataclass
 class _Shape:
     """A filter shape parsed and rewritten once: the tree of the first filter of the shape
-    (with its constants and names), and the shape's program (made when first asked for)."""
+    (with its constants and names), and the shape's program (made when first asked for;
+    or put together from its conjuncts' programs, and then no tree)."""
 
-    path: Path
+    path: Path | None
     constants: tuple
     names: tuple
     program: Program | None = None
@@ -79,8 +80,10 @@ def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
     key, constants, names = shape_of(text)
     found = _by_shape.get(key)
     if found is None:
-        try:
-            found = _Shape(normalize(parse_filter(text)), constants, names)
+        program = _conjunction_program(text, constants, names)
+        try:  # (a program put together has no tree: ``compile_filter`` parses it then)
+            tree = None if program is not None else normalize(parse_filter(text))
+            found = _Shape(tree, constants, names, program)
         except FilterSyntaxError as exc:
             raise FilterError(exc.message, fid, column=exc.position) from None
         except UnsupportedFilter as exc:
@@ -95,6 +98,8 @@ def compile_filter(text: str, fid=None) -> Path:
     """Parse and rewrite one filter (a filter of a known shape is that shape's tree with
     its own constants and names put in), or raise ``FilterError``."""
     shape, constants, names = _known_shape(text, fid)
+    if shape.path is None:  # its program was put together from its conjuncts'
+        return normalize(parse_filter(text))
     if shape.constants == constants and shape.names == names:
         return shape.path
     values = dict(zip(shape.constants, constants, strict=True))
@@ -129,29 +134,98 @@ _PIECE = re.compile(
 _WORDS = frozenset(("and", "or"))  # names the parser reads as operators: kept in the shape
 
 
-def _shape(text: str) -> tuple[tuple, tuple, tuple]:
+# what cuts a filter's last predicate into conjuncts: a quoted string (passed over), a
+# bracket or parenthesis (the depth), ``and`` between white space (a cut at depth 0), and
+# ``or`` as a word (at depth 0: no cut, ``and`` binds tighter)
+_CONJUNCT_MARK = re.compile(
+    r"""'[^']*'|"[^"]*"|[\[\]()]|(?<=\s)and(?=\s)"""
+    rf"|(?<![{_NAME_CHAR}:@$])or(?![{_NAME_CHAR}:])"
+)
+
+
+_PLAIN_HEAD = re.compile(rf"/[{_NAME_CHAR}:*@/]*")  # an absolute path of names, no predicate
+
+
+def conjuncts(text: str) -> tuple[str, list[str]] | None:
+    """``HEAD[C1 and C2 and …]`` as HEAD and its two or more conjuncts; None when the
+    filter is not so (the first ``[`` must close at the end, with no ``or`` at its top)."""
+    start = text.find("[")
+    if start <= 0 or text[-1] != "]":
+        return None
+    depth, parts, cut = 0, [], start + 1
+    for mark in _CONJUNCT_MARK.finditer(text, start + 1, len(text) - 1):
+        token = mark.group()
+        if token in ("[", "("):
+            depth += 1
+        elif token in ("]", ")"):
+            depth -= 1
+            if depth < 0:
+                return None
+        elif depth == 0 and token == "or":
+            return None
+        elif depth == 0 and token == "and":
+            parts.append(text[cut : mark.start()].strip())
+            cut = mark.end()
+    parts.append(text[cut:-1].strip())
+    if depth or len(parts) < 2:
+        return None
+    for part in parts:  # ``and`` as an element's name: leave it to the parser
+        words = part.split()
+        if not words or {words[0], words[-1]} & _WORDS:
+            return None
+    return text[:start], parts
+
+
+def _conjunction_program(text: str, constants: tuple, names: tuple) -> Program | None:
+    """The program of ``HEAD[C1 and C2 …]`` put together from those of ``HEAD[C1]``,
+    ``HEAD[C2]``, … (``afa.conjunction_program``): shapes known mostly, since
+    subscriptions combine a few hundred kinds of predicate in thousands of ways; None
+    where a conjunct could look above its step (``..``, an axis), where a part does not
+    compile alone (the whole filter's parse says why) or where the rewrite would change
+    the whole (a constant conjunct)."""
+    cut = None if ".." in text or "::" in text else conjuncts(text)
+    if cut is None:
+        return None
+    head, parts = cut
+    if not _PLAIN_HEAD.fullmatch(head):  # an expression or a relative path: a tree of its own
+        return None
+    try:
+        programs = [filter_program(f"{head}[{part}]")[:3] for part in parts]
+    except FilterError:
+        return None
+    return conjunction_program(programs, constants, names)
+
+
+def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
     """A filter's text with its constants and names cut out (each constant replaced by its
     place among the filter's distinct constants, and whether it is a number; each name by
     its place among its distinct names), its distinct constants in order (as the parser
     reads them: numbers as floats, strings without their quotes) and its distinct names.
     Two filters of one shape differ only in their constants and names: they tokenize
     alike and parse to one tree but for those. (What is not cut out stays in the text:
-    a shape of its own, never a wrong one.)"""
+    a shape of its own, never a wrong one.)
+
+    The shape is one string (one hash for the shapes' dictionary): the text between the
+    pieces as it is, each piece as NUL, its kind (``s`` string, ``n`` number, ``m`` name,
+    ``w`` ``and``, ``o`` ``or``) and ``chr(1 + place)``. A text with a NUL between its
+    pieces is its own shape (``("text", text)``)."""
     parts = _PIECE.split(text)
     constants: dict = {}
     names: dict = {}
-    places: list = []
+    key = [parts[0]]
     for i in range(1, len(parts), 4):
         string, number, name = parts[i], parts[i + 1], parts[i + 2]
         if string is not None:
-            places.append(constants.setdefault(string[1:-1], len(constants)))
+            place = "s" + chr(1 + constants.setdefault(string[1:-1], len(constants)))
         elif number is not None:
-            places.append(~constants.setdefault(float(number), len(constants)))
+            place = "n" + chr(1 + constants.setdefault(float(number), len(constants)))
         elif name in _WORDS:
-            places.append(name)
+            place = "w\x01" if name == "and" else "o\x01"
         else:
-            places.append((names.setdefault(name, len(names)),))
-    return (tuple(parts[::4]), tuple(places)), tuple(constants), tuple(names)
+            place = "m" + chr(1 + names.setdefault(name, len(names)))
+        key += ("\x00", place, parts[i + 3])
+    shape = ("text", text) if any("\x00" in part for part in parts[::4]) else "".join(key)
+    return shape, tuple(constants), tuple(names)
 
 
 try:  # the same cut in C: ``_shape`` is what it must equal (tested)
