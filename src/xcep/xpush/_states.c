@@ -1089,10 +1089,14 @@ typedef struct {
  * (eps.items[eps .. eps + neps)), its watchers (watch.items[...]), its back entries
  * (backs[back .. back + nback): the labels stepping into it), its kind, and whether it
  * is a TRUE leaf, proves filters as an early or an initial state, or has preconditions
- * (the order optimization). */
+ * (the order optimization). A *lazy* NOT is one nothing but the ANDs above it reads (no
+ * watchers, no back entries, neither early nor initial, its predicate numbered below
+ * it): eval does not decide it; an AND that needs it looks at its predicate then
+ * (holds). Most NOTs of a subscription workload are so, and thousands are enabled at a
+ * message's root: deciding each at every eval there cost a third of the matching. */
 typedef struct {
     int32_t eps, neps, watch, nwatch, back, nback;
-    uint8_t kind, true_leaf, early, initial, guarded;
+    uint8_t kind, true_leaf, early, initial, guarded, lazy;
 } StateInfo;
 
 /* A back table entry: the states back_items[at .. at + n) step into a state on `label`. */
@@ -1397,6 +1401,9 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         info->early = self->early.at[s + 1] > self->early.at[s];
         info->initial = self->initial.at[s + 1] > self->initial.at[s];
         info->guarded = self->has_prec && self->prec.at[s + 1] > self->prec.at[s];
+        info->lazy = info->kind == NOT && info->nwatch == 0 && info->nback == 0 && !info->early &&
+                     !info->initial && !info->guarded && info->neps == 1 &&
+                     self->eps.items[info->eps] < s;
         if (info->kind > NOT || (info->kind == NOT && info->neps == 0)) {
             PyErr_SetString(PyExc_ValueError, "kind: OR, AND or NOT (with a successor)");
             goto fail;
@@ -1421,7 +1428,7 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
             goto fail;
     self->all_ntrue = (int32_t)self->all_extras.len;
     for (int32_t s = 0; s < n; s++)
-        if (self->info[s].kind == NOT && vec_push(&self->all_extras, s) < 0)
+        if (self->info[s].kind == NOT && !self->info[s].lazy && vec_push(&self->all_extras, s) < 0)
             goto fail;
     uint8_t **stamps[] = {&self->matched, &self->decided, &self->seen};
     for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
@@ -1507,7 +1514,7 @@ static TopDown *topdown_of(StateKernel *self, Py_ssize_t qt)
     int32_t ntrue = 0, nnot = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         ntrue += self->info[x[i]].true_leaf;
-        nnot += self->info[x[i]].kind == NOT;
+        nnot += self->info[x[i]].kind == NOT && !self->info[x[i]].lazy;
     }
     if (!(td->bits = PyMem_Calloc(bytes ? bytes : 1, 1)) ||
         !(td->extras = PyMem_Malloc((size_t)(ntrue + nnot + 1) * sizeof(int32_t))))
@@ -1519,7 +1526,7 @@ static TopDown *topdown_of(StateKernel *self, Py_ssize_t qt)
             td->extras[td->ntrue++] = x[i];
     }
     for (Py_ssize_t i = 0; i < count; i++)
-        if (self->info[x[i]].kind == NOT)
+        if (self->info[x[i]].kind == NOT && !self->info[x[i]].lazy)
             td->extras[td->ntrue + td->nnot++] = x[i];
     td->ready = 1;
     self->held += (Py_ssize_t)(bytes / 8); /* counted like entries of 8 bytes */
@@ -1561,6 +1568,17 @@ static int eval_base_object(StateKernel *self, PyObject *base)
     return ok ? 0 : -1;
 }
 
+/* Whether state t matched in this eval: a lazy NOT (StateInfo), which eval does not
+ * decide, holds where it is enabled and its predicate (decided: numbered below it) did
+ * not match. */
+static inline int holds(const StateKernel *self, int32_t t, const uint8_t *enabled, uint8_t gen)
+{
+    if (self->matched[t] == gen)
+        return 1;
+    const StateInfo *info = &self->info[t];
+    return info->lazy && has(enabled, t) && self->matched[self->eps.items[info->eps]] != gen;
+}
+
 static inline void queue_watchers(StateKernel *self, int32_t s)
 {
     const int32_t *w = self->watch.items + self->info[s].watch;
@@ -1597,7 +1615,7 @@ static int eval_run(StateKernel *self, TopDown *td)
         if (info->kind == AND) {
             ok = 1;
             for (const int32_t *t = first; t < end && ok; t++)
-                ok = matched[*t] == gen;
+                ok = holds(self, *t, enabled, gen);
         } else if (info->kind == OR) {
             ok = 0;
             for (const int32_t *t = first; t < end && !ok; t++)
@@ -3154,8 +3172,9 @@ static int int_lists(PyObject *lists, Py_ssize_t n, int32_t **at, int32_t **item
 
 /* compiled.py's _watchers (the reference, which says why), with the ε-lists, both as the
  * kernel reads them: ((offsets, items), (offsets, items)) of int32 bytes. An OR or NOT
- * state is watched through every successor, an AND through one: one that tests values (or
- * leads to a state that does) if any, then the least shared, then the highest numbered. */
+ * state is watched through every successor, an AND through one: not a NOT if it has
+ * another, one that tests values (or leads to a state that does) if any, then the least
+ * shared, then the highest numbered. */
 static PyObject *watch_lists(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -3216,7 +3235,9 @@ static PyObject *watch_lists(PyObject *module, PyObject *args)
         int32_t best = items[at[s]];
         for (int32_t i = at[s] + 1; i < at[s + 1]; i++) {
             int32_t t = items[i];
-            if (tests[t] != tests[best]    ? tests[t] > tests[best]
+            int negated = kinds[t] == NOT, best_negated = kinds[best] == NOT;
+            if (negated != best_negated  ? best_negated
+                : tests[t] != tests[best]   ? tests[t] > tests[best]
                 : fan_in[t] != fan_in[best] ? fan_in[t] < fan_in[best]
                                             : t > best)
                 best = t;

@@ -214,8 +214,9 @@ def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[
 
 def _watchers(afa: AFA) -> list[tuple[int, ...]]:
     """OR and NOT predecessors always; an AND only through one successor, the one least
-    likely to match: one that tests values if any (structure matches most documents),
-    then the least shared (``fan_in``: how many states have it as an ε-successor).
+    likely to match: not a NOT if it has another (a NOT holds unless its predicate does),
+    one that tests values if any (structure matches most documents), then the least
+    shared (``fan_in``: how many states have it as an ε-successor).
     Most states watch nothing: their lists are made only for those that do (millions of
     empty lists would be the largest thing a big workload's compile holds). The core's
     are made in C (``watch_lists``), the same lists."""
@@ -223,6 +224,7 @@ def _watchers(afa: AFA) -> list[tuple[int, ...]]:
     for successors in afa.eps:
         for t in successors:
             fan_in[t] += 1
+    kind = afa.kind
     tests_values = [isinstance(p, Predicate) for p in afa.predicate]
     for s in range(len(afa)):  # successors and targets have smaller numbers, except loops
         target = afa.target[s]
@@ -235,7 +237,9 @@ def _watchers(afa: AFA) -> list[tuple[int, ...]]:
         if not successors:
             continue
         if afa.kind[s] == AND:
-            watch = min(successors, key=lambda t: (not tests_values[t], fan_in[t], -t))
+            watch = min(
+                successors, key=lambda t: (kind[t] == NOT, not tests_values[t], fan_in[t], -t)
+            )
             watching.setdefault(watch, []).append(s)
         else:
             for t in successors:
