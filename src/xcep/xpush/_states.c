@@ -118,11 +118,24 @@ static inline int32_t queue_take(Queue *q)
 }
 
 
-/* Sort the items in `v` (all in [0, 64 * words of `bits`)) and drop the repeated ones.
- * Already in order (often: one state's filters) costs one pass; few items: insertion
- * sort; many over a narrow range: `bits`, a zeroed bitmap, set and read back over the
- * words the items touch (and left zeroed); many over a wide range: Shell sort. */
-static void sort_unique(IntVec *v, uint64_t *bits)
+/* A zeroed bitmap for sort_unique over [0, limit): a bit per item, then a bit per word
+ * of those (the summary). */
+static Py_ssize_t bitmap_words(Py_ssize_t limit)
+{
+    return limit / 64 + 1;
+}
+
+static uint64_t *bitmap_new(Py_ssize_t limit)
+{
+    Py_ssize_t words = bitmap_words(limit);
+    return PyMem_Calloc((size_t)(words + words / 64 + 1), sizeof(uint64_t));
+}
+
+/* Sort the items in `v` (all in [0, limit)) and drop the repeated ones. Already in order
+ * (often: one state's filters) costs one pass; few items: insertion sort; more: `bits`
+ * (bitmap_new(limit)), set and read back in order — over the words the items span when
+ * that is narrow, else through the summary of the words they touch — and left zeroed. */
+static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
 {
     int32_t *d = v->data;
     Py_ssize_t n = v->len, kept = 0, ordered = 1;
@@ -135,29 +148,45 @@ static void sort_unique(IntVec *v, uint64_t *bits)
         low = d[i] < low ? d[i] : low;
         high = d[i] > high ? d[i] : high;
     }
-    if (n >= 48 && (high >> 6) - (low >> 6) <= 8 * n) {
+    if (n < 24) { /* insertion sort */
+        for (Py_ssize_t i = 1; i < n; i++) {
+            int32_t x = d[i];
+            Py_ssize_t j = i;
+            for (; j >= 1 && d[j - 1] > x; j--)
+                d[j] = d[j - 1];
+            d[j] = x;
+        }
         for (Py_ssize_t i = 0; i < n; i++)
-            bits[d[i] >> 6] |= (uint64_t)1 << (d[i] & 63);
+            if (kept == 0 || d[i] != d[kept - 1])
+                d[kept++] = d[i];
+        v->len = kept;
+        return;
+    }
+    uint64_t *summary = bits + bitmap_words(limit);
+    int narrow = (high >> 6) - (low >> 6) <= 8 * n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t w = d[i] >> 6;
+        bits[w] |= (uint64_t)1 << (d[i] & 63);
+        if (!narrow)
+            summary[w >> 6] |= (uint64_t)1 << (w & 63);
+    }
+    if (narrow) {
         for (int32_t w = low >> 6; w <= high >> 6; w++) {
             for (uint64_t b = bits[w]; b; b &= b - 1)
                 d[kept++] = (w << 6) + __builtin_ctzll(b);
             bits[w] = 0;
         }
-        v->len = kept;
-        return;
-    }
-    static const Py_ssize_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-    for (size_t g = n < 48 ? 7 : 0; g < sizeof gaps / sizeof *gaps; g++)
-        for (Py_ssize_t gap = gaps[g], i = gap; i < n; i++) {
-            int32_t x = d[i];
-            Py_ssize_t j = i;
-            for (; j >= gap && d[j - gap] > x; j -= gap)
-                d[j] = d[j - gap];
-            d[j] = x;
+    } else {
+        for (int32_t u = low >> 12; u <= high >> 12; u++) {
+            for (uint64_t a = summary[u]; a; a &= a - 1) {
+                int32_t w = (u << 6) + __builtin_ctzll(a);
+                for (uint64_t b = bits[w]; b; b &= b - 1)
+                    d[kept++] = (w << 6) + __builtin_ctzll(b);
+                bits[w] = 0;
+            }
+            summary[u] = 0;
         }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (kept == 0 || d[i] != d[kept - 1])
-            d[kept++] = d[i];
+    }
     v->len = kept;
 }
 
@@ -320,7 +349,7 @@ static SetStore *store_new(int32_t limit)
     st->slots = NULL;
     st->bits = NULL;
     st->count = st->cap = st->slot_count = st->held = 0;
-    if (!(st->bits = PyMem_Calloc((size_t)limit / 64 + 1, sizeof(uint64_t)))) {
+    if (!(st->bits = bitmap_new(limit))) {
         Py_DECREF(st);
         return (SetStore *)PyErr_NoMemory();
     }
@@ -372,7 +401,7 @@ static PyObject *store_intern_method(SetStore *st, PyObject *items)
                 v.data[kept++] = v.data[i];
         int all = kept < v.len;
         v.len = kept;
-        sort_unique(&v, st->bits);
+        sort_unique(&v, st->bits, st->limit);
         if (all && vec_push(&v, -1) == 0) {
             memmove(v.data + 1, v.data, (size_t)(v.len - 1) * sizeof(int32_t));
             v.data[0] = -1;
@@ -746,10 +775,10 @@ static int load_range(ValueIndex *v, Range *range, PyObject *pair)
 
 static int sort_ints(IntVec *v, long limit)
 {
-    uint64_t *bits = PyMem_Calloc((size_t)limit / 64 + 1, sizeof(uint64_t));
+    uint64_t *bits = bitmap_new(limit);
     if (bits == NULL)
         return PyErr_NoMemory(), -1;
-    sort_unique(v, bits);
+    sort_unique(v, bits, limit);
     PyMem_Free(bits);
     return 0;
 }
@@ -1434,10 +1463,10 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     for (size_t k = 0; k < sizeof stamps / sizeof *stamps; k++)
         if (!(*stamps[k] = PyMem_Calloc(n ? (size_t)n : 1, 1)))
             goto nomemory;
-    if (!(self->state_bits = PyMem_Calloc((size_t)n / 64 + 1, sizeof(uint64_t))) ||
+    if (!(self->state_bits = bitmap_new(n)) ||
         !(self->queue.bits = PyMem_Calloc((size_t)n / 64 + 2, sizeof(uint64_t))) ||
         !(self->queue.summary = PyMem_Calloc((size_t)n / 4096 + 2, sizeof(uint64_t))) ||
-        !(self->filter_bits = PyMem_Calloc((size_t)filters / 64 + 1, sizeof(uint64_t))))
+        !(self->filter_bits = bitmap_new(filters)))
         goto nomemory;
     PyObject *star = PyUnicode_FromString("*"), *attr_star = PyUnicode_FromString("@*");
     if (star == NULL || attr_star == NULL) {
@@ -1702,8 +1731,8 @@ static int eval_pop(StateKernel *self, Py_ssize_t qt, int32_t exact, int32_t loo
                 step_up(self, e, parent_enabled) < 0)
                 return -1;
     }
-    sort_unique(&self->up, self->state_bits);
-    sort_unique(&self->found, self->state_bits);
+    sort_unique(&self->up, self->state_bits, self->n);
+    sort_unique(&self->found, self->state_bits, self->n);
     /* in the order of XPushMachine._pop: the proven states first */
     if ((*proven_id = store_intern(self->states, self->found.data, self->found.len)) < 0 ||
         (*up_id = store_intern(self->states, self->up.data, self->up.len)) < 0)
@@ -1743,7 +1772,7 @@ static Py_ssize_t push_states(StateKernel *self, Py_ssize_t qt, int32_t exact, i
             }
         }
     }
-    sort_unique(out, self->state_bits);
+    sort_unique(out, self->state_bits, self->n);
     return store_intern(self->states, out->data, out->len);
 }
 
@@ -1805,7 +1834,7 @@ static Py_ssize_t accept_states(StateKernel *self, Py_ssize_t qt)
             vec_push(&self->found, s) < 0)
             return -1;
     }
-    sort_unique(&self->found, self->state_bits);
+    sort_unique(&self->found, self->state_bits, self->n);
     return store_intern(self->states, self->found.data, self->found.len);
 }
 
@@ -1917,7 +1946,7 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
                 return NULL;
         }
     }
-    sort_unique(&self->found, self->filter_bits);
+    sort_unique(&self->found, self->filter_bits, self->nfilters);
     return PyBytes_FromStringAndSize((const char *)self->found.data,
                                      self->found.len * (Py_ssize_t)sizeof(int32_t));
 }
@@ -2275,7 +2304,7 @@ static int32_t element_values(StateKernel *self, ValueIndex *index, int32_t k, P
     found->len = 0;
     if (value_index_states(index, text, found) < 0)
         return -1;
-    sort_unique(found, self->state_bits);
+    sort_unique(found, self->state_bits, self->n);
     Py_ssize_t id = store_intern(self->states, found->data, found->len);
     PyObject *entry = id < 0 ? NULL : PyLong_FromSsize_t(id);
     int failed = entry == NULL || PyDict_SetItem(PyList_GET_ITEM(self->side, k), text, entry) < 0;
