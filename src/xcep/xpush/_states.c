@@ -163,7 +163,7 @@ static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
         return;
     }
     uint64_t *summary = bits + bitmap_words(limit);
-    int narrow = (high >> 6) - (low >> 6) <= 8 * n;
+    int narrow = (high >> 6) - (low >> 6) <= n;
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t w = d[i] >> 6;
         bits[w] |= (uint64_t)1 << (d[i] & 63);
@@ -172,9 +172,12 @@ static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
     }
     if (narrow) {
         for (int32_t w = low >> 6; w <= high >> 6; w++) {
-            for (uint64_t b = bits[w]; b; b &= b - 1)
-                d[kept++] = (w << 6) + __builtin_ctzll(b);
+            uint64_t b = bits[w];
+            if (b == 0)
+                continue;
             bits[w] = 0;
+            for (; b; b &= b - 1)
+                d[kept++] = (w << 6) + __builtin_ctzll(b);
         }
     } else {
         for (int32_t u = low >> 12; u <= high >> 12; u++) {
