@@ -2997,8 +2997,15 @@ out:
 /* The character classes of workload.py's _PIECE, as Python's re reads them on str. */
 static int shape_name_char(Py_UCS4 c)
 {
-    return Py_UNICODE_ISALNUM(c) || c == '_' || c == '.' || c == '-' || c == 0xB7 ||
-           (c >= 0xC0 && c <= 0xFFFF);
+    if (c < 128) /* ASCII: no table lookup */
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+    return Py_UNICODE_ISALNUM(c) || c == 0xB7 || (c >= 0xC0 && c <= 0xFFFF);
+}
+
+static int shape_digit(Py_UCS4 c) /* \d of Python's re on str */
+{
+    return c < 128 ? c >= '0' && c <= '9' : Py_UNICODE_ISDECIMAL(c);
 }
 
 static int shape_name_start(Py_UCS4 c)
@@ -3023,17 +3030,17 @@ static Py_ssize_t shape_piece(int ukind, const void *data, Py_ssize_t n, Py_ssiz
     Py_UCS4 before = pos > 0 ? CH(pos - 1) : 0;
     if (pos == 0 || !shape_name_char(before)) { /* a number where a token starts */
         Py_ssize_t p = pos + (c == '-');
-        if (p < n && Py_UNICODE_ISDECIMAL(CH(p))) {
-            while (p < n && Py_UNICODE_ISDECIMAL(CH(p)))
+        if (p < n && shape_digit(CH(p))) {
+            while (p < n && shape_digit(CH(p)))
                 p++;
             if (p < n && CH(p) == '.')
-                for (p++; p < n && Py_UNICODE_ISDECIMAL(CH(p)); p++)
+                for (p++; p < n && shape_digit(CH(p)); p++)
                     ;
             *kind = 2;
             return p;
         }
-        if (p + 1 < n && CH(p) == '.' && Py_UNICODE_ISDECIMAL(CH(p + 1))) {
-            for (p++; p < n && Py_UNICODE_ISDECIMAL(CH(p)); p++)
+        if (p + 1 < n && CH(p) == '.' && shape_digit(CH(p + 1))) {
+            for (p++; p < n && shape_digit(CH(p)); p++)
                 ;
             *kind = 2;
             return p;
