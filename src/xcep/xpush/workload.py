@@ -191,9 +191,9 @@ def _conjunction_program(text: str, constants: tuple, names: tuple) -> Program |
         return None
     try:
         programs = [filter_program(f"{head}[{part}]")[:3] for part in parts]
-    except FilterError:
+        return conjunction_program(programs, constants, names)
+    except (FilterError, KeyError):  # (KeyError: a part reads a piece not as the whole does)
         return None
-    return conjunction_program(programs, constants, names)
 
 
 def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
