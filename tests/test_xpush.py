@@ -202,6 +202,17 @@ def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, tw
         assert compile_filter(text) == fresh
 
 
+@settings(max_examples=300)
+@given(filters)
+def test_a_filter_without_parent_steps_skips_the_rewrite(path):
+    """``normalize`` leaves out ``rewrite_path`` where ``_needs_rewrite`` says it would
+    change nothing that simplifying does not: it must give the same tree."""
+    from xcep.xpush.rewrite import _needs_rewrite, _simplify_path, rewrite_path
+
+    if not _needs_rewrite(path):
+        assert _simplify_path(rewrite_path(path)) == _simplify_path(path)
+
+
 HEADS = ["/a", "//b", "/a/*", "/*//c", "/a/b", "/a/.", "a", "/a/@x", "//a/text()", "/a = 1 or /b"]
 
 

@@ -298,9 +298,25 @@ def _simplify_deep(expr: Expr) -> Expr:
     return simplify(expr)
 
 
+def _needs_rewrite(node) -> bool:
+    """Whether ``rewrite_path`` does more to ``node`` than ``_simplify_path`` will: it has
+    a ``..`` step, or a predicate's path starting ``.[C]`` (hoisted: ``C and rest``).
+    Most filters have neither, and the rewrite rebuilds the whole tree."""
+    if isinstance(node, Path):
+        return any(s.test == PARENT or any(map(_needs_rewrite, s.predicates)) for s in node.steps)
+    if isinstance(node, And | Or):
+        return any(map(_needs_rewrite, node.items))
+    if isinstance(node, Not):
+        return _needs_rewrite(node.item)
+    if isinstance(node, Exists | Compare):
+        first = node.path.steps[0]
+        return (first.test == SELF and first.predicates != ()) or _needs_rewrite(node.path)
+    return False
+
+
 def normalize(path: Path) -> Path:
     """All rules, in order: the tree the AFA compiler accepts."""
-    result = rewrite_path(path)
+    result = rewrite_path(path) if _needs_rewrite(path) else path
     simplified = _simplify_path(result)
     # a filter that can never match keeps a predicate that says so
     result = simplified or Path((Step(CHILD, SELF, None, (Const(False),)),), True)
