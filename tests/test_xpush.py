@@ -205,11 +205,11 @@ def test_filters_of_one_shape_compile_as_if_each_were_parsed_alone(path, one, tw
 @settings(max_examples=300)
 @given(filters)
 def test_a_filter_without_parent_steps_skips_the_rewrite(path):
-    """``normalize`` leaves out ``rewrite_path`` where ``_needs_rewrite`` says it would
-    change nothing that simplifying does not: it must give the same tree."""
-    from xcep.xpush.rewrite import _needs_rewrite, _simplify_path, rewrite_path
+    """``normalize`` leaves out ``rewrite_path`` where ``_parent_steps(…, or_hoisted=True)``
+    says it would change nothing that simplifying does not: it must give the same tree."""
+    from xcep.xpush.rewrite import _parent_steps, _simplify_path, rewrite_path
 
-    if not _needs_rewrite(path):
+    if not _parent_steps(path, or_hoisted=True):
         assert _simplify_path(rewrite_path(path)) == _simplify_path(path)
 
 

@@ -253,15 +253,24 @@ def _remove_inner_parents(steps: list[Step]) -> list[Step]:
     return out
 
 
-def _parent_steps(node) -> bool:
+def _parent_steps(node, or_hoisted: bool = False) -> bool:
+    """Whether ``node`` has a ``..`` step; with ``or_hoisted``, or a predicate's path
+    starting ``.[C]`` (which ``rewrite_path`` hoists: ``C and rest``) — whether the
+    rewrite does more than ``_simplify_path`` will (most filters: it would rebuild the
+    whole tree to change nothing)."""
     if isinstance(node, Path):
-        return any(s.test == PARENT or any(map(_parent_steps, s.predicates)) for s in node.steps)
+        return any(
+            s.test == PARENT or any(_parent_steps(q, or_hoisted) for q in s.predicates)
+            for s in node.steps
+        )
     if isinstance(node, And | Or):
-        return any(map(_parent_steps, node.items))
+        return any(_parent_steps(item, or_hoisted) for item in node.items)
     if isinstance(node, Not):
-        return _parent_steps(node.item)
+        return _parent_steps(node.item, or_hoisted)
     if isinstance(node, Exists | Compare):
-        return _parent_steps(node.path)
+        first = node.path.steps[0]
+        hoisted = or_hoisted and first.test == SELF and first.predicates != ()
+        return hoisted or _parent_steps(node.path, or_hoisted)
     return False
 
 
@@ -298,25 +307,9 @@ def _simplify_deep(expr: Expr) -> Expr:
     return simplify(expr)
 
 
-def _needs_rewrite(node) -> bool:
-    """Whether ``rewrite_path`` does more to ``node`` than ``_simplify_path`` will: it has
-    a ``..`` step, or a predicate's path starting ``.[C]`` (hoisted: ``C and rest``).
-    Most filters have neither, and the rewrite rebuilds the whole tree."""
-    if isinstance(node, Path):
-        return any(s.test == PARENT or any(map(_needs_rewrite, s.predicates)) for s in node.steps)
-    if isinstance(node, And | Or):
-        return any(map(_needs_rewrite, node.items))
-    if isinstance(node, Not):
-        return _needs_rewrite(node.item)
-    if isinstance(node, Exists | Compare):
-        first = node.path.steps[0]
-        return (first.test == SELF and first.predicates != ()) or _needs_rewrite(node.path)
-    return False
-
-
 def normalize(path: Path) -> Path:
     """All rules, in order: the tree the AFA compiler accepts."""
-    result = rewrite_path(path) if _needs_rewrite(path) else path
+    result = rewrite_path(path) if _parent_steps(path, or_hoisted=True) else path
     simplified = _simplify_path(result)
     # a filter that can never match keeps a predicate that says so
     result = simplified or Path((Step(CHILD, SELF, None, (Const(False),)),), True)
