@@ -166,6 +166,8 @@ def to_xpath(query: str) -> str | None:
         return None
     out = []
     for axis, test, preds in _steps(query):
+        if test == "..":  # XSeq's parent is an element: the document node is nobody's
+            test = "parent::*"  # (docs/xseq.md, "Backward axes"); XPath's .. would be it
         if axis == "/\\":
             out.append(f"/*[1][self::{test}]{preds}")
         elif axis == "\\":
