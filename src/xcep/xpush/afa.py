@@ -453,6 +453,14 @@ def conjunction_program(parts: list[tuple], constants: tuple, names: tuple) -> P
     steps: list = []
     roots: list[int] = []
     seen: set = set()
+
+    def numbering(values: tuple, step_names: tuple) -> tuple:
+        """A part's constant and name indexes → the filter program's (new ones in turn)."""
+        return (
+            lambda k: used.setdefault(place[values[k]], len(used)),
+            lambda k: used_names.setdefault(name_place[step_names[k]], len(used_names)),
+        )
+
     for program, values, step_names in parts:
         early = program.early  # the steps: the conjunct's, true, own of both, the head's
         if (
@@ -468,15 +476,11 @@ def conjunction_program(parts: list[tuple], constants: tuple, names: tuple) -> P
         body = program.steps[: early - 1]
         if body[-1][0] in ("true", "false", "all_of"):
             return None
-        if (body, values, step_names) in seen:
+        key = (body, values, step_names)
+        if key in seen:
             continue
-        seen.add((body, values, step_names))
-        offset = len(steps)
-        moves = (
-            offset.__add__,
-            lambda k, v=values: used.setdefault(place[v[k]], len(used)),
-            lambda k, v=step_names: used_names.setdefault(name_place[v[k]], len(used_names)),
-        )
+        seen.add(key)
+        moves = (len(steps).__add__, *numbering(values, step_names))
         steps += [(op, _MOVE[op](args, *moves)) for op, args in body]
         roots.append(len(steps) - 1)
     if len(roots) > 1:
@@ -485,11 +489,7 @@ def conjunction_program(parts: list[tuple], constants: tuple, names: tuple) -> P
     program, values, step_names = parts[0]
     start = program.early - 1
     shift = len(steps) - start
-    moves = (
-        lambda k: condition if k < start else k + shift,
-        lambda k: used.setdefault(place[values[k]], len(used)),
-        lambda k: used_names.setdefault(name_place[step_names[k]], len(used_names)),
-    )
+    moves = (lambda k: condition if k < start else k + shift, *numbering(values, step_names))
     steps += [(op, _MOVE[op](args, *moves)) for op, args in program.steps[start:]]
     return Program(
         tuple(steps), program.root + shift, program.early + shift, tuple(used), tuple(used_names)
