@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from tests.xseq_queries import TAGS, documents
 
 from xcep.events import EventStream, parse
+from xcep.plans import compile_plan
 from xcep.testing.xseq_reference import evaluate
 from xcep.xseq import XSeqEngine
+from xcep.xseq.atoms import Atom, Operand
 from xcep.xseq.paths import PlainPath
 
 # predicates the path runtime decides itself (xcep.xseq.atoms): on attributes, children,
@@ -258,3 +260,91 @@ def test_both_ways_to_the_owner_at_a_depth_agree(monkeypatch, depths, probes) ->
             parents = paths._owner_at_depth(opens, depth_of, opens, depth_of[opens] - 1)
             answers.append(parents.tolist())
     assert answers[0] == answers[2] and answers[1] == answers[3]
+
+
+# several queries on one path runtime: the plan of a query file (xcep xseq --queries)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    queries=st.lists(plain_paths(), min_size=2, max_size=6),
+    text=documents(),
+    values_only=st.booleans(),
+    batch=st.integers(1, 12),
+    cut=st.integers(0, 40),
+)
+def test_many_queries_on_one_path_runtime(queries, text, values_only, batch, cut) -> None:
+    """Every query's rows, in its own order, are those of the reference evaluator, with the
+    run saved and restored at a random batch."""
+    ids = {f"q{i}": query for i, query in enumerate(queries)}
+    plan = compile_plan("xseq", ids, values_only=values_only)
+    assert set(plan.path_ids) == set(ids)  # every one on the shared path runtime
+    stream = EventStream([io.BytesIO(text.encode())], batch_size=batch)
+    run, found = plan.start(), {qid: [] for qid in ids}
+    for number, events in enumerate(stream.batches()):
+        if number == cut:
+            run = plan.restore(run.snapshot())
+        for row in run.feed(events):
+            found[row.query].append(row.value)
+    for row in run.finish():
+        found[row.query].append(row.value)
+    document = parse(text)
+    for qid, query in ids.items():
+        assert found[qid] == evaluate(query, document, values_only=values_only), query
+
+
+def test_a_thousand_thresholds_are_one_operand() -> None:
+    """Queries that compare one attribute with many constants read it once: the path
+    runtime takes a thousand of them (more atoms than a mask's bits), and selects as
+    each alone does."""
+    rows = "".join(f'<t p="{i % 97}.5" c="{"ab"[i % 2]}"/>' for i in range(300))
+    text = f"<s>{rows}</s>"
+    ids = {
+        f"q{i}": f"/s/t[@p {op} {i % 90} and @c {'=' if i % 3 else '!='} 'a']/@p"
+        for i, op in zip(range(1000), ["<", "<=", ">", ">=", "=", "!="] * 200, strict=False)
+    }
+    plan = compile_plan("xseq", ids)
+    assert len(plan.path_ids) == 1000 and len(plan.paths.operands) == 2
+    run = plan.start()
+    found: dict = {qid: [] for qid in ids}
+    for row in run.feed(next(EventStream([io.BytesIO(text.encode())]).batches())):
+        found[row.query].append(row.value)
+    document = parse(text)
+    for qid in ("q0", "q1", "q2", "q3", "q4", "q5", "q501", "q998"):
+        assert found[qid] == evaluate(ids[qid], document), ids[qid]
+    assert sum(map(len, found.values())) > 10_000
+
+
+@settings(max_examples=300)
+@given(
+    constants=st.lists(
+        st.one_of(
+            st.integers(-3, 3).map(float),
+            st.sampled_from(["2", "02", "2.0", " 2", "b", "ab", "", "1e0", "inf", "1_0", "x"]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    ops=st.lists(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), min_size=6, max_size=6),
+    values=st.lists(
+        st.one_of(
+            st.none(),
+            st.sampled_from(["2", "02", "2.0", " 2 ", "b", "ab", "", "-1", "1e0", "nan", "1_0"]),
+            st.integers(-4, 4).map(str),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_an_operand_codes_values_as_its_atoms_compare_them(constants, ops, values) -> None:
+    """An element's code tells exactly the atoms that hold on one of its values (each atom
+    alone: ``Atom.test``), for numbers, strings, numeric strings and missing values."""
+    atoms = [Atom("t", (), "@p", op, const) for op, const in zip(ops, constants, strict=False)]
+    atoms.append(Atom("t", (), "@p", None, None))  # [@p]: exists
+    operand = Operand(atoms[0])
+    for index, atom in enumerate(atoms):
+        operand.add(atom, index)
+    codes = {operand.code(value) for value in values}
+    code = codes.pop() if len(codes) == 1 else operand.code_of_set(codes | codes)
+    mask = operand.truths(code)
+    for index, atom in enumerate(atoms):
+        expected = atom.op is None or any(atom.test(v or "") for v in values)
+        assert bool(mask >> index & 1) == expected, (atom.op, atom.const, values)

@@ -8,20 +8,23 @@ from xcep.errors import StateError
 from xcep.events.model import EventBatch
 from xcep.plans.base import Plan, Row, Run, documents_ended
 
-# Several queries: up to this many of those a runtime serves (a path, a flat sequence)
-# run each on its own runtime, fed the same batches; the others share one automaton.
-# Measured (bench xseq-queries' families, 3.6 MB): a query on its runtime costs ~18 ms
-# there, so 10 such queries take 0.16-0.19 s on their own and 0.64-1.57 s in the
-# automaton; past a few dozen, the automaton's sharing (templates, counting) wins.
+# Several queries: the node selections the path runtime serves run together on one path
+# runtime (one pass, one DFA for all of them); up to this many of those the flat-sequence
+# runtime serves run each on its own, fed the same batches; the others share one
+# automaton. Measured (bench xseq-queries' families, 3.6 MB): a query on its runtime
+# costs ~18 ms there, so 10 such queries take 0.16-0.19 s on their own and 0.64-1.57 s in
+# the automaton; past a few dozen, the automaton's sharing (templates, counting) wins.
 OWN_RUNTIMES = 16
 
 
 class XSeqPlan(Plan):
-    """XSeq queries: one query on its runtime; several: up to ``OWN_RUNTIMES`` of those a
-    runtime serves each on its own, the rest in one automaton (queries added while it runs
-    join the automaton, at the next document). Every run is saved: a query's runtime by
-    its run (``XSeqEngine.start``), the automaton with its driver. Each query's rows come
-    in its own order; a batch gives the rows of the queries on their own runtimes first.
+    """XSeq queries: one query on its runtime; several: the node selections with
+    predicates all on one path runtime (``PlainPath`` of them all), up to
+    ``OWN_RUNTIMES`` flat sequence patterns each on its own runtime, the rest in one
+    automaton (queries added while it runs join the automaton, at the next document).
+    Every run is saved: the path runtime's run, each own runtime's, the automaton with its
+    driver. Each query's rows come in its own order; a batch gives the rows of the path
+    runtime first, then the own runtimes', then the automaton's.
 
     Options: ``selection``, ``values_only``, ``schema`` and ``opt`` (``XSeqEngine``),
     ``fast`` (one query: its fast runtime where it qualifies, else the automaton), and
@@ -33,6 +36,8 @@ class XSeqPlan(Plan):
     def __init__(self, queries: dict, skip_invalid: bool = False, **options) -> None:
         super().__init__(queries, skip_invalid=skip_invalid, **options)
         from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine, compile_query
+        from xcep.xseq.engine import compile_fast_path
+        from xcep.xseq.paths import PlainPath
 
         self.invalid: dict = {}
         fast = options.pop("fast", True)
@@ -58,14 +63,37 @@ class XSeqPlan(Plan):
         for qid in self.invalid:
             del self.queries[qid]
         self.own: dict = {}  # id → the XSeqEngine of a query that runs on its own runtime
+        self.path_ids: list = []  # the queries on the path runtime, in its selections' order
+        paths = []
+        selection = options.get("selection", "all")
         for qid in self.analyses:
-            engine = XSeqEngine(self.queries[qid], fast=fast, **options)
-            if not isinstance(engine.fast_path, str):  # (else: why the automaton runs it)
-                self.own[qid] = engine
-            if len(self.own) > OWN_RUNTIMES:  # too many: the automaton takes them all
-                self.own = {}
+            if not fast:
                 break
+            found = compile_fast_path(compile_query(self.queries[qid], schema, opt), selection)
+            if isinstance(found, PlainPath):
+                self.path_ids.append(qid)
+                paths.append(found.selections[0].analysis)
+            elif not isinstance(found, str) and len(self.own) <= OWN_RUNTIMES:
+                self.own[qid] = XSeqEngine(self.queries[qid], fast=fast, **options)
+        if len(self.own) > OWN_RUNTIMES:  # too many: the automaton takes them all
+            self.own = {}
+        self.paths = PlainPath(paths) if paths else None
         self.fast = fast
+
+    def path_runtime(self, queries: list):
+        """A run of the path runtime for ``queries`` ((id, text) in order): this plan's
+        when they are its own, else compiled (a restored run's, saved by another plan)."""
+        from xcep.xseq import compile_query
+        from xcep.xseq.paths import PlainPath, PlainPathRun
+
+        paths = self.paths
+        if [qid for qid, _ in queries] != self.path_ids or any(
+            self.queries.get(qid) != text for qid, text in queries
+        ):
+            schema, opt = self.engine_options.get("schema"), self.engine_options.get("opt", "all")
+            paths = PlainPath([compile_query(text, schema, opt) for _, text in queries])
+        values_only = self.engine_options.get("values_only", False)
+        return PlainPathRun(paths, values_only, tagged=True)
 
     def own_engine(self, qid):
         """The engine of a query that a run keeps on its own runtime."""
@@ -90,7 +118,10 @@ class XSeqPlan(Plan):
         if self.engine is None:
             own = {str(qid): engine.stats()["evaluator"] for qid, engine in self.own.items()}
             automaton = self.start().multi.stats()
-            return json.dumps({"own runtimes": own, "automaton": automaton}, indent=2)
+            paths = [str(qid) for qid in self.path_ids]
+            return json.dumps(
+                {"path runtime": paths, "own runtimes": own, "automaton": automaton}, indent=2
+            )
         if format == "dot":
             return self.engine.vpa.dot()
         return self.engine.explain()
@@ -103,8 +134,19 @@ class XSeqRun(Run):
             engine = plan.engine
             self.run = engine.resume(saved["run"]) if saved else engine.start()
             return
+        # the queries on the path runtime, in its order (a restored run's: as saved), the
+        # path runtime's run, and the queries removed from it (it reads on for the others)
+        self.path_queries = [(qid, plan.queries[qid]) for qid in plan.path_ids]
+        self.paths = None
+        self.removed: set = set()
         if saved:  # several: the automaton and its driver, the own runtimes' runs, as saved
             self.multi, self.driver, self.texts = saved["multi"], saved["driver"], saved["texts"]
+            self.path_queries, self.removed = saved["path_queries"], saved["removed"]
+        if self.path_queries:
+            self.paths = plan.path_runtime(self.path_queries)
+            if saved:
+                self.paths.restore(saved["paths"])
+        if saved:
             own = saved["own"]
             self.own = {qid: plan.own_engine(qid).resume(data) for qid, data in own.items()}
             self.idle, self.last_doc = saved["idle"], saved["last_doc"]
@@ -114,8 +156,9 @@ class XSeqRun(Run):
         self.multi = XSeqMultiEngine(**plan.engine_options)
         self.texts = dict(plan.queries)
         self.own = {qid: engine.start() for qid, engine in plan.own.items()}
+        on_paths = set(plan.path_ids)
         for qid, analysis in plan.analyses.items():
-            if qid not in self.own:
+            if qid not in self.own and qid not in on_paths:
                 self.multi.subscribe(qid, analysis)
         self.driver = self.multi.start()
         # while the automaton has no query its driver is not fed (it would visit every
@@ -132,9 +175,16 @@ class XSeqRun(Run):
         self.documents += documents_ended(batch)
         if self.plan.engine is not None:
             return self._rows(self.run.feed([batch]))
-        rows = [Row(qid, None, row) for qid, run in self.own.items() for row in run.feed([batch])]
+        rows = self._path_rows(self.paths.feed(batch)) if self.paths is not None else []
+        rows += [Row(qid, None, row) for qid, run in self.own.items() for row in run.feed([batch])]
         batch = self._for_the_driver(batch)
         return rows if batch is None else rows + self._rows(self.driver.feed(batch))
+
+    def _path_rows(self, found: list) -> list[Row]:
+        queries, removed = self.path_queries, self.removed
+        if removed:
+            found = [(q, row) for q, row in found if queries[q][0] not in removed]
+        return [Row(queries[q][0], None, row) for q, row in found]
 
     def _for_the_driver(self, batch: EventBatch) -> EventBatch | None:
         """What of ``batch`` the automaton's driver reads: nothing while it has no query;
@@ -154,7 +204,8 @@ class XSeqRun(Run):
     def _finish(self) -> list[Row]:
         if self.plan.engine is not None:
             return self._rows(self.run.finish())
-        rows = [Row(qid, None, row) for qid, run in self.own.items() for row in run.finish()]
+        rows = self._path_rows(self.paths.end(final=True)) if self.paths is not None else []
+        rows += [Row(qid, None, row) for qid, run in self.own.items() for row in run.finish()]
         return rows + self._rows(self.driver.finish())
 
     def _state(self):
@@ -164,6 +215,9 @@ class XSeqRun(Run):
             "multi": self.multi,
             "driver": self.driver,
             "own": {qid: run.snapshot() for qid, run in self.own.items()},
+            "path_queries": self.path_queries,
+            "paths": None if self.paths is None else self.paths.state(),
+            "removed": self.removed,
             "idle": self.idle,
             "last_doc": self.last_doc,
             "texts": self.texts,
@@ -176,7 +230,7 @@ class XSeqRun(Run):
     def add(self, query_id, text: str) -> None:
         if self.plan.engine is not None:
             raise StateError("queries are added to a plan of several XSeq queries")
-        if query_id in self.own:
+        if query_id in self.texts:
             raise ValueError(f"query id {query_id!r} is already subscribed")
         self.multi.subscribe(query_id, text)
         self.texts[query_id] = text
@@ -184,7 +238,9 @@ class XSeqRun(Run):
     def remove(self, query_id) -> None:
         if self.plan.engine is not None:
             raise StateError("queries are removed from a plan of several XSeq queries")
-        if self.own.pop(query_id, None) is None:
+        if query_id in dict(self.path_queries) and query_id not in self.removed:
+            self.removed.add(query_id)  # the path runtime reads on; its rows are dropped
+        elif self.own.pop(query_id, None) is None:
             self.multi.unsubscribe(query_id)
         del self.texts[query_id]
 
@@ -193,4 +249,8 @@ class XSeqRun(Run):
         found = engine.stats() if engine is not None else self.multi.stats()
         if engine is None and self.own:
             found = {**found, "own runtimes": len(self.own)}
+        if engine is None and self.paths is not None:
+            on_paths = len(self.path_queries) - len(self.removed)
+            stats = self.paths.p.stats()
+            found = {**found, "path runtime": {"queries": on_paths, **stats}}
         return {**found, **super().stats(), "queries": len(self.queries())}

@@ -3,12 +3,17 @@
 A predicate such as ``[@company = 'DAGM']``, ``[price > 100 and not(@sold)]``
 or ``[note/text() = 'ok']`` is a boolean formula over *atoms*: an existence
 test or a comparison with a constant of one relative path — child element
-steps, then optionally ``text()`` or ``@name``, or ``.`` alone. Each atom is
-decided for every open element of a batch by numpy (the attributes, texts or
-elements the path ends on, walked up to the element the step tests), the
-atom's truths become bits of a *mask*, and the lazy DFA of ``paths.py`` moves
-on (name, mask) instead of the name alone: the formula itself is evaluated
-once per DFA transition it creates, never per element.
+steps, then optionally ``text()`` or ``@name``, or ``.`` alone. The atoms that
+compare one path are an *operand* (``Operand``): for every open element of a
+batch, numpy finds the attributes, texts or elements the path ends on, walked up
+to the element the step tests, and each value is *coded* once by where it falls
+among the operand's constants (two binary searches, however many constants: a
+thousand queries' thresholds on ``@price``). The lazy DFA of ``paths.py`` moves
+on (name, codes) instead of the name alone; a code tells which atoms hold (a
+*mask*), so the formula itself is evaluated once per DFA transition it
+creates, never per element. Atoms of predicates nested in an atom's path
+(``bidder[increase > 10]``) are decided first, one at a time, as bits of an
+int64 mask (``masks``).
 
 An atom on the element's own attributes is decided at its open tag; one that
 reads below it (children, text, ``.``) is decided at its close, so a batch
@@ -21,6 +26,7 @@ read as numbers), specialized to the constant (``comparison``).
 
 from __future__ import annotations
 
+import bisect
 import functools
 
 import numpy as np
@@ -32,6 +38,7 @@ from xcep.xseq.values import COMPARISONS, as_string, to_number
 
 _ATTR, _TEXT, _CLOSE = int(ATTR), int(TEXT), int(CLOSE)
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+MAX_INNER = 62  # atoms of nested predicates: the bits of an int64 mask
 # what an atom's path ends on (else "@name"): an element, its text children, its texts
 ELEMENT, TEXT_END, DEEP_TEXT = "element", "text", "//text"
 
@@ -81,12 +88,192 @@ def comparison(op: str, const):
     return test
 
 
+class Operand:
+    """The atoms that compare one relative path (``on``, ``steps``, ``end``), decided
+    together: each value the path reaches is read once and coded by where it falls among
+    the constants the atoms compare it with (``code``), an element's code is its value's
+    (or, for several values, the set of their codes), and every atom's truth is read from
+    a code (``truths``). A thousand thresholds on ``@price`` cost one read of the price
+    and two binary searches, and a value's code tells the same truths as its value does:
+    elements whose values differ but fall between the same constants share a code.
+
+    A code is (numeric, a, b, e, c, d, f): ``numeric`` whether the value reads as a
+    number; ``a``, ``b`` how many of the numeric constants the atoms order it against
+    (``<``, ``>``, …) are below it and at most it — as numbers when it reads as one, else
+    their strings as strings (XSeq's rule, ``values.py``); ``e`` which numeric constant
+    it equals (for ``=`` and ``!=``, by the same rule; -1: none); ``c``, ``d``, ``f`` the
+    same for the constants that are not numbers, always compared as strings. Code 0 is
+    an element without a value; codes are numbered from 1 as they are first met."""
+
+    __slots__ = (
+        "_codes",
+        "_keys",
+        "_tables",
+        "_truths",
+        "atoms",
+        "end",
+        "memo",
+        "on",
+        "steps",
+        "subtree",
+        "values",
+    )
+
+    MEMO = 1 << 16  # values remembered with their codes (then started afresh)
+
+    def __init__(self, atom: Atom) -> None:
+        self.on, self.steps, self.end = atom.on, atom.steps, atom.end
+        self.subtree = atom.subtree
+        self.atoms: list = []  # (bit, op, const)
+        self.values = False  # whether an atom compares the values (else: existence only)
+        self._tables = None
+        self._codes: dict = {}  # a code's key -> its number
+        self._keys: list = [None]  # a code's number -> its key (a tuple, or a frozenset)
+        self.memo: dict = {}  # value -> its code
+        self._truths: list = [0]  # a code's number -> the mask of the atoms that hold
+
+    def add(self, atom: Atom, index: int) -> None:
+        self.atoms.append((index, atom.op, atom.const))
+        self.values = self.values or atom.op is not None
+        self._tables = None
+
+    def size(self) -> int:
+        """The codes numbered so far, 0 included."""
+        return len(self._keys)
+
+    def _constants(self) -> tuple:
+        """Sorted constants and lookup tables, and each comparison atom's place in them."""
+        ordered_n, ordered_t, equal_n, equal_t, ordered_s, equal_s = (set() for _ in range(6))
+        for _, op, const in self.atoms:
+            if op is None:
+                continue
+            number = to_number(const)
+            order = op not in ("=", "!=")
+            if number is None:
+                (ordered_s if order else equal_s).add(as_string(const))
+            else:
+                (ordered_n if order else equal_n).add(number)
+                (ordered_t if order else equal_t).add(as_string(const))
+        lists = [sorted(found) for found in (ordered_n, ordered_t, ordered_s)]
+        equal = [{v: i for i, v in enumerate(sorted(f))} for f in (equal_n, equal_t, equal_s)]
+        places = []
+        for bit, op, const in self.atoms:
+            if op is None:
+                places.append((bit, None, None, None))
+                continue
+            number = to_number(const)
+            text = as_string(const)
+            if op in ("=", "!="):
+                if number is None:
+                    place = (None, equal[2][text])
+                else:
+                    place = (equal[0][number], equal[1][text])
+            elif number is None:
+                place = (None, bisect.bisect_left(lists[2], text))
+            else:
+                place = (
+                    bisect.bisect_left(lists[0], number),
+                    bisect.bisect_left(lists[1], text),
+                )
+            places.append((bit, op, number is None, place))
+        self._tables = (lists, equal, places)
+        return self._tables
+
+    def code(self, value) -> int:
+        """The number of ``value``'s code (a string; None reads as '')."""
+        found = self.memo.get(value)
+        if found is not None:
+            return found
+        lists, equal, _ = self._tables or self._constants()
+        text = value or ""
+        number = to_number(text)
+        if number is not None:
+            n_list, n_key, n_equal = lists[0], number, equal[0]
+        else:
+            n_list, n_key, n_equal = lists[1], text, equal[1]
+        key = (
+            number is not None,
+            bisect.bisect_left(n_list, n_key),
+            bisect.bisect_right(n_list, n_key),
+            n_equal.get(n_key, -1),
+            bisect.bisect_left(lists[2], text),
+            bisect.bisect_right(lists[2], text),
+            equal[2].get(text, -1),
+        )
+        found = self._number(key)
+        if len(self.memo) >= self.MEMO:
+            self.memo.clear()
+        self.memo[value] = found
+        return found
+
+    def code_of_set(self, codes) -> int:
+        """The number of the code of an element with several values (their codes)."""
+        return self._number(frozenset(codes))
+
+    def _number(self, key) -> int:
+        found = self._codes.get(key)
+        if found is None:
+            found = self._codes[key] = len(self._keys)
+            self._keys.append(key)
+            self._truths.append(None)
+        return found
+
+    def truths(self, code: int) -> int:
+        """The mask (bits of ``Guards.atoms``) of the atoms that hold on an element whose
+        code is ``code``: none for 0 (no value), existence tests for every other."""
+        found = self._truths[code]
+        if found is None:
+            key = self._keys[code]
+            if key.__class__ is frozenset:  # several values: an atom holds on any of them
+                found = 0
+                for one in key:
+                    found |= self.truths(one)
+            else:
+                found = self._decide(key)
+            self._truths[code] = found
+        return found
+
+    def _decide(self, key: tuple) -> int:
+        numeric, n_below, n_upto, n_equal, s_below, s_upto, s_equal = key
+        places = (self._tables or self._constants())[2]
+        mask = 0
+        for bit, op, text_const, place in places:
+            if op is None:
+                holds = True
+            elif op in ("=", "!="):
+                equal = place[1] == s_equal if text_const else place[not numeric] == n_equal
+                holds = equal if op == "=" else not equal
+            else:
+                if text_const:
+                    index, below, upto = place[1], s_below, s_upto
+                else:
+                    index, below, upto = place[0 if numeric else 1], n_below, n_upto
+                holds = _ORDERED[op](index, below, upto)
+            if holds:
+                mask |= 1 << bit
+        return mask
+
+
+# value op constant, from the constant's place among the sorted constants (``index``) and
+# how many constants are below the value and at most the value
+_ORDERED = {
+    ">": lambda index, below, upto: index < below,
+    ">=": lambda index, below, upto: index < upto,
+    "<": lambda index, below, upto: index >= upto,
+    "<=": lambda index, below, upto: index >= below,
+}
+
+
 class Guards:
     """The atoms of a query's step predicates, and each step's guard over their mask."""
 
     def __init__(self) -> None:
-        self.atoms: list[Atom] = []
+        self.atoms: list[Atom] = []  # the steps' own predicates' atoms: bit i is atoms[i]
+        self.inner: list[Atom] = []  # those of predicates nested in an atom's or field's path
+        self.operands: list[Operand] = []  # the atoms by the path they compare (``Operand``)
         self._ids: dict = {}
+        self._operands: dict = {}
+        self._nesting = 0  # > 0 while a nested predicate compiles
 
     def guard(self, step: A.Step):
         """A function of a mask: whether ``step``'s predicates all hold (None: no predicates)."""
@@ -150,7 +337,11 @@ class Guards:
             ):
                 raise NotFast(f"the predicate [{A.to_text(cond)}]")
             name = None if item.name == A.WILDCARD else item.name
-            guard = self.guard(item)  # nested predicates: atoms of their own, first
+            self._nesting += 1  # nested predicates: inner atoms, decided first
+            try:
+                guard = self.guard(item)
+            finally:
+                self._nesting -= 1
             text = "".join(f"[{A.to_text(p)}]" for p in item.preds)
             steps.append(PathStep(item.axis, name, guard, text))
         return tuple(steps), end
@@ -158,10 +349,21 @@ class Guards:
     def _atom(self, on, path, op, const, cond):
         steps, end = self.relative(path, cond)
         atom = Atom(on, steps, end, op, const)
-        index = self._ids.get(atom.key())
+        inner = self._nesting > 0
+        key = (inner, atom.key())
+        index = self._ids.get(key)
         if index is None:
-            index = self._ids[atom.key()] = len(self.atoms)
-            self.atoms.append(atom)
+            found = self.inner if inner else self.atoms
+            index = self._ids[key] = len(found)
+            found.append(atom)
+            if inner and index >= MAX_INNER:
+                raise NotFast(f"more than {MAX_INNER} nested predicate atoms")
+            if not inner:
+                operand = self._operands.get(key[1][:3])
+                if operand is None:
+                    operand = self._operands[key[1][:3]] = Operand(atom)
+                    self.operands.append(operand)
+                operand.add(atom, index)
         bit = 1 << index
 
         def test(mask: int) -> bool:
@@ -222,6 +424,46 @@ def masks(atoms: list[Atom], batch, arrays, opens, parents) -> np.ndarray:
             keep &= atom.holds(values)
         mask[owners[keep]] |= 1 << index
     return mask
+
+
+def element_codes(operands: list, batch, arrays, opens, parents, inner) -> list[np.ndarray]:
+    """For each operand (``Operand``), the code of every open element of ``batch`` (0: no
+    value). ``inner``: the opens' masks of the nested predicates' atoms (``masks``)."""
+    columns = []
+    for operand in operands:
+        column = np.zeros(len(opens), dtype=np.int64)
+        owners, keep, values, _ = reach(
+            operand, batch, arrays, opens, parents, operand.values, inner
+        )
+        owners = owners[keep]
+        if not len(owners):
+            columns.append(column)
+            continue
+        if values is None:  # existence tests only
+            column[owners] = operand.code(None)
+            columns.append(column)
+            continue
+        if len(owners) < len(keep):
+            values = [v for v, kept in zip(values, keep.tolist(), strict=True) if kept]
+        known = list(map(operand.memo.get, values))  # most values were met before
+        if None in known:
+            code = operand.code
+            known = [c if c is not None else code(v) for c, v in zip(known, values, strict=True)]
+        found = np.array(known, dtype=np.int64)
+        column[owners] = found
+        if (owners[1:] > owners[:-1]).all():  # one value each (an attribute's, say)
+            columns.append(column)
+            continue
+        several = np.flatnonzero(np.bincount(owners, minlength=len(opens)) > 1)
+        if len(several):  # elements with several values: the set of their codes
+            which = np.isin(owners, several)
+            sets: dict = {}
+            for owner, one in zip(owners[which].tolist(), found[which].tolist(), strict=True):
+                sets.setdefault(owner, set()).add(one)
+            for owner, codes in sets.items():
+                column[owner] = codes.pop() if len(codes) == 1 else operand.code_of_set(codes)
+        columns.append(column)
+    return columns
 
 
 def reach(path, batch, arrays, opens, parents, with_values: bool, mask=None) -> tuple:

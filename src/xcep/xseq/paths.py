@@ -6,15 +6,16 @@ or ``@name`` step, with no variables or return clause (``//parlist/listitem
 (/parlist/listitem)*``, ``/stocks/transaction[@company = 'DAGM']/@price``),
 selects exactly the elements whose root-to-node sequence of (name, predicate
 outcomes) is in a regular language: ``/n`` reads ``n``, ``//n`` reads any
-names then ``n``, ``*`` any name, ``n[p]`` an ``n`` whose mask satisfies
-``p`` (``atoms.py`` decides a batch's masks). ``PlainPath`` builds that
-language's automaton (an NFA over names with guarded moves, determinized
-lazily over (name, mask) symbols: states are sets of NFA states, the
-transition table is a numpy array filled on first use, as in RE2), and
-``PlainPathRun`` runs it a whole batch at a time:
+names then ``n``, ``*`` any name, ``n[p]`` an ``n`` whose predicate atoms
+satisfy ``p`` (``atoms.py`` codes a batch's elements: per compared path, where
+its value falls among the constants). ``PlainPath`` builds that language's
+automaton (an NFA over names with guarded moves, determinized lazily over
+(name, codes) symbols: states are sets of NFA states, the transition table is
+filled on first use, as in RE2), and ``PlainPathRun`` runs it a whole batch at
+a time:
 
 - numpy finds each open's parent (the last open one level up, level by level)
-  and looks the open's DFA state up from its parent's state and its name;
+  and looks the open's DFA state up from its parent's state and its symbol;
   the states of the elements still open when a batch ends carry over;
 - an element whose move waits on a predicate decided at its close and that is
   still open when the batch ends holds the events from its open until it
@@ -24,8 +25,12 @@ transition table is a numpy array filled on first use, as in RE2), and
   the event's value; rows come out in document order, each as soon as its
   element closed and the rows before it are out, as the automaton emits them.
 
+Many queries are one ``PlainPath``: one NFA whose queries' paths start from one
+state and end in states of their own, so a DFA state says which queries select
+an element, and a batch is read once for all of them (``xcep xseq --queries``).
+
 ``tests/test_xseq_paths.py`` compares it with the reference evaluator and
-with the automaton.
+with the automaton, one query and many at once.
 """
 
 from __future__ import annotations
@@ -38,15 +43,14 @@ import numpy as np
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xmltext import escape, quoteattr
 from xcep.xseq import ast as A
-from xcep.xseq.atoms import ELEMENT, Guards, masks, reach
+from xcep.xseq.atoms import ELEMENT, Guards, element_codes, masks, reach
 from xcep.xseq.dom import TEXT_NODE, Node
 from xcep.xseq.matches import Aggregator, Binding, output_row
 from xcep.xseq.semantics import Analysis, NotFast
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 ANY = None  # the label of a wildcard or descendant move
-TABLE_BUDGET = 1 << 24  # transition table entries (64 MB) before it is started afresh
-MAX_ATOMS = 24  # predicate atoms a path may have (bits of an element's mask)
+TABLE_BUDGET = 1 << 22  # transition table entries (48 MB) before it is started afresh
 
 
 class _Nfa:
@@ -157,10 +161,14 @@ def _fields(analysis: Analysis, guards: Guards) -> list[Field] | None:
     return fields
 
 
-class PlainPath:
-    """A compiled plain path: the lazy DFA over names, and what the last step selects."""
+class Selection:
+    """What one query of a path runtime selects (``select``: "element", "text", ("@",
+    name), "count" or "rows") and returns, and the NFA state its path ends in."""
 
-    def __init__(self, analysis: Analysis) -> None:
+    __slots__ = ("analysis", "fields", "final", "select", "steps", "terms")
+
+    def __init__(self, analysis: Analysis, guards: Guards) -> None:
+        """NotFast unless the path runtime serves the query; ``steps`` its element steps."""
         query = analysis.query
         if analysis.partition is not None or query.where is not None:
             raise NotFast("a where or partition by clause")
@@ -168,10 +176,10 @@ class PlainPath:
         last = steps[-1]
         variables = [n.var for n in A.walk(query.path) if isinstance(n, A.Step) and n.var]
         self.analysis = analysis
-        self.select = "element"  # or "text", ("@", attribute), "count" or "rows"
+        self.select = "element"
         self.terms = 0
         self.fields = None  # select rows: the terms as fields read from the events, or None
-        guards = Guards()  # the predicates' atoms (the fields' own predicates' too)
+        self.final = None
         if analysis.mode == "aggregate":  # return count($X) from …/$X: count the nodes
             counts = [  # count($X): the number of nodes of $X in a match
                 t.expr
@@ -208,25 +216,65 @@ class PlainPath:
             self.select, steps = ("@", last.name), steps[:-1]
         if not steps:
             raise NotFast("a path without an element step")
+        self.steps = steps
+
+    def fields_key(self) -> tuple:
+        """What the rows of its fields depend on (queries with the same key share them)."""
+        fields = tuple(
+            (tuple((step.axis, step.name, step.text) for step in field.steps), field.end)
+            for field in self.fields
+        )
+        return (fields, self.analysis.mode != "rows")
+
+
+class PlainPath:
+    """Compiled plain paths — one query's, or several queries' read in one pass: the lazy
+    DFA over names and predicate codes, and what each query's last step selects.
+
+    Several queries (``PlainPath([a, b, …])``) are one NFA whose paths start from one
+    state, each ending in a state of its own, so one DFA state says which queries
+    select an element; their predicates are one set of atoms, grouped by the path they
+    compare (``atoms.Operand``): a value is read and coded once for every query that
+    compares it, whatever the number of constants."""
+
+    def __init__(self, analyses) -> None:
+        if isinstance(analyses, Analysis):
+            analyses = [analyses]
+        guards = Guards()  # the predicates' atoms (the fields' own predicates' too)
         nfa = _Nfa(guards)
         start = nfa.state()
-        self.final = nfa.build(A.Seq(tuple(steps)), start)
+        self.selections: list[Selection] = []
+        for analysis in analyses:
+            selection = Selection(analysis, guards)
+            selection.final = nfa.build(A.Seq(tuple(selection.steps)), start)
+            del selection.steps
+            self.selections.append(selection)
         self.nfa = nfa
-        self.atoms = nfa.guards.atoms  # the predicates' atoms: bit i of a mask is atoms[i]
-        if len(self.atoms) > MAX_ATOMS:
-            raise NotFast(f"more than {MAX_ATOMS} predicate atoms")
-        # labels: the names the path tests, then OTHER for every other name
+        self.guards = guards
+        self.atoms = guards.atoms  # the predicates' atoms: bit i of a mask is atoms[i]
+        self.operands = guards.operands  # the atoms by the path they compare
+        # labels: the names the paths test, then OTHER for every other name
         named = {want for moves in nfa.moves for want, _, _ in moves if want is not ANY}
         self.labels: list = [*sorted(named), ANY]
         self.other = len(self.labels) - 1
         # symbols: (label, mask) pairs as table columns; with no atoms, symbol = label
         self.symbols = [(label, 0) for label in range(len(self.labels))]
-        self.symbol_ids = {label << MAX_ATOMS: label for label in range(len(self.labels))}
+        self.symbol_ids = {(label, ()): label for label in range(len(self.labels))}
+        self.finals = {selection.final: i for i, selection in enumerate(self.selections)}
+        self.kinds = {selection.select for selection in self.selections}
+        # per selection, what its rows of fields depend on (None: not rows of fields)
+        self.field_keys = [
+            s.fields_key() if s.fields is not None else None for s in self.selections
+        ]
         self.sets: list[frozenset] = []  # DFA state -> NFA states
         self.ids: dict[frozenset, int] = {}
+        self.accepts: list[tuple] = []  # DFA state -> the selections whose path ends there
         self.accepting: list[bool] = []
+        self._by_kind: dict = {}  # (state, kind) -> its selections of that kind
+        self._arrays: dict = {}  # kind -> accepting_array(kind), for the states so far
         self.start = self._intern(nfa.closure([start]))
-        self.table = np.full((1, 1), -1, dtype=np.int32)  # [state, symbol] -> state
+        self.table = np.zeros(0, dtype=np.int64)  # state << 32 | symbol, sorted
+        self.targets = np.zeros(0, dtype=np.int32)  # the state each of them goes to
         self.flushes = 0
         self.dead = self._intern(frozenset())
         self._subtree: dict = {}  # (state, label) -> whether the move reads a subtree atom
@@ -236,7 +284,31 @@ class PlainPath:
         if found is None:
             found = self.ids[states] = len(self.sets)
             self.sets.append(states)
-            self.accepting.append(self.final in states)
+            finals = self.finals
+            accepts = tuple(sorted(finals[s] for s in states if s in finals))
+            self.accepts.append(accepts)
+            self.accepting.append(bool(accepts))
+        return found
+
+    def of_kind(self, state: int, kind) -> tuple:
+        """The selections of ``kind`` (a ``select``) whose path ends in DFA state ``state``."""
+        key = (state, kind)
+        found = self._by_kind.get(key)
+        if found is None:
+            selections = self.selections
+            found = self._by_kind[key] = tuple(
+                i for i in self.accepts[state] if selections[i].select == kind
+            )
+        return found
+
+    def accepting_array(self, kind) -> np.ndarray:
+        """For each DFA state, whether a selection of ``kind`` ends there."""
+        found = self._arrays.get(kind)
+        if found is None or len(found) < len(self.sets):
+            known = 0 if found is None else len(found)
+            more = [bool(self.of_kind(s, kind)) for s in range(known, len(self.sets))]
+            found = np.concatenate([found, more]) if known else np.array(more, dtype=bool)
+            self._arrays[kind] = found
         return found
 
     def label_table(self, names: list) -> np.ndarray:
@@ -244,19 +316,46 @@ class PlainPath:
         index = {label: i for i, label in enumerate(self.labels[:-1])}
         return np.array([index.get(name, self.other) for name in names] + [self.other], np.int64)
 
-    def symbols_of(self, labels: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        """The table column of each (label, mask) pair."""
-        if not self.atoms:
+    def symbols_of(self, labels: np.ndarray, codes: list) -> np.ndarray:
+        """The table column of each element: its label and its code for each operand
+        (``codes[k]``, one per element; 0 where the element has no value or the operand
+        is another name's). The (label, codes) of a batch are packed into one integer per
+        element where they fit, else compared as rows."""
+        if not codes:
             return labels
-        keys = labels << MAX_ATOMS | masks
-        unique, inverse = np.unique(keys, return_inverse=True)
+        operands = self.operands
+        radices = [operand.size() for operand in operands]
+        width = len(self.labels)
+        for radix in radices:
+            width *= radix
+        if width < 1 << 62:
+            keys = labels.astype(np.int64)
+            for column, radix in zip(codes, radices, strict=True):
+                keys = keys * radix + column
+            unique, inverse = np.unique(keys, return_inverse=True)
+            rows = []
+            for key in unique.tolist():
+                row = []
+                for radix in reversed(radices):
+                    key, code = divmod(key, radix)
+                    row.append(code)
+                rows.append((key, tuple(reversed(row))))
+        else:
+            stacked = np.column_stack([labels.astype(np.int64), *codes])
+            unique, inverse = np.unique(stacked, axis=0, return_inverse=True)
+            rows = [(row[0], tuple(row[1:])) for row in unique.tolist()]
         ids, symbols = self.symbol_ids, self.symbols
         columns = []
-        for key in unique.tolist():
+        for label, row in rows:
+            key = (label, row) if any(row) else (label, ())
             found = ids.get(key)
             if found is None:
                 found = ids[key] = len(symbols)
-                symbols.append((key >> MAX_ATOMS, key & ((1 << MAX_ATOMS) - 1)))
+                mask = 0
+                for operand, code in zip(operands, row, strict=True):
+                    if code:
+                        mask |= operand.truths(code)
+                symbols.append((label, mask))
             columns.append(found)
         return np.array(columns, dtype=np.int64)[inverse.reshape(-1)]
 
@@ -275,42 +374,38 @@ class PlainPath:
         return found
 
     def moves(self, states: np.ndarray, symbols: np.ndarray) -> np.ndarray:
-        """The DFA states after ``symbols`` from ``states`` (element-wise), table filled
-        lazily."""
-        rows, cols = max(len(self.sets), int(states.max()) + 1), len(self.symbols)
-        height, width = self.table.shape
-        if height < rows or width < cols:  # more states or names: double what is short
-            shape = (
-                max(rows, 2 * height if height < rows else height),
-                max(cols, 2 * width if width < cols else width, 64),
-            )
-            if shape[0] * shape[1] > TABLE_BUDGET:  # start over: entries are filled again
-                self.table = np.full(shape, -1, np.int32)
-                self.flushes += 1
-            else:
-                grown = np.full(shape, -1, np.int32)
-                grown[:height, :width] = self.table
-                self.table = grown
-        found = self.table[states, symbols]
+        """The DFA states after ``symbols`` from ``states`` (element-wise), the table filled
+        lazily. The table is sparse — its (state, symbol) keys sorted, looked up by binary
+        search — so that many queries' states and symbols (thousands of each, few of the
+        pairs ever met) cost the pairs met; past ``TABLE_BUDGET`` it is started afresh."""
+        keys = states.astype(np.int64) << 32 | symbols
+        table, targets = self.table, self.targets
+        at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+        found = (
+            np.where(table[at] == keys, targets[at], -1) if len(table) else np.full(len(keys), -1)
+        )
         missing = found < 0
         if missing.any():
-            pairs = zip(states[missing].tolist(), symbols[missing].tolist(), strict=True)
-            for state, symbol in set(pairs):
-                label, mask = self.symbols[symbol]
+            new = np.unique(keys[missing])
+            made = np.empty(len(new), dtype=np.int32)
+            for j, key in enumerate(new.tolist()):
+                label, mask = self.symbols[key & 0xFFFFFFFF]
                 name = self.labels[label]
                 after = set()
-                for s in self.sets[state]:
+                for s in self.sets[key >> 32]:
                     for want, guard, t in self.nfa.moves[s]:
                         if (want is ANY or want == name) and (guard is None or guard(mask)):
                             after.add(t)
-                target = self._intern(self.nfa.closure(after))
-                if self.table.shape[0] <= target:  # a new state: room for its row
-                    grown = np.full((2 * self.table.shape[0], self.table.shape[1]), -1, np.int32)
-                    grown[: self.table.shape[0]] = self.table
-                    self.table = grown
-                self.table[state, symbol] = target
-            found = self.table[states, symbols]
-        return found
+                made[j] = self._intern(self.nfa.closure(after))
+            if len(table) + len(new) > TABLE_BUDGET:  # start over: entries are filled again
+                table, targets = table[:0], targets[:0]
+                self.flushes += 1
+            table = np.concatenate([table, new])
+            targets = np.concatenate([targets, made])
+            order = np.argsort(table, kind="stable")
+            self.table, self.targets = table[order], targets[order]
+            found[missing] = made[np.searchsorted(new, keys[missing])]
+        return found.astype(np.int32)
 
     def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
         return PlainPathRun(self, values_only).run(batches, final)
@@ -318,7 +413,7 @@ class PlainPath:
     def stats(self) -> dict:
         return {
             "dfa states": len(self.sets),
-            "table entries": int((self.table >= 0).sum()),
+            "table entries": len(self.table),
             "table flushes": self.flushes,
         }
 
@@ -435,24 +530,32 @@ def _last_before(events: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 class PlainPathRun:
-    """One pass of a ``PlainPath`` over an event stream."""
+    """One pass of a ``PlainPath`` over an event stream. With several queries
+    (``tagged``) a row comes as (the query's index in ``path.selections``, the row);
+    each query's rows in its own order (document order)."""
 
-    def __init__(self, path: PlainPath, values_only: bool) -> None:
+    def __init__(self, path: PlainPath, values_only: bool, tagged: bool = False) -> None:
         self.p = path
         self.values_only = values_only
+        self.tagged = tagged
         self.carry: list[int] = [path.start]  # carry[d]: state of the open element at depth d
-        self.queue: deque = deque()  # in document order: (doc, row), or a _Writer
-        self.writing: list[_Writer] = []  # the selected elements still open
+        # in document order: (selection, doc, row), the row a list or a _Writer/_Capture
+        self.queue: deque = deque()
+        self.writing: list = []  # the selected elements still open (their writers)
         self.before = np.zeros(1, dtype=np.int32)  # carry as it was when the batch began
-        self.count = 0  # select count: the selected elements closed so far
+        self.counts = [0] * len(path.selections)  # select count: selected elements closed
         self.held: list = []  # batches from the open of an element a predicate waits on
         self.held_at = (0, 0)  # (document, depth) of that element
         self.labels = np.zeros(0, dtype=np.int64)  # name id -> label (and OTHER last)
         self.mapped = None  # the symbol table ``labels`` was made for, and its size
-        self.aggregator = None  # select rows, an aggregate return clause
-        self.masks = np.zeros(0, dtype=np.int64)  # the batch's opens' predicate masks
-        if path.select == "rows" and path.analysis.mode != "rows":
-            self.aggregator = Aggregator(path.analysis, values_only)
+        # select rows, an aggregate return clause: its aggregator
+        self.aggregators = [
+            Aggregator(s.analysis, values_only)
+            if s.select == "rows" and s.analysis.mode != "rows"
+            else None
+            for s in path.selections
+        ]
+        self.inner = np.zeros(0, dtype=np.int64)  # the batch's opens' nested predicate masks
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
         for batch in batches:
@@ -468,37 +571,43 @@ class PlainPathRun:
             batch = EventBatch.join(self.held)
             self.held = []
         self.batch(batch)
-        queue, analysis, aggregator = self.queue, self.p.analysis, self.aggregator
+        queue, selections, aggregators = self.queue, self.p.selections, self.aggregators
         rows: list = []
         while queue:
-            head = queue[0]
-            if head.__class__ is tuple:
+            q, _, item = queue[0]
+            aggregator = aggregators[q]
+            if item.__class__ is list:
                 if aggregator is None:
-                    rows.append(queue.popleft()[1])
+                    rows.append((q, item))
                 else:  # a match's values, term by term
-                    aggregator.add_values(None, queue.popleft()[1])
-            elif head.tags:  # a selected element still open: the rows after it wait
+                    aggregator.add_values(None, item)
+            elif item.tags:  # a selected element still open: the rows after it wait
                 break
-            elif head.__class__ is _Writer:
-                rows.append(queue.popleft().row())
-            elif aggregator is not None:
-                aggregator.add(None, queue.popleft().binding(analysis))
+            elif item.__class__ is _Writer:
+                rows.append((q, item.row()))
             else:
-                node = queue[0].node
-                binding = queue.popleft().binding(analysis)
-                rows.append(output_row(analysis, binding, node, self.values_only))
-        return rows
+                analysis = selections[q].analysis
+                binding = item.binding(analysis)
+                if aggregator is not None:
+                    aggregator.add(None, binding)
+                else:
+                    rows.append((q, output_row(analysis, binding, item.node, self.values_only)))
+            queue.popleft()
+        return rows if self.tagged else [row for _, row in rows]
 
     def end(self, final: bool) -> list:
         """The stream ends (``final``) or stops here: what never closed is dropped (its
         document was cut short); the counts and aggregates, when ``final``."""
         self.queue.clear()
         self.held = []
-        if final and self.p.select == "count":
-            return [[self.count] * self.p.terms]
-        if final and self.aggregator is not None:
-            return self.aggregator.rows()
-        return []
+        rows: list = []
+        if final:
+            for q, selection in enumerate(self.p.selections):
+                if selection.select == "count":
+                    rows.append((q, [self.counts[q]] * selection.terms))
+                elif self.aggregators[q] is not None:
+                    rows += [(q, row) for row in self.aggregators[q].rows()]
+        return rows if self.tagged else [row for _, row in rows]
 
     def state(self) -> dict:
         """What the run has read, as plain data (DFA states as their NFA state sets: the
@@ -508,10 +617,10 @@ class PlainPathRun:
             "carry": [sets[state] for state in self.carry],
             "queue": list(self.queue),
             "writing": self.writing,
-            "count": self.count,
+            "counts": self.counts,
             "held": self.held,
             "held_at": self.held_at,
-            "groups": None if self.aggregator is None else self.aggregator.groups,
+            "groups": [None if a is None else a.groups for a in self.aggregators],
         }
 
     def restore(self, state: dict) -> PlainPathRun:
@@ -519,10 +628,11 @@ class PlainPathRun:
         self.carry = [intern(states) for states in state["carry"]]
         self.queue = deque(state["queue"])
         self.writing = state["writing"]
-        self.count = state["count"]
+        self.counts = state["counts"]
         self.held, self.held_at = state["held"], state["held_at"]
-        if self.aggregator is not None:
-            self.aggregator.groups = state["groups"]
+        for aggregator, groups in zip(self.aggregators, state["groups"], strict=True):
+            if aggregator is not None:
+                aggregator.groups = groups
         return self
 
     def closes_held(self, batch) -> bool:
@@ -554,9 +664,12 @@ class PlainPathRun:
         self.before = np.array(carry, dtype=np.int32)
         parents = _owner_at_depth(opens, depths, opens, open_depths - 1)
         labels = self.label_table(batch.symbols)[names[opens]]
-        if p.atoms:
-            self.masks = masks(p.atoms, batch, (kinds, depths, names), opens, parents)
-            symbols = p.symbols_of(labels, self.masks)
+        arrays = (kinds, depths, names)
+        if p.guards.inner:
+            self.inner = masks(p.guards.inner, batch, arrays, opens, parents)
+        if p.operands:
+            codes = element_codes(p.operands, batch, arrays, opens, parents, self.inner)
+            symbols = p.symbols_of(labels, codes)
         else:
             symbols = labels
         levels = []
@@ -573,34 +686,41 @@ class PlainPathRun:
             self.held_at = (batch.docs[cut], int(depths[cut]))
             batch = batch.slice(0, cut)
             kinds, depths, names = kinds[:cut], depths[:cut], names[:cut]
+            arrays = (kinds, depths, names)
             kept = int(np.searchsorted(opens, cut))
             opens, states = opens[:kept], states[:kept]
             levels = [here[here < kept] for here in levels]
         for d, here in enumerate(levels, start=1):
             if len(here):
                 carry[d] = int(states[here[-1]])
-        accepting = np.array(p.accepting, dtype=bool)
-        if p.select == "count":  # the selected elements that closed (as the automaton counts)
+        kinds_here = p.kinds
+        if "count" in kinds_here:  # the selected elements that closed (as the automaton counts)
             closes = np.flatnonzero(kinds == _CLOSE)
             closed = self.enclosing(opens, depths, states, closes, depths[closes])
-            self.count += int(accepting[closed].sum())
-        elif p.select in ("element", "rows"):
-            chosen = np.flatnonzero(accepting[states])
-            ready = {}
-            if p.fields is not None and len(chosen):
-                arrays = (kinds, depths, names)
-                ready = self.field_rows(batch, arrays, opens, parents[: len(opens)], chosen)
-            self.elements(batch, opens[chosen].tolist(), list(batch.document_runs()), ready)
-        elif p.select == "text":
+            closed = closed[p.accepting_array("count")[closed]]
+            if len(closed):
+                found, times = np.unique(closed, return_counts=True)
+                for state, n in zip(found.tolist(), times.tolist(), strict=True):
+                    for q in p.of_kind(state, "count"):
+                        self.counts[q] += n
+        if "element" in kinds_here or "rows" in kinds_here:
+            self.elements(batch, arrays, opens, parents[: len(opens)], states)
+        if "text" in kinds_here:
             found = np.flatnonzero(kinds == _TEXT)
             owners = self.enclosing(opens, depths, states, found, depths[found] - 1)
-            self.values(batch, found[accepting[owners]])
-        else:
-            name = batch.symbols.get(p.select[1])
-            found = np.flatnonzero((kinds == _ATTR) & (names == name)) if name is not None else []
+            chosen = p.accepting_array("text")[owners]
+            self.values(batch, found[chosen], owners[chosen], "text")
+        for kind in kinds_here:
+            if kind.__class__ is not tuple:
+                continue
+            number = batch.symbols.get(kind[1])
+            if number is None:
+                continue
+            found = np.flatnonzero((kinds == _ATTR) & (names == number))
             if len(found):  # an attribute follows its element's open, in the same batch
                 owners = _pick(states, _last_before(opens, found), p.dead)
-                self.values(batch, found[accepting[owners]])
+                keep = p.accepting_array(kind)[owners]
+                self.values(batch, found[keep], owners[keep], kind)
 
     def undecided(self, batch, kinds, depths, opens, parents, states, labels) -> int | None:
         """The event position of the outermost element still open when the batch ends
@@ -630,9 +750,10 @@ class PlainPathRun:
         open at that depth in this batch, or the one carried from an earlier batch."""
         return _pick(states, _owner_at_depth(opens, depths, events, want), self.before[want])
 
-    def field_rows(self, batch, arrays, opens, parents, chosen) -> dict:
+    def field_rows(self, batch, arrays, opens, parents, chosen, fields, raw: bool) -> dict:
         """The rows of the selected elements that close in the batch, by open position,
-        their terms read by ``atoms.reach`` (the others are built as nodes)."""
+        their terms (``fields``) read by ``atoms.reach`` (the others are built as nodes);
+        ``raw``: each term's values, for an aggregator."""
         kinds, depths, _ = arrays
         docs = np.frombuffer(batch.docs, dtype=np.int64)
         at = opens[chosen]
@@ -651,11 +772,11 @@ class PlainPathRun:
         columns = []
         wanted = np.zeros(len(opens), dtype=bool)
         wanted[done] = True
-        for field in self.p.fields:
+        for field in fields:
             if field.end is None:  # count($X): the element itself
                 columns.append(dict.fromkeys(done.tolist(), (True,)))
                 continue
-            found = reach(field, batch, arrays, opens, parents, True, self.masks)
+            found = reach(field, batch, arrays, opens, parents, True, self.inner)
             owners, keep, values, order = found
             keep &= wanted[np.maximum(owners, 0)]  # only the selected elements' values
             values = _kept(values, keep)
@@ -666,7 +787,6 @@ class PlainPathRun:
                 by_owner.setdefault(int(owners[at]), []).append(value if value is not None else "")
             columns.append(by_owner)
         rows = {}
-        raw = self.p.analysis.mode != "rows"  # for the aggregator: each term's values
         for j in done.tolist():
             row = []
             for by_owner in columns:
@@ -678,8 +798,45 @@ class PlainPathRun:
             rows[int(opens[j])] = row
         return rows
 
-    def elements(self, batch, selected: list, runs: list, ready: dict) -> None:
-        """Feed the open selected elements their events, start the new ones."""
+    def elements(self, batch, arrays, opens, parents, states) -> None:
+        """Feed the open selected elements their events, start the new ones: each selected
+        open's row for every query that selects it (an element's serialization or node
+        made once for all of them; rows of fields read from the events by return clause)."""
+        p = self.p
+        element = p.accepting_array("element")[states]
+        rows = p.accepting_array("rows")[states]
+        ready: dict = {}  # a fields key -> {open position: row}
+        keys = p.field_keys
+        selected = np.flatnonzero(element | rows)
+        distinct, inverse = np.unique(states[selected], return_inverse=True)
+        distinct = distinct.tolist()
+        if rows.any():
+            for q in sorted({q for s in distinct for q in p.of_kind(s, "rows")}):
+                key = keys[q]
+                if key is None or key in ready:
+                    continue
+                mine = np.array(
+                    [any(keys[r] == key for r in p.of_kind(s, "rows")) for s in distinct]
+                )
+                ready[key] = self.field_rows(
+                    batch,
+                    arrays,
+                    opens,
+                    parents,
+                    selected[mine[inverse]],
+                    p.selections[q].fields,
+                    key[1],
+                )
+        # per DFA state: (query, kind, its rows known from the events or None) to make
+        plans = [
+            [
+                (q, kind, None if keys[q] is None else ready[keys[q]])
+                for kind in ("element", "rows")
+                for q in p.of_kind(s, kind)
+            ]
+            for s in distinct
+        ]
+        runs = list(batch.document_runs())
         ends = {doc: (start, end) for doc, start, end in runs}
         size = len(batch.kinds)
         broken = set()
@@ -687,31 +844,47 @@ class PlainPathRun:
             start, end = ends.get(writer.doc, (0, 0))
             if start != 0 or (not writer.feed(batch, 0, end) and end < size):
                 broken.add(writer.doc)  # its document ended before the element closed
-        docs = batch.docs
-        rows = self.p.select == "rows"
-        for i in selected:
-            row = ready.get(i)
-            if row is not None:  # its row is known: read from the events
-                self.queue.append((docs[i], row))
-                continue
-            writer = _Capture(docs[i]) if rows else _Writer(docs[i], self.values_only)
-            self.queue.append(writer)
-            self.writing.append(writer)
-            end = ends[docs[i]][1]
-            if not writer.feed(batch, i, end) and end < size:
-                broken.add(writer.doc)
+        docs, queue, values_only = batch.docs, self.queue, self.values_only
+        for i, plan in zip(opens[selected].tolist(), inverse.reshape(-1).tolist(), strict=True):
+            doc = docs[i]
+            writer = capture = None  # what is made for this element, once
+            for q, kind, known in plans[plan]:
+                if known is not None:
+                    row = known.get(i)
+                    if row is not None:  # its row is known: read from the events
+                        queue.append((q, doc, row))
+                        continue
+                made = capture if kind == "rows" else writer
+                if made is None:
+                    made = _Capture(doc) if kind == "rows" else _Writer(doc, values_only)
+                    if kind == "rows":
+                        capture = made
+                    else:
+                        writer = made
+                    self.writing.append(made)
+                    end = ends[doc][1]
+                    if not made.feed(batch, i, end) and end < size:
+                        broken.add(doc)
+                queue.append((q, doc, made))
         self.writing = [w for w in self.writing if w.tags and w.doc not in broken]
         if broken:  # the automaton drops what a malformed document had not emitted
-            self.queue = deque(
-                item
-                for item in self.queue
-                if (item[0] if item.__class__ is tuple else item.doc) not in broken
-            )
+            self.queue = deque(item for item in queue if item[1] not in broken)
 
-    def values(self, batch, chosen: np.ndarray) -> None:
-        """Rows for the selected text or attribute events."""
-        values, docs = batch.values, batch.docs
-        self.queue.extend((docs[i], [values[i]]) for i in chosen.tolist())
+    def values(self, batch, chosen: np.ndarray, owners: np.ndarray, kind) -> None:
+        """Rows for the selected text or attribute events (``owners``: their elements'
+        DFA states), for each query of ``kind`` that selects them."""
+        if not len(chosen):
+            return
+        values, docs, queue = batch.values, batch.docs, self.queue
+        distinct, inverse = np.unique(owners, return_inverse=True)
+        plans = [self.p.of_kind(state, kind) for state in distinct.tolist()]
+        if len(plans[0]) == 1 and all(plan == plans[0] for plan in plans):  # one query
+            q = plans[0][0]
+            queue.extend((q, docs[i], [values[i]]) for i in chosen.tolist())
+            return
+        for i, plan in zip(chosen.tolist(), inverse.reshape(-1).tolist(), strict=True):
+            for q in plans[plan]:
+                queue.append((q, docs[i], [values[i]]))
 
 
 def _kept(values: list, keep: np.ndarray) -> list:

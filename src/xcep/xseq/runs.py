@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from xcep.errors import StateError
 
-VERSION = 2  # 2: flat-sequence runs hold matches for a policy and lists under //
+VERSION = 3  # 3: path runs hold the rows of several queries (2: flat-sequence policies)
 MAGIC = b"xcep-xseq-run"
 
 
