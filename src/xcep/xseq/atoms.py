@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -264,6 +265,14 @@ _ORDERED = {
 }
 
 
+class Test(NamedTuple):
+    """A predicate compiled: a Python expression over the mask ``m``, and whether an atom
+    of it reads the element's subtree (decided at its close)."""
+
+    text: str
+    subtree: bool
+
+
 class Guards:
     """The atoms of a query's step predicates, and each step's guard over their mask."""
 
@@ -276,13 +285,16 @@ class Guards:
         self._nesting = 0  # > 0 while a nested predicate compiles
 
     def guard(self, step: A.Step):
-        """A function of a mask: whether ``step``'s predicates all hold (None: no predicates)."""
+        """A function of a mask: whether ``step``'s predicates all hold (None: no predicates).
+        It is one Python expression over the mask's bits (a DFA transition of many queries
+        evaluates thousands of guards), made from the predicates' atoms and connectives."""
         if not step.preds:
             return None
         on = None if step.name == A.WILDCARD else step.name
         tests = [self._compile(pred, on) for pred in step.preds]
-        guard = tests[0] if len(tests) == 1 else _all(tests)
-        guard.subtree = any(t.subtree for t in tests)
+        text = " and ".join(f"({test.text})" for test in tests)
+        guard = eval(f"lambda m: bool({text})", {})  # bit numbers and connectives only
+        guard.subtree = any(test.subtree for test in tests)
         return guard
 
     def _compile(self, cond, on):
@@ -291,16 +303,13 @@ class Guards:
             raise NotFast(f"the predicate [{A.to_text(cond)}]")
         return compile_(self, cond, on)
 
-    def _connective(self, cond, on):
+    def _connective(self, cond, on) -> Test:
         if cond.__class__ is A.Not:
             inner = self._compile(cond.arg, on)
-            test = _not(inner)
-            test.subtree = inner.subtree
-            return test
+            return Test(f"not ({inner.text})", inner.subtree)
         left, right = self._compile(cond.left, on), self._compile(cond.right, on)
-        test = (_and if cond.__class__ is A.And else _or)(left, right)
-        test.subtree = left.subtree or right.subtree
-        return test
+        word = "and" if cond.__class__ is A.And else "or"
+        return Test(f"({left.text}) {word} ({right.text})", left.subtree or right.subtree)
 
     def _exists(self, cond: A.RelPath, on):
         return self._atom(on, cond.path, None, None, cond)
@@ -364,13 +373,7 @@ class Guards:
                     operand = self._operands[key[1][:3]] = Operand(atom)
                     self.operands.append(operand)
                 operand.add(atom, index)
-        bit = 1 << index
-
-        def test(mask: int) -> bool:
-            return bool(mask & bit)
-
-        test.subtree = atom.subtree
-        return test
+        return Test(f"m & {1 << index}", atom.subtree)
 
 
 _COMPILERS = {
@@ -380,22 +383,6 @@ _COMPILERS = {
     A.RelPath: Guards._exists,
     A.Compare: Guards._compare,
 }
-
-
-def _all(tests: list):
-    return lambda mask: all(test(mask) for test in tests)
-
-
-def _not(test):
-    return lambda mask: not test(mask)
-
-
-def _and(left, right):
-    return lambda mask: left(mask) and right(mask)
-
-
-def _or(left, right):
-    return lambda mask: left(mask) or right(mask)
 
 
 class PathStep:

@@ -278,6 +278,7 @@ class PlainPath:
         self.flushes = 0
         self.dead = self._intern(frozenset())
         self._subtree: dict = {}  # (state, label) -> whether the move reads a subtree atom
+        self._candidates: dict = {}  # (state, label) -> its moves (``candidates``)
 
     def _intern(self, states: frozenset) -> int:
         found = self.ids.get(states)
@@ -390,15 +391,12 @@ class PlainPath:
             made = np.empty(len(new), dtype=np.int32)
             for j, key in enumerate(new.tolist()):
                 label, mask = self.symbols[key & 0xFFFFFFFF]
-                name = self.labels[label]
-                after = set()
-                for s in self.sets[key >> 32]:
-                    for want, guard, t in self.nfa.moves[s]:
-                        if (want is ANY or want == name) and (guard is None or guard(mask)):
-                            after.add(t)
-                made[j] = self._intern(self.nfa.closure(after))
+                free, guarded = self.candidates(key >> 32, label)
+                after = {t for guard, t in guarded if guard(mask)}
+                made[j] = self._intern(self.nfa.closure(after | free if after else free))
             if len(table) + len(new) > TABLE_BUDGET:  # start over: entries are filled again
                 table, targets = table[:0], targets[:0]
+                self._candidates.clear()
                 self.flushes += 1
             table = np.concatenate([table, new])
             targets = np.concatenate([targets, made])
@@ -406,6 +404,24 @@ class PlainPath:
             self.table, self.targets = table[order], targets[order]
             found[missing] = made[np.searchsorted(new, keys[missing])]
         return found.astype(np.int32)
+
+    def candidates(self, state: int, label: int) -> tuple:
+        """The moves of ``state``'s NFA states on an element of ``label``: the states they
+        go to whatever the element's codes, and the (guard, state) of the guarded ones."""
+        key = (state, label)
+        found = self._candidates.get(key)
+        if found is None:
+            name = self.labels[label]
+            free, guarded = set(), []
+            for s in self.sets[state]:
+                for want, guard, t in self.nfa.moves[s]:
+                    if want is ANY or want == name:
+                        if guard is None:
+                            free.add(t)
+                        else:
+                            guarded.append((guard, t))
+            found = self._candidates[key] = (frozenset(free), tuple(guarded))
+        return found
 
     def run(self, batches, values_only: bool = False, final: bool = True) -> Iterator[list]:
         return PlainPathRun(self, values_only).run(batches, final)
