@@ -42,6 +42,7 @@ BENCHMARKS = {
     "xpush-kernels": xpush.run_kernels,
     "xpush-families": xpush_families.run,
     "xseq": xseq.run,
+    "xseq-cep": xseq.run_cep,
     "xseq-opt": xseq_opt.run,
     "xseq-automaton": xseq_automaton.run,
     "xseq-multi": xseq_multi.run,

@@ -239,7 +239,7 @@ def test_both_ways_to_the_owner_at_a_depth_agree(monkeypatch, depths, probes) ->
     (large ones) give the same owners, at any depth, for events of the batch or not."""
     import numpy as np
 
-    from xcep.xseq import paths
+    from xcep.xseq import pathrun
 
     level, kinds, at = 0, [], []
     for opening in depths:  # a well-nested run of opens and closes
@@ -255,9 +255,9 @@ def test_both_ways_to_the_owner_at_a_depth_agree(monkeypatch, depths, probes) ->
     answers = []
     for threshold in (0, 10**9):  # the search per depth, then the sorted one
         with monkeypatch.context() as patch:
-            patch.setattr(paths, "SORTED_OPENS", threshold)
-            answers.append(paths._owner_at_depth(opens, depth_of, found, want).tolist())
-            parents = paths._owner_at_depth(opens, depth_of, opens, depth_of[opens] - 1)
+            patch.setattr(pathrun, "SORTED_OPENS", threshold)
+            answers.append(pathrun._owner_at_depth(opens, depth_of, found, want).tolist())
+            parents = pathrun._owner_at_depth(opens, depth_of, opens, depth_of[opens] - 1)
             answers.append(parents.tolist())
     assert answers[0] == answers[2] and answers[1] == answers[3]
 

@@ -84,7 +84,8 @@ class XSeqPlan(Plan):
         """A run of the path runtime for ``queries`` ((id, text) in order): this plan's
         when they are its own, else compiled (a restored run's, saved by another plan)."""
         from xcep.xseq import compile_query
-        from xcep.xseq.paths import PlainPath, PlainPathRun
+        from xcep.xseq.pathrun import PlainPathRun
+        from xcep.xseq.paths import PlainPath
 
         paths = self.paths
         if [qid for qid, _ in queries] != self.path_ids or any(

@@ -20,7 +20,8 @@ from xcep.xseq.matches import (
 )
 from xcep.xseq.optimize import optimize
 from xcep.xseq.parser import parse_query
-from xcep.xseq.paths import PlainPath, PlainPathRun
+from xcep.xseq.pathrun import PlainPathRun
+from xcep.xseq.paths import PlainPath
 from xcep.xseq.program import Program, template_key
 from xcep.xseq.routing import Driver, Group, Stream, drive, partition_key
 from xcep.xseq.runs import XSeqRun
@@ -188,7 +189,7 @@ class XSeqEngine:
         if isinstance(self.fast_path, SequencePattern):
             return self.fast_path.run(batches, self.values_only, final, self.selection)
         if isinstance(self.fast_path, PlainPath):
-            return self.fast_path.run(batches, self.values_only, final)
+            return PlainPathRun(self.fast_path, self.values_only).run(batches, final)
         return drive(batches, AutomatonRun(self).driver, final)
 
 
