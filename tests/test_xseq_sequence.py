@@ -87,6 +87,14 @@ def sequence_queries(draw) -> str:
             ]
             options += [f"first(${v})@p < ${z}@p" for z in plain]
             options += [f"last(${v})@p + 1 > ${z}@p" for z in plain]
+            options += [  # arithmetic on one value a side (computed inline), strings too
+                f"${v}@p - prev(${v})@p < 2",
+                f"last(${v})@p - first(${v})@p > 1",
+                f"${v}@p * 2 != prev(${v})@p",
+                f"${v}@q + 1 > 0",
+                f"${v}@p - 1 < 'a'",
+            ]
+            options += [f"${v}@p div (${z}@p - 1) >= 1" for z in plain]
             options += [f"tag(${v}) = 't'", f"not(${v}@q = 'b')", f"${v}@p > 2"]
             options += [f"${v}/v/text() > prev(${v})/v/text()", f"${v}/v/text() = 3"]
             options += [f"last(${v})/v/text() >= ${z}/v/text()" for z in plain]

@@ -48,6 +48,7 @@ query to that function; splitting them would pass its internals between modules.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -71,6 +72,32 @@ _MISSING = object()
 def _pair(value) -> tuple:
     """A value as (string, number or None): how comparisons see it (xcep.xseq.values)."""
     return (as_string(value), to_number(value))
+
+
+def _string(pair: tuple) -> str:
+    """A value's string, for a comparison of strings (an arithmetic result has none made:
+    ``_arithmetic``)."""
+    return pair[0] if pair[0] is not None else as_string(pair[1])
+
+
+def _arithmetic(op: str):
+    """``values.arith`` on two single values (pairs, or None: no value) -> a pair or None. A
+    finite result's string is made only if a comparison of strings asks (``_string``)."""
+    combine = _OPERATORS[op]
+
+    def calculate(a, b):
+        if a is None or b is None:
+            return None
+        x, y = a[1], b[1]
+        if x is None or y is None or (op == "div" and not y):
+            return None
+        found = combine(x, y)
+        return (None, found) if found - found == 0 else (as_string(found), None)
+
+    return calculate
+
+
+_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "div": operator.truediv}
 
 
 def _compare(op, left: list, right: list) -> bool:
@@ -987,7 +1014,7 @@ class _StepSource:
     def __init__(self, pattern: SequencePattern, count_in_place: bool = True) -> None:
         self.p = pattern
         self.count_in_place = count_in_place and pattern.count_only and not pattern.varless
-        self.namespace: dict = {"_identity": _identity}
+        self.namespace: dict = {"_identity": _identity, "_string": _string}
         self.lines: list[str] = []
         self.fresh = 0
         self.reads_match = False  # whether the condition just made reads the partial match
@@ -1181,6 +1208,14 @@ class _StepSource:
         p = self.p
         if isinstance(expr, A.Const):
             return self.constant(_pair(expr.value))
+        if isinstance(expr, A.Arith):  # on one value a side: computed inline
+            left = self.single(expr.left, iteration, regs)
+            right = self.single(expr.right, iteration, regs)
+            if left is None or right is None:
+                return None
+            if "None" in (left, right):
+                return "None"
+            return f"{self.constant(_arithmetic(expr.op))}({left}, {right})"
         if not isinstance(expr, A.VarRef | A.RelPath) or expr.path is None:
             return None
         at = p._field(expr.path)
@@ -1225,7 +1260,7 @@ class _StepSource:
                 return (
                     f"(({a} := {left}) is not None and ({b} := {right}) is not None and "
                     f"({a}[1] {op} {b}[1] if {a}[1] is not None and {b}[1] is not None "
-                    f"else {a}[0] {op} {b}[0]))"
+                    f"else _string({a}) {op} _string({b})))"
                 )
         if isinstance(cond, A.And | A.Or):
             left = self.condition(cond.left, iteration, regs)
