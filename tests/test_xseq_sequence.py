@@ -93,6 +93,8 @@ def sequence_queries(draw) -> str:
                 f"${v}@p * 2 != prev(${v})@p",
                 f"${v}@q + 1 > 0",
                 f"${v}@p - 1 < 'a'",
+                f"last(${v})/v/text() - first(${v})/v/text() > 0",  # a child's first text
+                f"${v}/v/text() + 1 > prev(${v})@p",
             ]
             options += [f"${v}@p div (${z}@p - 1) >= 1" for z in plain]
             options += [f"tag(${v}) = 't'", f"not(${v}@q = 'b')", f"${v}@p > 2"]

@@ -48,6 +48,7 @@ query to that function; splitting them would pass its internals between modules.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections import deque
@@ -101,14 +102,25 @@ _OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "div": op
 
 
 def _compare(op, left: list, right: list) -> bool:
+    """The general comparison of two operands' values (pairs): any pair that holds."""
     for a in left:
         for b in right:
             if a[1] is not None and b[1] is not None:
                 if op(a[1], b[1]):
                     return True
-            elif op(a[0], b[0]):
+            elif op(_string(a), _string(b)):
                 return True
     return False
+
+
+def _first(values):
+    """An operand's first value (arithmetic reads no other), or None."""
+    return values[0] if values else None
+
+
+def _one(value) -> tuple:
+    """A single value (a pair, or None) as an operand's values."""
+    return () if value is None else (value,)
 
 
 class _Item:
@@ -1014,7 +1026,12 @@ class _StepSource:
     def __init__(self, pattern: SequencePattern, count_in_place: bool = True) -> None:
         self.p = pattern
         self.count_in_place = count_in_place and pattern.count_only and not pattern.varless
-        self.namespace: dict = {"_identity": _identity, "_string": _string}
+        self.namespace: dict = {
+            "_identity": _identity,
+            "_string": _string,
+            "_first": _first,
+            "_one": _one,
+        }
         self.lines: list[str] = []
         self.fresh = 0
         self.reads_match = False  # whether the condition just made reads the partial match
@@ -1205,41 +1222,47 @@ class _StepSource:
 
     def single(self, expr, iteration: bool, regs: str) -> str | None:
         """Source for an operand with at most one value (a pair, or None), else None."""
+        found = self.operand(expr, iteration, regs)
+        return None if found is None or found[1] else found[0]
+
+    def operand(self, expr, iteration: bool, regs: str) -> tuple | None:
+        """Source for an operand's values, and whether it has many: a pair or None (an
+        attribute, a constant, arithmetic), or a sequence of pairs (a child's texts, how
+        JSON's members arrive); None when the closures must read it."""
         p = self.p
         if isinstance(expr, A.Const):
-            return self.constant(_pair(expr.value))
-        if isinstance(expr, A.Arith):  # on one value a side: computed inline
-            left = self.single(expr.left, iteration, regs)
-            right = self.single(expr.right, iteration, regs)
-            if left is None or right is None:
+            return self.constant(_pair(expr.value)), False
+        if isinstance(expr, A.Arith):  # on the first value of each side: computed inline
+            sides = [self.operand(side, iteration, regs) for side in (expr.left, expr.right)]
+            if None in sides:
                 return None
-            if "None" in (left, right):
-                return "None"
-            return f"{self.constant(_arithmetic(expr.op))}({left}, {right})"
+            if any(source in ("None", "()") for source, _ in sides):
+                return "None", False
+            left, right = (f"_first({src})" if many else src for src, many in sides)
+            return f"{self.constant(_arithmetic(expr.op))}({left}, {right})", False
         if not isinstance(expr, A.VarRef | A.RelPath) or expr.path is None:
             return None
         at = p._field(expr.path)
-        if not p._is_attribute(at):
-            return None  # a child's text(): any number of values
+        many = not p._is_attribute(at)  # a child's text(): any number of values
         if isinstance(expr, A.RelPath):
-            return f"e[3][{at}]"
+            return f"e[3][{at}]", many
         slot = p.analysis.index[expr.var]
         if expr.func == "prev":
-            return f"p[3][{at}]"
+            return f"p[3][{at}]", many
         if expr.func is None and iteration and slot in p.kleene_slots:
-            return f"e[3][{at}]"
+            return f"e[3][{at}]", many
         if slot in p.kleene_slots and expr.func not in ("first", "last"):
             return None  # all of a Kleene-* variable's nodes
         self.reads_match = True
         node = f"{regs}[{slot}]"
         if slot in p.kleene_slots:
             node += "[0]" if expr.func == "first" else "[1]"
-        known = self.state[slot]
+        known, empty = self.state[slot], "()" if many else "None"
         if known == "no":
-            return "None"
+            return empty, many
         if known == "yes":
-            return f"{node}[3][{at}]"
-        return f"(None if {regs}[{slot}] is None else {node}[3][{at}])"
+            return f"{node}[3][{at}]", many
+        return f"({empty} if {regs}[{slot}] is None else {node}[3][{at}])", many
 
     def fresh_condition(self, cond, iteration: bool, regs: str) -> str:
         """``condition``, noting in ``reads_match`` whether it reads the partial match."""
@@ -1249,10 +1272,14 @@ class _StepSource:
     def condition(self, cond, iteration: bool, regs: str) -> str:
         """Source for a condition's effective boolean value ("True"/"False" when known)."""
         if isinstance(cond, A.Compare):
-            left = self.single(cond.left, iteration, regs)
-            right = self.single(cond.right, iteration, regs)
-            if "None" in (left, right):
+            sides = [self.operand(side, iteration, regs) for side in (cond.left, cond.right)]
+            if any(side is not None and side[0] in ("None", "()") for side in sides):
                 return "False"  # an empty operand: every comparison is false
+            if None not in sides and (sides[0][1] or sides[1][1]):  # many values: any pair
+                left, right = (src if many else f"_one({src})" for src, many in sides)
+                test = self.constant(functools.partial(_compare, COMPARISONS[cond.op]))
+                return f"{test}({left}, {right})"
+            left, right = (None if side is None else side[0] for side in sides)
             if left is not None and right is not None:
                 a, b = f"a{self.fresh}", f"b{self.fresh}"
                 self.fresh += 1
