@@ -403,7 +403,7 @@ def _query_plan(path: str, strict: bool, options: dict, stderr: TextIO):
     """The plan of the ``ID QUERY`` lines of ``path`` and the number of invalid ones,
     reported on stderr (None: stop, the file is unreadable or ``strict`` and one is
     invalid, or none is valid)."""
-    from xcep.xpush.workload import read_filters_file
+    from xcep.idlines import read_filters_file
 
     errors: list = []
     try:

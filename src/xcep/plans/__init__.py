@@ -106,6 +106,6 @@ def standing_plans(kind: str, queries: dict, per_document: bool) -> list[Plan]:
 
 def read_query_file(path: str) -> dict:
     """``ID<TAB>QUERY`` per line (as the batch commands read them): id → text."""
-    from xcep.xpush.workload import read_filters_file
+    from xcep.idlines import read_filters_file
 
     return {str(line.fid): line.text for line in read_filters_file(path, what="query")}

@@ -7,9 +7,10 @@ alternating automata (``afa``) with a shared atomic-predicate index
 nested-word events of ``xcep.events``. See docs/xpush.md.
 """
 
+from xcep.idlines import FilterError
 from xcep.xpush.machine import MachineOptions, MachineStats, XPushMachine
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
-from xcep.xpush.workload import FilterError, Workload
+from xcep.xpush.workload import Workload
 
 __all__ = [
     "FilterError",

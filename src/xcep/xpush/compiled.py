@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, chain
 
+from xcep.idlines import id_key
 from xcep.xpush.afa import AFA, AND, NOT, TRUE
 from xcep.xpush.predicates import Predicate, PredicateIndex
-from xcep.xpush.workload import Workload, id_key
+from xcep.xpush.workload import Workload
 
 id_json = json.JSONEncoder(ensure_ascii=False).encode  # a filter id as JSON text
 

@@ -50,6 +50,7 @@ import numpy as np
 from xcep.collector import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.events.stepping import Feed
+from xcep.idlines import FilterError, id_key
 from xcep.xpush.afa import AND, OR
 from xcep.xpush.compiled import (
     MachineOptions,
@@ -58,7 +59,7 @@ from xcep.xpush.compiled import (
     id_json,
 )
 from xcep.xpush.predicates import PredicateIndex
-from xcep.xpush.workload import FilterError, Workload, id_key
+from xcep.xpush.workload import Workload
 
 _NO_RANKS = np.zeros(0, np.int32)
 

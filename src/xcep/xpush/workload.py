@@ -8,43 +8,16 @@ a decimal integer is an integer (ids sort numerically), otherwise a string.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 
 from xcep.collector import collector_paused
-from xcep.errors import EXIT_INPUT, QueryError, located, text_lines
+from xcep.idlines import FilterError, iter_filters_file
 from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
-
-
-class FilterError(QueryError):
-    """A filter that cannot be used: names the filter id, the line and the column."""
-
-    code = "XCEP0009"
-    exit_code = EXIT_INPUT  # a bad line of a file of filters, as bad documents (docs/cli.md)
-    language = "filter"
-
-    def __init__(self, message: str, fid=None, line: int | None = None, column: int | None = None):
-        super().__init__(message, line=line, column=column, query_id=fid)
-        self.fid = fid
-
-    def __str__(self) -> str:
-        return located(
-            self.message, ("line", self.line), ("filter", self.fid), ("column", self.column)
-        )
-
-
-def id_key(fid) -> tuple:
-    """Ascending order of ids: integers numerically, then strings."""
-    return (0, fid, "") if isinstance(fid, int) else (1, 0, str(fid))
-
-
-def parse_id(text: str):
-    return int(text) if re.fullmatch(r"-?\d+", text) else text
-
 
 COMPILE_EVERY = 50_000  # filters added before they are compiled into the AFA (and dropped)
 SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is cleared
@@ -252,46 +225,6 @@ _PUT = {
     Compare: lambda n, v, m: Compare(_put(n.path, v, m), n.op, v[n.value]),
     Const: lambda n, v, m: n,
 }
-
-
-@dataclass(slots=True)
-class FilterLine:
-    line: int
-    fid: object
-    text: str
-
-
-def read_filters_file(
-    path, errors: list[FilterError] | None = None, what: str = "filter"
-) -> list[FilterLine]:
-    """The ``ID TEXT`` lines of a filters (or queries) file: malformed lines go to
-    ``errors``, or raise when it is None."""
-    return list(iter_filters_file(path, errors, what))
-
-
-def iter_filters_file(
-    path, errors: list[FilterError] | None = None, what: str = "filter"
-) -> Iterator[FilterLine]:
-    """``read_filters_file``, one line at a time (a million filters need not be held as
-    lines besides the workload)."""
-    for number, raw, bad in text_lines(path):
-        if bad is not None:
-            error = FilterError(bad[1], None, number, bad[0])
-            if errors is None:
-                raise error
-            errors.append(error)
-            continue
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)
-        if len(parts) < 2:
-            error = FilterError(f"expected an id and a {what}", parse_id(parts[0]), number)
-            if errors is None:
-                raise error
-            errors.append(error)
-            continue
-        yield FilterLine(number, parse_id(parts[0]), parts[1])
 
 
 class Workload:
