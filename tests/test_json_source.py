@@ -209,6 +209,41 @@ def test_documents_of_one_structure_give_the_events_each_gives_alone(picks, valu
     assert together == alone
 
 
+@given(
+    st.lists(st.sampled_from(range(4)), min_size=0, max_size=70),
+    st.lists(_json_values, min_size=4, max_size=4),
+    st.randoms(),
+    st.sampled_from(["member", "top", "nested", "flat"]),
+)
+def test_a_long_array_of_records_gives_the_events_of_its_items_each_alone(
+    picks, values, rnd, where
+):
+    """The items of a long array repeat structures (the reader then copies a structure's
+    events and puts the texts in, ``_Items``): the events are those of reading every item
+    on its own, in a member's array, a top-level one, arrays inside the records, and flat
+    records of strings and numbers."""
+    from xcep.events import json_source
+
+    if where == "flat":
+        values = [{"c": "A", "p": 1.5}, {"c": "", "p": "7"}, {"p": 2, "c": "B"}, {"c": "x"}]
+    items = [_retexted(values[i], rnd) for i in picks]
+    document = {
+        "member": {"head": 1, "rows": items, "tail": [1, 2]},
+        "top": items,
+        "nested": {"rows": [{"k": items, "n": i} for i in range(17)]},
+        "flat": {"rows": items},
+    }[where]
+    text = json.dumps(document)
+    cached = parse(text, format="json")
+    long = json_source._Items.LONG
+    json_source._Items.LONG = 10**9  # every item on its own
+    try:
+        alone = parse(text, format="json")
+    finally:
+        json_source._Items.LONG = long
+    assert cached == alone
+
+
 def test_a_long_line_read_in_many_chunks_is_one_record():
     """A JSON Lines record much longer than a read (the line is joined once, not
     chunk by chunk: a 100 MB string took minutes; issue 28)."""

@@ -115,6 +115,9 @@ def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
             depths(builder.depths[item])
             nodes(builder.nodes[item])
             continue
+        if type(item) is _Items:  # the items of a long array, at once
+            node = item.emit(ctx, doc, node)
+            continue
         name, value, depth = item
         if depth > max_depth:
             raise _TooDeep(f"nesting deeper than the limit of {max_depth} elements")
@@ -130,13 +133,18 @@ def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
         if kind is _Object:
             children = []
             for key, member in value:
-                if type(member) is list:
-                    children.extend((key, element, depth + 1) for element in member)
-                else:
+                if type(member) is not list:
                     children.append((key, member, depth + 1))
+                elif len(member) >= _Items.LONG:  # a long array: its items at once
+                    children.append(_Items(key, member, depth + 1))
+                else:
+                    children.extend((key, element, depth + 1) for element in member)
             todo.extend(reversed(children))
         elif kind is list:
-            todo.extend((_ITEM, element, depth + 1) for element in reversed(value))
+            if len(value) >= _Items.LONG:
+                todo.append(_Items(_ITEM, value, depth + 1))
+            else:
+                todo.extend((_ITEM, element, depth + 1) for element in reversed(value))
         else:
             if kind is bool:
                 text = "true" if value else "false"
@@ -152,6 +160,101 @@ def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
             nodes(node)
             node += 1
     return node
+
+
+_TEXTS = {str}  # the member values of a flat record (numbers are kept as their spelling)
+
+
+class _Items:
+    """The items of a long array, each an element ``name`` at ``depth``: items of a
+    structure met before (``_signature``) copy its events and put their texts in (a JSON
+    file holding one array of records reads like JSON Lines); the others are emitted on
+    their own. After ``TRIAL`` items that mostly miss, the rest are emitted on their own."""
+
+    __slots__ = ("depth", "items", "name")
+
+    LONG = 16  # items from which an array is read this way
+    TRIAL = 64
+    SHAPES = 256  # structures kept per array
+
+    def __init__(self, name: str, items: list, depth: int) -> None:
+        self.name, self.items, self.depth = name, items, depth
+
+    def emit(self, ctx: StreamContext, doc: int, node: int) -> int:
+        builder = ctx.builder
+        name, depth = self.name, self.depth
+        shapes: dict | None = {}
+        hits = misses = 0
+        for item in self.items:
+            if shapes is None:
+                node = emit_values(ctx, doc, [(name, item, depth)], node)
+                continue
+            values = [value for _, value in item] if type(item) is _Object else None
+            if values is not None and set(map(type, values)) <= _TEXTS:  # a flat record
+                key = (tuple([member for member, _ in item]), tuple(map(bool, values)))
+                texts = list(filter(None, values))
+            else:
+                tokens: list = []
+                texts = []
+                try:
+                    _signature(item, tokens, texts)
+                except RecursionError:  # deeper than a record: on its own
+                    node = emit_values(ctx, doc, [(name, item, depth)], node)
+                    continue
+                key = tuple(tokens)
+            shape = shapes.get(key)
+            if shape is None:
+                misses += 1
+                start = len(builder.kinds)
+                after = emit_values(ctx, doc, [(name, item, depth)], node)
+                if len(shapes) < self.SHAPES:
+                    shapes[key] = _ItemShape(builder, start, depth, node, after)
+                node = after
+                if hits + misses >= self.TRIAL and hits < misses:
+                    shapes = None  # structures do not repeat here
+                continue
+            hits += 1
+            node = shape.copy(builder, doc, node, texts)
+        return node
+
+
+def _holds_long_array(value) -> bool:
+    """Whether a document is (or has as a member) a long array: a document of its own
+    kind, not a record's (its structure is not worth a signature; its items' are)."""
+    if type(value) is list:
+        return len(value) >= _Items.LONG
+    return type(value) is _Object and any(
+        type(member) is list and len(member) >= _Items.LONG for _, member in value
+    )
+
+
+class _ItemShape:
+    """The events of one array item's structure, but for its texts, its depths and node
+    numbers relative to the item's (``_Items``)."""
+
+    __slots__ = ("depths", "kinds", "names", "nodes", "size", "texts_at", "values")
+
+    def __init__(self, builder, start: int, depth: int, node: int, after: int) -> None:
+        self.kinds = builder.kinds[start:]
+        self.names = builder.names[start:]
+        self.depths = builder.depths[start:]  # at the item's depth (the only one it has)
+        self.nodes = [n - node for n in builder.nodes[start:]]
+        self.size = after - node  # the nodes it numbers
+        self.texts_at = [i for i, kind in enumerate(self.kinds) if kind == TEXT]
+        self.values = [None] * len(self.kinds)
+
+    def copy(self, builder, doc: int, node: int, texts: list[str]) -> int:
+        n = len(self.kinds)
+        builder.docs.extend(repeat(doc, n))
+        builder.kinds.extend(self.kinds)
+        builder.names.extend(self.names)
+        builder.depths.extend(self.depths)
+        builder.nodes.extend([node + n for n in self.nodes])
+        values = self.values.copy()
+        for at, text in zip(self.texts_at, texts, strict=True):
+            values[at] = text
+        builder.values.extend(values)
+        return node + self.size
 
 
 def _signature(value, tokens: list, texts: list[str]) -> None:
@@ -219,7 +322,7 @@ class JsonReader:
 
     def _emit(self, doc: int, value) -> None:
         shapes = self.shapes
-        if shapes is None:
+        if shapes is None or _holds_long_array(value):  # (its items are cached: _Items)
             _emit(self.ctx, doc, value)
             return
         tokens: list = []
