@@ -322,7 +322,7 @@ class JsonReader:
 
     def _emit(self, doc: int, value) -> None:
         shapes = self.shapes
-        if shapes is None or _holds_long_array(value):  # (its items are cached: _Items)
+        if shapes is None or (not self.lines and _holds_long_array(value)):  # (_Items)
             _emit(self.ctx, doc, value)
             return
         tokens: list = []
