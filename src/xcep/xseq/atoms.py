@@ -432,11 +432,10 @@ def element_codes(operands: list, batch, arrays, opens, parents, inner) -> list[
             continue
         if len(owners) < len(keep):
             values = [v for v, kept in zip(values, keep.tolist(), strict=True) if kept]
-        known = list(map(operand.memo.get, values))  # most values were met before
-        if None in known:
-            code = operand.code
-            known = [c if c is not None else code(v) for c, v in zip(known, values, strict=True)]
-        found = np.array(known, dtype=np.int64)
+        try:  # most values were met before
+            found = np.fromiter(map(operand.memo.get, values), np.int64, len(values))
+        except TypeError:  # (a new one: None)
+            found = np.fromiter(map(operand.code, values), np.int64, len(values))
         column[owners] = found
         if (owners[1:] > owners[:-1]).all():  # one value each (an attribute's, say)
             columns.append(column)

@@ -170,6 +170,8 @@ class PlainPathRun:
             for s in path.selections
         ]
         self.inner = np.zeros(0, dtype=np.int64)  # the batch's opens' nested predicate masks
+        self.objects = 0  # the queue's entries that are writers or captures (not rows)
+        self.aggregating = any(a is not None for a in self.aggregators)
 
     def run(self, batches: Iterable, final: bool) -> Iterator[list]:
         for batch in batches:
@@ -186,6 +188,10 @@ class PlainPathRun:
             self.held = []
         self.batch(batch)
         queue, selections, aggregators = self.queue, self.p.selections, self.aggregators
+        if not self.objects and not self.aggregating:  # rows only: all of them out at once
+            rows = [(e[0], e[2]) for e in queue] if self.tagged else [e[2] for e in queue]
+            queue.clear()
+            return rows
         rows: list = []
         while queue:
             q, _, item = queue[0]
@@ -198,8 +204,10 @@ class PlainPathRun:
             elif item.tags:  # a selected element still open: the rows after it wait
                 break
             elif item.__class__ is _Writer:
+                self.objects -= 1
                 rows.append((q, item.row()))
             else:
+                self.objects -= 1
                 analysis = selections[q].analysis
                 binding = item.binding(analysis)
                 if aggregator is not None:
@@ -213,6 +221,7 @@ class PlainPathRun:
         """The stream ends (``final``) or stops here: what never closed is dropped (its
         document was cut short); the counts and aggregates, when ``final``."""
         self.queue.clear()
+        self.objects = 0
         self.held = []
         rows: list = []
         if final:
@@ -241,6 +250,7 @@ class PlainPathRun:
         intern = self.p._intern
         self.carry = [intern(states) for states in state["carry"]]
         self.queue = deque(state["queue"])
+        self.objects = sum(1 for entry in self.queue if entry[2].__class__ is not list)
         self.writing = state["writing"]
         self.counts = state["counts"]
         self.held, self.held_at = state["held"], state["held_at"]
@@ -422,8 +432,12 @@ class PlainPathRun:
         ready: dict = {}  # a fields key -> {open position: row}
         keys = p.field_keys
         selected = np.flatnonzero(element | rows)
-        distinct, inverse = np.unique(states[selected], return_inverse=True)
-        distinct = distinct.tolist()
+        if len(p.of_select.get("element", ())) + len(p.of_select.get("rows", ())) == 1:
+            distinct = [int(states[selected[0]])] if len(selected) else []  # one query: one
+            inverse = np.zeros(len(selected), dtype=np.int64)  # plan for all of them
+        else:
+            distinct, inverse = np.unique(states[selected], return_inverse=True)
+            distinct = distinct.tolist()
         if rows.any():
             for q in sorted({q for s in distinct for q in p.of_kind(s, "rows")}):
                 key = keys[q]
@@ -480,9 +494,11 @@ class PlainPathRun:
                     if not made.feed(batch, i, end) and end < size:
                         broken.add(doc)
                 queue.append((q, doc, made))
+                self.objects += 1
         self.writing = [w for w in self.writing if w.tags and w.doc not in broken]
         if broken:  # the automaton drops what a malformed document had not emitted
             self.queue = deque(item for item in queue if item[1] not in broken)
+            self.objects = sum(1 for entry in self.queue if entry[2].__class__ is not list)
 
     def values(self, batch, chosen: np.ndarray, owners: np.ndarray, kind) -> None:
         """Rows for the selected text or attribute events (``owners``: their elements'
@@ -490,6 +506,10 @@ class PlainPathRun:
         if not len(chosen):
             return
         values, docs, queue = batch.values, batch.docs, self.queue
+        only = self.p.of_select[kind]
+        if len(only) == 1:  # one query selects these: every one is its row
+            queue.extend((only[0], docs[i], [values[i]]) for i in chosen.tolist())
+            return
         distinct, inverse = np.unique(owners, return_inverse=True)
         plans = [self.p.of_kind(state, kind) for state in distinct.tolist()]
         if len(plans[0]) == 1 and all(plan == plans[0] for plan in plans):  # one query

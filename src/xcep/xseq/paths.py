@@ -242,7 +242,10 @@ class PlainPath:
         self.symbols = [(label, 0) for label in range(len(self.labels))]
         self.symbol_ids = {(label, ()): label for label in range(len(self.labels))}
         self.finals = {selection.final: i for i, selection in enumerate(self.selections)}
-        self.kinds = {selection.select for selection in self.selections}
+        self.of_select: dict = {}  # a select kind -> the selections of that kind
+        for i, selection in enumerate(self.selections):
+            self.of_select.setdefault(selection.select, []).append(i)
+        self.kinds = set(self.of_select)
         # per selection, what its rows of fields depend on (None: not rows of fields)
         self.field_keys = [
             s.fields_key() if s.fields is not None else None for s in self.selections
