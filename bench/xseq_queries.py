@@ -10,7 +10,10 @@ with knobs, constants drawn from the data:
 - *child value*: ``//transaction[@company = 'C']/note[text() = 'N']/text()`` —
   a predicate on the subtree, decided when the note closes (``N`` a note of the
   stream, ``C`` its transaction's company half the time: one row or none);
-- *mixed*: the two, alternating.
+- *mixed*: the two, alternating;
+- *xmark*: subscriptions on XMark f0.1 (11.7 MB), four shapes in turn — a person
+  by id, items by location and quantity, open auctions above an initial price, a
+  category by id — with `//` steps, child values and attributes.
 
 Knobs: the number of queries (10, 100, 1,000) and the thresholds' selectivity
 (*broad*: ``P`` one of the stream's prices, so a transaction matches about a
@@ -24,15 +27,17 @@ xcep's peak RSS.
 
 from __future__ import annotations
 
+import gzip
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.harness import write_results
-from bench.xseq_paths import COMPANIES, isolated, stock_stream
+from bench.xseq_paths import COMPANIES, DATA, isolated, stock_stream
 
 COUNTS = [10, 100, 1_000]
 FAMILIES = ["attribute", "child value", "mixed"]
@@ -80,6 +85,24 @@ def queries(family: str, count: int, selectivity: str, source: Path, seed: int =
     return [shapes[i % len(shapes)]() for i in range(count)]
 
 
+def xmark_queries(count: int, source: Path, seed: int = 1) -> list[str]:
+    """``count`` subscriptions on XMark, four shapes in turn, constants from the document:
+    a person by id (its name), items by location and quantity, open auctions above an
+    initial price, a category by id (``/site/…``: a plain child path)."""
+    rnd = random.Random(seed)
+    text = source.read_text()
+    people = re.findall(r'<person id="(person\d+)"', text)
+    places = sorted({p for p in re.findall(r"<location>([^<]*)</location>", text) if "'" not in p})
+    categories = re.findall(r'<category id="(category\d+)"', text)
+    shapes = [
+        lambda: f"//person[@id = '{rnd.choice(people)}']/name/text()",
+        lambda: f"//item[location = '{rnd.choice(places)}' and quantity > {rnd.randint(1, 3)}]/@id",
+        lambda: f"//open_auction[initial > {rnd.uniform(1, 200):.2f}]/@id",
+        lambda: f"/site/categories/category[@id = '{rnd.choice(categories)}']/name/text()",
+    ]
+    return [shapes[i % len(shapes)]() for i in range(count)]
+
+
 def run(repeat: int = 3, quick: bool = False) -> list[dict]:
     counts = COUNTS[:2] if quick else COUNTS
     cases = [
@@ -88,24 +111,29 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         for s in ("broad", "selective")
         if f != "child value" or s == "broad"
     ]
+    cases.append(("xmark", "constants of the document"))
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         elements = 3_000 if quick else ELEMENTS
-        source = stock_stream(work / "stocks.xml", elements)
-        size = source.stat().st_size
+        stocks = stock_stream(work / "stocks.xml", elements)
+        xmark = work / "xmark.xml"
+        with gzip.open(DATA / "xmark" / "xmark-f0.1.xml.gz") as src, xmark.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
         script = work / "lxml_queries.py"
         script.write_text(LXML)
         out = str(work / "out.jsonl")
         for family, selectivity in cases:
+            source = xmark if family == "xmark" else stocks
+            size = source.stat().st_size
             for count in counts:
-                file = work / "queries.txt"
-                file.write_text(
-                    "".join(
-                        f"q{i}\t{q}\n"
-                        for i, q in enumerate(queries(family, count, selectivity, source))
-                    )
+                made = (
+                    xmark_queries(count, source)
+                    if family == "xmark"
+                    else queries(family, count, selectivity, source)
                 )
+                file = work / "queries.txt"
+                file.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(made)))
                 times: dict = {"xcep": [], "lxml": []}
                 found: dict = {}
                 for _ in range(repeat if count < 1_000 else 1):
