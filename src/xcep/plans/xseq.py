@@ -9,19 +9,21 @@ from xcep.events.model import EventBatch
 from xcep.plans.base import Plan, Row, Run, documents_ended
 
 # Several queries: the node selections the path runtime serves run together on one path
-# runtime (one pass, one DFA for all of them); up to this many of those the flat-sequence
-# runtime serves run each on its own, fed the same batches; the others share one
-# automaton. Measured (bench xseq-queries' families, 3.6 MB): a query on its runtime
-# costs ~18 ms there, so 10 such queries take 0.16-0.19 s on their own and 0.64-1.57 s in
-# the automaton; past a few dozen, the automaton's sharing (templates, counting) wins.
-OWN_RUNTIMES = 16
+# runtime (one pass, one DFA for all of them); the flat sequence patterns each on its own
+# flat-sequence runtime, fed the same batches; the others share one automaton. Measured
+# (1 MB stock stream, in process; same rows): 50 falling-run queries (S2 with 50
+# thresholds) 1.20 s on their own runtimes against 3.11 s in the automaton, 100 pair
+# queries (`/stocks/$Z \ $X where $Z@company = 'C' and $X@price > P`) 3.55 against 4.61 s,
+# 300 of them 10.7 against 14.1 s; 100 theft queries (Query 20's shape, one buyer each)
+# ~2 s against 20.6 s. (Until node selections shared the path runtime, more than 16 such
+# queries went to the automaton, whose templates and counting index won for them.)
 
 
 class XSeqPlan(Plan):
     """XSeq queries: one query on its runtime; several: the node selections with
-    predicates all on one path runtime (``PlainPath`` of them all), up to
-    ``OWN_RUNTIMES`` flat sequence patterns each on its own runtime, the rest in one
-    automaton (queries added while it runs join the automaton, at the next document).
+    predicates all on one path runtime (``PlainPath`` of them all), the flat sequence
+    patterns each on its own runtime, the rest in one automaton (queries added while it
+    runs join the automaton, at the next document).
     Every run is saved: the path runtime's run, each own runtime's, the automaton with its
     driver. Each query's rows come in its own order; a batch gives the rows of the path
     runtime first, then the own runtimes', then the automaton's.
@@ -73,10 +75,8 @@ class XSeqPlan(Plan):
             if isinstance(found, PlainPath):
                 self.path_ids.append(qid)
                 paths.append(found.selections[0].analysis)
-            elif not isinstance(found, str) and len(self.own) <= OWN_RUNTIMES:
+            elif not isinstance(found, str):
                 self.own[qid] = XSeqEngine(self.queries[qid], fast=fast, **options)
-        if len(self.own) > OWN_RUNTIMES:  # too many: the automaton takes them all
-            self.own = {}
         self.paths = PlainPath(paths) if paths else None
         self.fast = fast
 
