@@ -162,9 +162,6 @@ def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
     return node
 
 
-_TEXTS = {str}  # the member values of a flat record (numbers are kept as their spelling)
-
-
 class _Items:
     """The items of a long array, each an element ``name`` at ``depth``: items of a
     structure met before (``_signature``) copy its events and put their texts in (a JSON
@@ -189,19 +186,11 @@ class _Items:
             if shapes is None:
                 node = emit_values(ctx, doc, [(name, item, depth)], node)
                 continue
-            values = [value for _, value in item] if type(item) is _Object else None
-            if values is not None and set(map(type, values)) <= _TEXTS:  # a flat record
-                key = (tuple([member for member, _ in item]), tuple(map(bool, values)))
-                texts = list(filter(None, values))
-            else:
-                tokens: list = []
-                texts = []
-                try:
-                    _signature(item, tokens, texts)
-                except RecursionError:  # deeper than a record: on its own
-                    node = emit_values(ctx, doc, [(name, item, depth)], node)
-                    continue
-                key = tuple(tokens)
+            try:
+                key, texts = structure(item)
+            except RecursionError:  # deeper than a record: on its own
+                node = emit_values(ctx, doc, [(name, item, depth)], node)
+                continue
             shape = shapes.get(key)
             if shape is None:
                 misses += 1
@@ -255,6 +244,16 @@ class _ItemShape:
             values[at] = text
         builder.values.extend(values)
         return node + self.size
+
+
+def structure(value) -> tuple:
+    """(a key of ``value``'s structure, its texts in event order): values of one key have
+    the same events but for their texts (``_signature``; RecursionError past Python's
+    recursion limit)."""
+    tokens: list = []
+    texts: list[str] = []
+    _signature(value, tokens, texts)
+    return tuple(tokens), texts
 
 
 def _signature(value, tokens: list, texts: list[str]) -> None:
@@ -325,14 +324,11 @@ class JsonReader:
         if shapes is None or (not self.lines and _holds_long_array(value)):  # (_Items)
             _emit(self.ctx, doc, value)
             return
-        tokens: list = []
-        texts: list[str] = []
         try:
-            _signature(value, tokens, texts)
+            key, texts = structure(value)
         except RecursionError:  # deeper than a record: on its own
             _emit(self.ctx, doc, value)
             return
-        key = tuple(tokens)
         shape = shapes.get(key)
         builder = self.ctx.builder
         if shape is None:
