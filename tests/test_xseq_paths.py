@@ -348,3 +348,24 @@ def test_an_operand_codes_values_as_its_atoms_compare_them(constants, ops, value
     for index, atom in enumerate(atoms):
         expected = atom.op is None or any(atom.test(v or "") for v in values)
         assert bool(mask >> index & 1) == expected, (atom.op, atom.const, values)
+
+
+def test_queries_share_their_prefixes_and_each_keeps_its_rows() -> None:
+    """Paths share the states of their common steps (one `//` loop for all of them, not a
+    thousand), and the same query twice under two ids gives its rows to each."""
+    text = (
+        "<s>" + "".join(f'<t c="{"ab"[i % 2]}" p="{i}"><n>{i}</n></t>' for i in range(40)) + "</s>"
+    )
+    ids = {f"q{i}": f"//t[@p > {i % 37}]/n/text()" for i in range(1000)}
+    ids["same"] = ids["again"] = "//t[@c = 'a']/n/text()"
+    plan = compile_plan("xseq", ids)
+    run = plan.start()
+    found: dict = {qid: [] for qid in ids}
+    for row in run.feed(next(EventStream([io.BytesIO(text.encode())]).batches())):
+        found[row.query].append(row.value)
+    document = parse(text)
+    assert found["same"] == found["again"] == evaluate(ids["same"], document)
+    for qid in ("q0", "q5", "q36", "q999"):
+        assert found[qid] == evaluate(ids[qid], document), ids[qid]
+    moves = plan.paths.nfa.moves  # one loop over any names for the thousand `//t`
+    assert sum(1 for state, out in enumerate(moves) if (None, None, state) in out) == 1

@@ -36,12 +36,28 @@ TABLE_BUDGET = 1 << 22  # transition table entries (48 MB) before it is started 
 
 class _Nfa:
     """Thompson's construction over element names; ``moves[s]`` = [(name or ANY, guard, t)]
-    where ``guard`` is None or a function of the element's predicate mask (``atoms.py``)."""
+    where ``guard`` is None or a function of the element's predicate mask (``atoms.py``).
+
+    Paths of several queries share their common prefixes, as YFilter's NFA does: a step
+    from a state goes to the state the same step (axis, name, predicates) from that state
+    went to before, and a descendant step's loop over any names is made once per state.
+    A thousand ``//transaction[…]`` queries have one ``//`` loop, so a DFA state (a set of
+    NFA states) does not hold a thousand. Sharing a state reached by the same steps from
+    the same state keeps every query's language: what reaches it is the same, and each
+    query ends in a state of its own (``end``)."""
 
     def __init__(self, guards: Guards) -> None:
         self.guards = guards
         self.moves: list[list] = []
         self.empty: list[list] = []  # ε-moves
+        self.shared: dict = {}  # (state, step) -> the state it goes to
+        self.made_guards: dict = {}  # (name tested, predicates' text) -> their guard
+
+    def end(self, state: int) -> int:
+        """A state of its own after ``state`` (a query's end: never shared)."""
+        own = self.state()
+        self.empty[state].append(own)
+        return own
 
     def state(self) -> int:
         self.moves.append([])
@@ -71,14 +87,22 @@ class _Nfa:
             and path.axis in (A.CHILD, A.DESCENDANT)
         ):
             raise NotFast(f"the step {A.to_text(path)!r}")
-        guard = self.guards.guard(path)
+        preds = tuple(A.to_text(pred) for pred in path.preds)
+        guard = self.made_guards.get((path.name, preds))
+        if guard is None and preds:
+            guard = self.made_guards[(path.name, preds)] = self.guards.guard(path)
         if path.axis == A.DESCENDANT:
-            below = self.state()
-            self.empty[start].append(below)
-            self.moves[below].append((ANY, None, below))
+            below = self.shared.get((start, "//"))
+            if below is None:
+                below = self.shared[(start, "//")] = self.state()
+                self.empty[start].append(below)
+                self.moves[below].append((ANY, None, below))
             start = below
-        end = self.state()
-        self.moves[start].append((None if path.name == A.WILDCARD else path.name, guard, end))
+        key = (start, path.name, preds)
+        end = self.shared.get(key)
+        if end is None:
+            end = self.shared[key] = self.state()
+            self.moves[start].append((None if path.name == A.WILDCARD else path.name, guard, end))
         return end
 
     def closure(self, states) -> frozenset:
@@ -227,7 +251,7 @@ class PlainPath:
         self.selections: list[Selection] = []
         for analysis in analyses:
             selection = Selection(analysis, guards)
-            selection.final = nfa.build(A.Seq(tuple(selection.steps)), start)
+            selection.final = nfa.end(nfa.build(A.Seq(tuple(selection.steps)), start))
             del selection.steps
             self.selections.append(selection)
         self.nfa = nfa
