@@ -54,29 +54,29 @@ class XSeqPlan(Plan):
         self.engine_options = options
         XSeqMultiEngine(**options)  # the options are checked here
         schema, opt = options.get("schema"), options.get("opt", "all")
-        self.analyses: dict = {}  # id → the query compiled: what every run subscribes
+        selection = options.get("selection", "all")
+        self.own: dict = {}  # id → the XSeqEngine of a query that runs on its own runtime
+        self.path_ids: list = []  # the queries on the path runtime, in its selections' order
+        self.analyses: dict = {}  # id → a query the automaton runs, compiled (its steps'
+        paths = []  # predicates lifted, to share a template): what every run subscribes
         for qid, text in self.queries.items():
             try:
-                self.analyses[qid] = compile_query(text, schema, opt, lift=True)
+                analysis = compile_query(text, schema, opt)
+                found = compile_fast_path(analysis, selection) if fast else "off"
+                if isinstance(found, str):
+                    self.analyses[qid] = compile_query(text, schema, opt, lift=True)
             except (QuerySyntaxError, ValueError) as error:
                 if not skip_invalid:
                     raise
                 self.invalid[qid] = error
-        for qid in self.invalid:
-            del self.queries[qid]
-        self.own: dict = {}  # id → the XSeqEngine of a query that runs on its own runtime
-        self.path_ids: list = []  # the queries on the path runtime, in its selections' order
-        paths = []
-        selection = options.get("selection", "all")
-        for qid in self.analyses:
-            if not fast:
-                break
-            found = compile_fast_path(compile_query(self.queries[qid], schema, opt), selection)
+                continue
             if isinstance(found, PlainPath):
                 self.path_ids.append(qid)
-                paths.append(found.selections[0].analysis)
+                paths.append(analysis)
             elif not isinstance(found, str):
-                self.own[qid] = XSeqEngine(self.queries[qid], fast=fast, **options)
+                self.own[qid] = XSeqEngine(analysis, fast=fast, **options)
+        for qid in self.invalid:
+            del self.queries[qid]
         self.paths = PlainPath(paths) if paths else None
         self.fast = fast
 
@@ -157,10 +157,8 @@ class XSeqRun(Run):
         self.multi = XSeqMultiEngine(**plan.engine_options)
         self.texts = dict(plan.queries)
         self.own = {qid: engine.start() for qid, engine in plan.own.items()}
-        on_paths = set(plan.path_ids)
         for qid, analysis in plan.analyses.items():
-            if qid not in self.own and qid not in on_paths:
-                self.multi.subscribe(qid, analysis)
+            self.multi.subscribe(qid, analysis)
         self.driver = self.multi.start()
         # while the automaton has no query its driver is not fed (it would visit every
         # event for nothing); the first query it gets joins at the next document
