@@ -92,9 +92,10 @@ def _check_unicode(value) -> None:
             todo.extend(item)
 
 
-def _emit(ctx: StreamContext, doc: int, value) -> None:
-    """Append the events of one JSON value (the whole document) to the builder."""
-    emit_values(ctx, doc, [(ctx.options.json_root, value, 1)], 0)
+def _emit(ctx: StreamContext, doc: int, value) -> int:
+    """Append the events of one JSON value (the whole document) to the builder; the nodes
+    it numbered."""
+    return emit_values(ctx, doc, [(ctx.options.json_root, value, 1)], 0)
 
 
 def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
@@ -197,7 +198,7 @@ class _Items:
                 start = len(builder.kinds)
                 after = emit_values(ctx, doc, [(name, item, depth)], node)
                 if len(shapes) < self.SHAPES:
-                    shapes[key] = _ItemShape(builder, start, depth, node, after)
+                    shapes[key] = _Shape(builder, start, node, after)
                 node = after
                 if hits + misses >= self.TRIAL and hits < misses:
                     shapes = None  # structures do not repeat here
@@ -215,35 +216,6 @@ def _holds_long_array(value) -> bool:
     return type(value) is _Object and any(
         type(member) is list and len(member) >= _Items.LONG for _, member in value
     )
-
-
-class _ItemShape:
-    """The events of one array item's structure, but for its texts, its depths and node
-    numbers relative to the item's (``_Items``)."""
-
-    __slots__ = ("depths", "kinds", "names", "nodes", "size", "texts_at", "values")
-
-    def __init__(self, builder, start: int, depth: int, node: int, after: int) -> None:
-        self.kinds = builder.kinds[start:]
-        self.names = builder.names[start:]
-        self.depths = builder.depths[start:]  # at the item's depth (the only one it has)
-        self.nodes = [n - node for n in builder.nodes[start:]]
-        self.size = after - node  # the nodes it numbers
-        self.texts_at = [i for i, kind in enumerate(self.kinds) if kind == TEXT]
-        self.values = [None] * len(self.kinds)
-
-    def copy(self, builder, doc: int, node: int, texts: list[str]) -> int:
-        n = len(self.kinds)
-        builder.docs.extend(repeat(doc, n))
-        builder.kinds.extend(self.kinds)
-        builder.names.extend(self.names)
-        builder.depths.extend(self.depths)
-        builder.nodes.extend([node + n for n in self.nodes])
-        values = self.values.copy()
-        for at, text in zip(self.texts_at, texts, strict=True):
-            values[at] = text
-        builder.values.extend(values)
-        return node + self.size
 
 
 def structure(value) -> tuple:
@@ -285,18 +257,34 @@ def _signature(value, tokens: list, texts: list[str]) -> None:
 
 
 class _Shape:
-    """The events of one document structure, but for its texts (``_signature``)."""
+    """The events of one structure (a document's, or an item's of a long array), but for
+    its texts (``structure``); its node numbers from its first."""
 
-    __slots__ = ("depth", "depths", "kinds", "names", "nodes", "texts_at", "values")
+    __slots__ = ("depth", "depths", "kinds", "names", "nodes", "size", "texts_at", "values")
 
-    def __init__(self, builder, start: int) -> None:
+    def __init__(self, builder, start: int, node: int, after: int) -> None:
         self.kinds = builder.kinds[start:]
         self.names = builder.names[start:]
         self.depths = builder.depths[start:]
-        self.nodes = builder.nodes[start:]
+        self.nodes = [n - node for n in builder.nodes[start:]] if node else builder.nodes[start:]
         self.depth = max(self.depths, default=0)
+        self.size = after - node  # the nodes it numbers
         self.texts_at = [i for i, kind in enumerate(self.kinds) if kind == TEXT]
         self.values = [None] * len(self.kinds)
+
+    def copy(self, builder, doc: int, node: int, texts: list[str]) -> int:
+        """Append its events with ``texts`` put in, numbered from ``node``; the next."""
+        n = len(self.kinds)
+        builder.docs.extend(repeat(doc, n))
+        builder.kinds.extend(self.kinds)
+        builder.names.extend(self.names)
+        builder.depths.extend(self.depths)
+        builder.nodes.extend([node + n for n in self.nodes] if node else self.nodes)
+        values = self.values.copy()
+        for at, text in zip(self.texts_at, texts, strict=True):
+            values[at] = text
+        builder.values.extend(values)
+        return node + self.size
 
 
 SHAPES = 4096  # document structures kept per input
@@ -334,10 +322,10 @@ class JsonReader:
         if shape is None:
             self.misses += 1
             start = len(builder.kinds)
-            _emit(self.ctx, doc, value)
+            after = _emit(self.ctx, doc, value)
             if len(shapes) >= SHAPES:
                 shapes.clear()
-            shapes[key] = _Shape(builder, start)
+            shapes[key] = _Shape(builder, start, 0, after)
             if self.misses + self.hits >= SHAPE_TRIAL and self.hits < self.misses:
                 self.shapes = None  # structures do not repeat: not worth the signature
             return
@@ -346,16 +334,7 @@ class JsonReader:
             raise _TooDeep(
                 f"nesting deeper than the limit of {self.ctx.options.max_depth} elements"
             )
-        n = len(shape.kinds)
-        builder.docs.extend(repeat(doc, n))
-        builder.kinds.extend(shape.kinds)
-        builder.names.extend(shape.names)
-        builder.depths.extend(shape.depths)
-        builder.nodes.extend(shape.nodes)
-        values = shape.values.copy()
-        for at, text in zip(shape.texts_at, texts, strict=True):
-            values[at] = text
-        builder.values.extend(values)
+        shape.copy(builder, doc, 0, texts)
 
     def batches(self) -> Iterator[EventBatch]:
         if self.lines:
