@@ -317,7 +317,7 @@ class PlainPathRun:
         for d, here in enumerate(levels, start=1):
             if len(here):
                 carry[d] = int(states[here[-1]])
-        kinds_here = p.kinds
+        kinds_here = p.of_select  # the select kinds of its queries
         if "count" in kinds_here:  # the selected elements that closed (as the automaton counts)
             closes = np.flatnonzero(kinds == _CLOSE)
             closed = self.enclosing(opens, depths, states, closes, depths[closes])

@@ -269,7 +269,6 @@ class PlainPath:
         self.of_select: dict = {}  # a select kind -> the selections of that kind
         for i, selection in enumerate(self.selections):
             self.of_select.setdefault(selection.select, []).append(i)
-        self.kinds = set(self.of_select)
         # per selection, what its rows of fields depend on (None: not rows of fields)
         self.field_keys = [
             s.fields_key() if s.fields is not None else None for s in self.selections
@@ -277,7 +276,6 @@ class PlainPath:
         self.sets: list[frozenset] = []  # DFA state -> NFA states
         self.ids: dict[frozenset, int] = {}
         self.accepts: list[tuple] = []  # DFA state -> the selections whose path ends there
-        self.accepting: list[bool] = []
         self._by_kind: dict = {}  # (state, kind) -> its selections of that kind
         self._arrays: dict = {}  # kind -> accepting_array(kind), for the states so far
         self.start = self._intern(nfa.closure([start]))
@@ -296,7 +294,6 @@ class PlainPath:
             finals = self.finals
             accepts = tuple(sorted(finals[s] for s in states if s in finals))
             self.accepts.append(accepts)
-            self.accepting.append(bool(accepts))
         return found
 
     def of_kind(self, state: int, kind) -> tuple:

@@ -64,7 +64,7 @@ from xcep.xseq.dom import ROOT, TEXT_NODE, Node
 from xcep.xseq.lifting import HIDDEN
 from xcep.xseq.matches import Aggregator, Binding, check_selection, output_row, pick
 from xcep.xseq.semantics import Analysis, NotFast
-from xcep.xseq.values import COMPARISONS, arith, as_string, to_number
+from xcep.xseq.values import COMPARISONS, as_string, to_number
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 _MISSING = object()
@@ -287,11 +287,11 @@ class SequencePattern:
             return lambda regs, e, p: [_pair(n[2]) for n in nodes(regs, e, p)]
         if isinstance(expr, A.Arith):
             left, right = self._values(expr.left, iteration), self._values(expr.right, iteration)
+            combine = _arithmetic(expr.op)  # on the first value of each side
 
-            def calculate(regs, e, p):  # on the first value of each side, as values.arith
-                a = [v[1] if v[1] is not None else v[0] for v in left(regs, e, p)[:1]]
-                b = [v[1] if v[1] is not None else v[0] for v in right(regs, e, p)[:1]]
-                return [_pair(v) for v in arith(expr.op, a, b)]
+            def calculate(regs, e, p):
+                found = combine(_first(left(regs, e, p)), _first(right(regs, e, p)))
+                return [] if found is None else [found]
 
             return calculate
         cond = self._condition(expr, iteration)  # a condition used as a value
