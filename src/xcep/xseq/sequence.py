@@ -41,7 +41,7 @@ each once the matches before it are decided. ``tests/test_xseq_sequence.py``
 compares this path with the reference evaluator and with the automaton,
 under every policy.
 
-One module of about 900 lines, on purpose: the pattern's analysis, its step
+One module of about 1,400 lines, on purpose: the pattern's analysis, its step
 function's generated source and the run that drives it are one compiler from a
 query to that function; splitting them would pass its internals between modules.
 """
@@ -111,6 +111,26 @@ def _compare(op, left: list, right: list) -> bool:
             elif op(_string(a), _string(b)):
                 return True
     return False
+
+
+def _arithmetic_pair(number: float) -> tuple:
+    """An arithmetic result (a float) as the pair ``_arithmetic`` gives for it."""
+    return (None, number) if number - number == 0 else (as_string(number), None)
+
+
+@functools.cache
+def _compare_pairs(op: str):
+    """The comparison of two single values (pairs) the step source inlines, as a function:
+    numbers when both have one, else their strings (where an arithmetic result is not
+    finite)."""
+    test = COMPARISONS[op]
+
+    def compare(a, b) -> bool:
+        if a[1] is not None and b[1] is not None:
+            return test(a[1], b[1])
+        return test(_string(a), _string(b))
+
+    return compare
 
 
 def _first(values):
@@ -1031,13 +1051,16 @@ class _StepSource:
             "_string": _string,
             "_first": _first,
             "_one": _one,
+            "_arithmetic_pair": _arithmetic_pair,
         }
+        self.constants: dict = {}  # (type, value) -> its name in the namespace
         self.lines: list[str] = []
         self.fresh = 0
         self.reads_match = False  # whether the condition just made reads the partial match
         self.hoisted: dict = {}  # a condition on e and p alone -> its variable, in one step
         self.hoisted_exprs: dict = {}  # its variable -> the condition's source
         self.in_loop = False  # making the blocks of the loop over the partial matches
+        self.binds_e = None
 
     def build(self):
         p = self.p
@@ -1112,6 +1135,7 @@ class _StepSource:
         item = p.items[k]
         out = self.lines
         first_line = len(out)  # a block that can never pass is left out altogether
+        self.binds_e = None  # (the partial match's name, the slot it binds to e), once made
         out.append(f"{pad}while True:")
         pad += "    "
         if item.name is not None:
@@ -1151,6 +1175,7 @@ class _StepSource:
                 for i in range(width)
             ]
             out.append(f"{pad}{bound} = ({', '.join(fields)},)")
+            self.binds_e = (bound, slot)
         for expr in later:
             self.reads_match = True
             if not self.test(expr, pad):
@@ -1205,7 +1230,7 @@ class _StepSource:
             self.lines.append(f"{pad}break")
             return False
         if self.in_loop and not self.reads_match:
-            key = re.sub(r"\b([ab])\d+\b", r"\1", expr)  # the same test, other names
+            key = re.sub(r"\b([abc])\d+\b", r"\1", expr)  # the same test, other names
             name = self.hoisted.get(key)
             if name is None:
                 name = self.hoisted[key] = f"h{len(self.hoisted)}"
@@ -1216,8 +1241,18 @@ class _StepSource:
         return True
 
     def constant(self, value) -> str:
-        name = f"_k{len(self.namespace)}"
-        self.namespace[name] = value
+        """A name for ``value`` in the step function's namespace (one per constant number,
+        string or pair: a test written twice reads the same names, and is computed once)."""
+        key = (type(value), value)
+        try:
+            name = self.constants.get(key)
+        except TypeError:  # not hashable: a name of its own
+            key = name = None
+        if name is None:
+            name = f"_k{len(self.namespace)}"
+            self.namespace[name] = value
+            if key is not None:
+                self.constants[key] = name
         return name
 
     def single(self, expr, iteration: bool, regs: str) -> str | None:
@@ -1253,6 +1288,8 @@ class _StepSource:
             return f"e[3][{at}]", many
         if slot in p.kleene_slots and expr.func not in ("first", "last"):
             return None  # all of a Kleene-* variable's nodes
+        if (regs, slot) == self.binds_e and expr.func in (None, "last"):
+            return f"e[3][{at}]", many  # the element just bound is read from e
         self.reads_match = True
         node = f"{regs}[{slot}]"
         if slot in p.kleene_slots:
@@ -1263,6 +1300,98 @@ class _StepSource:
         if known == "yes":
             return f"{node}[3][{at}]", many
         return f"({empty} if {regs}[{slot}] is None else {node}[3][{at}])", many
+
+    def compare_numbers(self, cond: A.Compare, iteration: bool, regs: str) -> str | None:
+        """Source for a comparison with arithmetic on a side, computed without a call or a
+        pair: its numbers compared when every value is a finite number, the pairs (strings
+        where a result is not finite) otherwise; None when neither side is arithmetic
+        this way (the pair form is used)."""
+        if not (isinstance(cond.left, A.Arith) or isinstance(cond.right, A.Arith)):
+            return None
+        guards: list[str] = []
+        numbers, pairs, finite = [], [], []
+        for side in (cond.left, cond.right):
+            if isinstance(side, A.Arith):
+                number = self.arithmetic(side, iteration, regs, guards, inner=False)
+                if number is None:
+                    return None
+                numbers.append(number)
+                pairs.append(f"_arithmetic_pair({number})")
+                finite.append(f"{number} - {number} == 0")
+            elif isinstance(side, A.Const):
+                pair = _pair(side.value)
+                pairs.append(self.constant(pair))
+                numbers.append(self.constant(pair[1]))
+                if pair[1] is None:
+                    finite.append("False")
+            else:
+                found = self.single(side, iteration, regs)
+                if found is None:
+                    return None
+                name = self.temporary("b")
+                guards.append(f"({name} := {found}) is not None")
+                pairs.append(name)
+                numbers.append(f"{name}[1]")
+                finite.append(f"{name}[1] is not None")
+        if "None" in guards:
+            return "False"  # an empty operand: the comparison is false
+        sides = (cond.left, cond.right)
+        results = [n for n, side in zip(numbers, sides, strict=True) if isinstance(side, A.Arith)]
+        if len(results) == 1:  # its result is computed where its finiteness is tested first
+            (result,) = results
+            computed = next(g for g in guards if g.startswith(f"({result} := "))
+            guards.remove(computed)  # "(result := x op y) is not None"
+            finite.remove(f"{result} - {result} == 0")
+            finite.insert(0, f"{computed.removesuffix(' is not None')} - {result} == 0")
+        op = _PYTHON_OPS[cond.op]
+        slow = self.constant(_compare_pairs(cond.op))
+        test = (
+            f"(({numbers[0]} {op} {numbers[1]}) if {' and '.join(finite)} "
+            f"else {slow}({pairs[0]}, {pairs[1]}))"
+        )
+        return f"({' and '.join([*guards, test])})"
+
+    def arithmetic(self, expr: A.Arith, iteration: bool, regs: str, guards: list, inner: bool):
+        """A name for ``expr``'s number, with the guards that compute it (appended): each
+        side's first value has a number (an inner result a finite one), a divisor is not
+        zero — else the operand is empty (``values.arith``). None when a side must be read
+        by the closures; a guard "None" when a side never has a value."""
+        sides = []
+        for side in (expr.left, expr.right):
+            if isinstance(side, A.Arith):
+                number = self.arithmetic(side, iteration, regs, guards, inner=True)
+                if number is None:
+                    return None
+            elif isinstance(side, A.Const):
+                number = self.constant(_pair(side.value)[1])
+                if _pair(side.value)[1] is None:
+                    guards.append("None")
+            else:
+                found = self.operand(side, iteration, regs)
+                if found is None:
+                    return None
+                source, many = found
+                if source in ("None", "()"):
+                    guards.append("None")
+                number = self.temporary("a")
+                source = f"_first({source})" if many else source
+                guards.append(f"({number} := {source}) is not None")
+                guards.append(f"({number} := {number}[1]) is not None")
+            sides.append(number)
+        if expr.op == "div":
+            guards.append(f"{sides[1]} != 0")
+        result = self.temporary("c")
+        symbol = "/" if expr.op == "div" else expr.op
+        guards.append(f"({result} := {sides[0]} {symbol} {sides[1]}) is not None")
+        if inner:
+            guards.append(f"{result} - {result} == 0")
+        return result
+
+    def temporary(self, role: str) -> str:
+        """A fresh name for a value the step source computes once (``a``: a side's number,
+        ``b``: a value, ``c``: a result)."""
+        self.fresh += 1
+        return f"{role}{self.fresh}"
 
     def fresh_condition(self, cond, iteration: bool, regs: str) -> str:
         """``condition``, noting in ``reads_match`` whether it reads the partial match."""
@@ -1279,6 +1408,9 @@ class _StepSource:
                 left, right = (src if many else f"_one({src})" for src, many in sides)
                 test = self.constant(functools.partial(_compare, COMPARISONS[cond.op]))
                 return f"{test}({left}, {right})"
+            numbers = self.compare_numbers(cond, iteration, regs)
+            if numbers is not None:
+                return numbers
             left, right = (None if side is None else side[0] for side in sides)
             if left is not None and right is not None:
                 a, b = f"a{self.fresh}", f"b{self.fresh}"
