@@ -119,7 +119,7 @@ def _changes(job: dict) -> dict:
     from xcep.collector import collector_paused
     from xcep.events import EventStream
     from xcep.xpush import Workload, XPushMachine
-    from xcep.xpush.workload import read_filters_file
+    from xcep.idlines import read_filters_file
 
     lines = read_filters_file(job["filters"])
     spare = [(line.fid, line.text) for line in lines[-job["spare"] :]]
@@ -169,7 +169,7 @@ def _counting(job: dict) -> dict:
     import random
 
     from bench.counting import CountingMatcher
-    from xcep.xpush.workload import read_filters_file
+    from xcep.idlines import read_filters_file
 
     filters = {line.fid: line.text for line in read_filters_file(job["filters"])}
     documents = [d.strip() for d in Path(job["xml"]).read_bytes().split(b'<?xml version="1.0"?>')]
