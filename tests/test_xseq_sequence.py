@@ -4,6 +4,7 @@ automaton on random sequence queries over random streams of sibling elements."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from xcep.cli import main
 from xcep.events import EventStream, parse
+from xcep.plans import compile_plan
 from xcep.testing.xseq_reference import evaluate
 from xcep.xseq import XSeqEngine
 from xcep.xseq.parser import QuerySyntaxError
@@ -191,6 +193,70 @@ def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int, se
         assert fast[: len(automaton)] == automaton, query
     whole = evaluate(query, parse(text), selection=selection)
     assert whole[: len(fast)] == fast, query
+
+
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    queries=st.lists(sequence_queries(), min_size=2, max_size=6),
+    docs=streams(),
+    cut=st.integers(0, 60),
+    removed=st.integers(0, 5),
+    selection=SELECTION,
+)
+def test_sequence_groups_give_each_query_its_rows(
+    queries: list[str], docs: list[str], cut: int, removed: int, selection: str
+) -> None:
+    """Several flat sequence queries in one plan (those that read one list alike in one
+    ``SequenceGroup``: one list reader, each query's own lists and rows): each query's rows
+    are its own engine's, also when the run is saved at batch ``cut`` and restored by
+    another plan, and when a query is removed there (the rest go on unchanged)."""
+    named = {}
+    for i, query in enumerate(queries):
+        try:
+            XSeqEngine(query, selection=selection)
+        except QuerySyntaxError:
+            continue
+        named[f"q{i}"] = query
+    text = "".join(docs)
+    gone = sorted(named)[removed] if removed < len(named) else None
+    run, found = compile_plan("xseq", named, selection=selection).start(), []
+    for n, batch in enumerate(_batches(text)):
+        if n == cut:
+            if gone is not None:
+                run.remove(gone)
+            again = compile_plan("xseq", run.queries(), selection=selection)
+            run = again.restore(run.snapshot())
+        found += run.feed(batch)
+    found += run.finish()
+    rows: dict = {}
+    for row in found:
+        rows.setdefault(row.query, []).append(row.value)
+    for qid, query in named.items():
+        alone = _rows(query, text, selection=selection)
+        if qid == gone:  # its rows stop where it was removed: a prefix of its own
+            assert rows.get(qid, []) == alone[: len(rows.get(qid, []))], query
+        else:
+            assert rows.get(qid, []) == alone, (qid, query)
+
+
+def test_a_query_file_of_one_list_shape_is_one_group() -> None:
+    queries = {
+        f"q{k}": f"return $X@p from /s/$Z \\ $X where $Z@q = 'a' and $X@p > {k}" for k in range(4)
+    }
+    queries["falls"] = "return count($Z) from /s/$Z (\\ $X)* where $X@p < prev($X)@p"
+    queries["parts"] = "return count($Z) from /s/$Z \\ $X partition by /s/t@k"
+    explained = json.loads(compile_plan("xseq", queries).explain())
+    assert sorted(map(sorted, explained["sequence groups"])) == [
+        ["falls", "q0", "q1", "q2", "q3"],
+        ["parts"],
+    ]
+    text = "<s>" + "".join(f"<t k='A' q='a' p='{p}'/>" for p in (3, 1, 4, 1, 5, 9, 2, 6)) + "</s>"
+    plan = compile_plan("xseq", queries)
+    run = plan.start()
+    found = [row for batch in _batches(text) for row in run.feed(batch)] + run.finish()
+    assert run.stats()["sequence groups"] == {"groups": 2, "queries": 6}
+    for qid, query in queries.items():
+        assert [r.value for r in found if r.query == qid] == _rows(query, text), qid
 
 
 @pytest.mark.parametrize(

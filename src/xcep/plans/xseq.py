@@ -9,14 +9,12 @@ from xcep.events.model import EventBatch
 from xcep.plans.base import Plan, Row, Run, documents_ended
 
 # Several queries: the node selections the path runtime serves run together on one path
-# runtime (one pass, one DFA for all of them); the flat sequence patterns each on its own
-# flat-sequence runtime, fed the same batches; the others share one automaton. Measured
-# (1 MB stock stream, in process; same rows): 50 falling-run queries (S2 with 50
-# thresholds) 1.20 s on their own runtimes against 3.11 s in the automaton, 100 pair
-# queries (`/stocks/$Z \ $X where $Z@company = 'C' and $X@price > P`) 3.55 against 4.61 s,
-# 300 of them 10.7 against 14.1 s; 100 theft queries (Query 20's shape, one buyer each)
-# ~2 s against 20.6 s. (Until node selections shared the path runtime, more than 16 such
-# queries went to the automaton, whose templates and counting index won for them.)
+# runtime (one pass, one DFA for all of them); the flat sequence patterns that read one
+# list alike in a group on one list reader (``SequenceGroup``: each batch read once, each
+# element stepped in every pattern's lists; a pattern whose list is anywhere, under //,
+# on its own runtime); the others share one automaton. (Until node selections shared the
+# path runtime, more than 16 sequence queries went to the automaton, whose templates and
+# counting index won for them.)
 
 
 class XSeqPlan(Plan):
@@ -24,9 +22,10 @@ class XSeqPlan(Plan):
     predicates all on one path runtime (``PlainPath`` of them all), the flat sequence
     patterns each on its own runtime, the rest in one automaton (queries added while it
     runs join the automaton, at the next document).
-    Every run is saved: the path runtime's run, each own runtime's, the automaton with its
-    driver. Each query's rows come in its own order; a batch gives the rows of the path
-    runtime first, then the own runtimes', then the automaton's.
+    Every run is saved: the path runtime's run, each sequence group's and own runtime's,
+    the automaton with its driver. Each query's rows come in its own order; a batch gives
+    the rows of the path runtime first, then the sequence groups', the own runtimes', then
+    the automaton's.
 
     Options: ``selection``, ``values_only``, ``schema`` and ``opt`` (``XSeqEngine``),
     ``fast`` (one query: its fast runtime where it qualifies, else the automaton), and
@@ -35,15 +34,20 @@ class XSeqPlan(Plan):
 
     kind = "xseq"
 
-    def __init__(self, queries: dict, skip_invalid: bool = False, **options) -> None:
+    def __init__(
+        self, queries: dict, skip_invalid: bool = False, several: bool = False, **options
+    ) -> None:
+        """``several``: the plan of several queries even for one (what restores a run of
+        several that removed all but one)."""
         super().__init__(queries, skip_invalid=skip_invalid, **options)
         from xcep.xseq import QuerySyntaxError, XSeqEngine, XSeqMultiEngine, compile_query
         from xcep.xseq.engine import compile_fast_path
         from xcep.xseq.paths import PlainPath
+        from xcep.xseq.sequence import SequencePattern
 
         self.invalid: dict = {}
         fast = options.pop("fast", True)
-        if len(self.queries) == 1 and not skip_invalid:
+        if len(self.queries) == 1 and not (skip_invalid or several):
             ((self.single_id, text),) = self.queries.items()
             self.engine = XSeqEngine(text, fast=fast, **options)
             self.can = frozenset({"snapshot"})
@@ -59,10 +63,12 @@ class XSeqPlan(Plan):
         self.path_ids: list = []  # the queries on the path runtime, in its selections' order
         self.analyses: dict = {}  # id → a query the automaton runs, compiled (its steps'
         paths = []  # predicates lifted, to share a template): what every run subscribes
+        fields_by_shape: dict = {}  # the flat sequence patterns' fields, per list shape
+        grouped: dict = {}  # list shape -> [(id, its flat sequence pattern)]
         for qid, text in self.queries.items():
             try:
                 analysis = compile_query(text, schema, opt)
-                found = compile_fast_path(analysis, selection) if fast else "off"
+                found = compile_fast_path(analysis, selection, fields_by_shape) if fast else "off"
                 if isinstance(found, str):
                     self.analyses[qid] = compile_query(text, schema, opt, lift=True)
             except (QuerySyntaxError, ValueError) as error:
@@ -73,12 +79,37 @@ class XSeqPlan(Plan):
             if isinstance(found, PlainPath):
                 self.path_ids.append(qid)
                 paths.append(analysis)
+            elif isinstance(found, SequencePattern) and not found.anywhere:
+                grouped.setdefault(found.shape, []).append((qid, found))
             elif not isinstance(found, str):
                 self.own[qid] = XSeqEngine(analysis, fast=fast, **options)
         for qid in self.invalid:
             del self.queries[qid]
         self.paths = PlainPath(paths) if paths else None
+        self.groups = [self._group(members) for members in grouped.values()]
         self.fast = fast
+
+    def _group(self, members: list):
+        from xcep.xseq.sequence_group import SequenceGroup
+
+        values_only = self.engine_options.get("values_only", False)
+        return SequenceGroup(members, values_only, self.engine_options.get("selection", "all"))
+
+    def sequence_group(self, queries: list):
+        """A run of the sequence group of ``queries`` ((id, text) in order): this plan's
+        when they are one of its groups, else compiled (a restored run's)."""
+        from xcep.xseq import compile_query
+        from xcep.xseq.sequence import SequencePattern
+
+        ids = [qid for qid, _ in queries]
+        same = all(self.queries.get(qid) == text for qid, text in queries)
+        found = next((g for g in self.groups if g.ids == ids), None) if same else None
+        if found is None:
+            schema, opt = self.engine_options.get("schema"), self.engine_options.get("opt", "all")
+            fields: dict = {}
+            patterns = [SequencePattern(compile_query(t, schema, opt), fields) for _, t in queries]
+            found = self._group(list(zip(ids, patterns, strict=True)))
+        return found.start()
 
     def path_runtime(self, queries: list):
         """A run of the path runtime for ``queries`` ((id, text) in order): this plan's
@@ -109,6 +140,8 @@ class XSeqPlan(Plan):
         return XSeqRun(self)
 
     def _restore(self, state) -> XSeqRun:
+        if self.engine is not None and "multi" in state:  # a run of several, one left
+            return XSeqPlan(self.queries, several=True, **self.options)._restore(state)
         run = XSeqRun(self, state)
         run.documents = state["documents"]
         return run
@@ -120,9 +153,9 @@ class XSeqPlan(Plan):
             own = {str(qid): engine.stats()["evaluator"] for qid, engine in self.own.items()}
             automaton = self.start().multi.stats()
             paths = [str(qid) for qid in self.path_ids]
-            return json.dumps(
-                {"path runtime": paths, "own runtimes": own, "automaton": automaton}, indent=2
-            )
+            groups = [[str(qid) for qid in group.ids] for group in self.groups]
+            found = {"path runtime": paths, "sequence groups": groups, "own runtimes": own}
+            return json.dumps({**found, "automaton": automaton}, indent=2)
         if format == "dot":
             return self.engine.vpa.dot()
         return self.engine.explain()
@@ -140,13 +173,20 @@ class XSeqRun(Run):
         self.path_queries = [(qid, plan.queries[qid]) for qid in plan.path_ids]
         self.paths = None
         self.removed: set = set()
+        # the sequence groups' queries ((id, text) in order) and runs
+        group_queries = [[(qid, plan.queries[qid]) for qid in g.ids] for g in plan.groups]
         if saved:  # several: the automaton and its driver, the own runtimes' runs, as saved
             self.multi, self.driver, self.texts = saved["multi"], saved["driver"], saved["texts"]
             self.path_queries, self.removed = saved["path_queries"], saved["removed"]
+            group_queries = [queries for queries, _ in saved["groups"]]
         if self.path_queries:
             self.paths = plan.path_runtime(self.path_queries)
             if saved:
                 self.paths.restore(saved["paths"])
+        self.groups = [(q, plan.sequence_group(q)) for q in group_queries]
+        if saved:
+            for (_, run), (_, state) in zip(self.groups, saved["groups"], strict=True):
+                run.restore(state)
         if saved:
             own = saved["own"]
             self.own = {qid: plan.own_engine(qid).resume(data) for qid, data in own.items()}
@@ -175,6 +215,8 @@ class XSeqRun(Run):
         if self.plan.engine is not None:
             return self._rows(self.run.feed([batch]))
         rows = self._path_rows(self.paths.feed(batch)) if self.paths is not None else []
+        for queries, run in self.groups:
+            rows += [Row(queries[i][0], None, row) for i, row in run.feed(batch)]
         rows += [Row(qid, None, row) for qid, run in self.own.items() for row in run.feed([batch])]
         batch = self._for_the_driver(batch)
         return rows if batch is None else rows + self._rows(self.driver.feed(batch))
@@ -204,6 +246,8 @@ class XSeqRun(Run):
         if self.plan.engine is not None:
             return self._rows(self.run.finish())
         rows = self._path_rows(self.paths.end(final=True)) if self.paths is not None else []
+        for queries, run in self.groups:
+            rows += [Row(queries[i][0], None, row) for i, row in run.end(final=True)]
         rows += [Row(qid, None, row) for qid, run in self.own.items() for row in run.finish()]
         return rows + self._rows(self.driver.finish())
 
@@ -216,6 +260,7 @@ class XSeqRun(Run):
             "own": {qid: run.snapshot() for qid, run in self.own.items()},
             "path_queries": self.path_queries,
             "paths": None if self.paths is None else self.paths.state(),
+            "groups": [(queries, run.state()) for queries, run in self.groups],
             "removed": self.removed,
             "idle": self.idle,
             "last_doc": self.last_doc,
@@ -237,17 +282,31 @@ class XSeqRun(Run):
     def remove(self, query_id) -> None:
         if self.plan.engine is not None:
             raise StateError("queries are removed from a plan of several XSeq queries")
+        member = self._group_member(query_id)
         if query_id in dict(self.path_queries) and query_id not in self.removed:
             self.removed.add(query_id)  # the path runtime reads on; its rows are dropped
+        elif member is not None:
+            member[0].mute(member[1])  # the group reads on; its rows are dropped
         elif self.own.pop(query_id, None) is None:
             self.multi.unsubscribe(query_id)
         del self.texts[query_id]
+
+    def _group_member(self, query_id) -> tuple | None:
+        """(the sequence group run, the member) of a query that is in one and not removed."""
+        for queries, run in self.groups:
+            for i, (qid, _) in enumerate(queries):
+                if qid == query_id and i not in run.muted:
+                    return run, i
+        return None
 
     def stats(self) -> dict:
         engine = self.plan.engine
         found = engine.stats() if engine is not None else self.multi.stats()
         if engine is None and self.own:
             found = {**found, "own runtimes": len(self.own)}
+        if engine is None and self.groups:
+            grouped = sum(len(queries) - len(run.muted) for queries, run in self.groups)
+            found = {**found, "sequence groups": {"groups": len(self.groups), "queries": grouped}}
         if engine is None and self.paths is not None:
             on_paths = len(self.path_queries) - len(self.removed)
             stats = self.paths.p.stats()

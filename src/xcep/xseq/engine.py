@@ -42,8 +42,10 @@ def compile_query(query, schema=None, opt: str = "all", lift: bool = False) -> A
     return analyze(lift_predicates(optimized) if lift else optimized)
 
 
-def compile_fast_path(analysis: Analysis, selection: str = "all"):
-    """A plain path or a flat sequence pattern for the query, or why neither takes it.
+def compile_fast_path(analysis: Analysis, selection: str = "all", fields_by_shape=None):
+    """A plain path or a flat sequence pattern for the query, or why neither takes it
+    (``fields_by_shape``: what flat sequence patterns of several queries share,
+    ``SequencePattern``).
 
     Under a selection policy other than ``all`` the path runtime takes node selections
     only (no variable: each match starts where it ends, and every policy keeps them all);
@@ -59,7 +61,7 @@ def compile_fast_path(analysis: Analysis, selection: str = "all"):
         kinds = (SequencePattern,)
     for kind in kinds:
         try:
-            found = kind(analysis)
+            found = kind(analysis, fields_by_shape) if kind is SequencePattern else kind(analysis)
         except NotFast as why:
             reason = str(why)
             continue

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 
 from xcep.errors import StateError
 
-VERSION = 3  # 3: path runs hold the rows of several queries (2: flat-sequence policies)
+VERSION = 4  # 4: flat-sequence runs keep their list reader apart (3: path runs of several
+# queries; 2: flat-sequence policies)
 MAGIC = b"xcep-xseq-run"
 
 

@@ -161,16 +161,19 @@ class _Item:
 class SequencePattern:
     """A compiled flat sequence pattern (see the module docstring)."""
 
-    def __init__(self, analysis: Analysis) -> None:
+    def __init__(self, analysis: Analysis, fields_by_shape: dict | None = None) -> None:
+        """``fields_by_shape``: {list shape: fields} the patterns of several queries share,
+        so that those of one list shape read their elements alike (``SequenceGroup``)."""
         self.analysis = analysis
         self.anywhere = False  # the list's parent path starts with // (any depth)
         if analysis.mode == "nodes":
             raise NotFast("a plain path (no return clause)")
-        # what conditions and outputs read of an element: ("@", attribute) or ("/", child
-        # element whose text() is read) -> slot in the element's values
-        self.fields: dict[tuple, int] = {}
         self.kleene_slots = {analysis.index[v] for v in analysis.kleene}
         self.list_path, self.partition_attribute, steps = self._list(analysis)
+        # what conditions and outputs read of an element: ("@", attribute) or ("/", child
+        # element whose text() is read) -> slot in the element's values
+        shared = {} if fields_by_shape is None else fields_by_shape
+        self.fields: dict[tuple, int] = shared.setdefault(self.shape, {})
         self.items = self._items(steps)
         self.last_mandatory = max(i for i, item in enumerate(self.items) if not item.star)
         # the items a partial match can still move on from
@@ -200,6 +203,12 @@ class SequencePattern:
         self.per_match = [cond for _, cond in decided]  # in the order they become decidable
         self.count_refs = [t.expr for t in outputs] if self.count_only else None
         self.source, self.make_step = _StepSource(self).build()
+
+    @property
+    def shape(self) -> tuple:
+        """What a list reader reads by: the list's path, the partition attribute and
+        whether the list's parent is anywhere (``//``)."""
+        return (tuple(self.list_path), self.partition_attribute, self.anywhere)
 
     @cached_property
     def make_listing_step(self):
@@ -452,49 +461,29 @@ class _Held:
         self.selected = None
 
 
-class SequenceRun:
-    """One pass of a ``SequencePattern`` over an event stream."""
+_PARENT_OPENS = "parent opens"  # what ``ListReader`` marks between the elements
+_LIST_ENDS = "list ends"
 
-    def __init__(self, pattern: SequencePattern, values_only: bool, selection: str = "all"):
-        self.p = pattern
-        self.values_only = values_only
-        self.selection = check_selection(selection)
-        analysis = pattern.analysis  # where a match starts: the query's own variables
-        own = [i for i, v in enumerate(analysis.variables) if not v.startswith(HIDDEN)]
-        self.own_slots = tuple((i, i in pattern.kleene_slots) for i in own)
-        head = pattern.items[0].slot  # a variable on the head binds each match's first element
-        self.head_slot = head if head in own else None
-        self.rows: list = []
-        self.aggregator = (
-            Aggregator(pattern.analysis, values_only)
-            if pattern.analysis.mode in ("aggregate", "grouped")
-            else None
-        )
-        self.lists: dict = {}  # partition key -> _List
-        self.counts: dict = {}  # count-only return clauses: partition key -> the counts
-        self.made = 0  # lists seen
+
+class ListReader:
+    """Reads a batch's list elements for the flat-sequence runs of one list shape (the
+    list's path and partition attribute; the fields they read, ``SequencePattern.fields``,
+    shared by every run it serves): ``read(batch, take, mark)`` calls ``take(partition key
+    or None, element)`` for each element when it is to be stepped, ``mark(_PARENT_OPENS)``
+    where a parent's list begins and ``mark(_LIST_ENDS)`` where it ends (its close, a new
+    document) — as it goes, so that an element no partial match keeps is let go at once.
+    An element is ``[doc, ident, tag, fields, raw attributes, node, children]``; numpy
+    picks the events at the list's depth and above (down to the children's text when a
+    field is a child's), so the rest of an element's content costs nothing."""
+
+    def __init__(self, pattern: SequencePattern, keep_raw: bool) -> None:
+        self.list_path = pattern.list_path
+        self.attribute = pattern.partition_attribute
         fields = pattern.fields.items()
+        self.width = len(pattern.fields)
         self.attributes = {name: at for (kind, name), at in fields if kind == "@"}
         self.children = {name: at for (kind, name), at in fields if kind == "/"}
-        # lists inside lists (//): matches are released in the order of their ends, an
-        # element's before those of the elements inside it (which close first)
-        # a selection policy's matches, in the order of ``all``: a deque, or with lists
-        # inside lists a heap of (end, seq, _Held) (seq: matches at one end in binding order)
-        self.queue: deque | list = [] if pattern.anywhere else deque()
-        self.seq = 0
-        if selection == "all" and not pattern.anywhere:
-            self.step = pattern.make_step(self.emit)
-        elif selection == "all":
-            self.step = pattern.make_listing_step(self.hold)
-        else:
-            stepped = pattern.make_listing_step(self.hold)
-
-            def step(lst: _List, element: list) -> None:
-                stepped(lst, element)
-                if lst.held:
-                    self.select(lst, final=False)
-
-            self.step = step
+        self.keep_raw = keep_raw
         numbers: dict = {}  # attribute value -> to_number(value), a cache
 
         def pair(value: str) -> tuple:
@@ -506,88 +495,35 @@ class SequenceRun:
             return (value, number)
 
         self.pair = pair
-        # the cursor: where the run is in the stream
-        self.ok = [True] * (len(pattern.list_path) + 1)  # the open element at depth d is on
-        self.current: _List | None = None  # the list of the open parent (no partition by)
-        self.pending = None  # the open list element: [doc, ident, tag, values, raw, …]
-        self.pending_list = self.child = self.doc = None
-        # a list's parent anywhere (//): per depth, the open element's name, the list of an
-        # open parent, an open list element [element, its list], an open field child
-        self.names_at: list = [None] * 8
-        self.parents: dict = {}
-        self.pending_at: dict = {}
-        self.child_at: dict = {}
-        self.anchors: list = []  # the depths of the open anchors (_picked)
-
-    def new_list(self, key) -> _List:
-        self.made += 1
-        terms = len(self.p.count_refs or ())
-        return _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
-
-    # events
-    def run(self, batches: Iterable, final: bool) -> Iterator[list]:
-        for batch in batches:
-            yield from self.feed(batch)
-        yield from self.end(final)
-
-    def cursor(self) -> dict:
-        """Where the run is in the stream (plain data, with ``lists`` and ``counts``)."""
-        return {
-            "ok": self.ok,
-            "current": self.current,
-            "pending": self.pending,
-            "pending_list": self.pending_list,
-            "child": self.child,
-            "doc": self.doc,
-            "names_at": self.names_at,
-            "parents": self.parents,
-            "pending_at": self.pending_at,
-            "child_at": self.child_at,
-            "anchors": self.anchors,
-        }
+        # the cursor: where the reader is in the stream
+        self.ok = [True] * (len(self.list_path) + 1)  # the open element at depth d is on
+        self.pending = None  # the open list element, stepped at its close
+        self.pending_key = self.child = self.doc = None
 
     def state(self) -> dict:
-        """What the run has read, as plain data."""
-        return {
-            "lists": self.lists,
-            "counts": self.counts,
-            "made": self.made,
-            "queue": self.queue,
-            "seq": self.seq,
-            "cursor": self.cursor(),
-            "groups": None if self.aggregator is None else self.aggregator.groups,
-        }
+        names = ("ok", "pending", "pending_key", "child", "doc")
+        return {name: getattr(self, name) for name in names}
 
-    def restore(self, state: dict) -> SequenceRun:
-        self.lists, self.counts, self.made = state["lists"], state["counts"], state["made"]
-        self.queue, self.seq = state["queue"], state["seq"]
-        for name, value in state["cursor"].items():
+    def restore(self, state: dict) -> None:
+        for name, value in state.items():
             setattr(self, name, value)
-        if self.aggregator is not None:
-            self.aggregator.groups = state["groups"]
-        return self
 
-    def feed(self, batch) -> list:
-        """The rows known once ``batch`` is read."""
-        p = self.p
-        if p.anywhere:
-            return self.feed_anywhere(batch)
-        names_path = p.list_path
+    def read(self, batch, take, mark) -> None:
+        names_path = self.list_path
         depth_of_list = len(names_path)
-        attribute = p.partition_attribute
-        attributes, children = self.attributes, self.children
+        attribute = self.attribute
+        children = self.children
         deepest = depth_of_list + (2 if children else 0)  # down to the children's text
         at_close = attribute is None or bool(children)  # step an element at its close
-        keep_raw = not p.count_only
+        keep_raw = self.keep_raw
         ok = self.ok  # ok[d]: the open element at depth d is on the path
-        current = self.current  # the list of the open parent (no partition by)
-        pending = self.pending  # the open list element: [doc, ident, tag, values, raw, …]
-        pending_list, child, doc = self.pending_list, self.child, self.doc
-        step, pair, width = self.step, self.pair, len(p.fields)
+        pending, pending_key = self.pending, self.pending_key
+        child, doc = self.child, self.doc
+        pair, width = self.pair, self.width
         table = batch.symbols.names
         symbols = batch.symbols  # name ids: .get does not add a name
         key_id = symbols.get(attribute, -2) if attribute is not None else -2
-        wanted_ids = {symbols[n]: at for n, at in attributes.items() if n in symbols}
+        wanted_ids = {symbols[n]: at for n, at in self.attributes.items() if n in symbols}
         kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
         depths = np.frombuffer(batch.depths, dtype=np.int32)
         if children:
@@ -605,9 +541,9 @@ class SequenceRun:
         for i in picked.tolist():
             depth, kind = depths_[i], kinds_[i]
             if docs[i] != doc:  # a new document (the last may have been cut short)
-                if current is not None and current.held and attribute is None:
-                    self.select(current, final=True)  # its parent's list is over
-                doc, pending, current, child = docs[i], None, None, None
+                if attribute is None:
+                    mark(_LIST_ENDS)  # its parent's list is over
+                doc, pending, child = docs[i], None, None
             if depth > depth_of_list:  # inside a list element: the children's text
                 if pending is None:
                     continue
@@ -628,19 +564,17 @@ class SequenceRun:
             if kind == _CLOSE:
                 if depth == depth_of_list:
                     if pending is not None:
-                        step(pending_list, pending)
+                        take(pending_key, pending)
                         pending = None
                 elif depth == depth_of_list - 1 and attribute is None:
-                    if current is not None and current.held:
-                        self.select(current, final=True)  # the parent's list is over
-                    current = None
+                    mark(_LIST_ENDS)  # the parent's list is over
                 continue
             name = table[names[i]]
             want = names_path[depth - 1]
             ok[depth] = ok[depth - 1] and (want == A.WILDCARD or want == name)
             if depth < depth_of_list:
                 if depth == depth_of_list - 1 and attribute is None and ok[depth]:
-                    current = self.new_list(None)
+                    mark(_PARENT_OPENS)
                 continue
             if not ok[depth]:
                 continue
@@ -668,20 +602,151 @@ class SequenceRun:
                     raw.append((table[aid], values[j], nodes[j]))
                 j += 1
             element = [doc, nodes[i], name, found, raw, None, []]
-            if attribute is not None:
-                if key is None:
-                    continue  # in no partition
-                current = self.lists.get(key)
-                if current is None:
-                    current = self.lists[key] = self.new_list(key)
+            if attribute is not None and key is None:
+                continue  # in no partition
             if at_close:  # as the automaton emits then (and its children are read)
-                pending, pending_list = element, current
+                pending, pending_key = element, key
             else:  # a partition's matches are kept if its document breaks
-                step(current, element)
-        self.current, self.pending, self.pending_list = current, pending, pending_list
+                take(key, element)
+        self.pending, self.pending_key = pending, pending_key
         self.child, self.doc = child, doc
+
+
+class SequenceRun:
+    """One pass of a ``SequencePattern`` over an event stream."""
+
+    def __init__(
+        self,
+        pattern: SequencePattern,
+        values_only: bool,
+        selection: str = "all",
+        reader: ListReader | None = None,
+    ):
+        """``reader``: the list reader the run shares with others (``SequenceGroup``), else
+        its own."""
+        self.p = pattern
+        self.reader = reader or ListReader(pattern, keep_raw=not pattern.count_only)
+        self.values_only = values_only
+        self.selection = check_selection(selection)
+        analysis = pattern.analysis  # where a match starts: the query's own variables
+        own = [i for i, v in enumerate(analysis.variables) if not v.startswith(HIDDEN)]
+        self.own_slots = tuple((i, i in pattern.kleene_slots) for i in own)
+        head = pattern.items[0].slot  # a variable on the head binds each match's first element
+        self.head_slot = head if head in own else None
+        self.rows: list = []
+        self.aggregator = (
+            Aggregator(pattern.analysis, values_only)
+            if pattern.analysis.mode in ("aggregate", "grouped")
+            else None
+        )
+        self.row_of = None if self.aggregator is not None else _attribute_row(pattern)
+        self.lists: dict = {}  # partition key -> _List
+        self.counts: dict = {}  # count-only return clauses: partition key -> the counts
+        self.made = 0  # lists seen
+        # lists inside lists (//): matches are released in the order of their ends, an
+        # element's before those of the elements inside it (which close first)
+        # a selection policy's matches, in the order of ``all``: a deque, or with lists
+        # inside lists a heap of (end, seq, _Held) (seq: matches at one end in binding order)
+        self.queue: deque | list = [] if pattern.anywhere else deque()
+        self.seq = 0
+        if selection == "all" and not pattern.anywhere:
+            self.step = pattern.make_step(self.emit)
+        elif selection == "all":
+            self.step = pattern.make_listing_step(self.hold)
+        else:
+            stepped = pattern.make_listing_step(self.hold)
+
+            def step(lst: _List, element: list) -> None:
+                stepped(lst, element)
+                if lst.held:
+                    self.select(lst, final=False)
+
+            self.step = step
+        # the cursor: where the run is in the stream (and where its reader is)
+        self.current: _List | None = None  # the list of the open parent (no partition by)
+        self.doc = None  # (a list's parent anywhere)
+        # a list's parent anywhere (//): per depth, the open element's name, the list of an
+        # open parent, an open list element [element, its list], an open field child
+        self.names_at: list = [None] * 8
+        self.parents: dict = {}
+        self.pending_at: dict = {}
+        self.child_at: dict = {}
+        self.anchors: list = []  # the depths of the open anchors (_picked)
+
+    def new_list(self, key) -> _List:
+        self.made += 1
+        terms = len(self.p.count_refs or ())
+        return _List(key, self.counts.setdefault(key, [0] * (terms + 1)))
+
+    # events
+    def run(self, batches: Iterable, final: bool) -> Iterator[list]:
+        for batch in batches:
+            yield from self.feed(batch)
+        yield from self.end(final)
+
+    def cursor(self) -> dict:
+        """Where the run is in the stream (plain data, with ``lists`` and ``counts``)."""
+        return {
+            "current": self.current,
+            "doc": self.doc,
+            "names_at": self.names_at,
+            "parents": self.parents,
+            "pending_at": self.pending_at,
+            "child_at": self.child_at,
+            "anchors": self.anchors,
+        }
+
+    def state(self) -> dict:
+        """What the run has read, as plain data."""
+        return {
+            "lists": self.lists,
+            "counts": self.counts,
+            "made": self.made,
+            "queue": self.queue,
+            "seq": self.seq,
+            "cursor": self.cursor(),
+            "reader": self.reader.state(),
+            "groups": None if self.aggregator is None else self.aggregator.groups,
+        }
+
+    def restore(self, state: dict) -> SequenceRun:
+        self.lists, self.counts, self.made = state["lists"], state["counts"], state["made"]
+        self.queue, self.seq = state["queue"], state["seq"]
+        for name, value in state["cursor"].items():
+            setattr(self, name, value)
+        self.reader.restore(state["reader"])
+        if self.aggregator is not None:
+            self.aggregator.groups = state["groups"]
+        return self
+
+    def feed(self, batch) -> list:
+        """The rows known once ``batch`` is read."""
+        if self.p.anywhere:
+            return self.feed_anywhere(batch)
+        self.reader.read(batch, self.take, self.mark)
         rows, self.rows = self.rows, []
         return rows
+
+    def take(self, key, element: list) -> None:
+        """Step a list element (``ListReader``) in its partition's list, or its parent's."""
+        if self.p.partition_attribute is None:
+            self.step(self.current, element)
+            return
+        lst = self.lists.get(key)
+        if lst is None:
+            lst = self.lists[key] = self.new_list(key)
+        self.step(lst, element)
+
+    def mark(self, what: str) -> None:
+        """A parent's list begins (``_PARENT_OPENS``) or ends (``_LIST_ENDS``: its close,
+        or a new document)."""
+        if what is _PARENT_OPENS:
+            self.current = self.new_list(None)
+            return
+        current = self.current
+        if current is not None and current.held:
+            self.select(current, final=True)
+        self.current = None
 
     def feed_anywhere(self, batch) -> list:
         """``feed`` for a list whose parent path starts with ``//``: a list per open
@@ -693,14 +758,14 @@ class SequenceRun:
         chain = p.list_path[:-1]  # the parent's names, the nearest last
         k = len(chain)
         named_at = [(j, want) for j, want in enumerate(chain) if want != A.WILDCARD] or None
-        children = self.children
+        children = self.reader.children
         names_at, parents = self.names_at, self.parents
         pending_at, child_at, doc = self.pending_at, self.child_at, self.doc
-        step, pair = self.step, self.pair
+        step, pair = self.step, self.reader.pair
         table = batch.symbols.names
         kinds = np.frombuffer(batch.kinds, dtype=np.uint8)
         wanted = kinds != _ATTR if children else (kinds == _OPEN) | (kinds == _CLOSE)
-        read = _ElementReader(self, batch, kinds)
+        read = _ElementReader(self.reader, batch, kinds)
         kinds_, names, values, depths_ = batch.kinds, batch.names, batch.values, batch.depths
         docs, nodes = batch.docs, batch.nodes
         for i in self._picked(batch, kinds, wanted, 3 if children else 1):
@@ -834,6 +899,10 @@ class SequenceRun:
             return
         if not ordered:
             found = self.in_order(found)
+        row_of = self.row_of
+        if row_of is not None:  # rows of attributes: read from the elements as they are
+            self.rows += [row_of(regs) for regs in found]
+            return
         for regs in found:
             binding = self.binding(lst, regs)
             if self.aggregator is not None:
@@ -952,12 +1021,12 @@ class _ElementReader:
     """``read(i, doc, name)``: the list element that opens at event ``i`` of a batch, as
     the run keeps it: ``[doc, ident, tag, fields, raw attributes, node, children]``."""
 
-    def __init__(self, run: SequenceRun, batch, kinds: np.ndarray) -> None:
+    def __init__(self, reader: ListReader, batch, kinds: np.ndarray) -> None:
         symbols = batch.symbols
-        self.wanted_ids = {symbols[n]: at for n, at in run.attributes.items() if n in symbols}
-        self.width, self.pair, self.batch = len(run.p.fields), run.pair, batch
-        self.children = list(run.children.values())
-        self.keep_raw = not run.p.count_only
+        self.wanted_ids = {symbols[n]: at for n, at in reader.attributes.items() if n in symbols}
+        self.width, self.pair, self.batch = reader.width, reader.pair, batch
+        self.children = list(reader.children.values())
+        self.keep_raw = reader.keep_raw
         # without raw attributes to keep, fields come from tables numpy made for the batch
         self.fields = (
             None if self.keep_raw else _attribute_tables(batch, kinds, -2, self.wanted_ids)[1]
@@ -1005,6 +1074,40 @@ def _attribute_tables(batch, kinds: np.ndarray, key_id: int, wanted_ids: dict) -
 
     keys = table(key_id) if key_id >= 0 else {}
     return keys, [(at, table(aid)) for aid, at in wanted_ids.items()]
+
+
+def _attribute_row(pattern: SequencePattern):
+    """fn(regs) -> the output row of a match, for a return clause of attributes of single
+    elements (``$X@buyer``, ``first($T)@price``) read from its elements' raw attributes —
+    what the engine's output code gives (``matches.output_row``: the first value, or null)
+    without making nodes; None for other return clauses."""
+    getters = []
+    for term in pattern.analysis.query.returns:
+        expr = term.expr
+        if term.aggregate is not None or not isinstance(expr, A.VarRef):
+            return None
+        path = expr.path
+        if type(path) is not A.Step or path.axis != A.ATTRIBUTE or path.name == A.WILDCARD:
+            return None
+        slot = pattern.analysis.index[expr.var]
+        at = {"first": 0, "last": 1}.get(expr.func) if slot in pattern.kleene_slots else None
+        if slot in pattern.kleene_slots and at is None:
+            return None  # all of a Kleene-* variable's elements: an array
+        getters.append((slot, at, path.name))
+
+    def row(regs: tuple) -> list:
+        out = []
+        for slot, at, name in getters:
+            element = regs[slot]
+            if element is not None and at is not None:
+                element = element[at]
+            found = None
+            if element is not None:
+                found = next((value for key, value, _ in element[4] if key == name), None)
+            out.append(found)
+        return out
+
+    return row
 
 
 def _identity(regs: tuple) -> tuple:
@@ -1419,7 +1522,7 @@ class _StepSource:
                 return (
                     f"(({a} := {left}) is not None and ({b} := {right}) is not None and "
                     f"({a}[1] {op} {b}[1] if {a}[1] is not None and {b}[1] is not None "
-                    f"else _string({a}) {op} _string({b})))"
+                    f"else ({a}[0] or _string({a})) {op} ({b}[0] or _string({b}))))"
                 )
         if isinstance(cond, A.And | A.Or):
             left = self.condition(cond.left, iteration, regs)
