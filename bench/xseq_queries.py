@@ -11,6 +11,10 @@ with knobs, constants drawn from the data:
   a predicate on the subtree, decided when the note closes (``N`` a note of the
   stream, ``C`` its transaction's company half the time: one row or none);
 - *mixed*: the two, alternating;
+- *sequence*: ``return $X@buyer from /stocks/$Z \\ $X where $Z@company = 'C' and
+  $X@price > P`` — the trade right after one of a company's (a flat sequence
+  pattern; lxml runs ``/stocks/transaction[@company = 'C']/following-sibling::*[1]
+  [@price > P]/@buyer``);
 - *xmark*: subscriptions on XMark f0.1 (11.7 MB), four shapes in turn — a person
   by id, items by location and quantity, open auctions above an initial price, a
   category by id — with `//` steps, child values and attributes.
@@ -28,6 +32,7 @@ xcep's peak RSS.
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import re
 import shutil
@@ -40,7 +45,7 @@ from bench.harness import write_results
 from bench.xseq_paths import COMPANIES, DATA, isolated, stock_stream
 
 COUNTS = [10, 100, 1_000]
-FAMILIES = ["attribute", "child value", "mixed"]
+FAMILIES = ["attribute", "child value", "mixed", "sequence"]
 ELEMENTS = 30_000  # transactions in the stream (3.6 MB)
 
 LXML = """
@@ -76,13 +81,36 @@ def queries(family: str, count: int, selectivity: str, source: Path, seed: int =
         company = company if rnd.random() < 0.5 else rnd.choice(COMPANIES)
         return f"//transaction[@company = '{company}']/note[text() = '{note}']/text()"
 
+    def sequence() -> str:  # (its XPath for lxml: ``as_xpath``)
+        price, company = rnd.choice(prices), rnd.choice(COMPANIES)
+        return (
+            f"return $X@buyer from /stocks/$Z \\ $X where $Z@company = '{company}' "
+            f"and $X@price > {price}"
+        )
+
     make = {
         "attribute": [attribute],
         "child value": [child_value],
         "mixed": [attribute, child_value],
+        "sequence": [sequence],
     }
     shapes = make[family]
     return [shapes[i % len(shapes)]() for i in range(count)]
+
+
+_SEQUENCE = re.compile(
+    r"return \$X@buyer from /stocks/\$Z \\ \$X where \$Z@company = '(\w+)' and \$X@price > (\S+)"
+)
+
+
+def as_xpath(query: str) -> str:
+    """A query of the file in XPath 1.0 (the *sequence* family's: the next sibling)."""
+    found = _SEQUENCE.fullmatch(query)
+    if found is None:
+        return query  # the same text
+    company, price = found.groups()
+    step = f"following-sibling::*[1][@price > {price}]"
+    return f"/stocks/transaction[@company = '{company}']/{step}/@buyer"
 
 
 def xmark_queries(count: int, source: Path, seed: int = 1) -> list[str]:
@@ -112,6 +140,9 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         if f != "child value" or s == "broad"
     ]
     cases.append(("xmark", "constants of the document"))
+    if os.environ.get("XCEP_BENCH_FAMILIES"):  # some families only: "sequence,xmark"
+        wanted = {f.strip() for f in os.environ["XCEP_BENCH_FAMILIES"].split(",")}
+        cases = [(f, s) for f, s in cases if f in wanted]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -134,6 +165,8 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
                 )
                 file = work / "queries.txt"
                 file.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(made)))
+                xpaths = work / "xpaths.txt"
+                xpaths.write_text("".join(f"q{i}\t{as_xpath(q)}\n" for i, q in enumerate(made)))
                 times: dict = {"xcep": [], "lxml": []}
                 found: dict = {}
                 for _ in range(repeat if count < 1_000 else 1):
@@ -150,7 +183,7 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
                                 str(source),
                             ],
                         ),
-                        ("lxml", [sys.executable, str(script), str(source), str(file), out]),
+                        ("lxml", [sys.executable, str(script), str(source), str(xpaths), out]),
                     ):
                         result = isolated(command, out)
                         times[contender].append(result["seconds"])
