@@ -118,8 +118,8 @@ def _changes(job: dict) -> dict:
 
     from xcep.collector import collector_paused
     from xcep.events import EventStream
-    from xcep.xpush import Workload, XPushMachine
     from xcep.idlines import read_filters_file
+    from xcep.xpush import Workload, XPushMachine
 
     lines = read_filters_file(job["filters"])
     spare = [(line.fid, line.text) for line in lines[-job["spare"] :]]

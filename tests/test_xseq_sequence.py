@@ -104,7 +104,7 @@ def sequence_queries(draw) -> str:
             options += [f"last(${v})/v/text() >= ${z}/v/text()" for z in plain]
         for z in plain:
             options += [f"${z}@p > 1", f"tag(${z}) = 'u'", f"${z}@q != 'a' or ${z}@p = 3"]
-            options += [f"${z}/v/text() != 'x'"]
+            options += [f"${z}/v/text() != 'x'", f"${z}@q = 'b'", f"${z}@k = 'A'"]
         if options:
             conjuncts.append(draw(st.sampled_from(options)))
     variables = plain + kleene

@@ -204,6 +204,38 @@ class SequencePattern:
         self.count_refs = [t.expr for t in outputs] if self.count_only else None
         self.source, self.make_step = _StepSource(self).build()
 
+    def start_equality(self) -> tuple | None:
+        """(the field, its string) of an equality every match's first element satisfies —
+        a step predicate of the head or a condition on it alone, ``$Z@company = 'IBM'``,
+        with a constant that is no number (so that the comparison is of strings, and an
+        index of the values finds it) — or None."""
+        head = self.items[0]
+        conjuncts = [(c, True) for c in head.preds]  # (condition, a step predicate)
+        decided = zip(self.settle, self.per_match, strict=True)
+        conjuncts += [(c, False) for at, c in decided if at == 0]
+        while conjuncts:
+            cond, pred = conjuncts.pop()
+            if isinstance(cond, A.And):
+                conjuncts += [(cond.left, pred), (cond.right, pred)]
+                continue
+            if not isinstance(cond, A.Compare) or cond.op != "=":
+                continue
+            for side, other in ((cond.left, cond.right), (cond.right, cond.left)):
+                if not isinstance(other, A.Const) or to_number(other.value) is not None:
+                    continue
+                own = isinstance(side, A.RelPath) and pred
+                own = own or (
+                    isinstance(side, A.VarRef) and side.var == head.var and side.func is None
+                )
+                if own and side.path is not None:
+                    try:
+                        at = self._field(side.path)
+                    except NotFast:
+                        continue
+                    if self._is_attribute(at):
+                        return at, as_string(other.value)
+        return None
+
     @property
     def shape(self) -> tuple:
         """What a list reader reads by: the list's path, the partition attribute and

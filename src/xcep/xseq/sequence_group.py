@@ -7,8 +7,12 @@ list's depth picked by numpy, each element's attributes read and their numbers p
 before its step function does the query's own work. A ``SequenceGroup`` holds the
 patterns of one list shape (``SequencePattern.shape``: the list's path, the partition
 attribute), compiled with one set of fields, and its run reads each batch once
-(``ListReader``) and steps each element in every pattern's lists; each pattern keeps
-its own partial matches, selection and rows. The plan of many queries
+(``ListReader``) and steps each element in the patterns' lists; each pattern keeps
+its own partial matches, selection and rows. An element is stepped only in the lists
+of the patterns that have a live partial match there or that it can start: patterns
+whose first element must satisfy an equality (``$Z@company = 'IBM'``,
+``SequencePattern.start_equality``) are indexed by its value, so a thousand queries
+on as many companies try a few per element, not all. The plan of many queries
 (``xcep/plans/xseq.py``) puts the flat sequence patterns of a query file in groups.
 """
 
@@ -48,19 +52,50 @@ class SequenceGroupRun:
         self.runs = [
             SequenceRun(p, group.values_only, group.selection, self.reader) for p in patterns
         ]
+        self.partitioned = patterns[0].partition_attribute is not None
         self.muted: set[int] = set()
-        takes = [run.take for run in self.runs]
-        marks = [run.mark for run in self.runs]
+        # the members to try on an element: those without a start equality, those whose
+        # equality its field's value satisfies (field -> value -> members), and those with
+        # a live partial match in the list (list key -> members)
+        self.always: set[int] = set()
+        self.keyed: dict[int, dict[str, list[int]]] = {}
+        for i, pattern in enumerate(patterns):
+            found = pattern.start_equality()
+            if found is None:
+                self.always.add(i)
+            else:
+                self.keyed.setdefault(found[0], {}).setdefault(found[1], []).append(i)
+        self.active: dict = {}
+        self.seen: set = set()  # the partitions met (lists are made in that order)
 
-        def take(key, element: list) -> None:
-            for member in takes:
-                member(key, element)
+    def take(self, key, element: list) -> None:
+        """Step a list element in the lists of the members it can concern."""
+        runs = self.runs
+        if self.partitioned and key not in self.seen:  # each member's list, in order
+            self.seen.add(key)
+            tried = range(len(runs))
+        else:
+            tried = self.always | self.active.get(key, set())
+            fields = element[3]
+            for at, members in self.keyed.items():
+                value = fields[at]
+                if value is not None:
+                    tried = tried.union(members.get(value[0], ()))
+        active = self.active.setdefault(key, set())
+        for i in tried:
+            run = runs[i]
+            run.take(key, element)
+            lst = run.lists[key] if self.partitioned else run.current
+            if lst.threads:
+                active.add(i)
+            else:
+                active.discard(i)
 
-        def mark(what: str) -> None:
-            for member in marks:
-                member(what)
-
-        self.take, self.mark = take, mark
+    def mark(self, what: str) -> None:
+        """A parent's list begins or ends: every member's (no partial match lives on)."""
+        for run in self.runs:
+            run.mark(what)
+        self.active.clear()
 
     def feed(self, batch) -> list[tuple[int, list]]:
         self.reader.read(batch, self.take, self.mark)
@@ -86,4 +121,10 @@ class SequenceGroupRun:
         for run, saved in zip(self.runs, state["runs"], strict=True):
             run.restore(saved)
         self.muted = set(state["muted"])
+        for i, run in enumerate(self.runs):  # what the index knows, from the lists
+            lists = run.lists.items() if self.partitioned else [(None, run.current)]
+            for key, lst in lists:
+                self.seen.add(key)
+                if lst is not None and lst.threads:
+                    self.active.setdefault(key, set()).add(i)
         return self
