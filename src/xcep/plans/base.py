@@ -16,7 +16,7 @@ from xcep.errors import StateError
 from xcep.events.model import CLOSE, EventBatch
 
 MAGIC = b"xcep-run\n"
-VERSION = 1
+VERSION = 2  # 2: a run of several XSeq queries holds its sequence groups
 
 
 class Row(NamedTuple):

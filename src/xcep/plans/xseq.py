@@ -20,8 +20,9 @@ from xcep.plans.base import Plan, Row, Run, documents_ended
 class XSeqPlan(Plan):
     """XSeq queries: one query on its runtime; several: the node selections with
     predicates all on one path runtime (``PlainPath`` of them all), the flat sequence
-    patterns each on its own runtime, the rest in one automaton (queries added while it
-    runs join the automaton, at the next document).
+    patterns in a sequence group per list shape (one under // on its own runtime), the
+    rest in one automaton (queries added while it runs join the automaton, at the next
+    document).
     Every run is saved: the path runtime's run, each sequence group's and own runtime's,
     the automaton with its driver. Each query's rows come in its own order; a batch gives
     the rows of the path runtime first, then the sequence groups', the own runtimes', then
