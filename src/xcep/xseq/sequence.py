@@ -761,13 +761,16 @@ class SequenceRun:
 
     def take(self, key, element: list) -> None:
         """Step a list element (``ListReader``) in its partition's list, or its parent's."""
+        self.step(self.list_for(key), element)
+
+    def list_for(self, key) -> _List:
+        """The list an element of partition ``key`` (None: the open parent's) goes to."""
         if self.p.partition_attribute is None:
-            self.step(self.current, element)
-            return
+            return self.current
         lst = self.lists.get(key)
         if lst is None:
             lst = self.lists[key] = self.new_list(key)
-        self.step(lst, element)
+        return lst
 
     def mark(self, what: str) -> None:
         """A parent's list begins (``_PARENT_OPENS``) or ends (``_LIST_ENDS``: its close,

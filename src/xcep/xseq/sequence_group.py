@@ -84,8 +84,8 @@ class SequenceGroupRun:
         active = self.active.setdefault(key, set())
         for i in tried:
             run = runs[i]
-            run.take(key, element)
-            lst = run.lists[key] if self.partitioned else run.current
+            lst = run.list_for(key)
+            run.step(lst, element)
             if lst.threads:
                 active.add(i)
             else:
