@@ -15,7 +15,8 @@ naming what keeps a query off) and ``SequenceRun`` runs them directly:
   (numpy picks the events at the list's depth and above, and down to the
   children's text when the query reads it; the rest of an element's content
   costs nothing); what the query reads of each element (``@name``,
-  ``name/text()``) is read once, as a string and a number;
+  ``name/text()``) is read once, as a string and a number (``ListReader``,
+  which the queries of a sequence group share: ``sequence_group.py``);
 - per list (each parent element, or each partition across the stream) the
   live partial matches are pairs ``(item, registers)``: the pattern item the
   match ends in and per variable its element (or, under a Kleene-*, first,
