@@ -7,7 +7,7 @@ import io
 import json
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from xcep.cli import main
@@ -239,6 +239,83 @@ def test_sequence_groups_give_each_query_its_rows(
             assert rows.get(qid, []) == alone, (qid, query)
 
 
+@st.composite
+def template_families(draw) -> list[str]:
+    """Four to seven fixed-length sequence queries of one shape that differ in their
+    comparisons of attributes with constants (step predicates and where clause) and
+    in their return clauses: a template's members."""
+    length = draw(st.integers(1, 3))
+    variables = ["Z", *(f"V{i}" for i in range(length))]
+    partition = draw(st.sampled_from(("", " partition by /s/t@k")))
+    family = []
+    for _ in range(draw(st.integers(4, 7))):
+        steps, where = [], []
+        for var in variables:
+            compare = draw(
+                st.sampled_from(
+                    (
+                        "",
+                        f"[@k = '{draw(st.sampled_from('AB'))}']",
+                        f"[@p > {draw(st.sampled_from(VALUES[:5]))}]",
+                        "[@q = 'b']",
+                    )
+                )
+            )
+            steps.append(f"${var}{compare}")
+            if draw(st.integers(0, 2)) == 0:
+                op = draw(st.sampled_from(("=", "<", ">=", ">")))
+                constant = draw(st.sampled_from(("1", "2", "'x'")))
+                where.append(f"${var}@p {op} {constant}")
+        returns = draw(
+            st.sampled_from(
+                (
+                    f"${variables[-1]}@p",
+                    f"$Z@q, ${variables[-1]}@p",
+                    "count($Z)",
+                    f"sum(${variables[-1]}@p), count($Z)",
+                    "$Z@p * 2",
+                )
+            )
+        )
+        path = " \\ ".join(steps)
+        clause = f" where {' and '.join(where)}" if where else ""
+        family.append(f"return {returns} from /s/{path}{clause}{partition}")
+    return family
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(family=template_families(), docs=streams(), cut=st.integers(0, 60), gone=st.integers(0, 8))
+def test_a_template_gives_each_member_its_rows(
+    family: list[str], docs: list[str], cut: int, gone: int
+) -> None:
+    """Fixed-length sequence queries that differ only in comparisons with constants
+    share one run of their template (``SequenceGroup``: the comparisons decided for all
+    members at once): each member's rows are its own engine's, also when the run is
+    saved at batch ``cut`` and restored, and a member removed there."""
+    named = {f"m{i}": query for i, query in enumerate(family)}
+    plan = compile_plan("xseq", named)
+    assume(any(len(indexes) > 1 for group in plan.groups for _, indexes, _ in group.units))
+    text = "".join(docs)
+    removed = f"m{gone}" if gone < len(named) else None
+    run, found = plan.start(), []
+    for n, batch in enumerate(_batches(text)):
+        if n == cut:
+            if removed is not None:
+                run.remove(removed)
+            run = compile_plan("xseq", run.queries()).restore(run.snapshot())
+        found += run.feed(batch)
+    found += run.finish()
+    rows: dict = {}
+    for row in found:
+        rows.setdefault(row.query, []).append(row.value)
+    for qid, query in named.items():
+        alone = _rows(query, text)
+        if qid == removed:
+            assert rows.get(qid, []) == alone[: len(rows.get(qid, []))], query
+        else:
+            assert rows.get(qid, []) == alone, (qid, query)
+
+
 def test_a_query_file_of_one_list_shape_is_one_group() -> None:
     queries = {
         f"q{k}": f"return $X@p from /s/$Z \\ $X where $Z@q = 'a' and $X@p > {k}" for k in range(4)
@@ -250,6 +327,7 @@ def test_a_query_file_of_one_list_shape_is_one_group() -> None:
         ["falls", "q0", "q1", "q2", "q3"],
         ["parts"],
     ]
+    assert explained["sequence templates"] == [["q0", "q1", "q2", "q3"]]  # falls: Kleene-*
     text = "<s>" + "".join(f"<t k='A' q='a' p='{p}'/>" for p in (3, 1, 4, 1, 5, 9, 2, 6)) + "</s>"
     plan = compile_plan("xseq", queries)
     run = plan.start()

@@ -155,7 +155,14 @@ class XSeqPlan(Plan):
             automaton = self.start().multi.stats()
             paths = [str(qid) for qid in self.path_ids]
             groups = [[str(qid) for qid in group.ids] for group in self.groups]
-            found = {"path runtime": paths, "sequence groups": groups, "own runtimes": own}
+            templates = [
+                [str(group.ids[i]) for i in indexes]
+                for group in self.groups
+                for _, indexes, conds in group.units
+                if conds is not None
+            ]
+            found = {"path runtime": paths, "sequence groups": groups}
+            found |= {"sequence templates": templates, "own runtimes": own}
             return json.dumps({**found, "automaton": automaton}, indent=2)
         if format == "dot":
             return self.engine.vpa.dot()

@@ -162,9 +162,13 @@ class _Item:
 class SequencePattern:
     """A compiled flat sequence pattern (see the module docstring)."""
 
-    def __init__(self, analysis: Analysis, fields_by_shape: dict | None = None) -> None:
+    def __init__(
+        self, analysis: Analysis, fields_by_shape: dict | None = None, nodes: bool = False
+    ) -> None:
         """``fields_by_shape``: {list shape: fields} the patterns of several queries share,
-        so that those of one list shape read their elements alike (``SequenceGroup``)."""
+        so that those of one list shape read their elements alike (``SequenceGroup``);
+        ``nodes``: keep every element of a Kleene-* variable (a template's members may
+        read them)."""
         self.analysis = analysis
         self.anywhere = False  # the list's parent path starts with // (any depth)
         if analysis.mode == "nodes":
@@ -189,10 +193,14 @@ class SequencePattern:
         )
         for term in outputs:  # only checked: rows and aggregates are made from real nodes
             self._check_output(term)
-        self.keep_nodes = not self.count_only or any(
-            isinstance(n, A.VarRef) and n.var in analysis.kleene and n.func is None
-            for c in analysis.per_match
-            for n in A.walk(c.cond)
+        self.keep_nodes = (
+            nodes
+            or not self.count_only
+            or any(
+                isinstance(n, A.VarRef) and n.var in analysis.kleene and n.func is None
+                for c in analysis.per_match
+                for n in A.walk(c.cond)
+            )
         )
         for group, conjuncts in analysis.iteration.items():
             item = next(i for i in self.items if i.star and i.group == group)
@@ -672,7 +680,7 @@ class SequenceRun:
             if pattern.analysis.mode in ("aggregate", "grouped")
             else None
         )
-        self.row_of = None if self.aggregator is not None else _attribute_row(pattern)
+        self.row_of = None if self.aggregator is not None else attribute_row(pattern)
         self.lists: dict = {}  # partition key -> _List
         self.counts: dict = {}  # count-only return clauses: partition key -> the counts
         self.made = 0  # lists seen
@@ -1112,7 +1120,7 @@ def _attribute_tables(batch, kinds: np.ndarray, key_id: int, wanted_ids: dict) -
     return keys, [(at, table(aid)) for aid, at in wanted_ids.items()]
 
 
-def _attribute_row(pattern: SequencePattern):
+def attribute_row(pattern: SequencePattern):
     """fn(regs) -> the output row of a match, for a return clause of attributes of single
     elements (``$X@buyer``, ``first($T)@price``) read from its elements' raw attributes —
     what the engine's output code gives (``matches.output_row``: the first value, or null)

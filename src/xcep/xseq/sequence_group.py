@@ -12,13 +12,32 @@ its own partial matches, selection and rows. An element is stepped only in the l
 of the patterns that have a live partial match there or that it can start: patterns
 whose first element must satisfy an equality (``$Z@company = 'IBM'``,
 ``SequencePattern.start_equality``) are indexed by its value, so a thousand queries
-on as many companies try a few per element, not all. The plan of many queries
-(``xcep/plans/xseq.py``) puts the flat sequence patterns of a query file in groups.
+on as many companies try a few per element, not all.
+
+*Templates*: under the ``all`` selection, fixed-length patterns (no Kleene-*) that
+differ only in comparisons of their variables' attributes with constants — in step
+predicates or the where clause: ``$Z[@company = 'IBM'] \\ $X[@price > 98]`` — and in
+their return clauses, four or more of them, share one run of the pattern without
+those comparisons; each match it finds goes to the members whose comparisons hold,
+found for all of them at once by an index of the constants
+(``conditions.MemberConditions``, the counting algorithm), and each member makes its
+rows and aggregates from it. The plan of many queries (``xcep/plans/xseq.py``) puts
+the flat sequence patterns of a query file in groups.
 """
 
 from __future__ import annotations
 
-from xcep.xseq.sequence import ListReader, SequenceRun
+from dataclasses import replace
+
+from xcep.xseq import ast as A
+from xcep.xseq.conditions import MemberConditions
+from xcep.xseq.counting import attribute_atom, reference_atom
+from xcep.xseq.matches import Aggregator, make_env, output_row
+from xcep.xseq.program import template_key
+from xcep.xseq.semantics import Conjunct
+from xcep.xseq.sequence import ListReader, SequencePattern, SequenceRun, attribute_row
+
+TEMPLATE = 4  # queries of one template from which they share one run (else each its own)
 
 
 class SequenceGroup:
@@ -35,9 +54,123 @@ class SequenceGroup:
         self.patterns = [pattern for _, pattern in members]
         self.values_only = values_only
         self.selection = selection
+        # the runs' patterns, each with the queries it serves (indexes): a pattern alone,
+        # or a template's with its members and their comparisons
+        by_template: dict = {}
+        lifted = [_lift_comparisons(p) if selection == "all" else None for p in self.patterns]
+        for i, found in enumerate(lifted):
+            key = ("alone", i) if found is None else template_key(found[0])
+            by_template.setdefault(key, []).append(i)
+        self.units: list[tuple] = []  # (pattern, [query index], [its comparisons] or None)
+        for indexes in by_template.values():
+            if len(indexes) < TEMPLATE:
+                self.units += [(self.patterns[i], [i], None) for i in indexes]
+                continue
+            first = self.patterns[indexes[0]]
+            shared = {first.shape: first.fields}  # (its matches are bindings: nodes kept)
+            template = SequencePattern(lifted[indexes[0]][0], shared, nodes=True)
+            self.units.append((template, indexes, [lifted[i][1] for i in indexes]))
 
     def start(self) -> SequenceGroupRun:
         return SequenceGroupRun(self)
+
+
+def _lift_comparisons(pattern: SequencePattern) -> tuple | None:
+    """(the pattern's analysis without its comparisons of a variable's attribute with a
+    constant, those comparisons as per-match conjuncts) for a fixed-length pattern whose
+    per-match conditions are all such comparisons; None for others."""
+    analysis = pattern.analysis
+    if any(item.star for item in pattern.items) or not isinstance(analysis.path, A.Seq):
+        return None
+    if any(reference_atom(c.cond) is None for c in analysis.per_match):
+        return None
+    lifted = list(analysis.per_match)
+    items = []
+    for step in analysis.path.items:
+        if not isinstance(step, A.Step) or step.var is None:
+            items.append(step)
+            continue
+        kept = []
+        for pred in step.preds:
+            if attribute_atom(pred) is None:
+                kept.append(pred)
+                continue
+            left, right = (
+                A.VarRef(step.var, None, side.path) if isinstance(side, A.RelPath) else side
+                for side in (pred.left, pred.right)
+            )
+            lifted.append(Conjunct(A.Compare(pred.op, left, right), None, frozenset({step.var})))
+        items.append(replace(step, preds=tuple(kept)))
+    path = replace(analysis.path, items=tuple(items))
+    return replace(analysis, path=path, per_match=[]), lifted
+
+
+class _TemplateRun(SequenceRun):
+    """The run of a template's pattern (its members' comparisons left out): each match
+    goes to the members whose comparisons hold on it (``rows``: per member)."""
+
+    def __init__(self, pattern, members: list, conds: list, values_only: bool, reader):
+        super().__init__(pattern, values_only, "all", reader)
+        self.step = pattern.make_listing_step(self.emit)
+        self.served = members  # the members' own patterns
+        self.conditions = MemberConditions()
+        self.always = []  # the members without comparisons
+        for i, conjuncts in enumerate(conds):
+            if conjuncts:
+                self.conditions.set(i, conjuncts)
+            else:
+                self.always.append(i)
+        self.aggregators = [
+            Aggregator(m.analysis, values_only) if m.analysis.mode != "rows" else None
+            for m in members
+        ]
+        self.row_ofs = [attribute_row(m) for m in members]
+        self.rows = [[] for _ in members]
+
+    def emit(self, lst, found: list, ordered: bool = False) -> None:
+        if not ordered:
+            found = self.in_order(found)
+        analysis, decide = self.p.analysis, self.conditions.decide
+        for regs in found:
+            binding = self.binding(lst, regs)
+            passed = self.always
+            if self.conditions.members:
+                passed = [*passed, *decide(make_env(analysis, binding, False, memo=True))]
+            for i in passed:
+                aggregator = self.aggregators[i]
+                if aggregator is not None:
+                    aggregator.add(lst.key, binding)
+                elif self.row_ofs[i] is not None:
+                    self.rows[i].append(self.row_ofs[i](regs))
+                else:
+                    row = output_row(self.served[i].analysis, binding, None, self.values_only)
+                    self.rows[i].append(row)
+
+    def taken(self) -> list[list]:
+        """The rows found since, per member."""
+        rows, self.rows = self.rows, [[] for _ in self.served]
+        return rows
+
+    def end(self, final: bool) -> list[list]:
+        """Per member, its rows and, at the end, its aggregates' (``SequenceRun.end``)."""
+        rows = self.taken()
+        if final:
+            order = list(self.lists) if self.p.partition_attribute is not None else None
+            for i, aggregator in enumerate(self.aggregators):
+                if aggregator is not None:
+                    rows[i] += aggregator.rows(order)
+        return rows
+
+    def state(self) -> dict:
+        groups = [None if a is None else a.groups for a in self.aggregators]
+        return {**super().state(), "groups": groups}
+
+    def restore(self, state: dict) -> _TemplateRun:
+        super().restore({**state, "groups": None})
+        for aggregator, groups in zip(self.aggregators, state["groups"], strict=True):
+            if aggregator is not None:
+                aggregator.groups = groups
+        return self
 
 
 class SequenceGroupRun:
@@ -47,11 +180,18 @@ class SequenceGroupRun:
 
     def __init__(self, group: SequenceGroup) -> None:
         patterns = group.patterns
-        keep_raw = any(not p.count_only for p in patterns)
+        # (a template's matches are bindings of nodes, which read their raw attributes)
+        keep_raw = any(not p.count_only or c is not None for p, _, c in group.units)
         self.reader = ListReader(patterns[0], keep_raw)
-        self.runs = [
-            SequenceRun(p, group.values_only, group.selection, self.reader) for p in patterns
-        ]
+        self.runs: list[SequenceRun] = []  # one per unit (``SequenceGroup.units``)
+        self.members = [indexes for _, indexes, _ in group.units]
+        for pattern, indexes, conds in group.units:
+            if conds is None:
+                run = SequenceRun(pattern, group.values_only, group.selection, self.reader)
+            else:
+                served = [patterns[i] for i in indexes]
+                run = _TemplateRun(pattern, served, conds, group.values_only, self.reader)
+            self.runs.append(run)
         self.partitioned = patterns[0].partition_attribute is not None
         self.muted: set[int] = set()
         # the members to try on an element: those without a start equality, those whose
@@ -59,7 +199,7 @@ class SequenceGroupRun:
         # a live partial match in the list (list key -> members)
         self.always: set[int] = set()
         self.keyed: dict[int, dict[str, list[int]]] = {}
-        for i, pattern in enumerate(patterns):
+        for i, (pattern, _, _) in enumerate(group.units):
             found = pattern.start_equality()
             if found is None:
                 self.always.add(i)
@@ -99,17 +239,28 @@ class SequenceGroupRun:
 
     def feed(self, batch) -> list[tuple[int, list]]:
         self.reader.read(batch, self.take, self.mark)
-        return self._rows([run.rows for run in self.runs], clear=True)
+        return self._rows([self._taken(run) for run in self.runs])
 
     def end(self, final: bool) -> list[tuple[int, list]]:
-        return self._rows([run.end(final) for run in self.runs])
+        return self._rows([self._taken(run, run.end(final)) for run in self.runs])
 
-    def _rows(self, found: list[list], clear: bool = False) -> list[tuple[int, list]]:
-        rows = [(i, row) for i, some in enumerate(found) if i not in self.muted for row in some]
-        if clear:
-            for run in self.runs:
-                run.rows = []
-        return rows
+    @staticmethod
+    def _taken(run: SequenceRun, ended: list | None = None) -> list[list]:
+        """A run's rows since, per query it serves (a template's are so already)."""
+        if isinstance(run, _TemplateRun):
+            return ended if ended is not None else run.taken()
+        rows, run.rows = (run.rows if ended is None else ended), []
+        return [rows]
+
+    def _rows(self, found: list[list[list]]) -> list[tuple[int, list]]:
+        """(query index, row) from the runs' rows, each run's per query it serves."""
+        return [
+            (i, row)
+            for indexes, per_member in zip(self.members, found, strict=True)
+            for i, rows in zip(indexes, per_member, strict=True)
+            if i not in self.muted
+            for row in rows
+        ]
 
     def mute(self, member: int) -> None:
         self.muted.add(member)
