@@ -17,12 +17,14 @@ on as many companies try a few per element, not all.
 *Templates*: under the ``all`` selection, fixed-length patterns (no Kleene-*) that
 differ only in comparisons of their variables' attributes with constants — in step
 predicates or the where clause: ``$Z[@company = 'IBM'] \\ $X[@price > 98]`` — and in
-their return clauses, four or more of them, share one run of the pattern without
+their return clauses share one run of the pattern without
 those comparisons; each match it finds goes to the members whose comparisons hold,
 found for all of them at once by an index of the constants
 (``conditions.MemberConditions``, the counting algorithm), and each member makes its
 rows and aggregates from it. The plan of many queries (``xcep/plans/xseq.py``) puts
-the flat sequence patterns of a query file in groups.
+the flat sequence patterns of a query file in groups. A template is used where an
+element would otherwise be tried on eight or more of its queries (``TEMPLATE``): a
+thousand queries on five companies, not a hundred on as many buyers.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from xcep.xseq.program import template_key
 from xcep.xseq.semantics import Conjunct
 from xcep.xseq.sequence import ListReader, SequencePattern, SequenceRun, attribute_row
 
-TEMPLATE = 4  # queries of one template from which they share one run (else each its own)
+# a template's queries share one run when an element would otherwise be stepped in this
+# many of their lists (a shared run costs a binding and an index lookup per match, an own
+# one a call of its step function per element it is tried on)
+TEMPLATE = 8
 
 
 class SequenceGroup:
@@ -63,7 +68,7 @@ class SequenceGroup:
             by_template.setdefault(key, []).append(i)
         self.units: list[tuple] = []  # (pattern, [query index], [its comparisons] or None)
         for indexes in by_template.values():
-            if len(indexes) < TEMPLATE:
+            if _tries([self.patterns[i] for i in indexes]) < TEMPLATE:
                 self.units += [(self.patterns[i], [i], None) for i in indexes]
                 continue
             first = self.patterns[indexes[0]]
@@ -73,6 +78,15 @@ class SequenceGroup:
 
     def start(self) -> SequenceGroupRun:
         return SequenceGroupRun(self)
+
+
+def _tries(patterns: list[SequencePattern]) -> float:
+    """How many of ``patterns`` an element is tried on, about (``SequenceGroupRun.take``):
+    every one without a start equality, and of those with one, as many as share a
+    constant (values spread evenly over the constants)."""
+    equalities = [p.start_equality() for p in patterns]
+    keyed = [found for found in equalities if found is not None]
+    return len(patterns) - len(keyed) + (len(keyed) / len(set(keyed)) if keyed else 0)
 
 
 def _lift_comparisons(pattern: SequencePattern) -> tuple | None:
