@@ -218,22 +218,29 @@ def test_sequence_groups_give_each_query_its_rows(
             continue
         named[f"q{i}"] = query
     text = "".join(docs)
-    gone = sorted(named)[removed] if removed < len(named) else None
-    run, found = compile_plan("xseq", named, selection=selection).start(), []
+    gone = sorted(named)[removed] if removed < len(named) > 1 else None  # (one: no removing)
+    _each_alone(compile_plan("xseq", named, selection=selection), text, cut, gone)
+
+
+def _each_alone(plan, text: str, cut: int, gone) -> None:
+    """A run of ``plan`` over ``text``, saved at batch ``cut`` and restored by another
+    plan of its queries then, query ``gone`` removed there: each query's rows are its
+    own engine's (the removed one's a prefix of them: its rows stop there)."""
+    selection = plan.options.get("selection", "all")
+    run, found = plan.start(), []
     for n, batch in enumerate(_batches(text)):
         if n == cut:
             if gone is not None:
                 run.remove(gone)
-            again = compile_plan("xseq", run.queries(), selection=selection)
-            run = again.restore(run.snapshot())
+            run = compile_plan("xseq", run.queries(), **plan.options).restore(run.snapshot())
         found += run.feed(batch)
     found += run.finish()
     rows: dict = {}
     for row in found:
         rows.setdefault(row.query, []).append(row.value)
-    for qid, query in named.items():
+    for qid, query in plan.queries.items():
         alone = _rows(query, text, selection=selection)
-        if qid == gone:  # its rows stop where it was removed: a prefix of its own
+        if qid == gone:
             assert rows.get(qid, []) == alone[: len(rows.get(qid, []))], query
         else:
             assert rows.get(qid, []) == alone, (qid, query)
@@ -303,25 +310,7 @@ def test_a_template_gives_each_member_its_rows(
 def _template_rows(named: dict, docs: list[str], cut: int, gone: int) -> None:
     plan = compile_plan("xseq", named)
     assume(any(len(indexes) > 1 for group in plan.groups for _, indexes, _ in group.units))
-    text = "".join(docs)
-    removed = f"m{gone}" if gone < len(named) else None
-    run, found = plan.start(), []
-    for n, batch in enumerate(_batches(text)):
-        if n == cut:
-            if removed is not None:
-                run.remove(removed)
-            run = compile_plan("xseq", run.queries()).restore(run.snapshot())
-        found += run.feed(batch)
-    found += run.finish()
-    rows: dict = {}
-    for row in found:
-        rows.setdefault(row.query, []).append(row.value)
-    for qid, query in named.items():
-        alone = _rows(query, text)
-        if qid == removed:
-            assert rows.get(qid, []) == alone[: len(rows.get(qid, []))], query
-        else:
-            assert rows.get(qid, []) == alone, (qid, query)
+    _each_alone(plan, "".join(docs), cut, f"m{gone}" if gone < len(named) else None)
 
 
 def test_a_query_file_of_one_list_shape_is_one_group() -> None:
