@@ -1457,14 +1457,20 @@ class _StepSource:
             return None
         guards: list[str] = []
         numbers, pairs, finite = [], [], []
+        computed = sum(isinstance(side, A.Arith) for side in (cond.left, cond.right))
         for side in (cond.left, cond.right):
             if isinstance(side, A.Arith):
-                number = self.arithmetic(side, iteration, regs, guards, inner=False)
-                if number is None:
+                found = self.arithmetic(side, iteration, regs, guards)
+                if found is None:
                     return None
+                number, expr = found
                 numbers.append(number)
                 pairs.append(f"_arithmetic_pair({number})")
-                finite.append(f"{number} - {number} == 0")
+                if computed == 1:  # computed where its finiteness is tested, first
+                    finite.insert(0, f"({number} := {expr}) - {number} == 0")
+                else:
+                    guards.append(f"({number} := {expr}) is not None")
+                    finite.append(f"{number} - {number} == 0")
             elif isinstance(side, A.Const):
                 pair = _pair(side.value)
                 pairs.append(self.constant(pair))
@@ -1482,14 +1488,6 @@ class _StepSource:
                 finite.append(f"{name}[1] is not None")
         if "None" in guards:
             return "False"  # an empty operand: the comparison is false
-        sides = (cond.left, cond.right)
-        results = [n for n, side in zip(numbers, sides, strict=True) if isinstance(side, A.Arith)]
-        if len(results) == 1:  # its result is computed where its finiteness is tested first
-            (result,) = results
-            computed = next(g for g in guards if g.startswith(f"({result} := "))
-            guards.remove(computed)  # "(result := x op y) is not None"
-            finite.remove(f"{result} - {result} == 0")
-            finite.insert(0, f"{computed.removesuffix(' is not None')} - {result} == 0")
         op = _PYTHON_OPS[cond.op]
         slow = self.constant(_compare_pairs(cond.op))
         test = (
@@ -1498,17 +1496,20 @@ class _StepSource:
         )
         return f"({' and '.join([*guards, test])})"
 
-    def arithmetic(self, expr: A.Arith, iteration: bool, regs: str, guards: list, inner: bool):
-        """A name for ``expr``'s number, with the guards that compute it (appended): each
-        side's first value has a number (an inner result a finite one), a divisor is not
-        zero — else the operand is empty (``values.arith``). None when a side must be read
-        by the closures; a guard "None" when a side never has a value."""
+    def arithmetic(self, expr: A.Arith, iteration: bool, regs: str, guards: list):
+        """(a name for ``expr``'s number, the source computing it from its sides), with the
+        guards its sides need (appended): each side's first value has a number (an inner
+        result a finite one), a divisor is not zero — else the operand is empty
+        (``values.arith``). None when a side must be read by the closures; a guard "None"
+        when a side never has a value."""
         sides = []
         for side in (expr.left, expr.right):
             if isinstance(side, A.Arith):
-                number = self.arithmetic(side, iteration, regs, guards, inner=True)
-                if number is None:
+                found = self.arithmetic(side, iteration, regs, guards)
+                if found is None:
                     return None
+                number, inner = found
+                guards.append(f"({number} := {inner}) - {number} == 0")
             elif isinstance(side, A.Const):
                 number = self.constant(_pair(side.value)[1])
                 if _pair(side.value)[1] is None:
@@ -1527,12 +1528,8 @@ class _StepSource:
             sides.append(number)
         if expr.op == "div":
             guards.append(f"{sides[1]} != 0")
-        result = self.temporary("c")
         symbol = "/" if expr.op == "div" else expr.op
-        guards.append(f"({result} := {sides[0]} {symbol} {sides[1]}) is not None")
-        if inner:
-            guards.append(f"{result} - {result} == 0")
-        return result
+        return self.temporary("c"), f"{sides[0]} {symbol} {sides[1]}"
 
     def temporary(self, role: str) -> str:
         """A fresh name for a value the step source computes once (``a``: a side's number,
