@@ -541,9 +541,10 @@ class ListReader:
         self.pending = None  # the open list element, stepped at its close
         self.pending_key = self.child = self.doc = None
 
+    CURSOR = ("ok", "pending", "pending_key", "child", "doc")
+
     def state(self) -> dict:
-        names = ("ok", "pending", "pending_key", "child", "doc")
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in self.CURSOR}
 
     def restore(self, state: dict) -> None:
         for name, value in state.items():
@@ -725,17 +726,11 @@ class SequenceRun:
             yield from self.feed(batch)
         yield from self.end(final)
 
+    CURSOR = ("current", "doc", "names_at", "parents", "pending_at", "child_at", "anchors")
+
     def cursor(self) -> dict:
         """Where the run is in the stream (plain data, with ``lists`` and ``counts``)."""
-        return {
-            "current": self.current,
-            "doc": self.doc,
-            "names_at": self.names_at,
-            "parents": self.parents,
-            "pending_at": self.pending_at,
-            "child_at": self.child_at,
-            "anchors": self.anchors,
-        }
+        return {name: getattr(self, name) for name in self.CURSOR}
 
     def state(self) -> dict:
         """What the run has read, as plain data."""
@@ -1511,8 +1506,9 @@ class _StepSource:
                 number, inner = found
                 guards.append(f"({number} := {inner}) - {number} == 0")
             elif isinstance(side, A.Const):
-                number = self.constant(_pair(side.value)[1])
-                if _pair(side.value)[1] is None:
+                value = _pair(side.value)[1]
+                number = self.constant(value)
+                if value is None:  # no number: the result is empty
                     guards.append("None")
             else:
                 found = self.operand(side, iteration, regs)
