@@ -7,6 +7,8 @@ import gc
 import hashlib
 import json
 import pickle
+from collections.abc import Iterable
+from itertools import repeat
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -23,6 +25,14 @@ class Row(NamedTuple):
     query: object  # the query's id (None for a document's filters)
     doc: int | None  # the document it came from, where the engine knows it
     value: object
+
+
+def make_rows(queries: Iterable, values: Iterable, docs: Iterable = ()) -> list[Row]:
+    """``[Row(q, d, v) for q, d, v in zip(queries, docs, values)]`` (``docs`` empty: None
+    each), made by ``tuple.__new__`` in C: three times as quick as ``Row(...)``, which
+    counts where a batch has hundreds of thousands of rows."""
+    fields = zip(queries, docs or repeat(None), values, strict=False)  # (queries: repeat)
+    return list(map(tuple.__new__, repeat(Row), fields))
 
 
 class Plan:

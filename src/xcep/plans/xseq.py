@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from itertools import repeat
 
 from xcep.errors import StateError
 from xcep.events.model import EventBatch
-from xcep.plans.base import Plan, Row, Run, documents_ended
+from xcep.plans.base import Plan, Row, Run, documents_ended, make_rows
 
 # Several queries: the node selections the path runtime serves run together on one path
 # runtime (one pass, one DFA for all of them); the flat sequence patterns that read one
@@ -215,8 +216,8 @@ class XSeqRun(Run):
 
     def _rows(self, found: list) -> list[Row]:
         if self.plan.engine is not None:
-            return [Row(self.plan.single_id, None, row) for row in found]
-        return [Row(row[0], None, row[1:]) for row in found]
+            return make_rows(repeat(self.plan.single_id), found)
+        return make_rows([row[0] for row in found], [row[1:] for row in found])
 
     def _feed(self, batch: EventBatch) -> list[Row]:
         self.documents += documents_ended(batch)

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
 from xcep.events import ATTR, CLOSE, OPEN, TEXT, EventBatch
 from xcep.xmltext import escape, quoteattr
-from xcep.xseq.atoms import element_codes, masks, reach
+from xcep.xseq.atoms import DEEP_TEXT, TEXT_END, element_codes, masks, reach
 from xcep.xseq.dom import TEXT_NODE, Node
 from xcep.xseq.matches import Aggregator, Binding, output_row
 from xcep.xseq.paths import PlainPath
@@ -189,7 +191,7 @@ class PlainPathRun:
         self.batch(batch)
         queue, selections, aggregators = self.queue, self.p.selections, self.aggregators
         if not self.objects and not self.aggregating:  # rows only: all of them out at once
-            rows = [(e[0], e[2]) for e in queue] if self.tagged else [e[2] for e in queue]
+            rows = [(e[0], e[2]) for e in queue] if self.tagged else list(map(_ITEM, queue))
             queue.clear()
             return rows
         rows: list = []
@@ -396,31 +398,24 @@ class PlainPathRun:
         columns = []
         wanted = np.zeros(len(opens), dtype=bool)
         wanted[done] = True
+        selected = done.tolist()
         for field in fields:
             if field.end is None:  # count($X): the element itself
-                columns.append(dict.fromkeys(done.tolist(), (True,)))
+                columns.append(dict.fromkeys(selected, (True,) if raw else True))
                 continue
-            found = reach(field, batch, arrays, opens, parents, True, self.inner)
+            # an attribute's or a text's value is the event's: read for the selected only
+            events = field.end.startswith("@") or field.end in (TEXT_END, DEEP_TEXT)
+            found = reach(field, batch, arrays, opens, parents, not events, self.inner)
             owners, keep, values, order = found
             keep &= wanted[np.maximum(owners, 0)]  # only the selected elements' values
-            values = _kept(values, keep)
             owners, order = owners[keep], order[keep]
-            by_owner: dict = {}
-            for at in np.argsort(order, kind="stable").tolist():  # in document order
-                value = values[at]
-                by_owner.setdefault(int(owners[at]), []).append(value if value is not None else "")
-            columns.append(by_owner)
-        rows = {}
-        for j in done.tolist():
-            row = []
-            for by_owner in columns:
-                found = by_owner.get(j, ())
-                if raw:
-                    row.append(found)
-                else:
-                    row.append(found[0] if len(found) == 1 else list(found) if found else None)
-            rows[int(opens[j])] = row
-        return rows
+            # (``order``: the event positions of the values, where they are events')
+            values = [batch.values[i] for i in order.tolist()] if events else _kept(values, keep)
+            columns.append(_by_owner(owners, order, values, raw))
+        absent = repeat(() if raw else None)  # a term without a value
+        terms = [map(column.get, selected, absent) for column in columns]
+        rows = map(list, zip(*terms, strict=True))
+        return dict(zip(opens[done].tolist(), rows, strict=True))
 
     def elements(self, batch, arrays, opens, parents, states) -> None:
         """Feed the open selected elements their events, start the new ones: each selected
@@ -508,17 +503,45 @@ class PlainPathRun:
         values, docs, queue = batch.values, batch.docs, self.queue
         only = self.p.of_select[kind]
         if len(only) == 1:  # one query selects these: every one is its row
-            queue.extend((only[0], docs[i], [values[i]]) for i in chosen.tolist())
+            queue.extend(_rows_of(only[0], docs, values, chosen.tolist()))
             return
         distinct, inverse = np.unique(owners, return_inverse=True)
         plans = [self.p.of_kind(state, kind) for state in distinct.tolist()]
         if len(plans[0]) == 1 and all(plan == plans[0] for plan in plans):  # one query
-            q = plans[0][0]
-            queue.extend((q, docs[i], [values[i]]) for i in chosen.tolist())
+            queue.extend(_rows_of(plans[0][0], docs, values, chosen.tolist()))
             return
         for i, plan in zip(chosen.tolist(), inverse.reshape(-1).tolist(), strict=True):
             for q in plans[plan]:
                 queue.append((q, docs[i], [values[i]]))
+
+
+_ITEM = itemgetter(2)  # a queue entry's row
+
+
+def _rows_of(query: int, docs, values: list, chosen: list) -> Iterator[tuple]:
+    """The queue entries ``(query, document, [value])`` of the events at ``chosen``, made
+    in C (``zip``, ``map``): a batch can select hundreds of thousands."""
+    picked = map(list, zip(map(values.__getitem__, chosen)))
+    return zip(repeat(query), map(docs.__getitem__, chosen), picked)
+
+
+def _by_owner(owners: np.ndarray, order: np.ndarray, values: list, raw: bool) -> dict:
+    """{element: its value in a row} from the (element, value) pairs of one term, values
+    in document order (``order``): the one value, a list of several, None for none
+    (absent); ``raw``: the tuple of all of them, for an aggregator."""
+    values = [value if value is not None else "" for value in values]
+    if len(owners) < 2 or (owners[1:] > owners[:-1]).all():  # one value each, in order
+        return dict(zip(owners.tolist(), map(_one, values) if raw else values, strict=True))
+    by_owner: dict = {}
+    for at in np.argsort(order, kind="stable").tolist():  # in document order
+        by_owner.setdefault(int(owners[at]), []).append(values[at])
+    if raw:
+        return {owner: tuple(found) for owner, found in by_owner.items()}
+    return {owner: found[0] if len(found) == 1 else found for owner, found in by_owner.items()}
+
+
+def _one(value) -> tuple:
+    return (value,)
 
 
 def _kept(values: list, keep: np.ndarray) -> list:
