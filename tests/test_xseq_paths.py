@@ -324,6 +324,7 @@ def test_a_thousand_thresholds_are_one_operand() -> None:
         max_size=6,
     ),
     ops=st.lists(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), min_size=6, max_size=6),
+    equality=st.booleans(),
     values=st.lists(
         st.one_of(
             st.none(),
@@ -334,14 +335,21 @@ def test_a_thousand_thresholds_are_one_operand() -> None:
         max_size=3,
     ),
 )
-def test_an_operand_codes_values_as_its_atoms_compare_them(constants, ops, values) -> None:
+def test_an_operand_codes_values_as_its_atoms_compare_them(
+    constants, ops, equality, values
+) -> None:
     """An element's code tells exactly the atoms that hold on one of its values (each atom
-    alone: ``Atom.test``), for numbers, strings, numeric strings and missing values."""
+    alone: ``Atom.test``), for numbers, strings, numeric strings and missing values; a
+    batch's codes (``codes``: strings compared for equality only, looked up by constant)
+    are the values' codes one by one."""
+    if equality:  # (with string constants only: the codes that need no number)
+        ops = ["=" if op in ("=", "<", ">") else "!=" for op in ops]
     atoms = [Atom("t", (), "@p", op, const) for op, const in zip(ops, constants, strict=False)]
     atoms.append(Atom("t", (), "@p", None, None))  # [@p]: exists
     operand = Operand(atoms[0])
     for index, atom in enumerate(atoms):
         operand.add(atom, index)
+    assert operand.codes(values).tolist() == [operand.code(value) for value in values]
     codes = {operand.code(value) for value in values}
     code = codes.pop() if len(codes) == 1 else operand.code_of_set(codes | codes)
     mask = operand.truths(code)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -108,7 +109,9 @@ class Operand:
 
     __slots__ = (
         "_codes",
+        "_equal_codes",
         "_keys",
+        "_numeric",
         "_tables",
         "_truths",
         "atoms",
@@ -128,6 +131,8 @@ class Operand:
         self.atoms: list = []  # (bit, op, const)
         self.values = False  # whether an atom compares the values (else: existence only)
         self._tables = None
+        self._numeric = True  # whether a numeric constant is compared (``_constants``)
+        self._equal_codes = None  # (string constant -> its code, the code of none): ``codes``
         self._codes: dict = {}  # a code's key -> its number
         self._keys: list = [None]  # a code's number -> its key (a tuple, or a frozenset)
         self.memo: dict = {}  # value -> its code
@@ -136,7 +141,7 @@ class Operand:
     def add(self, atom: Atom, index: int) -> None:
         self.atoms.append((index, atom.op, atom.const))
         self.values = self.values or atom.op is not None
-        self._tables = None
+        self._tables = self._equal_codes = None
 
     def size(self) -> int:
         """The codes numbered so far, 0 included."""
@@ -157,6 +162,9 @@ class Operand:
                 (ordered_t if order else equal_t).add(as_string(const))
         lists = [sorted(found) for found in (ordered_n, ordered_t, ordered_s)]
         equal = [{v: i for i, v in enumerate(sorted(f))} for f in (equal_n, equal_t, equal_s)]
+        # what of a value its code needs: whether it reads as a number, and where it falls
+        # among the numeric constants (none: the code leaves them out, no number is read)
+        self._numeric = bool(ordered_n or equal_n)
         places = []
         for bit, op, const in self.atoms:
             if op is None:
@@ -187,25 +195,51 @@ class Operand:
             return found
         lists, equal, _ = self._tables or self._constants()
         text = value or ""
-        number = to_number(text)
-        if number is not None:
-            n_list, n_key, n_equal = lists[0], number, equal[0]
+        texts = self._text_parts(text, lists[2], equal[2])
+        number = to_number(text) if self._numeric else None
+        if not self._numeric:  # only constants that are no numbers: compared as strings
+            key = (False, 0, 0, -1, *texts)
+        elif number is not None:
+            n_list, n_equal = lists[0], equal[0]
+            below, upto = bisect.bisect_left(n_list, number), bisect.bisect_right(n_list, number)
+            key = (True, below, upto, n_equal.get(number, -1), *texts)
         else:
-            n_list, n_key, n_equal = lists[1], text, equal[1]
-        key = (
-            number is not None,
-            bisect.bisect_left(n_list, n_key),
-            bisect.bisect_right(n_list, n_key),
-            n_equal.get(n_key, -1),
-            bisect.bisect_left(lists[2], text),
-            bisect.bisect_right(lists[2], text),
-            equal[2].get(text, -1),
-        )
+            n_list, n_equal = lists[1], equal[1]
+            below, upto = bisect.bisect_left(n_list, text), bisect.bisect_right(n_list, text)
+            key = (False, below, upto, n_equal.get(text, -1), *texts)
         found = self._number(key)
         if len(self.memo) >= self.MEMO:
             self.memo.clear()
         self.memo[value] = found
         return found
+
+    @staticmethod
+    def _text_parts(text: str, ordered: list, equal: dict) -> tuple:
+        """The parts of a value's code for the constants that are no numbers."""
+        if not ordered:
+            return 0, 0, equal.get(text, -1)
+        below, upto = bisect.bisect_left(ordered, text), bisect.bisect_right(ordered, text)
+        return below, upto, equal.get(text, -1)
+
+    def codes(self, values: list) -> np.ndarray:
+        """``code`` of each of ``values``: where the constants are all strings compared for
+        equality, the code of the one each value equals (or of none), looked up in C;
+        else those met before from the memo, and the others made."""
+        lists, equal, _ = self._tables or self._constants()
+        if not (self._numeric or lists[2]):
+            if self._equal_codes is None:
+                found = {
+                    text: self._number((False, 0, 0, -1, 0, 0, i)) for text, i in equal[2].items()
+                }
+                if "" in found:  # an element without text reads as ''
+                    found[None] = found[""]
+                self._equal_codes = (found, self._number((False, 0, 0, -1, 0, 0, -1)))
+            by_text, other = self._equal_codes
+            return np.fromiter(map(by_text.get, values, repeat(other)), np.int64, len(values))
+        try:  # most values were met before
+            return np.fromiter(map(self.memo.get, values), np.int64, len(values))
+        except TypeError:  # (a new one: None)
+            return np.fromiter(map(self.code, values), np.int64, len(values))
 
     def code_of_set(self, codes) -> int:
         """The number of the code of an element with several values (their codes)."""
@@ -432,10 +466,7 @@ def element_codes(operands: list, batch, arrays, opens, parents, inner) -> list[
             continue
         if len(owners) < len(keep):
             values = [v for v, kept in zip(values, keep.tolist(), strict=True) if kept]
-        try:  # most values were met before
-            found = np.fromiter(map(operand.memo.get, values), np.int64, len(values))
-        except TypeError:  # (a new one: None)
-            found = np.fromiter(map(operand.code, values), np.int64, len(values))
+        found = operand.codes(values)
         column[owners] = found
         if (owners[1:] > owners[:-1]).all():  # one value each (an attribute's, say)
             columns.append(column)
