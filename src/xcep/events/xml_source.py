@@ -54,7 +54,7 @@ _RESYNC_DECLARED = re.compile(rb"<\?xml[ \t\r\n?]")
 _RESYNC_LINE = re.compile(rb"\n<[A-Za-z_:\x80-\xff]")
 _BOM = b"\xef\xbb\xbf"
 RESYNC_LOOKAHEAD = 1 << 20  # bytes searched for the next declaration before lines are tried
-_CONTINUATION = re.compile(rb"[\x80-\xbf]")  # UTF-8 bytes that do not start a character
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that do not start a character
 
 try:
     from xcep.events import _tokenizer
@@ -98,9 +98,12 @@ class _Window:
     def line_column(self, pos: int) -> tuple[int, int]:
         """The line and column (in characters, as expat counts them) of ``pos``."""
         head = self.data[: pos - self.base]
-        newlines = head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n")  # as expat
+        newlines = head.count(b"\n")
+        if b"\r" in head:  # as expat: a lone \r ends a line too (most inputs have none)
+            newlines += head.count(b"\r") - head.count(b"\r\n")
         tail = head[max(head.rfind(b"\n"), head.rfind(b"\r")) + 1 :]
-        width = len(tail) - len(_CONTINUATION.findall(tail))
+        # characters: the bytes that start one (not UTF-8 continuation bytes), in C
+        width = len(tail) if tail.isascii() else len(tail.translate(None, _CONTINUATION))
         if newlines:
             return self.line + newlines, width + 1
         return self.line, self.column + width

@@ -236,10 +236,20 @@ class Operand:
                 self._equal_codes = (found, self._number((False, 0, 0, -1, 0, 0, -1)))
             by_text, other = self._equal_codes
             return np.fromiter(map(by_text.get, values, repeat(other)), np.int64, len(values))
+        memo = self.memo
         try:  # most values were met before
-            return np.fromiter(map(self.memo.get, values), np.int64, len(values))
-        except TypeError:  # (a new one: None)
+            return np.fromiter(map(memo.get, values), np.int64, len(values))
+        except TypeError:  # (one met for the first time: None)
+            pass
+        new = set(values).difference(memo)  # coded once each, then all read from the memo
+        if len(memo) + len(new) >= self.MEMO:
+            memo.clear()
+            new = set(values)
+        if len(new) >= self.MEMO:  # more than the memo holds: one by one
             return np.fromiter(map(self.code, values), np.int64, len(values))
+        for value in new:
+            self.code(value)
+        return np.fromiter(map(memo.get, values), np.int64, len(values))
 
     def code_of_set(self, codes) -> int:
         """The number of the code of an element with several values (their codes)."""
