@@ -346,9 +346,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         add = rows.add_with_ids if several else rows.add_values
         run = plan.start()
         for batch in stream.batches():
-            found = run.feed(batch)
-            if found:
-                add(found)
+            add(run.feed(batch))  # (not kept in a name: freed before the next batch's)
         add(run.finish())
         rows.write()
         if args.stats:
@@ -384,9 +382,9 @@ _VALUE = attrgetter("value")  # a plan's ``Row``'s value
 
 
 class _RowWriter:
-    """Rows as JSON Lines, encoded a batch's rows at once and written a chunk at a time
-    (one write per ``CHUNK`` rows or more), and every pending one before the stream
-    waits on a live input (``flush``)."""
+    """Rows as JSON Lines, encoded and written a chunk at a time (one write per ``CHUNK``
+    rows or more), and every pending one before the stream waits on a live input
+    (``flush``)."""
 
     CHUNK = 512
 
@@ -396,16 +394,19 @@ class _RowWriter:
         self.dumps_all = compact_json()
 
     def add_values(self, rows: list) -> None:
-        """Each row's value (``Row.value``), a batch's rows at once."""
-        self.lines += self.dumps_all(map(_VALUE, rows))
-        if len(self.lines) >= self.CHUNK:
-            self.write()
+        """Each row's value (``Row.value``)."""
+        for start in range(0, len(rows), self.CHUNK):  # (a chunk at a time: in cache)
+            self.lines += self.dumps_all(map(_VALUE, rows[start : start + self.CHUNK]))
+            if len(self.lines) >= self.CHUNK:
+                self.write()
 
     def add_with_ids(self, rows: list) -> None:
         """Each row's query id then its value (a query file's rows)."""
-        self.lines += self.dumps_all([row.query, *row.value] for row in rows)
-        if len(self.lines) >= self.CHUNK:
-            self.write()
+        for start in range(0, len(rows), self.CHUNK):
+            chunk = rows[start : start + self.CHUNK]
+            self.lines += self.dumps_all([row.query, *row.value] for row in chunk)
+            if len(self.lines) >= self.CHUNK:
+                self.write()
 
     def write(self) -> None:
         _write_lines(self.out, self.lines)
