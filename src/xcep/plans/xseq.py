@@ -225,8 +225,10 @@ class XSeqRun(Run):
             return self._rows(self.run.feed([batch]))
         rows = self._path_rows(self.paths.feed(batch)) if self.paths is not None else []
         for queries, run in self.groups:
-            rows += [Row(queries[i][0], None, row) for i, row in run.feed(batch)]
-        rows += [Row(qid, None, row) for qid, run in self.own.items() for row in run.feed([batch])]
+            for i, found in run.feed(batch):
+                rows += make_rows(repeat(queries[i][0]), found)
+        for qid, run in self.own.items():
+            rows += make_rows(repeat(qid), run.feed([batch]))
         batch = self._for_the_driver(batch)
         return rows if batch is None else rows + self._rows(self.driver.feed(batch))
 
@@ -234,7 +236,7 @@ class XSeqRun(Run):
         queries, removed = self.path_queries, self.removed
         if removed:
             found = [(q, row) for q, row in found if queries[q][0] not in removed]
-        return [Row(queries[q][0], None, row) for q, row in found]
+        return make_rows([queries[q][0] for q, _ in found], [row for _, row in found])
 
     def _for_the_driver(self, batch: EventBatch) -> EventBatch | None:
         """What of ``batch`` the automaton's driver reads: nothing while it has no query;
@@ -256,8 +258,10 @@ class XSeqRun(Run):
             return self._rows(self.run.finish())
         rows = self._path_rows(self.paths.end(final=True)) if self.paths is not None else []
         for queries, run in self.groups:
-            rows += [Row(queries[i][0], None, row) for i, row in run.end(final=True)]
-        rows += [Row(qid, None, row) for qid, run in self.own.items() for row in run.finish()]
+            for i, found in run.end(final=True):
+                rows += make_rows(repeat(queries[i][0]), found)
+        for qid, run in self.own.items():
+            rows += make_rows(repeat(qid), run.finish())
         return rows + self._rows(self.driver.finish())
 
     def _state(self):

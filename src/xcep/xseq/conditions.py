@@ -42,10 +42,13 @@ class MemberConditions:
             index = CountingIndex(
                 [[c.cond for c in self.members[s]] for s in slots], reference_atom
             )
-            self._index = (slots, index)
-        slots, index = self._index
+            self._index = (slots, index, any(index.rest))
+        slots, index, rest = self._index
+        passing = index.passing(lambda expr: values(expr, None, env))
+        if not rest:  # (usually: every condition is in the index)
+            return set(map(slots.__getitem__, passing))
         return {
             slots[k]
-            for k in index.passing(lambda expr: values(expr, None, env))
-            if all(holds(cond, None, env) for cond in index.rest[k])
+            for k in passing
+            if not index.rest[k] or all(holds(cond, None, env) for cond in index.rest[k])
         }

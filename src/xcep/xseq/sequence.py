@@ -1142,10 +1142,14 @@ def attribute_row(pattern: SequencePattern):
                 element = element[at]
             found = None
             if element is not None:
-                found = next((value for key, value, _ in element[4] if key == name), None)
+                for key, value, _ in element[4]:
+                    if key == name:
+                        found = value
+                        break
             out.append(found)
         return out
 
+    row.terms = tuple(getters)  # equal return clauses make equal rows
     return row
 
 

@@ -150,12 +150,17 @@ class _TemplateRun(SequenceRun):
             passed = self.always
             if self.conditions.members:
                 passed = [*passed, *decide(make_env(analysis, binding, False, memo=True))]
+            made: dict = {}  # a row of attributes, once for the members that return it
             for i in passed:
                 aggregator = self.aggregators[i]
+                row_of = self.row_ofs[i]
                 if aggregator is not None:
                     aggregator.add(lst.key, binding)
-                elif self.row_ofs[i] is not None:
-                    self.rows[i].append(self.row_ofs[i](regs))
+                elif row_of is not None:
+                    row = made.get(row_of.terms)
+                    if row is None:
+                        row = made[row_of.terms] = row_of(regs)
+                    self.rows[i].append(row.copy())  # (each its own list)
                 else:
                     row = output_row(self.served[i].analysis, binding, None, self.values_only)
                     self.rows[i].append(row)
@@ -188,9 +193,9 @@ class _TemplateRun(SequenceRun):
 
 
 class SequenceGroupRun:
-    """One pass of a group: ``feed(batch)`` and ``end(final)`` give ``(member index, row)``
-    rows, each member's in its own order, member after member; a member removed
-    (``mute``) is read on and reports nothing more."""
+    """One pass of a group: ``feed(batch)`` and ``end(final)`` give ``(member index, its
+    rows)`` pairs, member after member (each member's rows in its own order); a member
+    removed (``mute``) is read on and reports nothing more."""
 
     def __init__(self, group: SequenceGroup) -> None:
         patterns = group.patterns
@@ -251,11 +256,11 @@ class SequenceGroupRun:
             run.mark(what)
         self.active.clear()
 
-    def feed(self, batch) -> list[tuple[int, list]]:
+    def feed(self, batch) -> list[tuple[int, list[list]]]:
         self.reader.read(batch, self.take, self.mark)
         return self._rows([self._taken(run) for run in self.runs])
 
-    def end(self, final: bool) -> list[tuple[int, list]]:
+    def end(self, final: bool) -> list[tuple[int, list[list]]]:
         return self._rows([self._taken(run, run.end(final)) for run in self.runs])
 
     @staticmethod
@@ -266,14 +271,13 @@ class SequenceGroupRun:
         rows, run.rows = (run.rows if ended is None else ended), []
         return [rows]
 
-    def _rows(self, found: list[list[list]]) -> list[tuple[int, list]]:
-        """(query index, row) from the runs' rows, each run's per query it serves."""
+    def _rows(self, found: list[list[list]]) -> list[tuple[int, list[list]]]:
+        """(query index, its rows) from the runs' rows, each run's per query it serves."""
         return [
-            (i, row)
+            (i, rows)
             for indexes, per_member in zip(self.members, found, strict=True)
             for i, rows in zip(indexes, per_member, strict=True)
-            if i not in self.muted
-            for row in rows
+            if rows and i not in self.muted
         ]
 
     def mute(self, member: int) -> None:
