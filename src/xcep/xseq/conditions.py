@@ -21,6 +21,27 @@ from xcep.xseq.evaluate import holds, values
 class MemberConditions:
     """``decide(env)``: the slots of the members whose conditions hold on a match."""
 
+    def _ready(self) -> tuple:
+        """(the members' slots, the counting index of their conditions, whether some are
+        left to check one by one), made once."""
+        if self._index is None:
+            slots = list(self.members)
+            index = CountingIndex(
+                [[c.cond for c in self.members[s]] for s in slots], reference_atom
+            )
+            self._index = (slots, index, any(index.rest))
+        return self._index
+
+    def indexed(self) -> bool:
+        """Whether every condition is decided by the index (none left to ``holds``)."""
+        return not self._ready()[2]
+
+    def references(self) -> list:
+        """The references the index may read: those its conditions compare (every object,
+        since the index keys them by identity)."""
+        atoms = (reference_atom(c.cond) for conjuncts in self.members.values() for c in conjuncts)
+        return [atom[0] for atom in atoms if atom is not None]
+
     def __init__(self) -> None:
         self.members: dict = {}  # slot -> [conjunct]
         self._index = None
@@ -36,15 +57,11 @@ class MemberConditions:
         self.members.pop(slot, None)
         self._index = None
 
-    def decide(self, env) -> set:
-        if self._index is None:
-            slots = list(self.members)
-            index = CountingIndex(
-                [[c.cond for c in self.members[s]] for s in slots], reference_atom
-            )
-            self._index = (slots, index, any(index.rest))
-        slots, index, rest = self._index
-        passing = index.passing(lambda expr: values(expr, None, env))
+    def decide(self, env, read=None) -> set:
+        """``read``: the values of a reference, read otherwise than through ``env`` (which
+        may then be None, where ``indexed()``)."""
+        slots, index, rest = self._ready()
+        passing = index.passing(read or (lambda expr: values(expr, None, env)))
         if not rest:  # (usually: every condition is in the index)
             return set(map(slots.__getitem__, passing))
         return {

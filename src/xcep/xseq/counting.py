@@ -157,9 +157,11 @@ class _Node:
 
 
 def _read(read: Callable, expr, memo: dict) -> list:
-    found = memo.get(expr)
+    """``read(expr)``, once per expression object (by identity: hashing an expression
+    walks its tree)."""
+    found = memo.get(id(expr))
     if found is None:
-        found = memo[expr] = read(expr)
+        found = memo[id(expr)] = read(expr)
     return found
 
 

@@ -1115,6 +1115,33 @@ def _attribute_tables(batch, kinds: np.ndarray, key_id: int, wanted_ids: dict) -
     return keys, [(at, table(aid)) for aid, at in wanted_ids.items()]
 
 
+def _attribute_getter(pattern: SequencePattern, expr) -> tuple | None:
+    """(slot, 0/1 for a Kleene-* run's first/last or None, attribute name) of a reference
+    to one element's attribute (``$X@buyer``, ``first($T)@price``); None for others."""
+    if not isinstance(expr, A.VarRef) or expr.func == "prev":
+        return None
+    path = expr.path
+    if type(path) is not A.Step or path.axis != A.ATTRIBUTE or path.name == A.WILDCARD:
+        return None
+    slot = pattern.analysis.index[expr.var]
+    at = {"first": 0, "last": 1}.get(expr.func) if slot in pattern.kleene_slots else None
+    if slot in pattern.kleene_slots and at is None:
+        return None  # all of a Kleene-* variable's elements
+    return slot, at, path.name
+
+
+def _attribute_of(regs: tuple, slot: int, at, name: str):
+    """The attribute ``name`` of a match's element (its raw attributes), or None."""
+    element = regs[slot]
+    if element is not None and at is not None:
+        element = element[at]
+    if element is not None:
+        for key, value, _ in element[4]:
+            if key == name:
+                return value
+    return None
+
+
 def attribute_row(pattern: SequencePattern):
     """fn(regs) -> the output row of a match, for a return clause of attributes of single
     elements (``$X@buyer``, ``first($T)@price``) read from its elements' raw attributes —
@@ -1122,35 +1149,38 @@ def attribute_row(pattern: SequencePattern):
     without making nodes; None for other return clauses."""
     getters = []
     for term in pattern.analysis.query.returns:
-        expr = term.expr
-        if term.aggregate is not None or not isinstance(expr, A.VarRef):
+        getter = None if term.aggregate is not None else _attribute_getter(pattern, term.expr)
+        if getter is None:
             return None
-        path = expr.path
-        if type(path) is not A.Step or path.axis != A.ATTRIBUTE or path.name == A.WILDCARD:
-            return None
-        slot = pattern.analysis.index[expr.var]
-        at = {"first": 0, "last": 1}.get(expr.func) if slot in pattern.kleene_slots else None
-        if slot in pattern.kleene_slots and at is None:
-            return None  # all of a Kleene-* variable's elements: an array
-        getters.append((slot, at, path.name))
+        getters.append(getter)
 
     def row(regs: tuple) -> list:
-        out = []
-        for slot, at, name in getters:
-            element = regs[slot]
-            if element is not None and at is not None:
-                element = element[at]
-            found = None
-            if element is not None:
-                for key, value, _ in element[4]:
-                    if key == name:
-                        found = value
-                        break
-            out.append(found)
-        return out
+        return [_attribute_of(regs, slot, at, name) for slot, at, name in getters]
 
     row.terms = tuple(getters)  # equal return clauses make equal rows
     return row
+
+
+def attribute_reader(pattern: SequencePattern, refs):
+    """fn(regs) -> read(ref): the values of each of ``refs`` (attribute references, as
+    ``evaluate.values`` gives them: the value, or none) in a match, read from its
+    elements' raw attributes without making nodes; None when one of them is another
+    kind of reference."""
+    getters = {}
+    for ref in refs:
+        getter = _attribute_getter(pattern, ref)
+        if getter is None:
+            return None
+        getters[id(ref)] = getter
+
+    def reader(regs: tuple):
+        def read(ref) -> list:
+            value = _attribute_of(regs, *getters[id(ref)])
+            return [] if value is None else [value]
+
+        return read
+
+    return reader
 
 
 def _identity(regs: tuple) -> tuple:

@@ -37,7 +37,13 @@ from xcep.xseq.counting import attribute_atom, reference_atom
 from xcep.xseq.matches import Aggregator, make_env, output_row
 from xcep.xseq.program import template_key
 from xcep.xseq.semantics import Conjunct
-from xcep.xseq.sequence import ListReader, SequencePattern, SequenceRun, attribute_row
+from xcep.xseq.sequence import (
+    ListReader,
+    SequencePattern,
+    SequenceRun,
+    attribute_reader,
+    attribute_row,
+)
 
 # a template's queries share one run when an element would otherwise be stepped in this
 # many of their lists (a shared run costs a binding and an index lookup per match, an own
@@ -139,21 +145,29 @@ class _TemplateRun(SequenceRun):
             for m in members
         ]
         self.row_ofs = [attribute_row(m) for m in members]
+        self._reader = False  # ``reader_of_conditions``, once asked
         self.rows = [[] for _ in members]
 
     def emit(self, lst, found: list, ordered: bool = False) -> None:
         if not ordered:
             found = self.in_order(found)
         analysis, decide = self.p.analysis, self.conditions.decide
+        conditional = bool(self.conditions.members)
+        reader = self.reader_of_conditions()
         for regs in found:
-            binding = self.binding(lst, regs)
+            binding = None  # (made when something reads nodes)
             passed = self.always
-            if self.conditions.members:
+            if reader is not None:  # the members' conditions read attributes only
+                passed = [*passed, *decide(None, reader(regs))]
+            elif conditional:
+                binding = self.binding(lst, regs)
                 passed = [*passed, *decide(make_env(analysis, binding, False, memo=True))]
             made: dict = {}  # a row of attributes, once for the members that return it
             for i in passed:
                 aggregator = self.aggregators[i]
                 row_of = self.row_ofs[i]
+                if row_of is None and binding is None:
+                    binding = self.binding(lst, regs)
                 if aggregator is not None:
                     aggregator.add(lst.key, binding)
                 elif row_of is not None:
@@ -164,6 +178,18 @@ class _TemplateRun(SequenceRun):
                 else:
                     row = output_row(self.served[i].analysis, binding, None, self.values_only)
                     self.rows[i].append(row)
+
+    def reader_of_conditions(self):
+        """fn(regs) -> read(reference): the members' conditions' values read from a
+        match's elements (``attribute_reader``), where they are all attributes of
+        elements and all decided by the index; else None (nodes are made)."""
+        if self._reader is False:
+            found = None
+            conditions = self.conditions
+            if conditions.members and conditions.indexed():
+                found = attribute_reader(self.p, conditions.references())
+            self._reader = found
+        return self._reader
 
     def taken(self) -> list[list]:
         """The rows found since, per member."""
