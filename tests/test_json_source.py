@@ -322,3 +322,42 @@ def test_a_large_json_array_is_read_in_memory_bounded_by_its_records(tmp_path):
             json_stream.WHOLE_LIMIT, json_stream.HOLD_LIMIT = old
         assert events == 2 + count * 14  # the root; per record an item, 4 members, 4 texts
     assert peaks[1] < 1.3 * peaks[0], peaks
+
+
+_keys = st.sampled_from(["k", "m", "n", "é", "a b", ""])
+_walked = st.recursive(
+    st.none() | st.booleans() | st.sampled_from(["", "a", " ", "ü", "1.50"]) | st.integers(-3, 3),
+    lambda inner: (
+        st.lists(inner, max_size=20)  # (16 or more: a long array, read through _Items)
+        | st.lists(st.tuples(_keys, inner), max_size=4).map(
+            lambda pairs: (
+                "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "}"
+            )
+        )
+    ).map(lambda v: json.loads(v) if isinstance(v, str) and v.startswith("{") else v),
+    max_leaves=40,
+)
+
+
+@given(
+    st.lists(_walked, min_size=1, max_size=3),
+    st.integers(3, 12),
+    st.sampled_from(["json", "jsonl"]),
+)
+def test_the_compiled_walk_gives_the_python_walks_events(values, max_depth, form):
+    """A decoded document's events as the kernel walks it (``_tokenizer.json_events``)
+    are the Python walk's, errors included: members, arrays (long ones through the
+    structure cache), empty strings and nulls, nesting past ``max_depth``."""
+    from xcep.events import json_source
+
+    if json_source._tokenizer is None:
+        pytest.skip("built without a C compiler")
+    text = "\n".join(json.dumps(v, ensure_ascii=False) for v in values) + "\n"
+    found = []
+    for compiled in (True, False):
+        errors: list = []
+        events = parse(
+            text, format=form, compiled=compiled, max_depth=max_depth, errors=errors.append
+        )
+        found.append((events, [str(e) for e in errors]))
+    assert found[0] == found[1]

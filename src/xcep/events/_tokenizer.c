@@ -1173,6 +1173,202 @@ out:
     return result;
 }
 
+/* ---- JSON: a decoded value's events (xcep/events/json_source.py, emit_values) ----
+ *
+ * The walk of json_source.py in C (which stays as the reference: the property tests
+ * compare the two): an element per member, per array item, the document's root; a text
+ * per string, number, true and false; an array of 16 items or more handed back to
+ * Python, whose records of a structure met before copy that structure's events. */
+
+/* What the walk keeps per open container: its items, the next one, the name and depth
+ * its items' elements get, and the open event to close after them (close < 0: none,
+ * the items of an array held by a member, which has no element of its own). */
+typedef struct {
+    PyObject *seq; /* an _Object (list of (key, value) pairs) or a list, borrowed */
+    Py_ssize_t next;
+    int members;    /* an _Object: its items are members */
+    long long item; /* the name id of a list's items */
+    int depth;      /* their depth */
+    long long close_name, close_node;
+    int close_depth, close;
+} JsonFrame;
+
+typedef struct {
+    Scan s;
+    PyObject *object_type, *too_deep, *long_items, *columns, *true_text, *false_text;
+    PyObject *item_name; /* the name of an array's items that no member holds, borrowed */
+    long long item;      /* and its id */
+    Py_ssize_t long_array;
+    JsonFrame *frames;
+    Py_ssize_t used, capacity;
+} JsonWalk;
+
+static long long json_name(JsonWalk *w, PyObject *name)
+{
+    PyObject *id = PyDict_GetItemWithError(w->s.symbols, name);
+    if (id != NULL)
+        Py_INCREF(id);
+    else if (!PyErr_Occurred())
+        id = PyObject_GetItem(w->s.symbols, name); /* Symbols.__missing__ */
+    if (id == NULL)
+        return -1;
+    long long value = PyLong_AsLongLong(id);
+    Py_DECREF(id);
+    return value;
+}
+
+static int json_push(JsonWalk *w, JsonFrame frame)
+{
+    if (w->used == w->capacity) {
+        Py_ssize_t capacity = w->capacity * 2 + 16;
+        JsonFrame *grown = PyMem_Realloc(w->frames, capacity * sizeof *grown);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return FAIL;
+        }
+        w->frames = grown;
+        w->capacity = capacity;
+    }
+    w->frames[w->used++] = frame;
+    return OK;
+}
+
+/* A long array's items (16 or more) handed to Python (json_source._Items: records of a
+ * structure met before are copied), after the events so far are in the columns. */
+static int json_long_array(JsonWalk *w, PyObject *name, PyObject *items, int depth)
+{
+    if (flush_columns(&w->s, w->columns) < 0)
+        return FAIL;
+    w->s.kinds.used = w->s.names.used = w->s.depths.used = w->s.nodes.used = 0;
+    w->s.count = 0;
+    PyObject *r = PyObject_CallFunction(w->long_items, "OOiL", name, items, depth, w->s.next_node);
+    if (r == NULL)
+        return FAIL;
+    w->s.next_node = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    return w->s.next_node < 0 && PyErr_Occurred() ? FAIL : OK;
+}
+
+/* The element `name` (an id) holding `value` at `depth`: its open event, then its text
+ * and close, or a frame for its items. */
+static int json_element(JsonWalk *w, long long name, PyObject *value, int depth)
+{
+    if (depth > w->s.max_depth) {
+        PyErr_Format(w->too_deep, "nesting deeper than the limit of %ld elements", w->s.max_depth);
+        return FAIL;
+    }
+    long long node = w->s.next_node++;
+    if (emit(&w->s, K_OPEN, name, Py_None, depth, node) < 0)
+        return FAIL;
+    PyTypeObject *type = Py_TYPE(value);
+    if ((PyObject *)type == w->object_type || type == &PyList_Type) {
+        int members = (PyObject *)type == w->object_type;
+        if (!members && PyList_GET_SIZE(value) >= w->long_array) {
+            if (json_long_array(w, w->item_name, value, depth + 1) < 0)
+                return FAIL;
+            return emit(&w->s, K_CLOSE, name, Py_None, depth, node);
+        }
+        JsonFrame frame = {value, 0, members, w->item, depth + 1, name, node, depth, 1};
+        return json_push(w, frame);
+    }
+    PyObject *text = value;
+    if (value == Py_True)
+        text = w->true_text;
+    else if (value == Py_False)
+        text = w->false_text;
+    else if (value == Py_None || (PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) == 0))
+        text = NULL;
+    if (text != NULL && emit(&w->s, K_TEXT, -1, text, depth + 1, w->s.next_node++) < 0)
+        return FAIL;
+    return emit(&w->s, K_CLOSE, name, Py_None, depth, node);
+}
+
+static int json_walk(JsonWalk *w)
+{
+    while (w->used > 0) {
+        JsonFrame *top = &w->frames[w->used - 1];
+        if (top->next >= PyList_GET_SIZE(top->seq)) {
+            JsonFrame done = *top;
+            w->used--;
+            if (done.close && emit(&w->s, K_CLOSE, done.close_name, Py_None, done.close_depth,
+                                   done.close_node) < 0)
+                return FAIL;
+            continue;
+        }
+        PyObject *item = PyList_GET_ITEM(top->seq, top->next++);
+        int depth = top->depth;
+        if (!top->members) {
+            if (json_element(w, top->item, item, depth) < 0)
+                return FAIL;
+            continue;
+        }
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "json_events: an object's items are (key, value)");
+            return FAIL;
+        }
+        PyObject *key = PyTuple_GET_ITEM(item, 0), *member = PyTuple_GET_ITEM(item, 1);
+        long long name = json_name(w, key);
+        if (name < 0)
+            return FAIL;
+        if (Py_TYPE(member) != &PyList_Type) {
+            if (json_element(w, name, member, depth) < 0)
+                return FAIL;
+        } else if (PyList_GET_SIZE(member) >= w->long_array) {
+            if (json_long_array(w, key, member, depth) < 0)
+                return FAIL;
+        } else {
+            JsonFrame frame = {member, 0, 0, name, depth, -1, -1, 0, 0};
+            if (json_push(w, frame) < 0)
+                return FAIL;
+        }
+    }
+    return OK;
+}
+
+static PyObject *json_events(PyObject *module, PyObject *args)
+{
+    (void)module;
+    JsonWalk w;
+    memset(&w, 0, sizeof w);
+    PyObject *value, *root, *result = NULL;
+    long long doc;
+    int depth;
+    if (!PyArg_ParseTuple(args, "OOiLLO!O!lOOOn:json_events", &value, &root, &depth, &doc,
+                          &w.s.next_node, &PyTuple_Type, &w.columns, &PyDict_Type, &w.s.symbols,
+                          &w.s.max_depth, &w.object_type, &w.too_deep, &w.long_items,
+                          &w.long_array))
+        return NULL;
+    if (PyTuple_GET_SIZE(w.columns) != 7 || !PyList_Check(PyTuple_GET_ITEM(w.columns, 3))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "columns: docs, kinds, names, values (a list), depths, nodes, item name");
+        return NULL;
+    }
+    w.s.values = PyTuple_GET_ITEM(w.columns, 3);
+    w.item_name = PyTuple_GET_ITEM(w.columns, 6);
+    w.s.doc = doc;
+    w.true_text = PyUnicode_InternFromString("true");
+    w.false_text = PyUnicode_InternFromString("false");
+    if (w.true_text == NULL || w.false_text == NULL)
+        goto out;
+    long long name = json_name(&w, root);
+    w.item = json_name(&w, w.item_name);
+    if (name < 0 || w.item < 0)
+        goto out;
+    if (json_element(&w, name, value, depth) == OK && json_walk(&w) == OK)
+        result = PyLong_FromLongLong(w.s.next_node);
+out:
+    if (flush_columns(&w.s, w.columns) < 0)
+        Py_CLEAR(result);
+    PyMem_Free(w.s.kinds.data);
+    PyMem_Free(w.s.names.data);
+    PyMem_Free(w.s.depths.data);
+    PyMem_Free(w.s.nodes.data);
+    PyMem_Free(w.frames);
+    Py_XDECREF(w.true_text);
+    Py_XDECREF(w.false_text);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, pos, final, phase, doc, next_node, columns, symbols, stack, parts, "
@@ -1180,6 +1376,13 @@ static PyMethodDef methods[] = {
      "Events of one document from buffer[pos:] appended to the columns (arrays q B i, "
      "a list, arrays i q); stack: a bytearray of (node, name id) int64 pairs; see "
      "xcep/events/xml_source.py."},
+    {"json_events", json_events, METH_VARARGS,
+     "json_events(value, name, depth, doc, node, columns, symbols, max_depth, object_type, "
+     "too_deep, long_items, long_array) -> next node\n\n"
+     "The events of the element `name` holding a decoded JSON value (json_source.emit_values) "
+     "appended to the "
+     "columns (arrays q B i, a list, arrays i q, then the name of array items); an array of "
+     "long_array items or more goes to long_items(name, items, depth, node) -> next node."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,6 +30,11 @@ from xcep.errors import InputError
 from xcep.events import json_stream
 from xcep.events.model import CLOSE, NO_NAME, OPEN, TEXT
 
+try:
+    from xcep.events import _tokenizer
+except ImportError:  # built without a C compiler: Python walks the values
+    _tokenizer = None
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -100,8 +105,31 @@ def _emit(ctx: StreamContext, doc: int, value) -> int:
 
 def emit_values(ctx: StreamContext, doc: int, todo: list, node: int) -> int:
     """Append the events of JSON values, ``todo`` = [(element name, value, depth)] last
-    first, numbering nodes from ``node``; the next node number."""
+    first, numbering nodes from ``node``; the next node number. One value is walked by
+    the compiled kernel where it is built (``_tokenizer.json_events``, the same events)."""
     builder = ctx.builder
+    if len(todo) == 1 and _tokenizer is not None and ctx.options.compiled:
+        (name, value, depth) = todo[0]
+        columns = (*builder.columns(), _ITEM)
+
+        def long_items(name: str, items: list, depth: int, node: int) -> int:
+            return _Items(name, items, depth).emit(ctx, doc, node)
+
+        max_depth = ctx.options.max_depth
+        return _tokenizer.json_events(
+            value,
+            name,
+            depth,
+            doc,
+            node,
+            columns,
+            builder.symbols,
+            max_depth,
+            _Object,
+            _TooDeep,
+            long_items,
+            _Items.LONG,
+        )
     symbols = builder.symbols
     max_depth = ctx.options.max_depth
     docs, kinds, names = builder.docs.append, builder.kinds.append, builder.names.append

@@ -188,6 +188,10 @@ class EventBuilder:
     complete: int = 0  # events before this index belong to complete documents
     doc_start: int = 0  # index of the first pending event of the current document
 
+    def columns(self) -> tuple:
+        """The six columns, as the compiled kernels append to them."""
+        return (self.docs, self.kinds, self.names, self.values, self.depths, self.nodes)
+
     def begin_document(self) -> None:
         self.doc_start = len(self.kinds)
 

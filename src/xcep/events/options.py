@@ -18,7 +18,7 @@ class SourceOptions:
     keep_raw: bool = False  # keep a malformed document's bytes (for dead-letter output)
     raw_limit: int = 16 * 1024 * 1024  # at most this many bytes of it
     json_root: str = "json"  # the root element's name of every JSON document
-    compiled: bool = True  # read XML with the compiled tokenizer where it is built
+    compiled: bool = True  # XML tokenized, JSON values walked by the compiled kernel if built
 
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_attributes", "max_entity_chars", "chunk_size", "batch_size"):

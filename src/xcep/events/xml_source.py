@@ -183,14 +183,7 @@ class XmlReader:
         (``None``: the whole document)."""
         window, ctx, options = self.window, self.ctx, self.options
         builder = ctx.builder
-        columns = (
-            builder.docs,
-            builder.kinds,
-            builder.names,
-            builder.values,
-            builder.depths,
-            builder.nodes,
-        )
+        columns = builder.columns()
         stack = bytearray()  # (node, name id) of each open element, as int64 pairs
         parts: list[str] = []  # text read since the last tag
         next_node, phase, pos, prolog = 0, _PROLOG, start, b""
