@@ -310,11 +310,13 @@ _ORDERED = {
 
 
 class Test(NamedTuple):
-    """A predicate compiled: a Python expression over the mask ``m``, and whether an atom
-    of it reads the element's subtree (decided at its close)."""
+    """A predicate compiled: a Python expression over the mask ``m``, whether an atom of
+    it reads the element's subtree (decided at its close), and, for a conjunction of
+    atoms, the mask of their bits (it holds iff ``m & required == required``)."""
 
     text: str
     subtree: bool
+    required: int | None = None
 
 
 class Guards:
@@ -339,6 +341,8 @@ class Guards:
         text = " and ".join(f"({test.text})" for test in tests)
         guard = eval(f"lambda m: bool({text})", {})  # bit numbers and connectives only
         guard.subtree = any(test.subtree for test in tests)
+        conjunction = all(test.required is not None for test in tests)
+        guard.required = _or_all(test.required for test in tests) if conjunction else None
         return guard
 
     def _compile(self, cond, on):
@@ -353,7 +357,11 @@ class Guards:
             return Test(f"not ({inner.text})", inner.subtree)
         left, right = self._compile(cond.left, on), self._compile(cond.right, on)
         word = "and" if cond.__class__ is A.And else "or"
-        return Test(f"({left.text}) {word} ({right.text})", left.subtree or right.subtree)
+        required = None
+        if word == "and" and left.required is not None and right.required is not None:
+            required = left.required | right.required
+        text = f"({left.text}) {word} ({right.text})"
+        return Test(text, left.subtree or right.subtree, required)
 
     def _exists(self, cond: A.RelPath, on):
         return self._atom(on, cond.path, None, None, cond)
@@ -417,7 +425,14 @@ class Guards:
                     operand = self._operands[key[1][:3]] = Operand(atom)
                     self.operands.append(operand)
                 operand.add(atom, index)
-        return Test(f"m & {1 << index}", atom.subtree)
+        return Test(f"m & {1 << index}", atom.subtree, 1 << index)
+
+
+def _or_all(bits) -> int:
+    found = 0
+    for bit in bits:
+        found |= bit
+    return found
 
 
 _COMPILERS = {

@@ -396,8 +396,9 @@ class PlainPath:
             made = np.empty(len(new), dtype=np.int32)
             for j, key in enumerate(new.tolist()):
                 label, mask = self.symbols[key & 0xFFFFFFFF]
-                free, guarded = self.candidates(key >> 32, label)
-                after = {t for guard, t in guarded if guard(mask)}
+                free, required, guarded = self.candidates(key >> 32, label)
+                after = {t for bits, t in required if mask & bits == bits}
+                after.update(t for guard, t in guarded if guard(mask))
                 made[j] = self._intern(self.nfa.closure(after | free if after else free))
             if len(table) + len(new) > TABLE_BUDGET:  # start over: entries are filled again
                 table, targets = table[:0], targets[:0]
@@ -412,20 +413,25 @@ class PlainPath:
 
     def candidates(self, state: int, label: int) -> tuple:
         """The moves of ``state``'s NFA states on an element of ``label``: the states they
-        go to whatever the element's codes, and the (guard, state) of the guarded ones."""
+        go to whatever the element's codes; the (bits, state) of those guarded by a
+        conjunction of atoms (taken where the mask has all the bits: a thousand queries'
+        guards are decided at a miss without a call each); the (guard, state) of others."""
         key = (state, label)
         found = self._candidates.get(key)
         if found is None:
             name = self.labels[label]
-            free, guarded = set(), []
+            free, required, guarded = set(), [], []
             for s in self.sets[state]:
                 for want, guard, t in self.nfa.moves[s]:
                     if want is ANY or want == name:
                         if guard is None:
                             free.add(t)
+                        elif guard.required is not None:
+                            required.append((guard.required, t))
                         else:
                             guarded.append((guard, t))
-            found = self._candidates[key] = (frozenset(free), tuple(guarded))
+            found = (frozenset(free), tuple(required), tuple(guarded))
+            self._candidates[key] = found
         return found
 
     def stats(self) -> dict:
