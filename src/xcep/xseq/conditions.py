@@ -21,6 +21,10 @@ from xcep.xseq.evaluate import holds, values
 class MemberConditions:
     """``decide(env)``: the slots of the members whose conditions hold on a match."""
 
+    def __init__(self) -> None:
+        self.members: dict = {}  # slot -> [conjunct]
+        self._index = None
+
     def _ready(self) -> tuple:
         """(the members' slots, the counting index of their conditions, whether some are
         left to check one by one), made once."""
@@ -41,10 +45,6 @@ class MemberConditions:
         since the index keys them by identity)."""
         atoms = (reference_atom(c.cond) for conjuncts in self.members.values() for c in conjuncts)
         return [atom[0] for atom in atoms if atom is not None]
-
-    def __init__(self) -> None:
-        self.members: dict = {}  # slot -> [conjunct]
-        self._index = None
 
     def set(self, slot: int, conjuncts: list) -> None:
         if conjuncts:
