@@ -136,3 +136,16 @@ def test_dtd_facts():
     assert dtd.can_contain("p", "b") and not dtd.can_contain("name", "b")
     assert dtd.has_text("note") and not dtd.has_text("p")
     assert "fake" not in dtd.elements
+
+
+@given(st.text(st.sampled_from("-+ 0123456789١٢²a.\t"), max_size=6))
+def test_a_filter_id_is_an_integer_exactly_when_it_reads_as_one(text):
+    """``parse_id``: ``-?\\d+`` (Unicode decimal digits too) is an int, anything else the
+    text itself."""
+    import re
+
+    from xcep.idlines import parse_id
+
+    expected = int(text) if re.fullmatch(r"-?\d+", text) else text
+    found = parse_id(text)
+    assert found == expected and type(found) is type(expected)

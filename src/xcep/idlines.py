@@ -10,7 +10,6 @@ without importing any engine.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -40,7 +39,9 @@ def id_key(fid) -> tuple:
 
 
 def parse_id(text: str):
-    return int(text) if re.fullmatch(r"-?\d+", text) else text
+    """An id that is a decimal integer (``-?\\d+``: Unicode decimal digits too) is an int."""
+    digits = text[1:] if text[:1] == "-" else text
+    return int(text) if digits.isdecimal() else text
 
 
 @dataclass(slots=True)
