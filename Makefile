@@ -14,7 +14,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # a C compiler is there; without one, Python does their work (xcep --version says which).
 # The versions are those of constraints.txt, so that a new upstream release cannot turn
 # a green main red.
-$(STAMP): pyproject.toml setup.py constraints.txt src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c src/xcep/xseq/_quiet.c
+$(STAMP): pyproject.toml setup.py constraints.txt src/xcep/events/_tokenizer.c src/xcep/xpush/_states.c src/xcep/xseq/_quiet.c src/xcep/xseq/_lists.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[dev,bench,spark,serve]'

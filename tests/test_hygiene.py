@@ -87,7 +87,7 @@ def test_a_long_module_says_why_it_is_one():
 
 
 def test_nothing_private_is_imported_from_another_module():
-    compiled = {"_tokenizer", "_states", "_quiet"}  # the C extensions: their package's own parts
+    compiled = {"_tokenizer", "_states", "_quiet", "_lists"}  # the C extensions: their package's
     crossing = []
     for path in SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -166,6 +167,44 @@ def test_fast_path_equals_reference_and_automaton(
     expected = evaluate(query, parse(text), selection=selection)
     assert _rows(query, text, selection=selection) == expected, query
     assert _rows(query, text, selection=selection, fast=False) == expected, query
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=sequence_queries(),
+    docs=streams(),
+    selection=SELECTION,
+    batch=st.integers(1, 40),
+    cut=st.integers(0, 30),
+)
+def test_the_compiled_list_reader_reads_as_python_does(
+    query: str, docs: list[str], selection: str, batch: int, cut: int
+) -> None:
+    """The list reader in C (``xcep.xseq._lists``: lists of attribute fields) gives the
+    Python reader's rows, with the run saved at a random batch and resumed by the other
+    reader (its cursor: the path's state per depth, the pending element, the document)."""
+    from xcep.xseq import sequence
+
+    if sequence._lists is None:
+        pytest.skip("the kernel is not built")
+    try:
+        engine = XSeqEngine(query, selection=selection)
+    except QuerySyntaxError:
+        return
+    text = "".join(docs)
+    found = []
+    for first, then in ((True, False), (False, True), (True, True), (False, False)):
+        run, rows = engine.start(), []
+        stream = EventStream([io.BytesIO(text.encode())], batch_size=batch)
+        for number, events in enumerate(stream.batches()):
+            compiled = first if number < cut else then
+            with mock.patch.object(sequence, "_lists", sequence._lists if compiled else None):
+                if number == cut:
+                    run = engine.resume(run.snapshot())
+                rows += run.feed([events])
+        rows += run.finish()
+        found.append(rows)
+    assert found[0] == found[1] == found[2] == found[3], query
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])

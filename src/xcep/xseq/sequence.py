@@ -67,6 +67,11 @@ from xcep.xseq.matches import Aggregator, Binding, check_selection, output_row, 
 from xcep.xseq.semantics import Analysis, NotFast
 from xcep.xseq.values import COMPARISONS, as_string, to_number
 
+try:
+    from xcep.xseq import _lists
+except ImportError:  # built without a C compiler: Python reads the lists
+    _lists = None
+
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 _MISSING = object()
 
@@ -526,6 +531,7 @@ class ListReader:
         self.children = {name: at for (kind, name), at in fields if kind == "/"}
         self.keep_raw = keep_raw
         numbers: dict = {}  # attribute value -> to_number(value), a cache
+        self.numbers = numbers
 
         def pair(value: str) -> tuple:
             number = numbers.get(value, _MISSING)
@@ -551,6 +557,9 @@ class ListReader:
             setattr(self, name, value)
 
     def read(self, batch, take, mark) -> None:
+        if _lists is not None and not self.children:  # attributes only: read in C
+            self._read_compiled(batch, take, mark)
+            return
         names_path = self.list_path
         depth_of_list = len(names_path)
         attribute = self.attribute
@@ -652,6 +661,19 @@ class ListReader:
                 take(key, element)
         self.pending, self.pending_key = pending, pending_key
         self.child, self.doc = child, doc
+
+    def _read_compiled(self, batch, take, mark) -> None:
+        """``read`` by the kernel (``xcep.xseq._lists``): the same calls, in C."""
+        symbols, attribute = batch.symbols, self.attribute
+        path = tuple(-1 if n == A.WILDCARD else symbols.get(n, -2) for n in self.list_path)
+        key_id = symbols.get(attribute, -2) if attribute is not None else -2
+        wanted = {symbols[n]: at for n, at in self.attributes.items() if n in symbols}
+        self.pending, self.pending_key, self.doc = _lists.read(
+            batch.kinds, batch.depths, batch.names, batch.docs, batch.nodes, batch.values,
+            symbols.names, path, key_id, wanted, self.width, self.keep_raw,
+            attribute is None, attribute is not None, self.ok, self.pending, self.pending_key,
+            self.doc, take, mark, _PARENT_OPENS, _LIST_ENDS, self.numbers, to_number,
+        )  # fmt: skip
 
 
 class SequenceRun:
