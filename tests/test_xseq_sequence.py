@@ -448,3 +448,34 @@ def test_json_arrays_run_on_the_fast_path(prices: list, query: str) -> None:
     for fast in (True, False):
         stream = EventStream([io.BytesIO(text.encode())], format="json", batch_size=5)
         assert list(XSeqEngine(query, fast=fast).run(stream.batches())) == expected, fast
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["1", " 2 ", "-3.5", "1e3", "1_000", "inf", "-nan", "1e400", "x"]),
+            st.text(st.sampled_from("0123456789.-+e_ naIf١"), max_size=6),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_the_compiled_list_reader_reads_numbers_as_to_number(values: list[str]) -> None:
+    """An attribute field's number, read in C (``float`` of a str, finite, no ``_``), is
+    ``values.to_number``'s, on numbers, words and what Python's float alone would take."""
+    from xcep.xseq import sequence
+    from xcep.xseq.values import to_number
+
+    if sequence._lists is None:
+        pytest.skip("the kernel is not built")
+    items = "".join(f"<t k='a' p='{value}'/>" for value in values)
+    batch = next(EventStream([io.BytesIO(f"<s>{items}</s>".encode())]).batches())
+    names, got = batch.symbols, []
+    sequence._lists.read(
+        batch.kinds, batch.depths, batch.names, batch.docs, batch.nodes, batch.values,
+        names.names, (names["s"], names["t"]), names["k"], {names["p"]: 0}, 1, False, False,
+        True, [True, False, False], None, None, None, lambda key, e: got.append(e[3][0]),
+        lambda what: None, "opens", "ends", {}, to_number,
+    )  # fmt: skip
+    assert got == [(value, to_number(value)) for value in values]

@@ -4,12 +4,13 @@
  * for lists whose fields are all attributes: the opens down to the list's depth (their
  * closes too when an element is stepped at its close), the path's names checked
  * level by level, and for each list element its fields' values read from the
- * attributes after its open, each paired with its number (a cache of numbers, and
- * ``to_number`` on a miss); it calls ``take(key, element)`` and ``mark(what)`` as the
+ * attributes after its open, each paired with its number (a cache of numbers, and on a
+ * miss ``values.to_number``'s reading, in C for a str); it calls ``take(key, element)`` and ``mark(what)`` as the
  * Python reader does, which stays as the reference (the property tests run both).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
@@ -19,6 +20,29 @@ enum { WILDCARD = -1 }; /* a path step for any name (a name the batch lacks: -2)
 typedef struct {
     PyObject *numbers, *to_number;
 } Pairs;
+
+/* values.to_number of a str: float(value) when finite and without '_' (Python's float
+ * reads '1_000'), else None; a new reference, NULL on an error other than not a number */
+static PyObject *string_number(PyObject *value)
+{
+    PyObject *number = PyFloat_FromString(value);
+    if (number == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t underscore = PyUnicode_FindChar(value, '_', 0, PyUnicode_GET_LENGTH(value), 1);
+    if (underscore == -2) {
+        Py_DECREF(number);
+        return NULL;
+    }
+    if (underscore >= 0 || !isfinite(PyFloat_AS_DOUBLE(number))) {
+        Py_DECREF(number);
+        Py_RETURN_NONE;
+    }
+    return number;
+}
 
 /* (value, number of value): the number from the cache, or to_number(value) */
 static PyObject *pair(Pairs *p, PyObject *value)
@@ -31,7 +55,8 @@ static PyObject *pair(Pairs *p, PyObject *value)
             return NULL;
         if (PyDict_GET_SIZE(p->numbers) > NUMBERS_LIMIT)
             PyDict_Clear(p->numbers);
-        number = PyObject_CallOneArg(p->to_number, value);
+        number = PyUnicode_CheckExact(value) ? string_number(value)
+                                              : PyObject_CallOneArg(p->to_number, value);
         if (number == NULL || PyDict_SetItem(p->numbers, value, number) < 0) {
             Py_XDECREF(number);
             return NULL;
