@@ -82,13 +82,11 @@ static PyObject *element_at(Py_ssize_t i, Py_ssize_t n, const unsigned char *kin
                             PyObject *table, PyObject *doc, long key_id, PyObject *wanted,
                             Py_ssize_t width, int keep_raw, Pairs *p, PyObject **key)
 {
-    PyObject *fields = PyList_New(width), *raw = keep_raw ? PyList_New(0) : Py_None;
+    PyObject *fields = PyList_New(width), *raw = keep_raw ? PyList_New(0) : Py_NewRef(Py_None);
     PyObject *element = NULL;
     *key = NULL;
     if (fields == NULL || raw == NULL)
         goto out;
-    if (!keep_raw)
-        Py_INCREF(raw);
     for (Py_ssize_t k = 0; k < width; k++) {
         Py_INCREF(Py_None);
         PyList_SET_ITEM(fields, k, Py_None);
