@@ -196,17 +196,16 @@ class Operand:
         lists, equal, _ = self._tables or self._constants()
         text = value or ""
         texts = self._text_parts(text, lists[2], equal[2])
-        number = to_number(text) if self._numeric else None
         if not self._numeric:  # only constants that are no numbers: compared as strings
             key = (False, 0, 0, -1, *texts)
-        elif number is not None:
-            n_list, n_equal = lists[0], equal[0]
-            below, upto = bisect.bisect_left(n_list, number), bisect.bisect_right(n_list, number)
-            key = (True, below, upto, n_equal.get(number, -1), *texts)
-        else:
-            n_list, n_equal = lists[1], equal[1]
-            below, upto = bisect.bisect_left(n_list, text), bisect.bisect_right(n_list, text)
-            key = (False, below, upto, n_equal.get(text, -1), *texts)
+        else:  # a number among the numeric constants, else its text among their texts
+            number = to_number(text)
+            numeric = number is not None
+            n_list, n_equal, n_key = (
+                (lists[0], equal[0], number) if numeric else (lists[1], equal[1], text)
+            )
+            below, upto = bisect.bisect_left(n_list, n_key), bisect.bisect_right(n_list, n_key)
+            key = (numeric, below, upto, n_equal.get(n_key, -1), *texts)
         found = self._number(key)
         if len(self.memo) >= self.MEMO:
             self.memo.clear()
