@@ -312,6 +312,22 @@ static unsigned hash_name(const unsigned char *p, Py_ssize_t n)
     return h;
 }
 
+/* symbols[name]: the interned id of a str (Symbols.__missing__ adds a new one); -1 with an
+ * error set on failure. */
+static long long symbol_id(PyObject *symbols, PyObject *name)
+{
+    PyObject *id = PyDict_GetItemWithError(symbols, name);
+    if (id != NULL)
+        Py_INCREF(id);
+    else if (!PyErr_Occurred())
+        id = PyObject_GetItem(symbols, name);
+    if (id == NULL)
+        return -1;
+    long long value = PyLong_AsLongLong(id);
+    Py_DECREF(id);
+    return value;
+}
+
 /* The interned id of the ASCII name at p (symbols[name], adding it when new). */
 static long long name_id(Scan *s, const unsigned char *p, Py_ssize_t n)
 {
@@ -327,16 +343,8 @@ static long long name_id(Scan *s, const unsigned char *p, Py_ssize_t n)
     PyObject *name = PyUnicode_FromStringAndSize((const char *)p, n);
     if (name == NULL)
         return -1;
-    PyObject *id = PyDict_GetItemWithError(s->symbols, name);
-    if (id != NULL)
-        Py_INCREF(id);
-    else if (!PyErr_Occurred())
-        id = PyObject_GetItem(s->symbols, name); /* Symbols.__missing__ */
+    long long value = symbol_id(s->symbols, name);
     Py_DECREF(name);
-    if (id == NULL)
-        return -1;
-    long long value = PyLong_AsLongLong(id);
-    Py_DECREF(id);
     if (value < 0)
         return -1;
     /* the calls above may have run Python code, and another thread a scan of
@@ -1203,20 +1211,6 @@ typedef struct {
     Py_ssize_t used, capacity;
 } JsonWalk;
 
-static long long json_name(JsonWalk *w, PyObject *name)
-{
-    PyObject *id = PyDict_GetItemWithError(w->s.symbols, name);
-    if (id != NULL)
-        Py_INCREF(id);
-    else if (!PyErr_Occurred())
-        id = PyObject_GetItem(w->s.symbols, name); /* Symbols.__missing__ */
-    if (id == NULL)
-        return -1;
-    long long value = PyLong_AsLongLong(id);
-    Py_DECREF(id);
-    return value;
-}
-
 static int json_push(JsonWalk *w, JsonFrame frame)
 {
     if (w->used == w->capacity) {
@@ -1307,7 +1301,7 @@ static int json_walk(JsonWalk *w)
             return FAIL;
         }
         PyObject *key = PyTuple_GET_ITEM(item, 0), *member = PyTuple_GET_ITEM(item, 1);
-        long long name = json_name(w, key);
+        long long name = symbol_id(w->s.symbols, key);
         if (name < 0)
             return FAIL;
         if (Py_TYPE(member) != &PyList_Type) {
@@ -1350,8 +1344,8 @@ static PyObject *json_events(PyObject *module, PyObject *args)
     w.false_text = PyUnicode_InternFromString("false");
     if (w.true_text == NULL || w.false_text == NULL)
         goto out;
-    long long name = json_name(&w, root);
-    w.item = json_name(&w, w.item_name);
+    long long name = symbol_id(w.s.symbols, root);
+    w.item = symbol_id(w.s.symbols, w.item_name);
     if (name < 0 || w.item < 0)
         goto out;
     if (json_element(&w, name, value, depth) == OK && json_walk(&w) == OK)
