@@ -169,6 +169,7 @@ def test_fast_path_equals_reference_and_automaton(
     assert _rows(query, text, selection=selection, fast=False) == expected, query
 
 
+@pytest.mark.parametrize("kernel", ["_lists", "_Stepper"])  # the list reader, the step
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=sequence_queries(),
@@ -177,15 +178,18 @@ def test_fast_path_equals_reference_and_automaton(
     batch=st.integers(1, 40),
     cut=st.integers(0, 30),
 )
-def test_the_compiled_list_reader_reads_as_python_does(
-    query: str, docs: list[str], selection: str, batch: int, cut: int
+def test_the_kernels_run_as_python_does(
+    kernel: str, query: str, docs: list[str], selection: str, batch: int, cut: int
 ) -> None:
-    """The list reader in C (``xcep.xseq._lists``: lists of attribute fields) gives the
-    Python reader's rows, with the run saved at a random batch and resumed by the other
-    reader (its cursor: the path's state per depth, the pending element, the document)."""
+    """The list kernel's list reader (``_lists.read``: lists of attribute fields) and its
+    step function (``_lists.Stepper``, from ``_StepProgram``) give the rows of their
+    Python references (``ListReader.read``, ``_StepSource``), under every policy, with
+    the run saved at a random batch and resumed by the other (the reader's cursor, the
+    partial matches: the same Python data)."""
     from xcep.xseq import sequence
 
-    if sequence._lists is None:
+    compiled = getattr(sequence, kernel)
+    if compiled is None:
         pytest.skip("the kernel is not built")
     try:
         engine = XSeqEngine(query, selection=selection)
@@ -194,11 +198,12 @@ def test_the_compiled_list_reader_reads_as_python_does(
     text = "".join(docs)
     found = []
     for first, then in ((True, False), (False, True), (True, True), (False, False)):
-        run, rows = engine.start(), []
+        with mock.patch.object(sequence, kernel, compiled if first else None):
+            run, rows = engine.start(), []
         stream = EventStream([io.BytesIO(text.encode())], batch_size=batch)
         for number, events in enumerate(stream.batches()):
-            compiled = first if number < cut else then
-            with mock.patch.object(sequence, "_lists", sequence._lists if compiled else None):
+            on = first if number < cut else then
+            with mock.patch.object(sequence, kernel, compiled if on else None):
                 if number == cut:
                     run = engine.resume(run.snapshot())
                 rows += run.feed([events])

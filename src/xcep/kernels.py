@@ -13,7 +13,7 @@ KERNELS = {  # module -> what it does
     "xcep.events._tokenizer": "XML tokenizer and JSON walk",
     "xcep.xpush._states": "XPush machine core",
     "xcep.xseq._quiet": "XSeq automaton's quiet stretches",
-    "xcep.xseq._lists": "XSeq flat-sequence list reader",
+    "xcep.xseq._lists": "XSeq flat-sequence list reader and step function",
 }
 
 

@@ -23,11 +23,13 @@ naming what keeps a query off) and ``SequenceRun`` runs them directly:
   last, count and the nodes as a linked list when something reads them all);
   the per-match conditions decidable at that item have held;
 - an element advances each partial match by one item (iterating a Kleene-*,
-  or moving on past empty ones): a step function generated per pattern
-  (``_StepSource``) tests names, step predicates and per-iteration conditions
-  inlined as Python expressions, and decides each per-match condition as soon
-  as the variables it reads are final (so a partial match that can no longer
-  match dies at once);
+  or moving on past empty ones): the step function tests names, step
+  predicates and per-iteration conditions, and decides each per-match
+  condition as soon as the variables it reads are final (so a partial match
+  that can no longer match dies at once) — in C (``_lists.Stepper``, given the
+  pattern as data by ``_StepProgram``), or generated per pattern as Python with
+  the conditions inlined (``_StepSource``: without a C compiler, and the
+  kernel's reference);
 - matches, their order (end element, then binding), duplicates, the output
   rows and the aggregates are the engine's (``xcep.xseq.matches``); elements
   of a parent's list are stepped at their close, when the automaton emits
@@ -42,7 +44,7 @@ each once the matches before it are decided. ``tests/test_xseq_sequence.py``
 compares this path with the reference evaluator and with the automaton,
 under every policy.
 
-One module of about 1,400 lines, on purpose: the pattern's analysis, its step
+One module of about 1,800 lines, on purpose: the pattern's analysis, its step
 function's generated source and the run that drives it are one compiler from a
 query to that function; splitting them would pass its internals between modules.
 """
@@ -69,8 +71,9 @@ from xcep.xseq.values import COMPARISONS, as_string, to_number
 
 try:
     from xcep.xseq import _lists
-except ImportError:  # built without a C compiler: Python reads the lists
+except ImportError:  # built without a C compiler: Python reads the lists and steps
     _lists = None
+_Stepper = None if _lists is None else _lists.Stepper  # the step function in C
 
 _OPEN, _ATTR, _TEXT, _CLOSE = int(OPEN), int(ATTR), int(TEXT), int(CLOSE)
 _MISSING = object()
@@ -216,7 +219,7 @@ class SequencePattern:
         self.settle = [at for at, _ in decided]
         self.per_match = [cond for _, cond in decided]  # in the order they become decidable
         self.count_refs = [t.expr for t in outputs] if self.count_only else None
-        self.source, self.make_step = _StepSource(self).build()
+        self.program = _StepProgram(self)  # (which reads the fields in a fixed order)
 
     def start_equality(self) -> tuple | None:
         """(the field, its string) of an equality every match's first element satisfies —
@@ -256,11 +259,26 @@ class SequencePattern:
         whether the list's parent is anywhere (``//``)."""
         return (tuple(self.list_path), self.partition_attribute, self.anywhere)
 
-    @cached_property
-    def make_listing_step(self):
+    def make_step(self, emit):
+        """The step function ``step(list, element)`` (``_StepSource``), matches counted in
+        place where only counts are returned, else handed to ``emit(list, found)``: the
+        list kernel's ``Stepper`` where it is built, else the generated Python."""
+        return self._step(emit, count_in_place=True)
+
+    def make_listing_step(self, emit):
         """``make_step`` that lists every match it finds (``emit``), counts too: a
         selection policy picks among them before anything is counted."""
-        return _StepSource(self, count_in_place=False).build()[1]
+        return self._step(emit, count_in_place=False)
+
+    def _step(self, emit, count_in_place: bool):
+        if _Stepper is not None:
+            return self.program.stepper(emit, count_in_place)
+        return self._python_steps[count_in_place](emit)
+
+    @cached_property
+    def _python_steps(self) -> dict:
+        """{count in place: make_step}: the generated Python step functions (made once)."""
+        return {flag: _StepSource(self, flag).build()[1] for flag in (True, False)}
 
     # the shape of the from clause
     def _list(self, analysis: Analysis):
@@ -1250,6 +1268,7 @@ class _StepSource:
             "_first": _first,
             "_one": _one,
             "_arithmetic_pair": _arithmetic_pair,
+            "_deduplicate": _deduplicate,
         }
         self.constants: dict = {}  # (type, value) -> its name in the namespace
         self.lines: list[str] = []
@@ -1294,7 +1313,7 @@ class _StepSource:
         self.block(-1, 0, empty, "        ")  # (when it can never pass, no new match starts)
         if p.varless:
             out.append("        if len(new) > 1:")
-            out.append("            new = list({(t[0], _identity(t[1])): t for t in new}.values())")
+            out.append("            new = _deduplicate(new)")
         out += ["        lst.threads = new", "        lst.pred = e", "        if found:"]
         out += ["            emit(lst, found)", "    return step"]
         source = "\n".join(out) + "\n"
@@ -1633,3 +1652,140 @@ class _StepSource:
         self.reads_match = True
         closure = self.constant(self.p._condition(cond, iteration))
         return f"{closure}({regs}, e, p)"
+
+
+# the node kinds, field sources and operators of the list kernel's Stepper (_lists.c)
+_CONST, _FIELD, _ARITH, _CMP, _AND, _OR, _NOT, _CALL, _EMPTY = range(9)
+_SOURCES = {"e": 0, "p": 1, None: 2, "first": 3, "last": 4}
+_CMP_OPS = {"<": 0, "<=": 1, "=": 2, "!=": 3, ">": 4, ">=": 5}  # Python's rich comparisons
+_ARITH_OPS = {"+": 0, "-": 1, "*": 2, "div": 3}
+
+
+class _StepProgram:
+    """A pattern's step function as data, for the list kernel's ``Stepper`` (the same
+    moves as ``_StepSource``'s generated function, which stays as its reference).
+
+    Per item ``j`` (-1: a new partial match) its blocks, in ``_StepSource``'s order: to
+    item ``k``, the name to test, the conditions on the registers before binding (step
+    predicates), those after (per-iteration conditions, then the per-match conditions
+    settled on the way), and, where a match can end, the per-match conditions left. A
+    condition is a tree of nodes (a constant pair, a field of ``e``, ``p`` or a variable's
+    element, arithmetic, a comparison, and/or/not) or, for what those do not cover, the
+    closure ``SequencePattern._condition`` makes; one that reads no partial match is
+    decided once per element."""
+
+    def __init__(self, pattern: SequencePattern) -> None:
+        self.p = pattern
+        self.nodes: list[tuple] = []
+        self.conds: list[tuple] = []  # (root node, reads no partial match)
+        self.ids: dict = {}  # (id(condition), iteration) -> its id
+        self.reads_match = False
+        self.blocks = [
+            self.block(j, k) for j in range(-1, len(pattern.items)) for k in self.targets(j)
+        ]
+
+    def stepper(self, emit, count_in_place: bool):
+        """The kernel's step function; matches counted in place where only counts are
+        returned and ``count_in_place``, else handed to ``emit(list, found)``."""
+        p = self.p
+        counts = None
+        if count_in_place and p.count_only and not p.varless:
+            counts = tuple(
+                (p.analysis.index[ref.var], p.analysis.index[ref.var] in p.kleene_slots
+                 and ref.func is None)
+                for ref in p.count_refs
+            )  # fmt: skip
+        dedupe = _deduplicate if p.varless else None
+        empty = tuple(None for _ in p.analysis.variables)
+        return _Stepper(
+            self.nodes, self.conds, self.blocks, len(p.items), empty, p.keep_nodes, counts, emit,
+            dedupe, _arithmetic_pair, as_string,
+        )  # fmt: skip
+
+    def targets(self, j: int) -> list[int]:
+        """The items a partial match in item ``j`` can move to, in order."""
+        items = self.p.items
+        if j < 0:
+            return [0]
+        targets = [j] if items[j].star else []
+        for k in range(j + 1, len(items)):
+            targets.append(k)
+            if not items[k].star:
+                break
+        return targets
+
+    def block(self, j: int, k: int) -> tuple:
+        p, item = self.p, self.p.items[k]
+        pre = tuple(self.condition_id(c, True) for c in item.preds)
+        held = sum(1 for at in p.settle if at <= j)
+        settled = sum(1 for at in p.settle if at <= k)
+        conds = [self.condition_id(c, True) for c in item.conds]
+        conds += [self.condition_id(c, False) for c in p.per_match[held:settled]]
+        final = k >= p.last_mandatory
+        rest = tuple(self.condition_id(c, False) for c in p.per_match[settled:]) if final else ()
+        slot = -1 if item.slot is None else item.slot
+        return (j, k, item.name, pre, tuple(conds), slot, item.star, final, rest)
+
+    def condition_id(self, cond, iteration: bool) -> int:
+        key = (id(cond), iteration)
+        found = self.ids.get(key)
+        if found is None:
+            self.reads_match = False
+            root = self.condition(cond, iteration)
+            found = self.ids[key] = len(self.conds)
+            self.conds.append((root, not self.reads_match))
+        return found
+
+    def node(self, kind, op=0, src=0, slot=0, at=0, many=False, left=-1, right=-1, obj=None):
+        self.nodes.append((kind, op, src, slot, at, many, left, right, obj))
+        return len(self.nodes) - 1
+
+    def condition(self, cond, iteration: bool) -> int:
+        if isinstance(cond, A.Compare):
+            left = self.operand(cond.left, iteration)
+            right = self.operand(cond.right, iteration)
+            if left is not None and right is not None:
+                return self.node(_CMP, _CMP_OPS[cond.op], left=left, right=right)
+        elif isinstance(cond, A.And | A.Or):
+            left = self.condition(cond.left, iteration)
+            right = self.condition(cond.right, iteration)
+            return self.node(_AND if isinstance(cond, A.And) else _OR, left=left, right=right)
+        elif isinstance(cond, A.Not):
+            return self.node(_NOT, left=self.condition(cond.arg, iteration))
+        self.reads_match = True
+        return self.node(_CALL, obj=self.p._condition(cond, iteration))
+
+    def operand(self, expr, iteration: bool) -> int | None:
+        """A node for an operand's values (as ``_StepSource.operand`` reads them), or None
+        when the closures must read it."""
+        p = self.p
+        if isinstance(expr, A.Const):
+            return self.node(_CONST, obj=_pair(expr.value))
+        if isinstance(expr, A.Arith):
+            left = self.operand(expr.left, iteration)
+            right = self.operand(expr.right, iteration)
+            if left is None or right is None:
+                return None
+            return self.node(_ARITH, _ARITH_OPS[expr.op], left=left, right=right)
+        if not isinstance(expr, A.VarRef | A.RelPath) or expr.path is None:
+            return None
+        at = p._field(expr.path)
+        many = not p._is_attribute(at)
+        if isinstance(expr, A.RelPath):
+            return self.node(_FIELD, src=_SOURCES["e"], at=at, many=many)
+        slot = p.analysis.index[expr.var]
+        if expr.func == "prev":
+            return self.node(_FIELD, src=_SOURCES["p"], at=at, many=many)
+        kleene = slot in p.kleene_slots
+        if expr.func is None and iteration and kleene:
+            return self.node(_FIELD, src=_SOURCES["e"], at=at, many=many)
+        if kleene and expr.func not in ("first", "last"):
+            return None  # all of a Kleene-* variable's nodes
+        self.reads_match = True
+        src = _SOURCES[expr.func if kleene else None]
+        return self.node(_FIELD, src=src, slot=slot, at=at, many=many)
+
+
+def _deduplicate(new: list) -> list:
+    """A varless pattern's partial matches, each (item, registers) once."""
+    return list({(t[0], _identity(t[1])): t for t in new}.values())
