@@ -12,6 +12,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
@@ -359,6 +360,7 @@ typedef struct {
     PyObject *empty, *emit, *dedupe, *arithmetic_pair, *as_string;
     PyObject *s_threads, *s_pred, *s_counts, *one;
     int *ints; /* the program's integers, one allocation */
+    vectorcallfunc vectorcall;
 } Stepper;
 
 typedef struct {
@@ -660,7 +662,8 @@ static PyObject *kleene_value(Stepper *s, PyObject *q, PyObject *e)
         Py_XDECREF(chain);
         return value;
     }
-    PyObject *count = PyNumber_Add(PyTuple_GET_ITEM(q, 2), s->one);
+    Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 2));
+    PyObject *count = n == -1 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(n + 1);
     PyObject *chain = count == NULL ? NULL
                       : s->keep_nodes ? PyTuple_Pack(2, e, PyTuple_GET_ITEM(q, 3))
                                       : Py_NewRef(Py_None);
@@ -723,9 +726,10 @@ static int add_count(PyObject *counts, Py_ssize_t i, Py_ssize_t by)
     if (by == 0)
         return 0;
     PyObject *old = PyList_GET_ITEM(counts, i);
-    PyObject *delta = PyLong_FromSsize_t(by);
-    PyObject *sum = delta ? PyNumber_Add(old, delta) : NULL;
-    Py_XDECREF(delta);
+    Py_ssize_t n = PyLong_AsSsize_t(old);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *sum = PyLong_FromSsize_t(n + by);
     if (sum == NULL)
         return -1;
     PyList_SET_ITEM(counts, i, sum);
@@ -827,12 +831,15 @@ out:
     return r < 0 ? -1 : 0;
 }
 
-static PyObject *stepper_call(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *stepper_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames)
 {
     Stepper *s = (Stepper *)self;
-    PyObject *lst, *e;
-    if (!PyArg_ParseTuple(args, "OO:step", &lst, &e))
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "step(list, element) takes two arguments");
         return NULL;
+    }
+    PyObject *lst = args[0], *e = args[1];
     if (!PyList_Check(e) || PyList_GET_SIZE(e) < 4) {
         PyErr_SetString(PyExc_TypeError, "step: an element is not a list");
         return NULL;
@@ -997,6 +1004,7 @@ static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs)
                           &conds, &PyList_Type, &blocks, &nitems, &PyTuple_Type, &empty,
                           &keep_nodes, &counts, &emit, &dedupe, &arithmetic_pair, &as_string))
         return -1;
+    s->vectorcall = stepper_call;
     s->width = PyTuple_GET_SIZE(empty);
     s->nitems = nitems;
     s->keep_nodes = keep_nodes;
@@ -1110,7 +1118,8 @@ static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyTypeObject StepperType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xseq._lists.Stepper",
     .tp_basicsize = sizeof(Stepper),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Stepper, vectorcall),
     .tp_doc = "Stepper(nodes, conditions, blocks, items, empty registers, keep_nodes, counted "
               "terms or None, emit, dedupe or None, arithmetic_pair, as_string)\n\nA flat "
               "sequence pattern's step function (see xcep/xseq/sequence.py, _StepProgram): "
@@ -1118,7 +1127,77 @@ static PyTypeObject StepperType = {
     .tp_new = PyType_GenericNew,
     .tp_init = stepper_init,
     .tp_dealloc = stepper_dealloc,
-    .tp_call = stepper_call,
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ``Taker(step, lists, new_list)``: ``SequenceRun.take`` for a partitioned run, called by
+ * the list reader once per element: ``step(lists[key], element)``, the partition's list
+ * made by ``new_list(key)`` the first time. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *step, *lists, *new_list;
+    vectorcallfunc vectorcall;
+} Taker;
+
+static PyObject *taker_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    Taker *t = (Taker *)self;
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "take(key, element) takes two arguments");
+        return NULL;
+    }
+    PyObject *lst = PyDict_GetItemWithError(t->lists, args[0]);
+    if (lst != NULL) {
+        Py_INCREF(lst);
+    } else {
+        if (PyErr_Occurred())
+            return NULL;
+        lst = PyObject_CallOneArg(t->new_list, args[0]);
+        if (lst == NULL || PyDict_SetItem(t->lists, args[0], lst) < 0) {
+            Py_XDECREF(lst);
+            return NULL;
+        }
+    }
+    PyObject *step_args[2] = {lst, args[1]};
+    PyObject *r = PyObject_Vectorcall(t->step, step_args, 2, NULL);
+    Py_DECREF(lst);
+    return r;
+}
+
+static int taker_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    Taker *t = (Taker *)self;
+    PyObject *step, *lists, *new_list;
+    if (!PyArg_ParseTuple(args, "OO!O:Taker", &step, &PyDict_Type, &lists, &new_list))
+        return -1;
+    Py_XSETREF(t->step, Py_NewRef(step));
+    Py_XSETREF(t->lists, Py_NewRef(lists));
+    Py_XSETREF(t->new_list, Py_NewRef(new_list));
+    t->vectorcall = taker_call;
+    return 0;
+}
+
+static void taker_dealloc(PyObject *self)
+{
+    Taker *t = (Taker *)self;
+    Py_XDECREF(t->step);
+    Py_XDECREF(t->lists);
+    Py_XDECREF(t->new_list);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject TakerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xseq._lists.Taker",
+    .tp_basicsize = sizeof(Taker),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Taker, vectorcall),
+    .tp_doc = "Taker(step, lists, new_list)\n\nSequenceRun.take for a partitioned run: "
+              "take(key, element) steps the element in its partition's list.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = taker_init,
+    .tp_dealloc = taker_dealloc,
+    .tp_call = PyVectorcall_Call,
 };
 
 static PyMethodDef methods[] = {
@@ -1138,10 +1217,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__lists(void)
 {
-    if (PyType_Ready(&StepperType) < 0)
+    if (PyType_Ready(&StepperType) < 0 || PyType_Ready(&TakerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddObjectRef(m, "Stepper", (PyObject *)&StepperType) < 0)
+    if (m != NULL && (PyModule_AddObjectRef(m, "Stepper", (PyObject *)&StepperType) < 0 ||
+                      PyModule_AddObjectRef(m, "Taker", (PyObject *)&TakerType) < 0))
         Py_CLEAR(m);
     return m;
 }

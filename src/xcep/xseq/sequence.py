@@ -799,7 +799,10 @@ class SequenceRun:
         """The rows known once ``batch`` is read."""
         if self.p.anywhere:
             return self.feed_anywhere(batch)
-        self.reader.read(batch, self.take, self.mark)
+        take = self.take
+        if self.p.partition_attribute is not None and _lists is not None:
+            take = _lists.Taker(self.step, self.lists, self.new_list)  # take, in C
+        self.reader.read(batch, take, self.mark)
         rows, self.rows = self.rows, []
         return rows
 
