@@ -497,7 +497,22 @@ def test_old_spellings_still_work_with_a_hint(tmp_path, capsys) -> None:
     )
 )
 def test_compact_json_writes_what_json_dumps_writes(values):
-    from xcep.commands import compact_json
+    """``compact_json`` and ``json_lines`` (in C: the events kernel, rows it cannot write
+    handed to ``compact_json``; and without it) write what ``json.dumps`` writes, a row
+    a line, alone or after a first value."""
+    from xcep.commands import compact_json, json_lines
 
-    expected = [json.dumps(value, ensure_ascii=False, separators=(",", ":")) for value in values]
-    assert list(compact_json()(values)) == expected
+    def dumps(value) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    assert list(compact_json()(values)) == [dumps(value) for value in values]
+    firsts = [f"q{i}" if i % 2 else i for i in range(len(values))]
+    rows = [value if isinstance(value, list) else [value] for value in values]
+    rows += [("\ud800", 1.5), ["\x00\u2028\\"]]  # a lone surrogate passes, as json writes it
+    firsts += [-1, None]
+    for compiled in (True, False):
+        lines = json_lines(compiled)
+        assert lines(values) == "".join(dumps(value) + "\n" for value in values)
+        pairs = zip(firsts, rows, strict=True)
+        expected = "".join(dumps([first, *row]) + "\n" for first, row in pairs)
+        assert lines(rows, firsts) == expected

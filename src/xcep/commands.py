@@ -378,39 +378,75 @@ def compact_json() -> Callable[[Iterable], Iterator[str]]:
     return dumps_all
 
 
+def json_lines(compiled: bool = True) -> Callable[..., str]:
+    """``lines(values, firsts=None)``: each value — or ``[first, *value]`` with its first
+    from ``firsts`` — as ``compact_json`` writes it, one line each, ``\n`` after each, as one
+    str. The events kernel writes them (``_tokenizer.json_lines``: strings, numbers,
+    booleans, null, lists and tuples, straight into one buffer, no str per row), handing a
+    row with anything else to ``compact_json``; without it (or ``compiled=False``),
+    ``compact_json`` writes all."""
+    dumps_all = compact_json()
+
+    def one(value, first=_NO_FIRST) -> str:
+        return next(dumps_all([value if first is _NO_FIRST else [first, *value]]))
+
+    try:
+        from xcep.events._tokenizer import json_lines as kernel
+    except ImportError:
+        kernel = None
+    if not compiled:
+        kernel = None
+
+    def lines(values: list, firsts: list | None = None) -> str:
+        if kernel is not None:
+            return kernel(values, firsts, one)
+        rows = values if firsts is None else ([f, *v] for f, v in zip(firsts, values, strict=True))
+        return "".join([line + "\n" for line in dumps_all(rows)])
+
+    return lines
+
+
+_NO_FIRST = object()
 _VALUE = attrgetter("value")  # a plan's ``Row``'s value
+_QUERY = attrgetter("query")
 
 
 class _RowWriter:
-    """Rows as JSON Lines, encoded and written a chunk at a time (one write per ``CHUNK``
-    rows or more), and every pending one before the stream waits on a live input
-    (``flush``)."""
+    """Rows as JSON Lines, encoded a chunk at a time (``CHUNK`` rows: in cache) and written
+    once ``CHUNK`` rows or more wait, and every pending one before the stream waits on a live
+    input (``flush``)."""
 
     CHUNK = 512
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.lines: list[str] = []
-        self.dumps_all = compact_json()
+        self.texts: list[str] = []
+        self.waiting = 0  # rows in texts
+        self.lines = json_lines()
 
     def add_values(self, rows: list) -> None:
         """Each row's value (``Row.value``)."""
-        for start in range(0, len(rows), self.CHUNK):  # (a chunk at a time: in cache)
-            self.lines += self.dumps_all(map(_VALUE, rows[start : start + self.CHUNK]))
-            if len(self.lines) >= self.CHUNK:
-                self.write()
+        for start in range(0, len(rows), self.CHUNK):
+            chunk = rows[start : start + self.CHUNK]
+            self._add(self.lines(list(map(_VALUE, chunk))), len(chunk))
 
     def add_with_ids(self, rows: list) -> None:
         """Each row's query id then its value (a query file's rows)."""
         for start in range(0, len(rows), self.CHUNK):
             chunk = rows[start : start + self.CHUNK]
-            self.lines += self.dumps_all([row.query, *row.value] for row in chunk)
-            if len(self.lines) >= self.CHUNK:
-                self.write()
+            self._add(self.lines(list(map(_VALUE, chunk)), list(map(_QUERY, chunk))), len(chunk))
+
+    def _add(self, text: str, rows: int) -> None:
+        self.texts.append(text)
+        self.waiting += rows
+        if self.waiting >= self.CHUNK:
+            self.write()
 
     def write(self) -> None:
-        _write_lines(self.out, self.lines)
-        self.lines.clear()
+        for text in self.texts:  # (each on its own: a large value is not copied again)
+            self.out.write(text)
+        self.texts.clear()
+        self.waiting = 0
 
     def flush(self) -> None:
         self.write()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 KERNELS = {  # module -> what it does
-    "xcep.events._tokenizer": "XML tokenizer and JSON walk",
+    "xcep.events._tokenizer": "XML tokenizer, JSON walk and JSON Lines writer",
     "xcep.xpush._states": "XPush machine core",
     "xcep.xseq._quiet": "XSeq automaton's quiet stretches",
     "xcep.xseq._lists": "XSeq flat-sequence list reader and step function",

@@ -1363,6 +1363,195 @@ out:
     return result;
 }
 
+/* ----- json_lines: rows written as JSON Lines (xcep/commands.py, _RowWriter) ----- */
+
+/* A growing UTF-8 buffer. */
+typedef struct {
+    char *data;
+    Py_ssize_t size, cap;
+} Out;
+
+static int out_put(Out *o, const char *bytes, Py_ssize_t n)
+{
+    if (o->size + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 4096;
+        while (cap < o->size + n)
+            cap *= 2;
+        char *data = PyMem_Realloc(o->data, (size_t)cap);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->data = data;
+        o->cap = cap;
+    }
+    memcpy(o->data + o->size, bytes, (size_t)n);
+    o->size += n;
+    return 0;
+}
+
+/* a str as json.dumps(ensure_ascii=False) writes it: '"', '\\' and the control characters
+ * escaped, the rest as it is; 1 when it cannot be written here (a lone surrogate) */
+static int out_string(Out *o, PyObject *text)
+{
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    static const char hex[] = "0123456789abcdef";
+    if (out_put(o, "\"", 1) < 0)
+        return -1;
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        char escape[6] = {'\\', 0, 0, 0, 0, 0};
+        Py_ssize_t size = 2;
+        switch (c) {
+        case '"': escape[1] = '"'; break;
+        case '\\': escape[1] = '\\'; break;
+        case '\n': escape[1] = 'n'; break;
+        case '\r': escape[1] = 'r'; break;
+        case '\t': escape[1] = 't'; break;
+        case '\b': escape[1] = 'b'; break;
+        case '\f': escape[1] = 'f'; break;
+        default:
+            escape[1] = 'u';
+            escape[2] = escape[3] = '0';
+            escape[4] = hex[c >> 4];
+            escape[5] = hex[c & 15];
+            size = 6;
+        }
+        if (out_put(o, utf8 + start, i - start) < 0 || out_put(o, escape, size) < 0)
+            return -1;
+        start = i + 1;
+    }
+    if (out_put(o, utf8 + start, n - start) < 0 || out_put(o, "\"", 1) < 0)
+        return -1;
+    return 0;
+}
+
+/* an ASCII str (a number's repr) as it is */
+static int out_ascii(Out *o, PyObject *text)
+{
+    if (text == NULL)
+        return -1;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    int r = utf8 == NULL ? -1 : out_put(o, utf8, n);
+    Py_DECREF(text);
+    return r;
+}
+
+/* one JSON value: 0 written, 1 not a value written here (the row is left to the
+ * fallback), -1 an error */
+static int out_value(Out *o, PyObject *v, int depth)
+{
+    if (PyUnicode_CheckExact(v))
+        return out_string(o, v);
+    if (v == Py_None)
+        return out_put(o, "null", 4);
+    if (v == Py_True)
+        return out_put(o, "true", 4);
+    if (v == Py_False)
+        return out_put(o, "false", 5);
+    if (PyLong_CheckExact(v))
+        return out_ascii(o, PyObject_Repr(v));
+    if (PyFloat_CheckExact(v)) {
+        double x = PyFloat_AS_DOUBLE(v);
+        if (x != x)
+            return out_put(o, "NaN", 3);
+        if (x == Py_HUGE_VAL)
+            return out_put(o, "Infinity", 8);
+        if (x == -Py_HUGE_VAL)
+            return out_put(o, "-Infinity", 9);
+        return out_ascii(o, PyObject_Repr(v));
+    }
+    if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 64) {
+        PyObject *items = PySequence_Fast(v, "");
+        if (items == NULL)
+            return -1;
+        int r = out_put(o, "[", 1);
+        for (Py_ssize_t i = 0; r == 0 && i < PySequence_Fast_GET_SIZE(items); i++) {
+            if (i > 0 && out_put(o, ",", 1) < 0)
+                r = -1;
+            else
+                r = out_value(o, PySequence_Fast_GET_ITEM(items, i), depth + 1);
+        }
+        Py_DECREF(items);
+        return r != 0 ? r : out_put(o, "]", 1);
+    }
+    return 1;
+}
+
+/* json_lines(values, firsts, fallback) -> str */
+static PyObject *json_lines(PyObject *module, PyObject *args)
+{
+    PyObject *values, *firsts, *fallback;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!OO:json_lines", &PyList_Type, &values, &firsts, &fallback))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (firsts != Py_None && (!PyList_Check(firsts) || PyList_GET_SIZE(firsts) != n)) {
+        PyErr_SetString(PyExc_ValueError, "json_lines: firsts is not a list as long as values");
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        Py_ssize_t mark = o.size;
+        int r;
+        if (firsts == Py_None) {
+            r = out_value(&o, value, 0);
+        } else { /* [first, *value] */
+            PyObject *first = PyList_GET_ITEM(firsts, i);
+            r = PyList_CheckExact(value) || PyTuple_CheckExact(value) ? out_put(&o, "[", 1) : 1;
+            if (r == 0)
+                r = out_value(&o, first, 0);
+            for (Py_ssize_t k = 0; r == 0 && k < PySequence_Fast_GET_SIZE(value); k++) {
+                r = out_put(&o, ",", 1);
+                if (r == 0)
+                    r = out_value(&o, PySequence_Fast_GET_ITEM(value, k), 1);
+            }
+            if (r == 0)
+                r = out_put(&o, "]", 1);
+        }
+        if (r < 0)
+            goto out;
+        if (r > 0) { /* the fallback writes this row */
+            o.size = mark;
+            PyObject *line = firsts == Py_None
+                ? PyObject_CallOneArg(fallback, value)
+                : PyObject_CallFunctionObjArgs(fallback, value, PyList_GET_ITEM(firsts, i), NULL);
+            if (line == NULL)
+                goto out;
+            /* (a lone surrogate passes through, as the fallback wrote it) */
+            PyObject *bytes = PyUnicode_Check(line)
+                ? PyUnicode_AsEncodedString(line, "utf-8", "surrogatepass") : NULL;
+            Py_DECREF(line);
+            if (bytes == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "json_lines: the fallback gave no str");
+                goto out;
+            }
+            r = out_put(&o, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+            Py_DECREF(bytes);
+            if (r < 0)
+                goto out;
+        }
+        if (out_put(&o, "\n", 1) < 0)
+            goto out;
+    }
+    result = PyUnicode_DecodeUTF8(o.data ? o.data : "", o.size, "surrogatepass");
+out:
+    PyMem_Free(o.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, pos, final, phase, doc, next_node, columns, symbols, stack, parts, "
@@ -1370,6 +1559,12 @@ static PyMethodDef methods[] = {
      "Events of one document from buffer[pos:] appended to the columns (arrays q B i, "
      "a list, arrays i q); stack: a bytearray of (node, name id) int64 pairs; see "
      "xcep/events/xml_source.py."},
+    {"json_lines", json_lines, METH_VARARGS,
+     "json_lines(values, firsts, fallback) -> str\n\n"
+     "Each value (firsts None) or [first, *value] as json.dumps(ensure_ascii=False, "
+     "separators=(',', ':')) writes it, one line each, '\\n' after each; a row with what "
+     "is not str, int, float, bool, None, list or tuple is fallback(value) (or "
+     "fallback(value, first))."},
     {"json_events", json_events, METH_VARARGS,
      "json_events(value, name, depth, doc, node, columns, symbols, max_depth, object_type, "
      "too_deep, long_items, long_array) -> next node\n\n"
