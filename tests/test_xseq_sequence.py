@@ -484,3 +484,25 @@ def test_the_compiled_list_reader_reads_numbers_as_to_number(values: list[str]) 
         lambda what: None, "opens", "ends", {}, to_number,
     )  # fmt: skip
     assert got == [(value, to_number(value)) for value in values]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_run_let_go_is_freed(compiled: bool) -> None:
+    """A run holds its step function and the step its run's ``emit``: the collector must
+    free the two (the kernel's ``Stepper`` takes part in it), with what they hold."""
+    import gc
+    import weakref
+
+    from xcep.xseq import sequence
+
+    if compiled and sequence._Stepper is None:
+        pytest.skip("the kernel is not built")
+    query = "return $Z@p, count($X) from /s/$Z (\\ $X)* where $X@p < prev($X)@p partition by /s/t@k"
+    text = '<s><t k="A" p="3"/><t k="A" p="2"/><t k="B" p="1"/><t k="A" p="1"/></s>'
+    with mock.patch.object(sequence, "_Stepper", sequence._Stepper if compiled else None):
+        run = XSeqEngine(query).start()
+    run.feed(_batches(text))
+    freed = weakref.ref(run.runtime)
+    del run
+    gc.collect()
+    assert freed() is None

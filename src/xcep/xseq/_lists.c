@@ -840,6 +840,10 @@ static PyObject *stepper_call(PyObject *self, PyObject *const *args, size_t narg
         return NULL;
     }
     PyObject *lst = args[0], *e = args[1];
+    if (s->emit == NULL) {
+        PyErr_SetString(PyExc_TypeError, "step: a Stepper not made, or let go");
+        return NULL;
+    }
     if (!PyList_Check(e) || PyList_GET_SIZE(e) < 4) {
         PyErr_SetString(PyExc_TypeError, "step: an element is not a list");
         return NULL;
@@ -905,11 +909,40 @@ out:
     return result;
 }
 
-static void stepper_dealloc(PyObject *self)
+/* The Stepper holds its run's ``emit`` (a bound method: the run holds the Stepper), so it
+ * takes part in the cyclic collector. */
+static int stepper_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Stepper *s = (Stepper *)self;
     for (Py_ssize_t i = 0; s->nodes != NULL && i < s->nnodes; i++)
-        Py_XDECREF(s->nodes[i].obj);
+        Py_VISIT(s->nodes[i].obj);
+    Py_VISIT(s->empty);
+    Py_VISIT(s->emit);
+    Py_VISIT(s->dedupe);
+    Py_VISIT(s->arithmetic_pair);
+    Py_VISIT(s->as_string);
+    return 0;
+}
+
+static int stepper_clear(PyObject *self)
+{
+    Stepper *s = (Stepper *)self;
+    for (Py_ssize_t i = 0; s->nodes != NULL && i < s->nnodes; i++)
+        Py_CLEAR(s->nodes[i].obj);
+    s->nnodes = 0; /* (emit is gone too: a call now fails, as for a Stepper never made) */
+    Py_CLEAR(s->empty);
+    Py_CLEAR(s->emit);
+    Py_CLEAR(s->dedupe);
+    Py_CLEAR(s->arithmetic_pair);
+    Py_CLEAR(s->as_string);
+    return 0;
+}
+
+static void stepper_dealloc(PyObject *self)
+{
+    Stepper *s = (Stepper *)self;
+    PyObject_GC_UnTrack(self);
+    stepper_clear(self);
     for (Py_ssize_t i = 0; s->blocks != NULL && i < s->nblocks; i++) {
         Py_XDECREF(s->blocks[i].name);
         Py_XDECREF(s->blocks[i].k_obj);
@@ -922,11 +955,6 @@ static void stepper_dealloc(PyObject *self)
     PyMem_Free(s->first_block);
     PyMem_Free(s->ints);
     PyMem_Free(s->count_slots);
-    Py_XDECREF(s->empty);
-    Py_XDECREF(s->emit);
-    Py_XDECREF(s->dedupe);
-    Py_XDECREF(s->arithmetic_pair);
-    Py_XDECREF(s->as_string);
     Py_XDECREF(s->s_threads);
     Py_XDECREF(s->s_pred);
     Py_XDECREF(s->s_counts);
@@ -1118,7 +1146,10 @@ static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyTypeObject StepperType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xseq._lists.Stepper",
     .tp_basicsize = sizeof(Stepper),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = stepper_traverse,
+    .tp_clear = stepper_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_vectorcall_offset = offsetof(Stepper, vectorcall),
     .tp_doc = "Stepper(nodes, conditions, blocks, items, empty registers, keep_nodes, counted "
               "terms or None, emit, dedupe or None, arithmetic_pair, as_string)\n\nA flat "
@@ -1143,6 +1174,10 @@ static PyObject *taker_call(PyObject *self, PyObject *const *args, size_t nargsf
                             PyObject *kwnames)
 {
     Taker *t = (Taker *)self;
+    if (t->lists == NULL) {
+        PyErr_SetString(PyExc_TypeError, "take: a Taker not made, or let go");
+        return NULL;
+    }
     if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
         PyErr_SetString(PyExc_TypeError, "take(key, element) takes two arguments");
         return NULL;
@@ -1178,19 +1213,38 @@ static int taker_init(PyObject *self, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
-static void taker_dealloc(PyObject *self)
+static int taker_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Taker *t = (Taker *)self;
-    Py_XDECREF(t->step);
-    Py_XDECREF(t->lists);
-    Py_XDECREF(t->new_list);
+    Py_VISIT(t->step);
+    Py_VISIT(t->lists);
+    Py_VISIT(t->new_list);
+    return 0;
+}
+
+static int taker_clear(PyObject *self)
+{
+    Taker *t = (Taker *)self;
+    Py_CLEAR(t->step);
+    Py_CLEAR(t->lists);
+    Py_CLEAR(t->new_list);
+    return 0;
+}
+
+static void taker_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    taker_clear(self);
     Py_TYPE(self)->tp_free(self);
 }
 
 static PyTypeObject TakerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xseq._lists.Taker",
     .tp_basicsize = sizeof(Taker),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = taker_traverse,
+    .tp_clear = taker_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_vectorcall_offset = offsetof(Taker, vectorcall),
     .tp_doc = "Taker(step, lists, new_list)\n\nSequenceRun.take for a partitioned run: "
               "take(key, element) steps the element in its partition's list.",
