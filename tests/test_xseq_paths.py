@@ -6,7 +6,9 @@ batches."""
 from __future__ import annotations
 
 import io
+from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from xcep.events import EventStream, parse
 from xcep.plans import compile_plan
 from xcep.testing.xseq_reference import evaluate
 from xcep.xseq import XSeqEngine
+from xcep.xseq import atoms as atoms_module
 from xcep.xseq.atoms import Atom, Operand
 from xcep.xseq.paths import PlainPath
 
@@ -340,8 +343,9 @@ def test_an_operand_codes_values_as_its_atoms_compare_them(
 ) -> None:
     """An element's code tells exactly the atoms that hold on one of its values (each atom
     alone: ``Atom.test``), for numbers, strings, numeric strings and missing values; a
-    batch's codes (``codes``: strings compared for equality only, looked up by constant)
-    are the values' codes one by one."""
+    batch's codes (``codes``: strings compared for equality only, looked up by constant;
+    ``codes_at``: the values at positions, looked up in C or Python) are the values' codes
+    one by one."""
     if equality:  # (with string constants only: the codes that need no number)
         ops = ["=" if op in ("=", "<", ">") else "!=" for op in ops]
     atoms = [Atom("t", (), "@p", op, const) for op, const in zip(ops, constants, strict=False)]
@@ -350,6 +354,14 @@ def test_an_operand_codes_values_as_its_atoms_compare_them(
     for index, atom in enumerate(atoms):
         operand.add(atom, index)
     assert operand.codes(values).tolist() == [operand.code(value) for value in values]
+    at = np.arange(len(values))[::-1]  # a batch's values coded where they are, both ways
+    for kernel in (atoms_module._mapped, None):
+        with mock.patch.object(atoms_module, "_mapped", kernel):
+            fresh = Operand(atoms[0])  # (its memo empty: the values met for the first time)
+            for index, atom in enumerate(atoms):
+                fresh.add(atom, index)
+            assert fresh.codes_at(values, at).tolist() == [fresh.code(values[i]) for i in at]
+            assert fresh.codes_at(values, at).tolist() == [fresh.code(values[i]) for i in at]
     codes = {operand.code(value) for value in values}
     code = codes.pop() if len(codes) == 1 else operand.code_of_set(codes | codes)
     mask = operand.truths(code)

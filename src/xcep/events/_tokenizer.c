@@ -1363,6 +1363,56 @@ out:
     return result;
 }
 
+/* ----- mapped: the batch's values at some positions, looked up in a dict ----- */
+
+/* mapped(values, positions, table, missing) -> bytearray of int64: table[values[p]] (an int)
+ * for each int64 position p, ``missing`` where values[p] is not a key */
+static PyObject *mapped(PyObject *module, PyObject *args)
+{
+    PyObject *values, *table, *out = NULL;
+    Py_buffer at;
+    long long missing;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!y*O!L:mapped", &PyList_Type, &values, &at, &PyDict_Type,
+                          &table, &missing))
+        return NULL;
+    if (at.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "mapped: positions are not int64");
+        goto done;
+    }
+    Py_ssize_t n = at.len / (Py_ssize_t)sizeof(int64_t), size = PyList_GET_SIZE(values);
+    out = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL)
+        goto done;
+    const int64_t *position = at.buf;
+    int64_t *code = (int64_t *)PyByteArray_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (position[i] < 0 || position[i] >= size) {
+            PyErr_SetString(PyExc_IndexError, "mapped: a position outside the values");
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyObject *found = PyDict_GetItemWithError(table, PyList_GET_ITEM(values, position[i]));
+        if (found == NULL) {
+            if (PyErr_Occurred()) {
+                Py_CLEAR(out);
+                goto done;
+            }
+            code[i] = missing;
+            continue;
+        }
+        long long x = PyLong_AsLongLong(found);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        code[i] = x;
+    }
+done:
+    PyBuffer_Release(&at);
+    return out;
+}
+
 /* ----- json_lines: rows written as JSON Lines (xcep/commands.py, _RowWriter) ----- */
 
 /* A growing UTF-8 buffer. */
@@ -1559,6 +1609,10 @@ static PyMethodDef methods[] = {
      "Events of one document from buffer[pos:] appended to the columns (arrays q B i, "
      "a list, arrays i q); stack: a bytearray of (node, name id) int64 pairs; see "
      "xcep/events/xml_source.py."},
+    {"mapped", mapped, METH_VARARGS,
+     "mapped(values, positions, table, missing) -> bytearray of int64\n\n"
+     "table[values[p]] (an int) for each int64 position p, missing where values[p] is not a "
+     "key."},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(values, firsts, fallback) -> str\n\n"
      "Each value (firsts None) or [first, *value] as json.dumps(ensure_ascii=False, "

@@ -38,6 +38,11 @@ from xcep.xseq import ast as A
 from xcep.xseq.semantics import NotFast
 from xcep.xseq.values import COMPARISONS, as_string, to_number
 
+try:
+    from xcep.events._tokenizer import mapped as _mapped
+except ImportError:  # built without a C compiler
+    _mapped = None
+
 _ATTR, _TEXT, _CLOSE = int(ATTR), int(TEXT), int(CLOSE)
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 MAX_INNER = 62  # atoms of nested predicates: the bits of an int64 mask
@@ -220,20 +225,39 @@ class Operand:
         below, upto = bisect.bisect_left(ordered, text), bisect.bisect_right(ordered, text)
         return below, upto, equal.get(text, -1)
 
+    def codes_at(self, values: list, at: np.ndarray) -> np.ndarray:
+        """``codes`` of the batch's ``values`` at positions ``at`` (an attribute's or a
+        text's), looked up in C: in the table of the constants where they are all strings
+        compared for equality, else in the memo, the values it lacks coded by ``codes``."""
+        equal = self._equal_table()
+        if equal is not None:
+            return mapped(values, at, *equal)
+        found = mapped(values, at, self.memo, -1)  # (codes are never negative)
+        missing = np.flatnonzero(found < 0)
+        if len(missing):
+            found[missing] = self.codes([values[i] for i in at[missing].tolist()])
+        return found
+
+    def _equal_table(self) -> tuple | None:
+        """Where the constants are all strings compared for equality: ({text: the code of
+        the one it equals}, the code of none), else None."""
+        lists, equal, _ = self._tables or self._constants()
+        if self._numeric or lists[2]:
+            return None
+        if self._equal_codes is None:
+            found = {text: self._number((False, 0, 0, -1, 0, 0, i)) for text, i in equal[2].items()}
+            if "" in found:  # an element without text reads as ''
+                found[None] = found[""]
+            self._equal_codes = (found, self._number((False, 0, 0, -1, 0, 0, -1)))
+        return self._equal_codes
+
     def codes(self, values: list) -> np.ndarray:
         """``code`` of each of ``values``: where the constants are all strings compared for
         equality, the code of the one each value equals (or of none), looked up in C;
         else those met before from the memo, and the others made."""
-        lists, equal, _ = self._tables or self._constants()
-        if not (self._numeric or lists[2]):
-            if self._equal_codes is None:
-                found = {
-                    text: self._number((False, 0, 0, -1, 0, 0, i)) for text, i in equal[2].items()
-                }
-                if "" in found:  # an element without text reads as ''
-                    found[None] = found[""]
-                self._equal_codes = (found, self._number((False, 0, 0, -1, 0, 0, -1)))
-            by_text, other = self._equal_codes
+        equal = self._equal_table()
+        if equal is not None:
+            by_text, other = equal
             return np.fromiter(map(by_text.get, values, repeat(other)), np.int64, len(values))
         memo = self.memo
         try:  # most values were met before
@@ -477,20 +501,25 @@ def element_codes(operands: list, batch, arrays, opens, parents, inner) -> list[
     columns = []
     for operand in operands:
         column = np.zeros(len(opens), dtype=np.int64)
-        owners, keep, values, _ = reach(
-            operand, batch, arrays, opens, parents, operand.values, inner
+        # an attribute's or a text's values are the batch's: coded where they are
+        at_events = operand.values and operand.end != ELEMENT
+        owners, keep, values, at = reach(
+            operand, batch, arrays, opens, parents, operand.values and not at_events, inner
         )
         owners = owners[keep]
         if not len(owners):
             columns.append(column)
             continue
-        if values is None:  # existence tests only
+        if at_events:
+            found = operand.codes_at(batch.values, at[keep])
+        elif values is None:  # existence tests only
             column[owners] = operand.code(None)
             columns.append(column)
             continue
-        if len(owners) < len(keep):
-            values = [v for v, kept in zip(values, keep.tolist(), strict=True) if kept]
-        found = operand.codes(values)
+        else:
+            if len(owners) < len(keep):
+                values = [v for v, kept in zip(values, keep.tolist(), strict=True) if kept]
+            found = operand.codes(values)
         column[owners] = found
         if (owners[1:] > owners[:-1]).all():  # one value each (an attribute's, say)
             columns.append(column)
@@ -505,6 +534,16 @@ def element_codes(operands: list, batch, arrays, opens, parents, inner) -> list[
                 column[owner] = codes.pop() if len(codes) == 1 else operand.code_of_set(codes)
         columns.append(column)
     return columns
+
+
+def mapped(values: list, at: np.ndarray, table: dict, missing: int) -> np.ndarray:
+    """``table.get(values[i], missing)`` for each position ``i`` in ``at``, as int64: by
+    the events kernel (``_tokenizer.mapped``) where it is built."""
+    at = np.ascontiguousarray(at, dtype=np.int64)
+    if _mapped is not None:
+        return np.frombuffer(_mapped(values, at, table, missing), dtype=np.int64)
+    found = map(table.get, map(values.__getitem__, at.tolist()), repeat(missing))
+    return np.fromiter(found, np.int64, len(at))
 
 
 def reach(path, batch, arrays, opens, parents, with_values: bool, mask=None) -> tuple:
