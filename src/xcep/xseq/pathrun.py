@@ -157,6 +157,8 @@ class PlainPathRun:
         self.carry: list[int] = [path.start]  # carry[d]: state of the open element at depth d
         # in document order: (selection, doc, row), the row a list or a _Writer/_Capture
         self.queue: deque = deque()
+        # the batch's rows out at once (one query's values, nothing queued before them)
+        self.ready: list = []
         self.writing: list = []  # the selected elements still open (their writers)
         self.before = np.zeros(1, dtype=np.int32)  # carry as it was when the batch began
         self.counts = [0] * len(path.selections)  # select count: selected elements closed
@@ -189,11 +191,14 @@ class PlainPathRun:
             batch = EventBatch.join(self.held)
             self.held = []
         self.batch(batch)
+        ready = self.ready
+        if ready:
+            self.ready = []
         queue, selections, aggregators = self.queue, self.p.selections, self.aggregators
         if not self.objects and not self.aggregating:  # rows only: all of them out at once
             rows = [(e[0], e[2]) for e in queue] if self.tagged else list(map(_ITEM, queue))
             queue.clear()
-            return rows
+            return ready + rows if ready else rows
         rows: list = []
         while queue:
             q, _, item = queue[0]
@@ -217,12 +222,14 @@ class PlainPathRun:
                 else:
                     rows.append((q, output_row(analysis, binding, item.node, self.values_only)))
             queue.popleft()
-        return rows if self.tagged else [row for _, row in rows]
+        rows = rows if self.tagged else [row for _, row in rows]
+        return ready + rows if ready else rows
 
     def end(self, final: bool) -> list:
         """The stream ends (``final``) or stops here: what never closed is dropped (its
         document was cut short); the counts and aggregates, when ``final``."""
         self.queue.clear()
+        self.ready = []
         self.objects = 0
         self.held = []
         rows: list = []
@@ -503,7 +510,11 @@ class PlainPathRun:
         values, docs, queue = batch.values, batch.docs, self.queue
         only = self.p.of_select[kind]
         if len(only) == 1:  # one query selects these: every one is its row
-            queue.extend(_rows_of(only[0], docs, values, chosen.tolist()))
+            if not (queue or self.objects or self.aggregating or self.tagged):
+                picked = map(values.__getitem__, chosen.tolist())  # nothing waits: out now
+                self.ready += map(list, zip(picked))
+            else:
+                queue.extend(_rows_of(only[0], docs, values, chosen.tolist()))
             return
         distinct, inverse = np.unique(owners, return_inverse=True)
         plans = [self.p.of_kind(state, kind) for state in distinct.tolist()]
