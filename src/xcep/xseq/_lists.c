@@ -420,6 +420,15 @@ static int number_of(PyObject *pair, double *x)
 static int eval_value(Stepper *s, int at, Ctx *c, Val *out);
 static int eval_cond(Stepper *s, int at, Ctx *c);
 
+/* whether a Kleene-* variable's register is (first, last, count, chain) */
+static int is_run(PyObject *q)
+{
+    if (PyTuple_Check(q) && PyTuple_GET_SIZE(q) == 4)
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "step: a Kleene-* register is not (first, last, count, chain)");
+    return 0;
+}
+
 /* the first value of an operand (arithmetic reads no other): 1 and *x when it has a
  * number, 0 when it has none (or no value), -1 on an error */
 static int first_number(Val *v, double *x)
@@ -465,6 +474,8 @@ static int eval_value(Stepper *s, int at, Ctx *c, Val *out)
             PyObject *r = PyTuple_GET_ITEM(c->regs, n->slot);
             if (r == Py_None)
                 return 0;
+            if (n->src != S_SLOT && !is_run(r))
+                return -1;
             element = n->src == S_SLOT ? r : PyTuple_GET_ITEM(r, n->src == S_FIRST ? 0 : 1);
         }
         return field_of(element, n->at, n->many, out);
@@ -662,6 +673,8 @@ static PyObject *kleene_value(Stepper *s, PyObject *q, PyObject *e)
         Py_XDECREF(chain);
         return value;
     }
+    if (!is_run(q))
+        return NULL;
     Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 2));
     PyObject *count = n == -1 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(n + 1);
     PyObject *chain = count == NULL ? NULL
@@ -759,6 +772,8 @@ static int found_match(Stepper *s, PyObject *lst, PyObject *bound, PyObject **fo
         PyObject *q = PyTuple_GET_ITEM(bound, s->count_slots[i]);
         Py_ssize_t by = 0;
         if (q != Py_None) {
+            if (s->count_whole[i] && !is_run(q))
+                goto out;
             by = s->count_whole[i] ? PyLong_AsSsize_t(PyTuple_GET_ITEM(q, 2)) : 1;
             if (by == -1 && PyErr_Occurred())
                 goto out;
