@@ -344,8 +344,8 @@ def test_an_operand_codes_values_as_its_atoms_compare_them(
     """An element's code tells exactly the atoms that hold on one of its values (each atom
     alone: ``Atom.test``), for numbers, strings, numeric strings and missing values; a
     batch's codes (``codes``: strings compared for equality only, looked up by constant;
-    ``codes_at``: the values at positions, looked up in C or Python) are the values' codes
-    one by one."""
+    ``codes_at``: the values at positions, looked up in C — numbers by their place among
+    the constants — or in Python) are the values' codes one by one."""
     if equality:  # (with string constants only: the codes that need no number)
         ops = ["=" if op in ("=", "<", ">") else "!=" for op in ops]
     atoms = [Atom("t", (), "@p", op, const) for op, const in zip(ops, constants, strict=False)]
@@ -355,8 +355,12 @@ def test_an_operand_codes_values_as_its_atoms_compare_them(
         operand.add(atom, index)
     assert operand.codes(values).tolist() == [operand.code(value) for value in values]
     at = np.arange(len(values))[::-1]  # a batch's values coded where they are, both ways
-    for kernel in (atoms_module._mapped, None):
-        with mock.patch.object(atoms_module, "_mapped", kernel):
+    kernels = (atoms_module._mapped, atoms_module._number_places)
+    for mapped, places in (kernels, (None, None)):
+        with (
+            mock.patch.object(atoms_module, "_mapped", mapped),
+            mock.patch.object(atoms_module, "_number_places", places),
+        ):
             fresh = Operand(atoms[0])  # (its memo empty: the values met for the first time)
             for index, atom in enumerate(atoms):
                 fresh.add(atom, index)

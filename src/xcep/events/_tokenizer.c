@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 /* what scan() returns */
@@ -1413,6 +1414,108 @@ done:
     return out;
 }
 
+/* ----- number_places: where the batch's values fall among sorted numbers ----- */
+
+/* a str of ASCII digits, signs, '.', 'e' or 'E' only, read as Python's float() reads it
+ * (PyOS_string_to_double is float()'s core; with no space or '_' to strip, the same):
+ * 1 and *x when it is a finite number, 0 when it is not one or not such a str (the
+ * caller's general way reads it then), -1 on an error */
+static int plain_number(PyObject *value, double *x)
+{
+    if (!PyUnicode_CheckExact(value) || !PyUnicode_IS_ASCII(value))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(value);
+    const char *text = (const char *)PyUnicode_DATA(value);
+    if (n == 0 || n > 64)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = text[i];
+        if (!((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E'))
+            return 0;
+    }
+    char *end;
+    double number = PyOS_string_to_double(text, &end, NULL);
+    if (number == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != text + n || !isfinite(number))
+        return 0;
+    *x = number;
+    return 1;
+}
+
+static Py_ssize_t lower_bound(const double *sorted, Py_ssize_t n, double x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (sorted[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* number_places(values, positions, ordered, equal) -> bytearray of int64: for each int64
+ * position p whose value reads as a number x (plain_number), its place
+ * ((b * 2 + o) * (len(equal) + 1) + e + 1): b how many of the sorted distinct float64s
+ * ``ordered`` are below x, o whether one equals it, e the index of the one of ``equal``
+ * that equals it (-1: none); -1 for the others */
+static PyObject *number_places(PyObject *module, PyObject *args)
+{
+    PyObject *values, *out = NULL;
+    Py_buffer at, ordered, equal;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*:number_places", &PyList_Type, &values, &at, &ordered,
+                          &equal))
+        return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(values), n = at.len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t n_ordered = ordered.len / (Py_ssize_t)sizeof(double);
+    Py_ssize_t n_equal = equal.len / (Py_ssize_t)sizeof(double);
+    if (at.len % (Py_ssize_t)sizeof(int64_t) || ordered.len % (Py_ssize_t)sizeof(double) ||
+        equal.len % (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "number_places: positions int64, numbers float64");
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL)
+        goto done;
+    const int64_t *position = at.buf;
+    const double *sorted = ordered.buf, *equals = equal.buf;
+    int64_t *place = (int64_t *)PyByteArray_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (position[i] < 0 || position[i] >= size) {
+            PyErr_SetString(PyExc_IndexError, "number_places: a position outside the values");
+            Py_CLEAR(out);
+            goto done;
+        }
+        double x;
+        int r = plain_number(PyList_GET_ITEM(values, position[i]), &x);
+        if (r < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        if (r == 0) {
+            place[i] = -1;
+            continue;
+        }
+        Py_ssize_t b = lower_bound(sorted, n_ordered, x);
+        int o = b < n_ordered && sorted[b] == x;
+        Py_ssize_t e = lower_bound(equals, n_equal, x);
+        e = e < n_equal && equals[e] == x ? e : -1;
+        place[i] = (int64_t)((b * 2 + o) * (n_equal + 1) + e + 1);
+    }
+done:
+    PyBuffer_Release(&at);
+    PyBuffer_Release(&ordered);
+    PyBuffer_Release(&equal);
+    return out;
+}
+
 /* ----- json_lines: rows written as JSON Lines (xcep/commands.py, _RowWriter) ----- */
 
 /* A growing UTF-8 buffer. */
@@ -1613,6 +1716,13 @@ static PyMethodDef methods[] = {
      "mapped(values, positions, table, missing) -> bytearray of int64\n\n"
      "table[values[p]] (an int) for each int64 position p, missing where values[p] is not a "
      "key."},
+    {"number_places", number_places, METH_VARARGS,
+     "number_places(values, positions, ordered, equal) -> bytearray of int64\n\n"
+     "For each int64 position whose value reads as a number x (a str of ASCII digits, signs, "
+     "'.', 'e', 'E', as float() reads it; finite), (b * 2 + o) * (len(equal) + 1) + e + 1: b "
+     "how many of the sorted distinct float64s ordered are below x, o whether one equals it, e "
+     "the index of the one of the sorted float64s equal that equals it (-1: none); -1 for the "
+     "others."},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(values, firsts, fallback) -> str\n\n"
      "Each value (firsts None) or [first, *value] as json.dumps(ensure_ascii=False, "

@@ -40,8 +40,9 @@ from xcep.xseq.values import COMPARISONS, as_string, to_number
 
 try:
     from xcep.events._tokenizer import mapped as _mapped
+    from xcep.events._tokenizer import number_places as _number_places
 except ImportError:  # built without a C compiler
-    _mapped = None
+    _mapped = _number_places = None
 
 _ATTR, _TEXT, _CLOSE = int(ATTR), int(TEXT), int(CLOSE)
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -113,6 +114,7 @@ class Operand:
     an element without a value; codes are numbered from 1 as they are first met."""
 
     __slots__ = (
+        "_by_place",
         "_codes",
         "_equal_codes",
         "_keys",
@@ -138,6 +140,7 @@ class Operand:
         self._tables = None
         self._numeric = True  # whether a numeric constant is compared (``_constants``)
         self._equal_codes = None  # (string constant -> its code, the code of none): ``codes``
+        self._by_place = None  # ``_places``: the codes of numbers by their place, or False
         self._codes: dict = {}  # a code's key -> its number
         self._keys: list = [None]  # a code's number -> its key (a tuple, or a frozenset)
         self.memo: dict = {}  # value -> its code
@@ -146,7 +149,7 @@ class Operand:
     def add(self, atom: Atom, index: int) -> None:
         self.atoms.append((index, atom.op, atom.const))
         self.values = self.values or atom.op is not None
-        self._tables = self._equal_codes = None
+        self._tables = self._equal_codes = self._by_place = None
 
     def size(self) -> int:
         """The codes numbered so far, 0 included."""
@@ -232,11 +235,39 @@ class Operand:
         equal = self._equal_table()
         if equal is not None:
             return mapped(values, at, *equal)
-        found = mapped(values, at, self.memo, -1)  # (codes are never negative)
+        by_place = self._places()
+        if by_place:  # a number's code by its place among the numeric constants
+            ordered, equals, table = by_place
+            at = np.ascontiguousarray(at, dtype=np.int64)
+            places = np.frombuffer(_number_places(values, at, ordered, equals), dtype=np.int64)
+            found = np.where(places >= 0, table[np.maximum(places, 0)], -1)
+        else:
+            found = mapped(values, at, self.memo, -1)  # (codes are never negative)
         missing = np.flatnonzero(found < 0)
         if len(missing):
-            found[missing] = self.codes([values[i] for i in at[missing].tolist()])
+            found[missing] = made = self.codes([values[i] for i in at[missing].tolist()])
+            if by_place:  # the places met for the first time: their codes kept
+                placed = places[missing]
+                table[placed[placed >= 0]] = made[placed >= 0]
         return found
+
+    def _places(self):
+        """Where every constant is a number (and some is): (the ordered comparisons'
+        constants, the equalities', as sorted float64 bytes; the code of each place, -1
+        while none was met), for ``_tokenizer.number_places``; else False. A number's
+        code is where it falls among them (``code``: the strings' parts are the same for
+        all), so its place tells its code with no memo."""
+        if self._by_place is None:
+            self._by_place = False
+            lists, equal, _ = self._tables or self._constants()
+            equals = sorted(equal[0])
+            size = (2 * len(lists[0]) + 1) * (len(equals) + 1)
+            numbers_only = self._numeric and not (lists[2] or equal[2])
+            if _number_places is not None and numbers_only and size <= self.MEMO:
+                ordered = np.array(lists[0], dtype=np.float64).tobytes()
+                numbers = np.array(equals, dtype=np.float64).tobytes()
+                self._by_place = (ordered, numbers, np.full(size, -1, dtype=np.int64))
+        return self._by_place
 
     def _equal_table(self) -> tuple | None:
         """Where the constants are all strings compared for equality: ({text: the code of
