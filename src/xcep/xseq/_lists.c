@@ -320,7 +320,7 @@ done:
  * rest. A condition that reads no partial match is decided once per element.
  */
 
-enum { N_CONST, N_FIELD, N_ARITH, N_CMP, N_AND, N_OR, N_NOT, N_CALL, N_EMPTY };
+enum { N_CONST, N_FIELD, N_ARITH, N_CMP, N_AND, N_OR, N_NOT, N_CALL };
 enum { S_E, S_P, S_SLOT, S_FIRST, S_LAST };
 enum { A_ADD, A_SUB, A_MUL, A_DIV };
 enum { V_EMPTY, V_PAIR, V_MANY, V_NUM };
@@ -458,8 +458,6 @@ static int eval_value(Stepper *s, int at, Ctx *c, Val *out)
     out->owned = NULL;
     out->kind = V_EMPTY;
     switch (n->kind) {
-    case N_EMPTY:
-        return 0;
     case N_CONST:
         out->kind = V_PAIR;
         out->obj = n->obj;
@@ -1017,7 +1015,7 @@ static int load_nodes(Stepper *s, PyObject *nodes)
         n->obj = Py_NewRef(obj);
         int children = n->kind == N_ARITH || n->kind == N_CMP || n->kind == N_AND ||
                        n->kind == N_OR;
-        if (n->kind < N_CONST || n->kind > N_EMPTY ||
+        if (n->kind < N_CONST || n->kind > N_CALL ||
             (children && (n->left < 0 || n->left >= i || n->right < 0 || n->right >= i)) ||
             (n->kind == N_NOT && (n->left < 0 || n->left >= i)) ||
             (n->kind == N_FIELD && (n->src < S_E || n->src > S_LAST || n->at < 0 ||

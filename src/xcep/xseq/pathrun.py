@@ -511,8 +511,7 @@ class PlainPathRun:
         only = self.p.of_select[kind]
         if len(only) == 1:  # one query selects these: every one is its row
             if not (queue or self.objects or self.aggregating or self.tagged):
-                picked = map(values.__getitem__, chosen.tolist())  # nothing waits: out now
-                self.ready += map(list, zip(picked))
+                self.ready += _value_rows(values, chosen.tolist())  # nothing waits: out now
             else:
                 queue.extend(_rows_of(only[0], docs, values, chosen.tolist()))
             return
@@ -529,11 +528,15 @@ class PlainPathRun:
 _ITEM = itemgetter(2)  # a queue entry's row
 
 
+def _value_rows(values: list, chosen: list) -> Iterator[list]:
+    """The rows ``[value]`` of the events at ``chosen``, made in C (``zip``, ``map``): a
+    batch can select hundreds of thousands."""
+    return map(list, zip(map(values.__getitem__, chosen)))
+
+
 def _rows_of(query: int, docs, values: list, chosen: list) -> Iterator[tuple]:
-    """The queue entries ``(query, document, [value])`` of the events at ``chosen``, made
-    in C (``zip``, ``map``): a batch can select hundreds of thousands."""
-    picked = map(list, zip(map(values.__getitem__, chosen)))
-    return zip(repeat(query), map(docs.__getitem__, chosen), picked)
+    """The queue entries ``(query, document, [value])`` of the events at ``chosen``."""
+    return zip(repeat(query), map(docs.__getitem__, chosen), _value_rows(values, chosen))
 
 
 def _by_owner(owners: np.ndarray, order: np.ndarray, values: list, raw: bool) -> dict:

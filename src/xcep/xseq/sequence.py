@@ -259,6 +259,11 @@ class SequencePattern:
         whether the list's parent is anywhere (``//``)."""
         return (tuple(self.list_path), self.partition_attribute, self.anywhere)
 
+    @property
+    def counts_in_place(self) -> bool:
+        """Whether matches can be counted where they are found (only counts returned)."""
+        return self.count_only and not self.varless
+
     def make_step(self, emit):
         """The step function ``step(list, element)`` (``_StepSource``), matches counted in
         place where only counts are returned, else handed to ``emit(list, found)``: the
@@ -1264,7 +1269,7 @@ class _StepSource:
 
     def __init__(self, pattern: SequencePattern, count_in_place: bool = True) -> None:
         self.p = pattern
-        self.count_in_place = count_in_place and pattern.count_only and not pattern.varless
+        self.count_in_place = count_in_place and pattern.counts_in_place
         self.namespace: dict = {
             "_identity": _identity,
             "_string": _string,
@@ -1292,11 +1297,7 @@ class _StepSource:
         self.in_loop = True
         n = len(p.items)
         for j in range(n):
-            targets = [j] if p.items[j].star else []
-            for k in range(j + 1, n):
-                targets.append(k)
-                if not p.items[k].star:
-                    break
+            targets = _targets(p.items, j)
             if not targets:
                 continue
             out.append(f"            {'if' if j == 0 else 'elif'} j == {j}:")
@@ -1658,7 +1659,7 @@ class _StepSource:
 
 
 # the node kinds, field sources and operators of the list kernel's Stepper (_lists.c)
-_CONST, _FIELD, _ARITH, _CMP, _AND, _OR, _NOT, _CALL, _EMPTY = range(9)
+_CONST, _FIELD, _ARITH, _CMP, _AND, _OR, _NOT, _CALL = range(8)
 _SOURCES = {"e": 0, "p": 1, None: 2, "first": 3, "last": 4}
 _CMP_OPS = {"<": 0, "<=": 1, "=": 2, "!=": 3, ">": 4, ">=": 5}  # Python's rich comparisons
 _ARITH_OPS = {"+": 0, "-": 1, "*": 2, "div": 3}
@@ -1683,16 +1684,15 @@ class _StepProgram:
         self.conds: list[tuple] = []  # (root node, reads no partial match)
         self.ids: dict = {}  # (id(condition), iteration) -> its id
         self.reads_match = False
-        self.blocks = [
-            self.block(j, k) for j in range(-1, len(pattern.items)) for k in self.targets(j)
-        ]
+        items = pattern.items
+        self.blocks = [self.block(j, k) for j in range(-1, len(items)) for k in _targets(items, j)]
 
     def stepper(self, emit, count_in_place: bool):
         """The kernel's step function; matches counted in place where only counts are
         returned and ``count_in_place``, else handed to ``emit(list, found)``."""
         p = self.p
         counts = None
-        if count_in_place and p.count_only and not p.varless:
+        if count_in_place and p.counts_in_place:
             counts = tuple(
                 (p.analysis.index[ref.var], p.analysis.index[ref.var] in p.kleene_slots
                  and ref.func is None)
@@ -1704,18 +1704,6 @@ class _StepProgram:
             self.nodes, self.conds, self.blocks, len(p.items), empty, p.keep_nodes, counts, emit,
             dedupe, _arithmetic_pair, as_string,
         )  # fmt: skip
-
-    def targets(self, j: int) -> list[int]:
-        """The items a partial match in item ``j`` can move to, in order."""
-        items = self.p.items
-        if j < 0:
-            return [0]
-        targets = [j] if items[j].star else []
-        for k in range(j + 1, len(items)):
-            targets.append(k)
-            if not items[k].star:
-                break
-        return targets
 
     def block(self, j: int, k: int) -> tuple:
         p, item = self.p, self.p.items[k]
@@ -1787,6 +1775,20 @@ class _StepProgram:
         self.reads_match = True
         src = _SOURCES[expr.func if kleene else None]
         return self.node(_FIELD, src=src, slot=slot, at=at, many=many)
+
+
+def _targets(items: list, j: int) -> list[int]:
+    """The items a partial match in item ``j`` can move to by one element, in order (-1: a
+    new partial match, the head): ``j`` again when it is a Kleene-*, then the next ones up
+    to the first that is not."""
+    if j < 0:
+        return [0]
+    targets = [j] if items[j].star else []
+    for k in range(j + 1, len(items)):
+        targets.append(k)
+        if not items[k].star:
+            break
+    return targets
 
 
 def _deduplicate(new: list) -> list:
