@@ -10,6 +10,7 @@ and skipped, or, with ``--errors fail``, stopped at), 2 for a bad command line.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import traceback
 from typing import TextIO
@@ -171,7 +172,17 @@ EXAMPLES = {  # shown by each command's --help; tests/test_cli_docs.py runs ever
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, but the examples keep their lines."""
+    """argparse's formatter, but the examples keep their lines, and the terminal's width
+    asked once (argparse makes a formatter for every argument it adds: a few hundred)."""
+
+    width: int | None = None
+
+    def __init__(self, prog: str, **options) -> None:
+        if options.get("width") is None:
+            if _HelpFormatter.width is None:
+                _HelpFormatter.width = shutil.get_terminal_size().columns - 2  # (argparse's)
+            options["width"] = _HelpFormatter.width
+        super().__init__(prog, **options)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith("examples"):
@@ -189,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xcep",
         description="Complex event processing and publish/subscribe over XML and JSON streams.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument(
         "--version", action=_Version, help="the version and the compiled kernels in use"
