@@ -1366,6 +1366,24 @@ out:
 
 /* ----- mapped: the batch's values at some positions, looked up in a dict ----- */
 
+/* whether every int64 position (``at``: a buffer of them) is an index of ``size`` values;
+ * else an IndexError naming ``what`` */
+static int positions_in(const Py_buffer *at, Py_ssize_t size, const char *what)
+{
+    if (at->len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s: positions are not int64", what);
+        return 0;
+    }
+    const int64_t *position = at->buf;
+    for (Py_ssize_t i = 0; i < at->len / (Py_ssize_t)sizeof(int64_t); i++) {
+        if (position[i] < 0 || position[i] >= size) {
+            PyErr_Format(PyExc_IndexError, "%s: a position outside the values", what);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* mapped(values, positions, table, missing) -> bytearray of int64: table[values[p]] (an int)
  * for each int64 position p, ``missing`` where values[p] is not a key */
 static PyObject *mapped(PyObject *module, PyObject *args)
@@ -1377,22 +1395,15 @@ static PyObject *mapped(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!y*O!L:mapped", &PyList_Type, &values, &at, &PyDict_Type,
                           &table, &missing))
         return NULL;
-    if (at.len % (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "mapped: positions are not int64");
+    if (!positions_in(&at, PyList_GET_SIZE(values), "mapped"))
         goto done;
-    }
-    Py_ssize_t n = at.len / (Py_ssize_t)sizeof(int64_t), size = PyList_GET_SIZE(values);
+    Py_ssize_t n = at.len / (Py_ssize_t)sizeof(int64_t);
     out = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
     if (out == NULL)
         goto done;
     const int64_t *position = at.buf;
     int64_t *code = (int64_t *)PyByteArray_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (position[i] < 0 || position[i] >= size) {
-            PyErr_SetString(PyExc_IndexError, "mapped: a position outside the values");
-            Py_CLEAR(out);
-            goto done;
-        }
         PyObject *found = PyDict_GetItemWithError(table, PyList_GET_ITEM(values, position[i]));
         if (found == NULL) {
             if (PyErr_Occurred()) {
@@ -1473,14 +1484,15 @@ static PyObject *number_places(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!y*y*y*:number_places", &PyList_Type, &values, &at, &ordered,
                           &equal))
         return NULL;
-    Py_ssize_t size = PyList_GET_SIZE(values), n = at.len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t n = at.len / (Py_ssize_t)sizeof(int64_t);
     Py_ssize_t n_ordered = ordered.len / (Py_ssize_t)sizeof(double);
     Py_ssize_t n_equal = equal.len / (Py_ssize_t)sizeof(double);
-    if (at.len % (Py_ssize_t)sizeof(int64_t) || ordered.len % (Py_ssize_t)sizeof(double) ||
-        equal.len % (Py_ssize_t)sizeof(double)) {
-        PyErr_SetString(PyExc_ValueError, "number_places: positions int64, numbers float64");
+    if (ordered.len % (Py_ssize_t)sizeof(double) || equal.len % (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "number_places: numbers are not float64");
         goto done;
     }
+    if (!positions_in(&at, PyList_GET_SIZE(values), "number_places"))
+        goto done;
     out = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
     if (out == NULL)
         goto done;
@@ -1488,11 +1500,6 @@ static PyObject *number_places(PyObject *module, PyObject *args)
     const double *sorted = ordered.buf, *equals = equal.buf;
     int64_t *place = (int64_t *)PyByteArray_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (position[i] < 0 || position[i] >= size) {
-            PyErr_SetString(PyExc_IndexError, "number_places: a position outside the values");
-            Py_CLEAR(out);
-            goto done;
-        }
         double x;
         int r = plain_number(PyList_GET_ITEM(values, position[i]), &x);
         if (r < 0) {
