@@ -250,6 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="top-down pruning (default: on)",
     )
+    filters.add_argument(
+        "--counting",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="filters of the form /PATH[values]/PATH counted beside the machine, not "
+        "determinized into its states (default: on; docs/xpush.md)",
+    )
     filters.add_argument("--order", action="store_true", help="order optimization (needs --dtd)")
     filters.add_argument("--early", action="store_true", help="early notification")
     filters.add_argument(

@@ -256,6 +256,7 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
             train=args.train,
             answers="json",  # a document can match thousands of filters
             top_down=args.top_down,
+            counting=args.counting,
             order=args.order,
             early=args.early,
             max_entries=args.max_entries,

@@ -2631,6 +2631,538 @@ static PyTypeObject StateKernelType = {
     .tp_new = kernel_new,
 };
 
+/* ----- Counter: the counted filters over a document's events (counting.py) ----- */
+
+/* The compiled twin of counting.CountingRun: a trie of paths of names from the document
+ * node (its children by (node, label) in one open-addressing table), each node with the
+ * atoms that hold where it is and a ValueIndex of its value atoms; per atom its head (the
+ * anchor's node's number) and its filters; per filter its formula (postfix: an atom's
+ * number, or after the atoms TRUE, FALSE, NOT, AND, OR), whether it holds with no atom
+ * true, its rank. Stamps make resets free: an atom is true at an anchor when its stamp is
+ * the anchor's, a filter touched there when its stamp is; per document the same with the
+ * documents' count. A document may span calls of feed. */
+enum { C_TRUE, C_FALSE, C_NOT, C_AND, C_OR, C_OPS };
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t nodes, atoms, filters, heads;
+    uint64_t *keys; /* (node << 32 | label) + 1; 0 for an empty slot */
+    int32_t *childs;
+    Py_ssize_t mask;
+    int32_t *head_of;
+    uint8_t *collect;
+    Lists exists, postings, code, head_defaults;
+    PyObject **indexes; /* per node: a ValueIndex, or NULL */
+    int32_t *atom_head, *ranks;
+    uint8_t *defaults, *matched, *truth;
+    uint64_t *bits; /* for sort_unique over the filters */
+    /* the run */
+    uint64_t clock, document;
+    uint64_t *atom_stamp, *head_stamp, *filter_stamp, *head_doc, *filter_doc;
+    int32_t *head_seen, *filter_false;
+    IntVec *touched; /* per head */
+    IntVec heads_seen, found, stack, values;
+    PyObject *texts;
+    Py_ssize_t collecting;
+    long long doc;
+    int in_doc;
+} Counter;
+
+static PyTypeObject CounterType;
+
+static void counter_dealloc(Counter *self)
+{
+    if (self->indexes != NULL)
+        for (Py_ssize_t k = 0; k < self->nodes; k++)
+            Py_XDECREF(self->indexes[k]);
+    if (self->touched != NULL)
+        for (Py_ssize_t h = 0; h < self->heads; h++)
+            PyMem_Free(self->touched[h].data);
+    void *blocks[] = {self->bits, self->keys, self->childs, self->head_of, self->collect, self->indexes,
+                      self->atom_head, self->ranks, self->defaults, self->matched, self->truth,
+                      self->atom_stamp, self->head_stamp, self->filter_stamp, self->head_doc,
+                      self->filter_doc, self->head_seen, self->filter_false, self->touched,
+                      self->heads_seen.data, self->found.data, self->stack.data,
+                      self->values.data, self->exists.at, self->exists.items, self->postings.at,
+                      self->postings.items, self->code.at, self->code.items,
+                      self->head_defaults.at, self->head_defaults.items};
+    for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
+        PyMem_Free(blocks[k]);
+    Py_XDECREF(self->texts);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline Py_ssize_t counter_slot(const Counter *self, uint64_t key)
+{
+    Py_ssize_t k = (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & self->mask;
+    while (self->keys[k] != 0 && self->keys[k] != key)
+        k = (k + 1) & self->mask;
+    return k;
+}
+
+/* The child of node by label, or -1. */
+static inline int32_t counter_child(const Counter *self, int32_t node, int32_t label)
+{
+    if (node < 0 || label < 0)
+        return -1;
+    Py_ssize_t k = counter_slot(self, (((uint64_t)node << 32) | (uint32_t)label) + 1);
+    return self->keys[k] ? self->childs[k] : -1;
+}
+
+/* An int32 buffer of count items (count < 0: any), copied; NULL with an error. */
+static int32_t *counter_ints(PyObject *object, Py_ssize_t *count, const char *what)
+{
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(object, &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (*count < 0)
+        *count = buffer.len / 4;
+    int32_t *out = copy_buffer(&buffer, *count, 4, what);
+    PyBuffer_Release(&buffer);
+    return out;
+}
+
+/* Whether the formulas are well formed (each leaves one value; no operator short of its
+ * operands): the run evaluates them without checks. The deepest stack they need, or -1. */
+static Py_ssize_t counter_check_code(Counter *self)
+{
+    Py_ssize_t deepest = 1;
+    for (Py_ssize_t f = 0; f < self->filters; f++) {
+        Py_ssize_t depth = 0;
+        for (int32_t i = self->code.at[f]; i < self->code.at[f + 1]; i++) {
+            int32_t op = self->code.items[i] - (int32_t)self->atoms;
+            if (op < 0 || op == C_TRUE || op == C_FALSE)
+                deepest = ++depth > deepest ? depth : deepest;
+            else if (op == C_NOT ? depth < 1 : depth < 2)
+                return -1;
+            else if (op != C_NOT)
+                depth--;
+        }
+        if (depth != 1)
+            return -1;
+    }
+    return deepest;
+}
+
+static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"children", "head_of",  "collect", "exists",        "indexes",
+                               "atom_head", "postings", "code",    "defaults", "head_defaults",
+                               "ranks",    NULL};
+    PyObject *children, *head_of, *exists, *indexes, *atom_head, *postings, *code;
+    PyObject *head_defaults, *ranks;
+    Py_buffer collect, defaults;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOy*OO!OOOy*OO", keywords, &children,
+                                     &head_of, &collect, &exists, &PyList_Type, &indexes,
+                                     &atom_head, &postings, &code, &defaults, &head_defaults,
+                                     &ranks))
+        return NULL;
+    Counter *self = (Counter *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        goto done;
+    Py_ssize_t nodes = -1, atoms = -1, filters = -1, triples = -1, heads;
+    int32_t *keys = NULL;
+    if (!(self->head_of = counter_ints(head_of, &nodes, "head_of")) ||
+        !(self->atom_head = counter_ints(atom_head, &atoms, "atom_head")) ||
+        !(self->ranks = counter_ints(ranks, &filters, "ranks")))
+        goto fail;
+    self->nodes = nodes, self->atoms = atoms, self->filters = filters;
+    if (nodes < 1 || collect.len != nodes || PyList_GET_SIZE(indexes) != nodes ||
+        defaults.len != filters || atoms >= INT32_MAX - C_OPS) {
+        PyErr_SetString(PyExc_ValueError, "Counter: one collect and index per node, one "
+                                          "default per filter");
+        goto fail;
+    }
+    if ((heads = load_lists(&self->head_defaults, head_defaults, -1, filters, "head_defaults")) < 0 ||
+        load_lists(&self->exists, exists, nodes, atoms, "exists") < 0 ||
+        load_lists(&self->postings, postings, atoms, filters, "postings") < 0 ||
+        load_lists(&self->code, code, filters, atoms + C_OPS, "code") < 0)
+        goto fail;
+    self->heads = heads;
+    Py_ssize_t deepest = counter_check_code(self);
+    if (deepest < 0) {
+        PyErr_SetString(PyExc_ValueError, "code: a formula is not well formed");
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < nodes; k++)
+        if (self->head_of[k] < -1 || self->head_of[k] >= heads) {
+            PyErr_SetString(PyExc_ValueError, "head_of: a head out of range");
+            goto fail;
+        }
+    for (Py_ssize_t a = 0; a < atoms; a++)
+        if (self->atom_head[a] < 0 || self->atom_head[a] >= heads) {
+            PyErr_SetString(PyExc_ValueError, "atom_head: a head out of range");
+            goto fail;
+        }
+    for (Py_ssize_t f = 1; f < filters; f++)
+        if (self->ranks[f] <= self->ranks[f - 1]) {
+            PyErr_SetString(PyExc_ValueError, "ranks: ascending");
+            goto fail;
+        }
+    if (!(self->collect = PyMem_Malloc((size_t)nodes)) ||
+        !(self->defaults = PyMem_Malloc(filters ? (size_t)filters : 1)) ||
+        !(self->indexes = PyMem_Calloc((size_t)nodes, sizeof(PyObject *))))
+        goto nomemory;
+    memcpy(self->collect, collect.buf, (size_t)nodes);
+    if (filters)
+        memcpy(self->defaults, defaults.buf, (size_t)filters);
+    for (Py_ssize_t k = 0; k < nodes; k++) {
+        PyObject *index = PyList_GET_ITEM(indexes, k);
+        if (index != Py_None && !Py_IS_TYPE(index, &ValueIndexType)) {
+            PyErr_SetString(PyExc_TypeError, "indexes: a ValueIndex or None per node");
+            goto fail;
+        }
+        if (index != Py_None) {
+            if (((ValueIndex *)index)->limit > atoms) {
+                PyErr_SetString(PyExc_ValueError, "indexes: states beyond the atoms");
+                goto fail;
+            }
+            self->indexes[k] = Py_NewRef(index);
+        }
+    }
+    if (!(keys = counter_ints(children, &triples, "children")))
+        goto fail;
+    Py_ssize_t capacity = 16;
+    while (capacity < 2 * (triples / 3) + 2)
+        capacity *= 2;
+    self->mask = capacity - 1;
+    if (triples % 3 || !(self->keys = PyMem_Calloc((size_t)capacity, sizeof(uint64_t))) ||
+        !(self->childs = PyMem_Calloc((size_t)capacity, sizeof(int32_t)))) {
+        PyMem_Free(keys);
+        if (triples % 3)
+            PyErr_SetString(PyExc_ValueError, "children: (node, label, child) triples");
+        else
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t t = 0; t < triples; t += 3) {
+        int32_t node = keys[t], label = keys[t + 1], child = keys[t + 2];
+        if (node < 0 || node >= nodes || label < 0 || child <= 0 || child >= nodes) {
+            PyMem_Free(keys);
+            PyErr_SetString(PyExc_ValueError, "children: a node out of range");
+            goto fail;
+        }
+        uint64_t key = (((uint64_t)node << 32) | (uint32_t)label) + 1;
+        Py_ssize_t k = counter_slot(self, key);
+        self->keys[k] = key;
+        self->childs[k] = child;
+    }
+    PyMem_Free(keys);
+    size_t nf = filters ? (size_t)filters : 1, na = atoms ? (size_t)atoms : 1;
+    size_t nh = heads ? (size_t)heads : 1;
+    if (!(self->matched = PyMem_Calloc(nf, 1)) || !(self->truth = PyMem_Calloc((size_t)deepest, 1)) ||
+        !(self->atom_stamp = PyMem_Calloc(na, 8)) || !(self->filter_stamp = PyMem_Calloc(nf, 8)) ||
+        !(self->filter_doc = PyMem_Calloc(nf, 8)) || !(self->filter_false = PyMem_Calloc(nf, 4)) ||
+        !(self->head_stamp = PyMem_Calloc(nh, 8)) || !(self->head_doc = PyMem_Calloc(nh, 8)) ||
+        !(self->head_seen = PyMem_Calloc(nh, 4)) || !(self->touched = PyMem_Calloc(nh, sizeof(IntVec))) ||
+        !(self->bits = bitmap_new(filters)) ||
+        !(self->texts = PyList_New(0)))
+        goto nomemory;
+    goto done;
+nomemory:
+    if (!PyErr_Occurred())
+        PyErr_NoMemory();
+fail:
+    Py_CLEAR(self);
+done:
+    PyBuffer_Release(&collect);
+    PyBuffer_Release(&defaults);
+    return (PyObject *)self;
+}
+
+static void counter_start(Counter *self, long long doc)
+{
+    self->doc = doc;
+    self->in_doc = 1;
+    self->document++;
+    self->stack.len = self->heads_seen.len = self->found.len = 0;
+    self->collecting = 0;
+    PyList_SetSlice(self->texts, 0, PyList_GET_SIZE(self->texts), NULL);
+}
+
+/* The atom holds at its head's open anchor: its filters are touched there. */
+static int counter_mark(Counter *self, int32_t atom)
+{
+    int32_t head = self->atom_head[atom];
+    uint64_t stamp = self->head_stamp[head];
+    if (self->atom_stamp[atom] == stamp)
+        return 0;
+    self->atom_stamp[atom] = stamp;
+    IntVec *touched = &self->touched[head];
+    for (int32_t i = self->postings.at[atom]; i < self->postings.at[atom + 1]; i++) {
+        int32_t f = self->postings.items[i];
+        if (self->filter_stamp[f] != stamp) {
+            self->filter_stamp[f] = stamp;
+            if (vec_push(touched, f) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int counter_mark_all(Counter *self, const Lists *lists, int32_t node)
+{
+    for (int32_t i = lists->at[node]; i < lists->at[node + 1]; i++)
+        if (counter_mark(self, lists->items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* The value atoms of node that hold on value. */
+static int counter_test(Counter *self, int32_t node, PyObject *value)
+{
+    if (!PyUnicode_Check(value))
+        return 0;
+    self->values.len = 0;
+    if (value_index_states((ValueIndex *)self->indexes[node], value, &self->values) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < self->values.len; i++)
+        if (counter_mark(self, self->values.data[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static void counter_open_anchor(Counter *self, int32_t head)
+{
+    self->head_stamp[head] = ++self->clock;
+    self->touched[head].len = 0;
+    if (self->head_doc[head] != self->document) {
+        self->head_doc[head] = self->document;
+        self->head_seen[head] = 0;
+        vec_push(&self->heads_seen, head); /* (room made at the document's start) */
+    }
+    self->head_seen[head]++;
+}
+
+static int counter_holds(Counter *self, int32_t f, uint64_t stamp)
+{
+    uint8_t *stack = self->truth;
+    Py_ssize_t top = 0;
+    int32_t atoms = (int32_t)self->atoms;
+    for (int32_t i = self->code.at[f]; i < self->code.at[f + 1]; i++) {
+        int32_t op = self->code.items[i];
+        if (op < atoms)
+            stack[top++] = self->atom_stamp[op] == stamp;
+        else if (op == atoms + C_TRUE || op == atoms + C_FALSE)
+            stack[top++] = op == atoms + C_TRUE;
+        else if (op == atoms + C_NOT)
+            stack[top - 1] = !stack[top - 1];
+        else {
+            top--;
+            stack[top - 1] = op == atoms + C_AND ? stack[top - 1] && stack[top]
+                                                 : stack[top - 1] || stack[top];
+        }
+    }
+    return stack[0];
+}
+
+static int counter_close_anchor(Counter *self, int32_t head)
+{
+    uint64_t stamp = self->head_stamp[head];
+    IntVec *touched = &self->touched[head];
+    for (Py_ssize_t i = 0; i < touched->len; i++) {
+        int32_t f = touched->data[i];
+        if (self->filter_doc[f] != self->document) {
+            self->filter_doc[f] = self->document;
+            self->filter_false[f] = 0;
+            self->matched[f] = 0;
+        }
+        if (counter_holds(self, f, stamp)) {
+            if (!self->matched[f]) {
+                self->matched[f] = 1;
+                if (vec_push(&self->found, f) < 0)
+                    return -1;
+            }
+        } else if (self->defaults[f])
+            self->filter_false[f]++;
+    }
+    touched->len = 0;
+    return 0;
+}
+
+/* The document's answer: the ranks of its matching filters (int32 bytes, ascending). */
+static PyObject *counter_answer(Counter *self)
+{
+    IntVec *found = &self->found;
+    for (Py_ssize_t k = 0; k < self->heads_seen.len; k++) {
+        int32_t head = self->heads_seen.data[k];
+        for (int32_t i = self->head_defaults.at[head]; i < self->head_defaults.at[head + 1]; i++) {
+            int32_t f = self->head_defaults.items[i];
+            int fresh = self->filter_doc[f] != self->document;
+            if ((fresh || (!self->matched[f] && self->filter_false[f] < self->head_seen[head])) &&
+                vec_push(found, f) < 0)
+                return NULL;
+        }
+    }
+    if (found->len)
+        sort_unique(found, self->bits, self->filters);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, found->len * 4);
+    if (out == NULL)
+        return NULL;
+    int32_t *ranks = (int32_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < found->len; i++)
+        ranks[i] = self->ranks[found->data[i]];
+    return out;
+}
+
+/* feed(docs, kinds, names, values, elem_ids, attr_ids, start, end) -> [(doc, ranks)] for
+ * the documents completed in the events start:end of these columns (a batch's), ranks as
+ * int32 bytes, ascending. */
+static PyObject *counter_feed(Counter *self, PyObject *args)
+{
+    Py_buffer docs, kinds, names, elem_ids, attr_ids;
+    PyObject *values;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!y*y*nn:feed", &docs, &kinds, &names, &PyList_Type,
+                          &values, &elem_ids, &attr_ids, &start, &end))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    Py_ssize_t count = kinds.len, elems = elem_ids.len / 4, attrs = attr_ids.len / 4;
+    const long long *doc_of = docs.buf;
+    const unsigned char *kind_of = kinds.buf;
+    const int *name_of = names.buf;
+    const int32_t *elem_id = elem_ids.buf, *attr_id = attr_ids.buf;
+    if (out == NULL)
+        goto done;
+    if (docs.itemsize != 8 || names.itemsize != 4 || docs.len / 8 != count ||
+        names.len / 4 != count || PyList_GET_SIZE(values) != count || start < 0 ||
+        end > count) {
+        PyErr_SetString(PyExc_ValueError, "feed: columns of different lengths or types");
+        goto fail;
+    }
+    for (Py_ssize_t i = start; i < end; i++) {
+        int kind = kind_of[i], name = name_of[i];
+        if (!self->in_doc || doc_of[i] != self->doc) { /* a new document */
+            counter_start(self, doc_of[i]);
+            if (vec_reserve(&self->heads_seen, self->heads) < 0)
+                goto fail;
+        }
+        IntVec *stack = &self->stack;
+        int32_t node = stack->len ? stack->data[stack->len - 2] : 0;
+        if (kind != TEXT && kind <= CLOSE && (name < 0 || name >= (kind == ATTR ? attrs : elems))) {
+            PyErr_Format(PyExc_ValueError, "event %zd: no label %d", i, name);
+            goto fail;
+        }
+        if (kind == OPEN) {
+            int32_t child = counter_child(self, node, elem_id[name]);
+            if (vec_push(stack, child) < 0 ||
+                vec_push(stack, (int32_t)PyList_GET_SIZE(self->texts)) < 0)
+                goto fail;
+            if (child >= 0) {
+                if (self->head_of[child] >= 0)
+                    counter_open_anchor(self, self->head_of[child]);
+                if (counter_mark_all(self, &self->exists, child) < 0)
+                    goto fail;
+                self->collecting += self->collect[child];
+            }
+        } else if (kind == CLOSE) {
+            if (stack->len < 2) {
+                PyErr_Format(PyExc_ValueError, "event %zd: a close with no open element", i);
+                goto fail;
+            }
+            int32_t start = stack->data[stack->len - 1];
+            stack->len -= 2;
+            if (node >= 0 && self->collect[node]) {
+                Py_ssize_t end = PyList_GET_SIZE(self->texts);
+                PyObject *value;
+                if (end - start == 1)
+                    value = Py_NewRef(PyList_GET_ITEM(self->texts, start));
+                else {
+                    PyObject *parts = PyList_GetSlice(self->texts, start, end);
+                    PyObject *empty = parts ? PyUnicode_FromStringAndSize("", 0) : NULL;
+                    value = empty ? PyUnicode_Join(empty, parts) : NULL;
+                    Py_XDECREF(parts);
+                    Py_XDECREF(empty);
+                }
+                int failed = value == NULL || counter_test(self, node, value) < 0;
+                Py_XDECREF(value);
+                if (failed)
+                    goto fail;
+                if (--self->collecting == 0 &&
+                    PyList_SetSlice(self->texts, 0, PyList_GET_SIZE(self->texts), NULL) < 0)
+                    goto fail;
+            }
+            if (node >= 0 && self->head_of[node] >= 0 &&
+                counter_close_anchor(self, self->head_of[node]) < 0)
+                goto fail;
+            if (stack->len == 0) { /* the root closed: the document is complete */
+                PyObject *ranks = counter_answer(self);
+                PyObject *item = ranks ? Py_BuildValue("(LN)", doc_of[i], ranks) : NULL;
+                if (item == NULL || PyList_Append(out, item) < 0) {
+                    Py_XDECREF(item);
+                    goto fail;
+                }
+                Py_DECREF(item);
+                self->in_doc = 0;
+            }
+        } else if (kind == ATTR || kind == TEXT) {
+            PyObject *value = PyList_GET_ITEM(values, i);
+            if (kind == TEXT && self->collecting && value != Py_None &&
+                PyList_Append(self->texts, value) < 0)
+                goto fail;
+            int32_t leaf = counter_child(self, node, kind == ATTR ? attr_id[name] : 0);
+            if (leaf >= 0 && (counter_mark_all(self, &self->exists, leaf) < 0 ||
+                              (self->indexes[leaf] != NULL && counter_test(self, leaf, value) < 0)))
+                goto fail;
+        } else {
+            PyErr_Format(PyExc_ValueError, "event %zd: kind %d", i, kind);
+            goto fail;
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&docs);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&names);
+    PyBuffer_Release(&elem_ids);
+    PyBuffer_Release(&attr_ids);
+    return out;
+}
+
+static PyMethodDef counter_methods[] = {
+    {"feed", (PyCFunction)counter_feed, METH_VARARGS,
+     "feed(docs, kinds, names, values, elem_ids, attr_ids, start, end) -> [(doc, ranks)]: "
+     "the counted filters over a batch's events start:end; for each document completed "
+     "there, the ranks of its matching filters (int32 bytes, ascending)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CounterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xpush._states.Counter",
+    .tp_basicsize = sizeof(Counter),
+    .tp_dealloc = (destructor)counter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Counter(children, head_of, collect, exists, indexes, atom_head, postings, code, "
+              "defaults, head_defaults, ranks): counted filters (xcep.xpush.counting)",
+    .tp_methods = counter_methods,
+    .tp_new = counter_new,
+};
+
+/* merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged, ascending. */
+static PyObject *merge_ranks(PyObject *module, PyObject *args)
+{
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*:merge_ranks", &a, &b))
+        return NULL;
+    Py_ssize_t na = a.len / 4, nb = b.len / 4, i = 0, j = 0, k = 0;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (na + nb) * 4);
+    if (out != NULL) {
+        const int32_t *x = a.buf, *y = b.buf;
+        int32_t *z = (int32_t *)PyBytes_AS_STRING(out);
+        while (i < na && j < nb)
+            z[k++] = x[i] <= y[j] ? x[i++] : y[j++];
+        while (i < na)
+            z[k++] = x[i++];
+        while (j < nb)
+            z[k++] = y[j++];
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return out;
+}
+
 /* json_list(ranks, texts, ends, ascii) -> str: "[" the texts of the ranks (int32 bytes)
  * joined by "," "]". texts holds every filter's id as JSON text (UTF-8), one after the
  * other; ends (int64) where each ends; ascii: texts holds ASCII only. */
@@ -3330,6 +3862,8 @@ static PyMethodDef module_methods[] = {
      "watch_lists(kind, eps, targets, values) -> ((offsets, items), (offsets, items)): the "
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
+    {"merge_ranks", merge_ranks, METH_VARARGS,
+     "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,
      "json_list(ranks, texts, ends, ascii) -> str: the JSON list of the ids of ranks (int32 "
      "bytes); texts: every id as JSON text (UTF-8) one after the other, ends (int64 bytes) "
@@ -3346,7 +3880,7 @@ PyMODINIT_FUNC PyInit__states(void)
 {
     if (PyType_Ready(&SetStoreType) < 0 || PyType_Ready(&StateKernelType) < 0 ||
         PyType_Ready(&TableViewType) < 0 || PyType_Ready(&ValueIndexType) < 0 ||
-        PyType_Ready(&TextMatcherType) < 0)
+        PyType_Ready(&TextMatcherType) < 0 || PyType_Ready(&CounterType) < 0)
         return NULL;
     const char *words[] = {"true", "false", "leaf", "step", "loop", "loop-or-text", "and", "or",
                            "not", "*", "#text"};
@@ -3363,7 +3897,8 @@ PyMODINIT_FUNC PyInit__states(void)
     if (PyModule_AddObjectRef(m, "StateKernel", (PyObject *)&StateKernelType) < 0 ||
         PyModule_AddObjectRef(m, "SetStore", (PyObject *)&SetStoreType) < 0 ||
         PyModule_AddObjectRef(m, "ValueIndex", (PyObject *)&ValueIndexType) < 0 ||
-        PyModule_AddObjectRef(m, "TextMatcher", (PyObject *)&TextMatcherType) < 0) {
+        PyModule_AddObjectRef(m, "TextMatcher", (PyObject *)&TextMatcherType) < 0 ||
+        PyModule_AddObjectRef(m, "Counter", (PyObject *)&CounterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

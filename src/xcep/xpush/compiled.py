@@ -15,6 +15,7 @@ from itertools import accumulate, chain
 
 from xcep.idlines import id_key
 from xcep.xpush.afa import AFA, AND, NOT, TRUE
+from xcep.xpush.counting import CountedFilters
 from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload
 
@@ -33,6 +34,7 @@ class MachineOptions:
     early: bool = False
     max_entries: int = 10_000_000
     compiled: bool = True  # the compiled core (xcep.xpush._states) if built
+    counting: bool = True  # filters of the counted form beside the machine (counting.py)
 
     def __post_init__(self) -> None:
         if self.early and not self.top_down:
@@ -57,6 +59,7 @@ class CompiledWorkload:
     size: int = 0  # AFA states compiled here (a workload's AFA grows as filters are added)
     # the ε-lists and the watchers as the core reads them, made in C (``watch_lists``)
     lists: tuple | None = None
+    counted: CountedFilters | None = None  # the filters whose values are counted, by rank
 
     @property
     def predicate_states(self) -> frozenset[int]:
@@ -123,7 +126,7 @@ class CompiledWorkload:
 def compile_workload(
     workload: Workload, options: MachineOptions, order_facts=None
 ) -> CompiledWorkload:
-    afa = workload.compile(unique_early=options.early)
+    afa = workload.compile(unique_early=options.early, counting=options.counting)
     n = len(afa)
     predicates = {s: p for s, p in enumerate(afa.predicate) if isinstance(p, Predicate)}
     lists = watchers = None
@@ -150,6 +153,11 @@ def compile_workload(
         needs_element_values=bool(predicates),
         size=n,
     )
+    if options.counting and workload.plans:
+        numbers = workload.numbers
+        compiled.counted = CountedFilters(
+            {rank[numbers[fid]]: plan for fid, plan in workload.plans.items()}
+        )
     if options.order and order_facts is not None:
         parents: list[list[int]] = [[] for _ in range(n)]
         for s, successors in enumerate(afa.eps):

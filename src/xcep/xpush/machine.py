@@ -58,15 +58,16 @@ from xcep.xpush.compiled import (
     compile_workload,
     id_json,
 )
+from xcep.xpush.counting import Counting
 from xcep.xpush.predicates import PredicateIndex
 from xcep.xpush.workload import Workload
 
 _NO_RANKS = np.zeros(0, np.int32)
 
 try:
-    from xcep.xpush._states import json_list
+    from xcep.xpush._states import json_list, merge_ranks
 except ImportError:  # built without a C compiler: the Python machine does it all
-    json_list = None
+    json_list = merge_ranks = None
 
 
 DELTA_SMALL = 64  # a machine this small rebuilds itself for a change (under a millisecond)
@@ -185,6 +186,8 @@ class XPushMachine:
             self.kernel = self.compiled.new_kernel() if self.options.compiled else None
             if self.kernel is not None:  # it holds its own copies: the Python ones can go
                 self.compiled.watchers = self.compiled.lists = None
+            counted = self.compiled.counted
+            self.counting = None if counted is None else Counting(counted, self.options.compiled)
         self._ranks: dict = {}  # filter id → its rank here (_rank_of)
         self._indexes: dict[frozenset, tuple] = {}  # enabled predicates -> index, in C
         self.index_held = 0  # their predicates (part of the memory measure)
@@ -572,12 +575,32 @@ class XPushMachine:
             self.answers_held += count + len(proven) + 1
         return ranks
 
-    def _combined(self, found: int, proven: tuple, more: list, as_json: bool) -> list | str:
+    def _all_ranks(self, found: int, proven: tuple, counted) -> bytes | tuple:
+        """A document's ranks: the machine's (``_answer``) and, where filters are counted,
+        the counted ones that match (``counted``, ascending; None for none)."""
+        ranks = self._answer(found, proven)
+        if not counted:
+            return ranks
+        if not ranks:
+            return counted
+        if self.kernel is not None and type(counted) is bytes:
+            return merge_ranks(ranks, counted)
+        return tuple(sorted((*self._rank_list(ranks), *self._rank_list(counted))))
+
+    @staticmethod
+    def _rank_list(ranks) -> list | tuple:
+        return np.frombuffer(ranks, np.int32).tolist() if type(ranks) is bytes else ranks
+
+    def _combined(
+        self, found: int, proven: tuple, more: list, as_json: bool, counted=None
+    ) -> list | str:
         """A document's answer while filters change: its own, less the removed filters,
         with ``more`` (the delta's answer, ids ascending) merged in. Done on ranks, in
         time in the changes, not in the size of the answer (which can hold thousands)."""
-        answer = self._answer(found, proven)  # int32 bytes, or a tuple from Python
-        ranks = np.frombuffer(answer, np.int32) if self.kernel else np.array(answer, np.int32)
+        answer = self._all_ranks(found, proven, counted)  # int32 bytes, or a tuple
+        ranks = (
+            np.frombuffer(answer, np.int32) if type(answer) is bytes else np.array(answer, np.int32)
+        )
         if self._dropped and len(ranks):
             ranks = ranks[~np.isin(ranks, self._dropped_ranks, assume_unique=True)]
         ids = self.compiled.ids
@@ -614,20 +637,20 @@ class XPushMachine:
         return rank
 
     def _ranks_json(self, ranks) -> str:
-        if self.kernel is not None:
+        if self.kernel is not None and type(ranks) is bytes:
             return json_list(ranks, *self.compiled.json_ids)
         return "[" + ",".join(id_json(self.compiled.ids[rank]) for rank in ranks) + "]"
 
-    def _answer_ids(self, found: int, proven: tuple[int, ...]) -> list:
+    def _answer_ids(self, found: int, proven: tuple[int, ...], counted=None) -> list:
         """A document's answer as a new list of ids (ascending)."""
-        ranks = self._answer(found, proven)
-        if self.kernel is not None:
+        ranks = self._all_ranks(found, proven, counted)
+        if self.kernel is not None and type(ranks) is bytes:
             return self.kernel.ids_of(ranks, self.compiled.ids)
         return list(map(self.compiled.ids.__getitem__, ranks))
 
-    def _answer_json(self, found: int, proven: tuple[int, ...]) -> str:
+    def _answer_json(self, found: int, proven: tuple[int, ...], counted=None) -> str:
         """A document's answer as the text of a JSON list of ids (ascending)."""
-        return self._ranks_json(self._answer(found, proven))
+        return self._ranks_json(self._all_ranks(found, proven, counted))
 
     def _document_values(self, qt: int, text: str) -> int:
         table = self.values.get(qt)
@@ -678,13 +701,14 @@ class XPushMachine:
             for item in own:
                 if item is None:  # the batch is done
                     break
-                doc, found, proven = item
+                doc, found, proven, counted = item
                 delta = self._delta
                 if delta is None and not self._dropped:  # the common case: nothing changed
-                    yield doc, (self._answer_json if as_json else self._answer_ids)(found, proven)
+                    answer = self._answer_json if as_json else self._answer_ids
+                    yield doc, answer(found, proven, counted)
                 else:
                     more = follower.answer(doc) if follower and follower.machine is delta else []
-                    yield doc, self._combined(found, proven, more, as_json)
+                    yield doc, self._combined(found, proven, more, as_json, counted)
                 last = doc
                 if self._delta is None:
                     follower = None
@@ -693,9 +717,11 @@ class XPushMachine:
         for _ in own:  # the end of the input
             pass
 
-    def _run(self, batches: Iterable[EventBatch | None]) -> Iterator[tuple[int, int, tuple] | None]:
-        """The machine over the batches: (doc, accepted states, proven states) per complete
-        document, None after each ``None`` batch."""
+    def _run(self, batches: Iterable[EventBatch | None]) -> Iterator[tuple | None]:
+        """The machine over the batches: (doc, accepted states, proven states, the ranks of
+        the counted filters that match or None) per complete document, None after each
+        ``None`` batch. The counted filters read each document's events as the machine
+        begins it (a change to the filters takes effect at a document's start)."""
         elem_labels: list[str] = []
         attr_labels: list[str] = []
         symbols = None
@@ -712,10 +738,14 @@ class XPushMachine:
         elem_ids, attr_ids = array("i"), array("i")
         fresh = False  # the walk has not yet run in this document
         misses = (self._leaf, self._element_values)  # what the walk calls on a miss
+        counting = None
+        counted: dict = {}  # doc → the ranks of its counted filters that match
         for batch in batches:
             if batch is None:
                 yield None
                 continue
+            if counting is not None and len(batch) and batch.docs[0] == doc:  # it goes on
+                counted.update(counting.feed(batch, 0, bisect_right(batch.docs, doc)))
             if batch.symbols is not symbols:
                 symbols = batch.symbols
                 elem_labels, attr_labels = [], []
@@ -768,6 +798,9 @@ class XPushMachine:
                         attr_ids = array("i", kernel.label_ids(attr_labels) if kernel else ())
                     fresh = True
                     doc = d
+                    counting = self.counting
+                    if counting is not None:
+                        counted = dict(counting.feed(batch, i - 1, bisect_right(docs, d, i - 1)))
                     stack.clear()
                     texts = [[]]
                     qt, qb = self.q0t, EMPTY
@@ -811,7 +844,7 @@ class XPushMachine:
                         if found is None:
                             found = self._accept(qb, dvq)
                         self.stats.documents += 1
-                        yield d, found, tuple(proven)
+                        yield d, found, tuple(proven), counted.pop(d, None)
                         doc = -1  # the next event starts a new document
                 else:
                     label = attr_labels[name] if kind == ATTR else "#text"
@@ -838,8 +871,9 @@ class XPushMachine:
         text) — and the matching filter ids. It uses the transition functions of
         ``run`` (and fills the same tables), without the fast paths.
         """
-        from xcep.events import parse
+        from xcep.events import EventStream, parse
         from xcep.xpush.afa import describe
+        from xcep.xpush.counting import CountingRun
 
         afa, memo = self.compiled.afa, {}
         qt, qb, stack, texts, steps, proven = self.q0t, self.EMPTY, [], [[]], [], []
@@ -868,7 +902,13 @@ class XPushMachine:
                 shown = f"{label}={event.value!r}"
             steps.append((shown, sorted(describe(afa, s, memo) for s in self.sets[qb])))
         vq = self._element_values(qt, "".join(texts[-1]))
-        return steps, self._answer_ids(self._accept(qb, vq), tuple(proven))
+        counted = None
+        if self.counting is not None:  # (the counted filters: no steps of the machine)
+            run = CountingRun(self.compiled.counted)
+            stream = EventStream([io.BytesIO(_bytes(document))], keep_whitespace=True)
+            answers = [r for b in stream.batches() for _, r in run.feed(b, 0, len(b))]
+            counted = answers[0] if answers else None
+        return steps, self._answer_ids(self._accept(qb, vq), tuple(proven), counted)
 
     def train(self, dtd=None) -> int:
         """Warm the tables on training documents made from the filters (and a DTD)."""
@@ -900,6 +940,7 @@ class XPushMachine:
             "removed_pending": len(self._dropped),
             "afa_states": self.compiled.size,
             "atomic_predicates": self.compiled.index.count,
+            "counted_filters": len(self.compiled.counted or ()),
             "states": states,
             "average_state_size": round((self.sets.held - states) / states, 2) if states else 0,
             "table_entries": tables,
@@ -913,6 +954,10 @@ class XPushMachine:
             "flushes": self.stats.flushes,
             "rebuilds": self.stats.rebuilds,
         }
+
+
+def _bytes(document: str | bytes) -> bytes:
+    return document.encode("utf-8") if isinstance(document, str) else document
 
 
 __all__ = ["MachineOptions", "MachineStats", "XPushMachine", "compile_workload"]

@@ -16,6 +16,7 @@ from xcep.collector import collector_paused
 from xcep.idlines import FilterError, iter_filters_file
 from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
+from xcep.xpush.counting import Plan, Template, conjunction, plan_of
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 
@@ -27,12 +28,16 @@ SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is 
 class _Shape:
     """A filter shape parsed and rewritten once: the tree of the first filter of the shape
     (with its constants and names), and the shape's program (made when first asked for;
-    or put together from its conjuncts' programs, and then no tree)."""
+    or put together from its conjuncts' programs, and then no tree); its plan where its
+    values are counted (``counting.py``; the first filter's constants and names in it),
+    put together from its conjuncts' where it can be, and then neither tree nor program
+    until one is asked for."""
 
     path: Path | None
     constants: tuple
     names: tuple
     program: Program | None = None
+    plan: Template | None = None
 
 
 _by_shape: dict[tuple, _Shape] = {}
@@ -53,10 +58,16 @@ def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
     key, constants, names = shape_of(text)
     found = _by_shape.get(key)
     if found is None:
-        program = _conjunction_program(text, constants, names)
-        try:  # (a program put together has no tree: ``compile_filter`` parses it then)
-            tree = None if program is not None else normalize(parse_filter(text))
-            found = _Shape(tree, constants, names, program)
+        plan = _conjunction_plan(text)
+        program = None if plan is not None else _conjunction_program(text, constants, names)
+        try:  # (a program or plan put together has no tree: ``compile_filter`` parses it)
+            tree = (
+                None if program is not None or plan is not None else normalize(parse_filter(text))
+            )
+            plan = plan or plan_of(tree)
+            found = _Shape(
+                tree, constants, names, program, plan and Template.of(plan, constants, names)
+            )
         except FilterSyntaxError as exc:
             raise FilterError(exc.message, fid, column=exc.position) from None
         except UnsupportedFilter as exc:
@@ -84,7 +95,9 @@ def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple, tuple]:
     own key for early notification): what ``AFA.add_program`` compiles, without a tree
     per filter; or raise ``FilterError``."""
     shape, constants, names = _known_shape(text, fid)
-    if shape.program is None:
+    if shape.program is None and shape.path is None:  # a plan put together: this filter's tree
+        shape.program = Recorder.program(normalize(parse_filter(text)), constants, names)
+    elif shape.program is None:
         shape.program = Recorder.program(shape.path, shape.constants, shape.names)
     program = shape.program
     used = program.uses(constants)
@@ -92,6 +105,24 @@ def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple, tuple]:
     used_names = _names_used.setdefault(used_names, used_names)
     # equal filters (one program, the same constants and names) share their own state
     return program, used, used_names, ("early", program, used, used_names)
+
+
+def filter_plan(text: str, fid=None) -> Plan | None:
+    """The plan of a filter whose values are counted (``counting.py``), or None when it
+    is not of that form; or raise ``FilterError``."""
+    planned = filter_template(text, fid)
+    return None if planned is None else planned[0].plan_for(*planned[1:])
+
+
+def filter_template(text: str, fid=None) -> tuple[Template, tuple, tuple] | None:
+    """(the plan of a counted filter's shape, the filter's constants, its names): what
+    ``CountedFilters`` compiles without a plan per filter; None when it is not counted."""
+    shape, constants, names = _known_shape(text, fid)
+    return (
+        None
+        if shape.plan is None
+        else (shape.plan, constants, _names_used.setdefault(names, names))
+    )
 
 
 _NAME_CHAR = r"\w.\-\u00b7\u00c0-\uffff"
@@ -169,6 +200,23 @@ def _conjunction_program(text: str, constants: tuple, names: tuple) -> Program |
         return None
 
 
+def _conjunction_plan(text: str) -> Plan | None:
+    """The plan of ``HEAD[C1 and C2 …]`` as the conjunction of those of ``HEAD[C1]``,
+    ``HEAD[C2]``, … (known shapes mostly; ``_conjunction_program`` for programs), or
+    None where one is not counted or the parts are not the whole's."""
+    cut = None if ".." in text or "::" in text else conjuncts(text)
+    if cut is None or not _PLAIN_HEAD.fullmatch(cut[0]):
+        return None
+    head, parts = cut
+    try:
+        plans = [filter_plan(f"{head}[{part}]") for part in parts]
+    except FilterError:
+        return None
+    if None in plans:
+        return None
+    return conjunction(plans)
+
+
 def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
     """A filter's text with its constants and names cut out (each constant replaced by its
     place among the filter's distinct constants, and whether it is a number; each name by
@@ -228,7 +276,8 @@ _PUT = {
 
 
 class Workload:
-    """Filters by id, with their compiled AFA states.
+    """Filters by id, with their compiled AFA states; the plans of those whose values are
+    counted (``plans``: compiled into the AFA only when the machine does not count).
 
     The AFA is kept between compilations: filters added since are compiled into
     it, removed ones are taken out of its initial and early states (their other
@@ -241,9 +290,10 @@ class Workload:
         self.numbers: dict = {}  # id → filter number in the AFA
         self.names_of: list = []  # filter number → id
         self._afa: AFA | None = None  # the last compilation, and how it was made
-        self._afa_unique_early = False
-        # id → (program, constants, names, own key) of the filters added since (filter_program):
-        # only they are kept so (``paths`` parses every filter again)
+        self._afa_flags = (False, True)  # (unique_early, counting) it was made with
+        self.plans: dict = {}  # id → (template, constants, names) of a counted filter
+        # id → (program, constants, names, own key) of the filters added since (filter_program),
+        # None for a counted one: only they are kept so (``paths`` parses every filter again)
         self._uncompiled: dict = {}
         self._removed = 0  # filters removed since
         items = filters.items() if isinstance(filters, dict) else filters
@@ -263,15 +313,18 @@ class Workload:
         if fid in self.texts:
             raise FilterError("duplicate filter id", fid, line)
         try:
-            program = filter_program(text, fid)
+            plan = filter_template(text, fid)
+            program = filter_program(text, fid) if plan is None else None
         except FilterError as exc:
             exc.line = line
             raise
         number = len(self.names_of)
         self.names_of.append(fid)
         self.texts[fid], self.numbers[fid], self._uncompiled[fid] = text, number, program
+        if plan is not None:
+            self.plans[fid] = plan
         if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the programs can go
-            self.compile(self._afa_unique_early)
+            self.compile(*self._afa_flags)
 
     def remove(self, fid) -> None:
         if fid not in self.texts:
@@ -279,27 +332,30 @@ class Workload:
         number = self.numbers[fid]
         del self.texts[fid], self.numbers[fid]
         self._uncompiled.pop(fid, None)
+        self.plans.pop(fid, None)
         if self._afa is not None:  # its states are left to no filter
             self._afa.initial.pop(number, None)
             self._afa.early.pop(number, None)
             self._removed += 1
 
-    def compile(self, unique_early: bool = False) -> AFA:
-        """One AFA for all current filters (common sub-filters shared): the last one with
-        the filters added since, or a new one (see the class)."""
+    def compile(self, unique_early: bool = False, counting: bool = True) -> AFA:
+        """One AFA for all current filters (common sub-filters shared) but, with
+        ``counting``, those with plans: the last one with the filters added since, or a
+        new one (see the class)."""
         afa = self._afa
-        if afa is None or self._afa_unique_early != unique_early or 4 * self._removed > len(self):
+        flags = (unique_early, counting)
+        if afa is None or self._afa_flags != flags or 4 * self._removed > len(self):
             afa = self._afa = AFA()
-            self._afa_unique_early, self._removed = unique_early, 0
+            self._afa_flags, self._removed = flags, 0
             pending = self._uncompiled
-            adding = {
-                fid: pending[fid] if fid in pending else filter_program(text, fid)
-                for fid, text in self.texts.items()
-            }
+            adding = {fid: pending.get(fid) for fid in self.texts}
         else:
             adding = self._uncompiled
-        numbers, add = self.numbers, afa.add_program
-        for fid, (program, constants, names, owner) in adding.items():
+        numbers, add, texts, plans = self.numbers, afa.add_program, self.texts, self.plans
+        for fid, made in adding.items():
+            if made is None and counting and fid in plans:
+                continue
+            program, constants, names, owner = made or filter_program(texts[fid], fid)
             add(numbers[fid], program, constants, names, owner if unique_early else None)
         self._uncompiled = {}
         return afa

@@ -1,0 +1,591 @@
+"""Filters whose values are counted, not determinized (issue 20: the counting design).
+
+A subscription is mostly a path of names to one element — the *anchor* — and a
+boolean of value tests below it: ``/person[profile/age < 18 and name = 'Jaques
+Kading']``, ``/item[(quantity > 1.10 or quantity < 0.90) and not(location =
+'Tuvalu')]/name``. In the lazy machine every combination of such tests that a
+document makes true is a state of its own, and with each user's own constants
+those combinations do not repeat: states are built on every document. Here
+they are never states. A filter of this form is a ``Plan``:
+
+- its *head*, the element names from the document node to the anchor;
+- its *atoms*, each a path of names below the anchor (element names, then an
+  optional ``@name`` or ``text()``; none for the anchor itself) and a test of
+  the nodes it reaches: an atomic ``Predicate``, or existence;
+- its *formula*, the boolean of its atoms (postfix code), the path after the
+  anchor's predicate joined as one more existence atom (``/a[p]/b`` is
+  ``/a[p and b]``).
+
+An atom holds for an anchor when some node at its path holds the test (what
+the machine reads: existential, ``starts-with`` and ``contains`` too), and the
+filter matches a document when its formula holds for some anchor.
+
+``CountedFilters`` compiles a workload's plans into a trie of the paths from
+the document node (one node per path of names: a document's element has at
+most one), each node with its existence atoms and a ``PredicateIndex`` of
+its value atoms; an atom lists the filters it appears in. Running a document
+(``CountingRun``, and ``Counter`` in ``_states.c``, its compiled twin) follows
+the trie down the open elements, tests each value once against its node's
+index (string values of elements only where an index wants them), and marks
+the atoms that hold for the anchor open at their head. A filter whose atom was
+marked is *touched*; when an anchor closes, the formulas of its touched
+filters are evaluated. A formula that holds with every atom false (``not(…)``)
+holds for an anchor that touched it nowhere: such a filter matches a document
+unless it was false at every anchor of its head. The work per document is the
+values tested and the atoms and filters they reach, never the number of
+filters (the counting algorithm of Siena and Gryphon, with BE-Tree's value
+indexes; Sadoghi & Jacobsen, SIGMOD 2011). Filters of any other form (``//``,
+``*``, predicates on two steps or inside a path, ``..``, functions over whole
+documents) are the machine's.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+from xcep.events.model import ATTR, CLOSE, OPEN, TEXT
+from xcep.xpush.ast import (
+    ATTRIBUTE,
+    CHILD,
+    ELEMENT,
+    SELF,
+    WILDCARD,
+    And,
+    Compare,
+    Const,
+    Exists,
+    Not,
+    Or,
+    Path,
+)
+from xcep.xpush.ast import TEXT as TEXT_TEST
+from xcep.xpush.predicates import Predicate, PredicateIndex
+
+try:
+    from xcep.xpush._states import Counter
+except ImportError:  # built without a C compiler: ``CountingRun`` does it
+    Counter = None
+
+# formula operators (postfix; an atom is its number, >= 0)
+TRUE, FALSE, NOT, AND, OR = -1, -2, -3, -4, -5
+# how often a test of each kind may hold on a document, roughly (existence: 1), to find
+# filters by their rarest atoms (``CountedFilters.access``)
+_OP_COST = {
+    "=": 0.01,
+    "starts-with": 0.05,
+    "contains": 0.1,
+    "<": 0.3,
+    "<=": 0.3,
+    ">": 0.3,
+    ">=": 0.3,
+    "!=": 0.9,
+}
+TEXT_LABEL = "#text"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A filter as its head, atoms and formula (the module's docstring)."""
+
+    head: tuple[str, ...]
+    atoms: tuple[tuple[tuple[str, ...], str | None, object], ...]  # (labels, op, constant)
+    formula: tuple[int, ...]
+
+    def renamed(self, names: dict) -> Plan:
+        """The plan with its names replaced as ``names`` says (a filter of the same shape)."""
+
+        def label(text: str) -> str:
+            if text[0] == "@":
+                return "@" + names.get(text[1:], text[1:])
+            return text if text == TEXT_LABEL else names.get(text, text)
+
+        atoms = tuple((tuple(map(label, labels)), op, value) for labels, op, value in self.atoms)
+        return Plan(tuple(map(label, self.head)), atoms, self.formula)
+
+    def holds(self, true) -> bool:
+        """The formula's value, ``true(atom)`` the value of each atom."""
+        return evaluate(self.formula, true)
+
+
+def evaluate(code, true) -> bool:
+    """A postfix formula's value, ``true(atom)`` the value of each atom."""
+    stack: list[bool] = []
+    for op in code:
+        if op >= 0:
+            stack.append(true(op))
+        elif op in (TRUE, FALSE):
+            stack.append(op == TRUE)
+        elif op == NOT:
+            stack.append(not stack.pop())
+        else:
+            right = stack.pop()
+            stack[-1] = (stack[-1] and right) if op == AND else (stack[-1] or right)
+    return stack[0]
+
+
+class Template:
+    """The plan of a filter shape, for every filter of the shape (``workload._Shape``): the
+    first filter's plan, where each atom's constant is among the shape's constants
+    (``places``), the plan with other names made once per combination of names, and
+    what does not depend on the constants: the formula's value with no atom true and the
+    sets of atoms a filter may be found by (``CountedFilters.access``)."""
+
+    __slots__ = ("_renamed", "choices", "default", "names", "places", "plan")
+
+    def __init__(self, plan: Plan, places: tuple, names: tuple) -> None:
+        self.plan, self.places, self.names = plan, places, names
+        self.default = evaluate(plan.formula, lambda atom: False)
+        self.choices = _choices(plan.formula)
+        self._renamed = {names: plan}
+
+    @classmethod
+    def of(cls, plan: Plan, constants: tuple, names: tuple) -> Template | None:
+        """The template of a shape whose first filter (its ``constants`` and ``names``)
+        has ``plan``; None where a constant is not one of the filter's (the rewrite's)."""
+        places = []
+        for _, op, value in plan.atoms:
+            if op is None:
+                places.append(-1)
+            elif value in constants:
+                places.append(constants.index(value))
+            else:
+                return None
+        return cls(plan, tuple(places), names)
+
+    def named(self, names: tuple) -> Plan:
+        """The plan with the names of a filter of the shape (its constants the first's)."""
+        plan = self._renamed.get(names)
+        if plan is None:
+            plan = self.plan.renamed(dict(zip(self.names, names, strict=True)))
+            self._renamed[names] = plan
+        return plan
+
+    def plan_for(self, constants: tuple, names: tuple) -> Plan:
+        """The plan of the filter of the shape with ``constants`` and ``names``."""
+        plan = self.named(names)
+        atoms = tuple(
+            (labels, op, None if place < 0 else constants[place])
+            for (labels, op, _), place in zip(plan.atoms, self.places, strict=True)
+        )
+        return Plan(plan.head, atoms, plan.formula)
+
+
+CHOICES_LIMIT = 16
+
+
+def _choices(code) -> tuple[tuple[int, ...], ...] | None:
+    """The sets of atoms a formula holds only if one of holds (one set to choose from each
+    filter by its atoms' costs: ``CountedFilters.access``); None where it may hold with
+    none true (``not(…)``, ``true()``) or where there would be too many sets."""
+    stack: list = []
+    for op in code:
+        if op >= 0:
+            stack.append(((op,),))
+        elif op == FALSE:
+            stack.append(((),))  # never true: found by nothing
+        elif op in (TRUE, NOT):
+            if op == NOT:
+                stack.pop()
+            stack.append(None)
+        else:
+            right, left = stack.pop(), stack.pop()
+            if op == AND:  # one of either's sets
+                both = (left or ()) + (right or ())
+                stack.append(both if left is not None or right is not None else None)
+            elif left is None or right is None:
+                stack.append(None)
+            else:  # a set of each
+                stack.append(tuple(tuple(sorted({*x, *y})) for x in left for y in right))
+            if stack[-1] is not None and len(stack[-1]) > CHOICES_LIMIT:
+                stack[-1] = None
+    return stack[0]
+
+
+class _NotCounted(Exception):
+    pass
+
+
+def plan_of(path) -> Plan | None:
+    """The plan of a parsed and rewritten filter, or None when it is not of the form."""
+    if type(path) is not Path or not path.absolute:
+        return None
+    steps = path.steps
+    anchor = None
+    for k, step in enumerate(steps):
+        if step.axis != CHILD or step.name == WILDCARD:
+            return None
+        last = k == len(steps) - 1
+        if step.test != ELEMENT and not (step.test in (ATTRIBUTE, TEXT_TEST) and last):
+            return None
+        if step.predicates:
+            if anchor is not None or step.test != ELEMENT:
+                return None
+            anchor = k
+    if anchor is None:  # no predicate: the last element is the anchor
+        anchor = max((k for k, s in enumerate(steps) if s.test == ELEMENT), default=None)
+        if anchor is None:
+            return None
+    conditions = list(steps[anchor].predicates)
+    if anchor + 1 < len(steps):
+        conditions.append(Exists(Path(steps[anchor + 1 :])))
+    atoms: dict = {}
+    code: list[int] = []
+    try:
+        if conditions:
+            _emit(conditions[0] if len(conditions) == 1 else And(tuple(conditions)), atoms, code)
+        else:
+            code.append(TRUE)
+    except _NotCounted:
+        return None
+    head = tuple(step.name for step in steps[: anchor + 1])
+    return Plan(head, tuple(atoms), tuple(code))
+
+
+def _labels(path: Path) -> tuple[str, ...]:
+    """The labels of a relative path of names (``.`` alone: none)."""
+    steps = path.steps
+    if path.absolute:
+        raise _NotCounted
+    if len(steps) == 1 and steps[0].test == SELF and not steps[0].predicates:
+        return ()
+    labels = []
+    for k, step in enumerate(steps):
+        if step.axis != CHILD or step.predicates or step.name == WILDCARD:
+            raise _NotCounted
+        if step.test == ELEMENT:
+            labels.append(step.name)
+        elif step.test in (ATTRIBUTE, TEXT_TEST) and k == len(steps) - 1:
+            labels.append(step.label)
+        else:
+            raise _NotCounted
+    return tuple(labels)
+
+
+def _emit(expr, atoms: dict, code: list) -> None:
+    """Append ``expr`` as postfix code; its atoms numbered in ``atoms``."""
+    kind = type(expr)
+    if kind is And or kind is Or:
+        _emit(expr.items[0], atoms, code)
+        for item in expr.items[1:]:
+            _emit(item, atoms, code)
+            code.append(AND if kind is And else OR)
+    elif kind is Not:
+        _emit(expr.item, atoms, code)
+        code.append(NOT)
+    elif kind is Const:
+        code.append(TRUE if expr.value else FALSE)
+    elif kind is Exists or kind is Compare:
+        op, value = (None, None) if kind is Exists else (expr.op, expr.value)
+        code.append(atoms.setdefault((_labels(expr.path), op, value), len(atoms)))
+    else:
+        raise _NotCounted
+
+
+def conjunction(plans: list[Plan]) -> Plan | None:
+    """``HEAD[C1 and C2 …]`` from the plans of ``HEAD[C1]``, ``HEAD[C2]``, … (None where
+    their heads differ)."""
+    head = plans[0].head
+    atoms: dict = {}
+    code: list[int] = []
+    for k, plan in enumerate(plans):
+        if plan.head != head:
+            return None
+        number = [atoms.setdefault(atom, len(atoms)) for atom in plan.atoms]
+        code += (op if op < 0 else number[op] for op in plan.formula)
+        if k:
+            code.append(AND)
+    return Plan(head, tuple(atoms), tuple(code))
+
+
+def _offsets(lists) -> tuple[array, array]:
+    at = array("i", [0])
+    items = array("i")
+    for items_of in lists:
+        items.extend(items_of)
+        at.append(len(items))
+    return at, items
+
+
+class CountedFilters:
+    """Plans compiled into one trie (the module's docstring); filters by their rank among
+    all of a machine's filters, numbered here in ascending rank order. A filter is given
+    as (its shape's ``Template``, its constants, its names): the trie's nodes are found
+    once per template and names, and only the constants are a filter's own."""
+
+    def __init__(self, planned: dict[int, tuple[Template, tuple, tuple]]) -> None:
+        self.labels: dict[str, int] = {TEXT_LABEL: 0}
+        self.children: dict[tuple[int, int], int] = {}  # (node, label) → node
+        self.head_of: list[int] = [-1]  # node → its head number, or -1 (node 0: the document)
+        self.is_element: list[bool] = [True]
+        self.exists: list[list[int]] = [[]]  # node → atoms that hold where it is
+        self.values: list[dict[int, Predicate]] = [{}]  # node → its value atoms
+        self.heads: list[int] = []  # head number → its node
+        self.head_defaults: list[list[int]] = []  # head → its filters true with no atom
+        self.atom_head: list[int] = []
+        self.ops: list[str | None] = []  # atom → its test's operator (None: existence)
+        self.ranks: list[int] = sorted(planned)
+        self.codes: list[tuple[int, ...]] = []  # filter → its formula over atom numbers
+        self.defaults: list[bool] = []  # filter → whether it holds with no atom true
+        atom_of: dict[tuple, int] = {}
+        shapes: dict[tuple, tuple] = {}  # (template, names) → what their filters share
+        found_by = []  # filter → (its atoms, the sets of them it may be found by)
+        for f, rank in enumerate(self.ranks):
+            template, constants, names = planned[rank]
+            shape = shapes.get((template, names))
+            if shape is None:
+                plan = template.named(names)
+                anchor = self._node(0, plan.head)
+                shape = shapes[(template, names)] = (
+                    anchor,
+                    self._head(anchor),
+                    tuple(
+                        zip(
+                            (self._node(anchor, a[0]) for a in plan.atoms),
+                            (a[1] for a in plan.atoms),
+                            template.places,
+                            strict=True,
+                        )
+                    ),
+                    plan.formula,
+                    template.default,
+                    template.choices,
+                )
+            anchor, head, atoms, formula, default, choices = shape
+            numbers = []
+            for node, op, place in atoms:
+                value = None if place < 0 else constants[place]
+                atom = atom_of.get((anchor, node, op, value))
+                if atom is None:
+                    atom = atom_of[(anchor, node, op, value)] = len(self.atom_head)
+                    self.atom_head.append(head)
+                    self.ops.append(op)
+                    if op is None:
+                        self.exists[node].append(atom)
+                    else:
+                        self.values[node][atom] = Predicate(op, value)
+                numbers.append(atom)
+            self.codes.append(tuple(op if op < 0 else numbers[op] for op in formula))
+            self.defaults.append(default)
+            if default:
+                self.head_defaults[head].append(f)
+            found_by.append((numbers, choices))
+        self.uses = [0] * len(self.atom_head)  # atom → the filters it appears in
+        for numbers, _ in found_by:
+            for atom in set(numbers):
+                self.uses[atom] += 1
+        self.postings: list[list[int]] = [[] for _ in self.atom_head]  # atom → its filters
+        for f, (numbers, choices) in enumerate(found_by):
+            for atom in self.access(numbers, choices):
+                self.postings[atom].append(f)
+        self.indexes = [PredicateIndex(values) if values else None for values in self.values]
+
+    def access(self, numbers: list[int], choices) -> set[int]:
+        """The atoms a filter is found by: of the sets of atoms its formula holds only if
+        one of holds (``Template.choices``, over the filter's atoms ``numbers``), the one
+        likeliest to be rare; else (``not(…)``) all of its atoms, any of which may change
+        its value. So a filter is touched by the atoms of its own values (a user's id or
+        name), not by every document with a common value (``business = 'Yes'``, the path
+        after the predicate)."""
+        if not choices:
+            return set(numbers)
+        ops, uses = self.ops, self.uses
+
+        def cost(choice) -> float:  # a test's kind, and how many filters share it
+            return sum(
+                _OP_COST.get(ops[numbers[k]], 1.0) * (1 + uses[numbers[k]] / 100) for k in choice
+            )
+
+        return {numbers[k] for k in min(choices, key=cost)}
+
+    def _head(self, anchor: int) -> int:
+        head = self.head_of[anchor]
+        if head < 0:
+            head = self.head_of[anchor] = len(self.heads)
+            self.heads.append(anchor)
+            self.head_defaults.append([])
+        return head
+
+    def _node(self, node: int, labels) -> int:
+        for label in labels:
+            if not self.is_element[node]:  # below an attribute or a text: nothing
+                raise ValueError("a path below an attribute or text")
+            label_id = self.labels.setdefault(label, len(self.labels))
+            child = self.children.get((node, label_id))
+            if child is None:
+                child = self.children[(node, label_id)] = len(self.head_of)
+                self.head_of.append(-1)
+                self.is_element.append(label[0] != "@" and label != TEXT_LABEL)
+                self.exists.append([])
+                self.values.append({})
+            node = child
+        return node
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def counter(self):
+        """The compiled run (``_states.Counter``), or None when the core is not built."""
+        return None if Counter is None else Counter(**self.counter_arguments())
+
+    def counter_arguments(self) -> dict:
+        """What ``_states.Counter`` is built from: these tables as flat int32 arrays."""
+        atoms = len(self.atom_head)
+        # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
+        codes = [[op if op >= 0 else atoms - 1 - op for op in code] for code in self.codes]
+        keys = array("i")
+        for (node, label), child in self.children.items():
+            keys.extend((node, label, child))
+        return dict(
+            children=keys,
+            head_of=array("i", self.head_of),
+            collect=bytes(bool(v) and e for v, e in zip(self.values, self.is_element, strict=True)),
+            exists=_offsets(self.exists),
+            indexes=[None if index is None else index.compiled(atoms) for index in self.indexes],
+            atom_head=array("i", self.atom_head),
+            postings=_offsets(self.postings),
+            code=_offsets(codes),
+            defaults=bytes(self.defaults),
+            head_defaults=_offsets(self.head_defaults),
+            ranks=array("i", self.ranks),
+        )
+
+    def label_ids(self, labels) -> array:
+        """The trie's ids of machine labels (-1 for a label no filter names)."""
+        get = self.labels.get
+        return array("i", [get(label, -1) for label in labels])
+
+
+class CountingRun:
+    """The counted filters over a stream's batches, in Python: the reference of
+    ``Counter.feed`` (the same steps; the module's docstring)."""
+
+    def __init__(self, counted: CountedFilters) -> None:
+        self.c = counted
+        self.doc = None
+        self._start_document(None)
+
+    def _start_document(self, doc) -> None:
+        self.doc = doc
+        self.stack: list[tuple[int, int]] = []  # (node or -1, where its text starts)
+        self.texts: list[str] = []
+        self.collecting = 0
+        self.instance: dict[int, int] = {}  # head → its open anchor's number
+        self.true: set[tuple[int, int]] = set()  # (atom, anchor number)
+        self.touched: dict[int, dict] = {}  # head → filters touched at its open anchor
+        self.seen: dict[int, int] = {}  # head → its anchors in the document
+        self.false: dict[int, int] = {}  # default filter → the anchors where it was false
+        self.matched: set[int] = set()
+        self.anchors = 0
+
+    def feed(self, batch, start: int, end: int) -> list[tuple[int, tuple[int, ...]]]:
+        """(doc, the ranks of its counted filters that match, ascending) for each document
+        that completes in ``batch``'s events ``start:end``."""
+        out = []
+        c = self.c
+        names = batch.symbols.names
+        columns = (batch.docs, batch.kinds, batch.names, batch.values)
+        for doc, kind, name, value in zip(*(column[start:end] for column in columns), strict=True):
+            if doc != self.doc:  # a new document (what was left of one is dropped)
+                self._start_document(doc)
+            node = self.stack[-1][0] if self.stack else 0
+            if kind == OPEN:
+                child = self._child(node, names[name])
+                self.stack.append((child, len(self.texts)))
+                if child >= 0:
+                    head = c.head_of[child]
+                    if head >= 0:
+                        self.anchors += 1
+                        self.instance[head] = self.anchors
+                        self.touched[head] = {}
+                        self.seen[head] = self.seen.get(head, 0) + 1
+                    self._mark(c.exists[child])
+                    if c.values[child]:
+                        self.collecting += 1
+            elif kind == CLOSE:
+                node, start = self.stack.pop()
+                if node >= 0:
+                    if c.values[node]:
+                        self._test(node, "".join(self.texts[start:]))
+                        self.collecting -= 1
+                        if not self.collecting:
+                            self.texts.clear()
+                    if c.head_of[node] >= 0:
+                        self._close_anchor(c.head_of[node])
+                if not self.stack:
+                    out.append((doc, self._answer()))
+                    self._start_document(None)
+            else:
+                if kind == TEXT and self.collecting:
+                    self.texts.append(value)
+                label = "@" + names[name] if kind == ATTR else TEXT_LABEL
+                leaf = self._child(node, label)
+                if leaf >= 0:
+                    self._mark(c.exists[leaf])
+                    if c.values[leaf] and value is not None:
+                        self._test(leaf, value)
+        return out
+
+    def _child(self, node: int, label: str) -> int:
+        if node < 0:
+            return -1
+        label_id = self.c.labels.get(label)
+        return -1 if label_id is None else self.c.children.get((node, label_id), -1)
+
+    def _test(self, node: int, value: str) -> None:
+        self._mark(sorted(self.c.indexes[node].true_states(value)))
+
+    def _mark(self, atoms) -> None:
+        c = self.c
+        for atom in atoms:
+            head = c.atom_head[atom]
+            key = (atom, self.instance[head])
+            if key in self.true:
+                continue
+            self.true.add(key)
+            self.touched[head].update(dict.fromkeys(c.postings[atom]))
+
+    def _close_anchor(self, head: int) -> None:
+        c, anchor = self.c, self.instance[head]
+        for f in self.touched[head]:
+            if evaluate(c.codes[f], lambda atom: (atom, anchor) in self.true):
+                self.matched.add(f)
+            elif c.defaults[f]:
+                self.false[f] = self.false.get(f, 0) + 1
+
+    def _answer(self) -> tuple[int, ...]:
+        c = self.c
+        found = set(self.matched)
+        for head, anchors in self.seen.items():
+            found.update(f for f in c.head_defaults[head] if self.false.get(f, 0) < anchors)
+        return tuple(c.ranks[f] for f in sorted(found))
+
+
+class Counting:
+    """The counted filters run beside the machine, over the events it reads: compiled
+    (``Counter``) or in Python (``CountingRun``)."""
+
+    def __init__(self, counted: CountedFilters, compiled: bool = True) -> None:
+        self.counted = counted
+        self.counter = counted.counter() if compiled else None
+        self.run = CountingRun(counted) if self.counter is None else None
+        self.symbols = None
+        self.elem_ids = self.attr_ids = array("i")
+
+    def feed(self, batch, start: int, end: int) -> list:
+        """(doc, ranks ascending: int32 bytes when compiled, else a tuple) for each
+        document completed in the events ``start:end`` of ``batch``."""
+        if self.counter is None:
+            return self.run.feed(batch, start, end)
+        if batch.symbols is not self.symbols:
+            self.symbols = batch.symbols
+            self.elem_ids, self.attr_ids = array("i"), array("i")
+        names = self.symbols.names
+        if len(self.elem_ids) < len(names):
+            new = names[len(self.elem_ids) :]
+            self.elem_ids.extend(self.counted.label_ids(new))
+            self.attr_ids.extend(self.counted.label_ids(["@" + name for name in new]))
+        return self.counter.feed(
+            batch.docs, batch.kinds, batch.names, batch.values,
+            self.elem_ids, self.attr_ids, start, end,
+        )  # fmt: skip

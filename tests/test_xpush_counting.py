@@ -1,0 +1,218 @@
+"""Counted filters (xcep.xpush.counting) against the machine without them and lxml."""
+
+import io
+import itertools
+from array import array
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lxml import etree
+from tests.test_xpush import ATTRS, CONSTANTS, LABELS, documents, lxml_answer
+
+from xcep.events import EventStream
+from xcep.xpush import MachineOptions, XPushMachine, parse_filter
+from xcep.xpush.ast import (
+    ATTRIBUTE,
+    CHILD,
+    ELEMENT,
+    SELF,
+    TEXT,
+    And,
+    Compare,
+    Const,
+    Exists,
+    Not,
+    Or,
+    Path,
+    Step,
+    to_text,
+)
+from xcep.xpush.counting import CountedFilters, evaluate, plan_of
+from xcep.xpush.rewrite import normalize
+from xcep.xpush.workload import compile_filter, filter_plan, filter_template
+
+
+def relative_paths(tail=False):
+    """A relative path of names (then ``@name`` or ``text()``), or ``.`` alone."""
+
+    @st.composite
+    def build(draw):
+        names = draw(st.lists(st.sampled_from(LABELS), min_size=0 if not tail else 1, max_size=2))
+        steps = [Step(CHILD, ELEMENT, name) for name in names]
+        end = draw(st.sampled_from(["", "", "@", "text"]))
+        if end == "@":
+            steps.append(Step(CHILD, ATTRIBUTE, draw(st.sampled_from(ATTRS))))
+        elif end == "text":
+            steps.append(Step(CHILD, TEXT))
+        if not steps:
+            steps = [Step(CHILD, SELF)]
+        return Path(tuple(steps))
+
+    return build()
+
+
+def counted_conditions():
+    rel = relative_paths()
+    compare = st.builds(
+        Compare, rel, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), st.sampled_from(CONSTANTS)
+    )
+    strings = st.builds(
+        Compare, rel, st.sampled_from(["starts-with", "contains"]), st.sampled_from(["a", "1", "x"])
+    )
+    leaves = st.builds(Exists, rel) | compare | strings | st.builds(Const, st.booleans())
+    return st.recursive(
+        leaves,
+        lambda inner: (
+            st.builds(lambda xs: And(tuple(xs)), st.lists(inner, min_size=2, max_size=3))
+            | st.builds(lambda xs: Or(tuple(xs)), st.lists(inner, min_size=2, max_size=3))
+            | st.builds(Not, inner)
+        ),
+        max_leaves=5,
+    )
+
+
+@st.composite
+def counted_filters(draw):
+    """``/HEAD[C]/TAIL``: the form whose values are counted."""
+    head = [
+        Step(CHILD, ELEMENT, n)
+        for n in draw(st.lists(st.sampled_from(LABELS), min_size=1, max_size=3))
+    ]
+    if draw(st.booleans()):
+        head[-1] = Step(CHILD, ELEMENT, head[-1].name, (draw(counted_conditions()),))
+    if draw(st.booleans()):
+        head += draw(relative_paths(tail=True)).steps
+    return Path(tuple(head), absolute=True)
+
+
+def run(machine, trees, cuts=()):
+    """The machine's answers, its batches cut at the positions ``cuts`` (documents go
+    on from one batch to the next)."""
+    data = b"".join(b'<?xml version="1.0"?>' + etree.tostring(t) + b"\n" for t in trees)
+    stream = EventStream([io.BytesIO(data)], keep_whitespace=True)
+
+    def pieces():
+        for batch in stream.batches():
+            at = sorted({0, len(batch), *(c % (len(batch) + 1) for c in cuts)})
+            for start, end in itertools.pairwise(at):
+                yield batch.slice(start, end)
+
+    return [ids for _, ids in machine.run(pieces())]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(counted_filters(), min_size=1, max_size=8),
+    st.lists(documents(), min_size=1, max_size=4),
+    st.lists(st.integers(0, 400), max_size=3),
+)
+def test_counted_filters_answer_as_the_machine_and_lxml(paths, trees, cuts):
+    texts = [to_text(p) for p in paths]
+    # every filter of the form is counted (but one the rewrite folds to false: the machine's)
+    never = Path((Step(CHILD, SELF, None, (Const(False),)),), absolute=True)
+    assert all(filter_plan(t) is not None or compile_filter(t) == never for t in texts), texts
+    want = lxml_answer(trees, [to_text(p, existential=True) for p in paths])
+    for options in (
+        MachineOptions(counting=False),
+        MachineOptions(),
+        MachineOptions(compiled=False),
+        MachineOptions(early=True),
+    ):
+        machine = XPushMachine(dict(enumerate(texts)), options)
+        assert run(machine, trees + trees, cuts) == want + want, (options, texts)
+        counted = sum(filter_plan(text) is not None for text in texts)
+        assert machine.stats_dict()["counted_filters"] == (counted if options.counting else 0)
+
+
+HEADS = ["/a", "/a/b", "/c/a/b"]
+
+
+@settings(max_examples=200)
+@given(
+    st.sampled_from(HEADS),
+    st.lists(counted_conditions(), min_size=2, max_size=4),
+)
+def test_a_conjunctions_plan_is_its_trees(head, conjuncts):
+    """``HEAD[C1 and C2 …]``'s plan is put together from those of ``HEAD[C1]``, … where it
+    can be (``counting.conjunction``): it must say what the plan of the whole parsed and
+    rewritten tree says (the same head, the same value on every choice of atoms)."""
+    text = f"{head}[{' and '.join(to_text(c) for c in conjuncts)}]"
+    whole = plan_of(normalize(parse_filter(text)))
+    plan = filter_plan(text)
+    assert (plan is None) == (whole is None)
+    if plan is None:
+        return
+    assert plan.head == whole.head
+    atoms = sorted(set(plan.atoms) | set(whole.atoms), key=repr)
+    for values in itertools.islice(itertools.product((False, True), repeat=len(atoms)), 64):
+        true = {atom for atom, value in zip(atoms, values, strict=False) if value}
+        assert plan.holds(lambda k, true=true: plan.atoms[k] in true) == whole.holds(
+            lambda k, true=true: whole.atoms[k] in true
+        ), (text, true)
+
+
+@pytest.mark.parametrize(
+    ("xml", "text", "matches"),
+    [
+        # a formula true with no atom true: at some anchor, not at every one
+        ("<r><a><b/></a><a/></r>", "/r/a[not(b)]", True),
+        ("<r><a><b/></a><a><b/></a></r>", "/r/a[not(b)]", False),
+        ("<r/>", "/r/a[not(b)]", False),  # no anchor at all
+        # the atoms of one anchor, not of two
+        ("<r><a><b>1</b></a><a><c>2</c></a></r>", "/r/a[b = 1 and c = 2]", False),
+        ("<r><a><b>1</b><c>2</c></a></r>", "/r/a[b = 1 and c = 2]", True),
+        # an element's string value: all of its text, below it too
+        ("<r><a>1<b>2</b>3</a></r>", "/r[a = '123']", True),
+        ("<r><a>1<b>2</b>3</a></r>", "/r[a/text() = '13']", False),
+        ("<r><a>1<b>2</b>3</a></r>", "/r[a/text() = '3']", True),
+        ("<r><a>１</a></r>", "/r[a = 1]", False),  # a full-width digit is no number
+        ("<r x='5'><a/></r>", "/r[@x > 4]/a", True),
+        ("<r x='5'/>", "/r[@x > 4]/a", False),  # the path after the predicate must exist
+        ("<r><a/></r>", "/r/a/@y", False),
+        ("<r><a y=''/></r>", "/r/a/@y", True),
+    ],
+)
+def test_counted_regressions(xml, text, matches):
+    assert filter_plan(text) is not None
+    tree = etree.fromstring(xml)
+    assert lxml_answer([tree], [text]) == [[0] if matches else []]
+    for compiled in (True, False):
+        machine = XPushMachine({0: text}, MachineOptions(compiled=compiled))
+        assert run(machine, [tree]) == [[0] if matches else []]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "//a[b = 1]",
+        "/a/*[b]",
+        "/a[b[c = 1]]",
+        "/a[b = 1]/c[d = 2]",
+        "/a[../b]",
+        "/a[b = 1] or /c",
+        "/a[@* = 1]",
+    ],
+)
+def test_other_filters_are_the_machines(text):
+    assert filter_plan(text) is None
+
+
+def test_the_counter_checks_what_it_is_given():
+    from xcep.xpush import counting
+
+    if counting.Counter is None:
+        pytest.skip("the compiled core is not built here (no C compiler)")
+    counted = CountedFilters({0: filter_template("/a[b = 1 or not(c)]")})
+    assert evaluate(counted.codes[0], lambda atom: False)  # not(c): true with no atom
+    good = counted.counter_arguments()
+    assert counting.Counter(**good) is not None
+    bad = [
+        ("well formed", {"code": (array("i", [0, 2]), array("i", [0, 2]))}),  # a AND alone
+        ("head", {"head_of": array("i", [-1, 5, -1, -1])}),
+        ("one collect", {"collect": b"\x00"}),
+        ("triples", {"children": array("i", [0, 1])}),
+    ]
+    for message, changed in bad:
+        with pytest.raises(ValueError, match=message):
+            counting.Counter(**(good | changed))
