@@ -327,7 +327,10 @@ class CountedFilters:
         self.ranks: list[int] = sorted(planned)
         self.codes: list[tuple[int, ...]] = []  # filter → its formula over atom numbers
         self.defaults: list[bool] = []  # filter → whether it holds with no atom true
-        atom_of: dict[tuple, int] = {}
+        # an atom's test without its constant: (anchor, node, op) → slot, and per slot
+        # its atoms by constant (one dict lookup of the constant per atom of a filter)
+        slot_of: dict[tuple, int] = {}
+        self._slots: list[tuple[dict, int, int, str | None]] = []  # (atoms, head, node, op)
         shapes: dict[tuple, tuple] = {}  # (template, names) → what their filters share
         found_by = []  # filter → (its atoms, the sets of them it may be found by)
         for f, rank in enumerate(self.ranks):
@@ -336,51 +339,55 @@ class CountedFilters:
             if shape is None:
                 plan = template.named(names)
                 anchor = self._node(0, plan.head)
-                shape = shapes[(template, names)] = (
-                    anchor,
-                    self._head(anchor),
-                    tuple(
-                        zip(
-                            (self._node(anchor, a[0]) for a in plan.atoms),
-                            (a[1] for a in plan.atoms),
-                            template.places,
-                            strict=True,
-                        )
-                    ),
-                    plan.formula,
-                    template.default,
-                    template.choices,
-                )
-            anchor, head, atoms, formula, default, choices = shape
+                head = self._head(anchor)
+                slots = []
+                for (labels, op, _), place in zip(plan.atoms, template.places, strict=True):
+                    key = (anchor, self._node(anchor, labels), op)
+                    slot = slot_of.get(key)
+                    if slot is None:
+                        slot = slot_of[key] = len(self._slots)
+                        self._slots.append(({}, head, key[1], op))
+                    slots.append((self._slots[slot], place))
+                shape = (head, tuple(slots), plan.formula, template.default, template.choices)
+                shapes[(template, names)] = shape
+            head, slots, formula, default, choices = shape
             numbers = []
-            for node, op, place in atoms:
+            for slot, place in slots:
                 value = None if place < 0 else constants[place]
-                atom = atom_of.get((anchor, node, op, value))
-                if atom is None:
-                    atom = atom_of[(anchor, node, op, value)] = len(self.atom_head)
-                    self.atom_head.append(head)
-                    self.ops.append(op)
-                    if op is None:
-                        self.exists[node].append(atom)
-                    else:
-                        self.values[node][atom] = Predicate(op, value)
-                numbers.append(atom)
+                atom = slot[0].get(value)
+                numbers.append(self._atom(slot, value) if atom is None else atom)
             self.codes.append(tuple(op if op < 0 else numbers[op] for op in formula))
             self.defaults.append(default)
             if default:
                 self.head_defaults[head].append(f)
             found_by.append((numbers, choices))
-        self.uses = [0] * len(self.atom_head)  # atom → the filters it appears in
+        uses = [0] * len(self.atom_head)  # atom → the filters it appears in
         for numbers, _ in found_by:
-            for atom in set(numbers):
-                self.uses[atom] += 1
+            for atom in numbers:  # (a filter's atoms are distinct)
+                uses[atom] += 1
+        # how likely an atom is to hold, roughly: its test's kind, the filters sharing it
+        self.costs = [
+            _OP_COST.get(op, 1.0) * (1 + n / 100) for op, n in zip(self.ops, uses, strict=True)
+        ]
         self.postings: list[list[int]] = [[] for _ in self.atom_head]  # atom → its filters
         for f, (numbers, choices) in enumerate(found_by):
             for atom in self.access(numbers, choices):
                 self.postings[atom].append(f)
         self.indexes = [PredicateIndex(values) if values else None for values in self.values]
 
-    def access(self, numbers: list[int], choices) -> set[int]:
+    def _atom(self, slot: tuple, value) -> int:
+        """A new atom: the test of ``slot`` with the constant ``value``."""
+        atoms, head, node, op = slot
+        atom = atoms[value] = len(self.atom_head)
+        self.atom_head.append(head)
+        self.ops.append(op)
+        if op is None:
+            self.exists[node].append(atom)
+        else:
+            self.values[node][atom] = Predicate(op, value)
+        return atom
+
+    def access(self, numbers: list[int], choices) -> list[int]:
         """The atoms a filter is found by: of the sets of atoms its formula holds only if
         one of holds (``Template.choices``, over the filter's atoms ``numbers``), the one
         likeliest to be rare; else (``not(…)``) all of its atoms, any of which may change
@@ -388,15 +395,13 @@ class CountedFilters:
         name), not by every document with a common value (``business = 'Yes'``, the path
         after the predicate)."""
         if not choices:
-            return set(numbers)
-        ops, uses = self.ops, self.uses
-
-        def cost(choice) -> float:  # a test's kind, and how many filters share it
-            return sum(
-                _OP_COST.get(ops[numbers[k]], 1.0) * (1 + uses[numbers[k]] / 100) for k in choice
-            )
-
-        return {numbers[k] for k in min(choices, key=cost)}
+            return numbers
+        costs = self.costs
+        if len(choices) == 1:
+            chosen = choices[0]
+        else:
+            chosen = min(choices, key=lambda choice: sum(costs[numbers[k]] for k in choice))
+        return [numbers[k] for k in chosen]
 
     def _head(self, anchor: int) -> int:
         head = self.head_of[anchor]
