@@ -463,6 +463,10 @@ typedef struct {
     uint64_t *keys;                                              /* (node << 8 | byte) + 1 */
     int32_t *children;
     Py_ssize_t slots, edges;
+    /* the infix automaton's moves from its root and the root's children as a DFA's rows
+     * (failures followed already): 256 next nodes per row; row[node] is the node's row or
+     * -1. Scanning text, the automaton is mostly there. */
+    int32_t *rows, *row;
 } TextMatcher;
 
 static PyTypeObject TextMatcherType;
@@ -599,6 +603,37 @@ static int tm_links(TextMatcher *t)
     return 0;
 }
 
+/* The DFA rows of the infix root and its children (after tm_links). */
+static int tm_rows(TextMatcher *t)
+{
+    Py_ssize_t count = 1;
+    for (int32_t c = t->first_child.data[INFIX_ROOT]; c >= 0; c = t->next_sibling.data[c])
+        count++;
+    if (!(t->row = PyMem_Malloc((size_t)t->fail.len * sizeof(int32_t))) ||
+        !(t->rows = PyMem_Malloc((size_t)count * 256 * sizeof(int32_t)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < t->fail.len; k++)
+        t->row[k] = -1;
+    int32_t *root = t->rows;
+    t->row[INFIX_ROOT] = 0;
+    for (int b = 0; b < 256; b++) {
+        int32_t g = tm_child(t, INFIX_ROOT, (uint8_t)b);
+        root[b] = g >= 0 ? g : INFIX_ROOT;
+    }
+    int32_t next = 1;
+    for (int32_t c = t->first_child.data[INFIX_ROOT]; c >= 0; c = t->next_sibling.data[c]) {
+        int32_t *row = t->rows + 256 * next;
+        t->row[c] = next++;
+        for (int b = 0; b < 256; b++) { /* its child, else where its failure goes (the root) */
+            int32_t g = tm_child(t, c, (uint8_t)b);
+            row[b] = g >= 0 ? g : root[b];
+        }
+    }
+    return 0;
+}
+
 static int tm_append_ends(const TextMatcher *t, int32_t node, IntVec *out)
 {
     for (int32_t e = t->ends.data[node]; e >= 0; e = t->end_next.data[e])
@@ -631,9 +666,9 @@ static int tm_search(const TextMatcher *t, PyObject *value, IntVec *out)
         int32_t node = INFIX_ROOT;
         for (Py_ssize_t i = 0; !failed && i < n; i++) {
             int32_t g;
-            while ((g = tm_child(t, node, at[i])) < 0 && node != INFIX_ROOT)
-                node = t->fail.data[node];
-            node = g >= 0 ? g : INFIX_ROOT;
+            while (t->row[node] < 0 && (g = tm_child(t, node, at[i])) < 0)
+                node = t->fail.data[node]; /* (a failure ends at the root at the latest) */
+            node = t->row[node] >= 0 ? t->rows[256 * t->row[node] + at[i]] : g;
             for (int32_t o = t->ends.data[node] >= 0 ? node : t->output.data[node]; o >= 0 && !failed;
                  o = t->output.data[o])
                 failed = tm_append_ends(t, o, out) < 0;
@@ -651,6 +686,8 @@ static void text_matcher_dealloc(TextMatcher *t)
         PyMem_Free(vecs[k]->data);
     PyMem_Free(t->keys);
     PyMem_Free(t->children);
+    PyMem_Free(t->rows);
+    PyMem_Free(t->row);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -668,7 +705,7 @@ static PyObject *text_matcher_new(PyTypeObject *type, PyObject *args, PyObject *
     t->limit = limit;
     if (limit < 0 || tm_new_node(t, 0) < 0 || tm_new_node(t, 0) < 0 ||
         tm_add(t, PREFIX_ROOT, prefixes) < 0 || tm_add(t, INFIX_ROOT, infixes) < 0 ||
-        tm_links(t) < 0) {
+        tm_links(t) < 0 || tm_rows(t) < 0) {
         if (limit < 0)
             PyErr_SetString(PyExc_ValueError, "TextMatcher: limit ≥ 0");
         Py_DECREF(t);
@@ -2643,6 +2680,20 @@ static PyTypeObject StateKernelType = {
  * documents' count. A document may span calls of feed. */
 enum { C_TRUE, C_FALSE, C_NOT, C_AND, C_OR, C_OPS };
 
+/* A filter's run state and formula in one cache line: a document touches hundreds of
+ * filters at random, and reading each one's stamps, counts and formula from arrays of
+ * their own cost a miss apiece. */
+enum { INLINE_CODE = 9 };
+typedef struct {
+    uint64_t stamp;      /* the anchor it was last touched at */
+    uint64_t doc;        /* the document its matched and false_count are of */
+    int32_t false_count; /* the anchors of its head where it was false, in doc */
+    int32_t code;        /* its formula in code.items, where longer than INLINE_CODE */
+    uint16_t length;
+    uint8_t matched, is_default;
+    int32_t inline_code[INLINE_CODE];
+} FilterInfo;
+
 typedef struct {
     PyObject_HEAD
     Py_ssize_t nodes, atoms, filters, heads;
@@ -2654,12 +2705,14 @@ typedef struct {
     Lists exists, postings, code, head_defaults;
     PyObject **indexes; /* per node: a ValueIndex, or NULL */
     int32_t *atom_head, *ranks;
-    uint8_t *defaults, *matched, *truth;
-    uint64_t *bits; /* for sort_unique over the filters */
+    uint8_t *truth;
+    void *info_block;
+    FilterInfo *info; /* per filter (info_block, aligned to 64 bytes) */
+    uint64_t *bits;   /* for sort_unique over the filters */
     /* the run */
     uint64_t clock, document;
-    uint64_t *atom_stamp, *head_stamp, *filter_stamp, *head_doc, *filter_doc;
-    int32_t *head_seen, *filter_false;
+    uint64_t *atom_stamp, *head_stamp, *head_doc;
+    int32_t *head_seen;
     IntVec *touched; /* per head */
     IntVec heads_seen, found, stack, values;
     PyObject *texts;
@@ -2679,9 +2732,9 @@ static void counter_dealloc(Counter *self)
         for (Py_ssize_t h = 0; h < self->heads; h++)
             PyMem_Free(self->touched[h].data);
     void *blocks[] = {self->bits, self->keys, self->childs, self->head_of, self->collect, self->indexes,
-                      self->atom_head, self->ranks, self->defaults, self->matched, self->truth,
-                      self->atom_stamp, self->head_stamp, self->filter_stamp, self->head_doc,
-                      self->filter_doc, self->head_seen, self->filter_false, self->touched,
+                      self->atom_head, self->ranks, self->info_block, self->truth,
+                      self->atom_stamp, self->head_stamp, self->head_doc, self->head_seen,
+                      self->touched,
                       self->heads_seen.data, self->found.data, self->stack.data,
                       self->values.data, self->exists.at, self->exists.items, self->postings.at,
                       self->postings.items, self->code.at, self->code.items,
@@ -2800,12 +2853,24 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             goto fail;
         }
     if (!(self->collect = PyMem_Malloc((size_t)nodes)) ||
-        !(self->defaults = PyMem_Malloc(filters ? (size_t)filters : 1)) ||
+        !(self->info_block = PyMem_Calloc((size_t)filters + 1, sizeof(FilterInfo))) ||
         !(self->indexes = PyMem_Calloc((size_t)nodes, sizeof(PyObject *))))
         goto nomemory;
     memcpy(self->collect, collect.buf, (size_t)nodes);
-    if (filters)
-        memcpy(self->defaults, defaults.buf, (size_t)filters);
+    self->info = (FilterInfo *)(((uintptr_t)self->info_block + 63) & ~(uintptr_t)63);
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        FilterInfo *info = &self->info[f];
+        int32_t at = self->code.at[f], length = self->code.at[f + 1] - at;
+        if (length > UINT16_MAX) {
+            PyErr_SetString(PyExc_ValueError, "code: a formula too long");
+            goto fail;
+        }
+        info->is_default = ((const uint8_t *)defaults.buf)[f] != 0;
+        info->code = at;
+        info->length = (uint16_t)length;
+        if (length <= INLINE_CODE)
+            memcpy(info->inline_code, self->code.items + at, (size_t)length * sizeof(int32_t));
+    }
     for (Py_ssize_t k = 0; k < nodes; k++) {
         PyObject *index = PyList_GET_ITEM(indexes, k);
         if (index != Py_None && !Py_IS_TYPE(index, &ValueIndexType)) {
@@ -2848,11 +2913,9 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         self->childs[k] = child;
     }
     PyMem_Free(keys);
-    size_t nf = filters ? (size_t)filters : 1, na = atoms ? (size_t)atoms : 1;
+    size_t na = atoms ? (size_t)atoms : 1;
     size_t nh = heads ? (size_t)heads : 1;
-    if (!(self->matched = PyMem_Calloc(nf, 1)) || !(self->truth = PyMem_Calloc((size_t)deepest, 1)) ||
-        !(self->atom_stamp = PyMem_Calloc(na, 8)) || !(self->filter_stamp = PyMem_Calloc(nf, 8)) ||
-        !(self->filter_doc = PyMem_Calloc(nf, 8)) || !(self->filter_false = PyMem_Calloc(nf, 4)) ||
+    if (!(self->truth = PyMem_Calloc((size_t)deepest, 1)) || !(self->atom_stamp = PyMem_Calloc(na, 8)) ||
         !(self->head_stamp = PyMem_Calloc(nh, 8)) || !(self->head_doc = PyMem_Calloc(nh, 8)) ||
         !(self->head_seen = PyMem_Calloc(nh, 4)) || !(self->touched = PyMem_Calloc(nh, sizeof(IntVec))) ||
         !(self->bits = bitmap_new(filters)) ||
@@ -2891,8 +2954,8 @@ static int counter_mark(Counter *self, int32_t atom)
     IntVec *touched = &self->touched[head];
     for (int32_t i = self->postings.at[atom]; i < self->postings.at[atom + 1]; i++) {
         int32_t f = self->postings.items[i];
-        if (self->filter_stamp[f] != stamp) {
-            self->filter_stamp[f] = stamp;
+        if (self->info[f].stamp != stamp) {
+            self->info[f].stamp = stamp;
             if (vec_push(touched, f) < 0)
                 return -1;
         }
@@ -2939,8 +3002,10 @@ static int counter_holds(Counter *self, int32_t f, uint64_t stamp)
     uint8_t *stack = self->truth;
     Py_ssize_t top = 0;
     int32_t atoms = (int32_t)self->atoms;
-    for (int32_t i = self->code.at[f]; i < self->code.at[f + 1]; i++) {
-        int32_t op = self->code.items[i];
+    const FilterInfo *info = &self->info[f];
+    const int32_t *code = info->length <= INLINE_CODE ? info->inline_code : self->code.items + info->code;
+    for (int32_t i = 0; i < info->length; i++) {
+        int32_t op = code[i];
         if (op < atoms)
             stack[top++] = self->atom_stamp[op] == stamp;
         else if (op == atoms + C_TRUE || op == atoms + C_FALSE)
@@ -2962,19 +3027,20 @@ static int counter_close_anchor(Counter *self, int32_t head)
     IntVec *touched = &self->touched[head];
     for (Py_ssize_t i = 0; i < touched->len; i++) {
         int32_t f = touched->data[i];
-        if (self->filter_doc[f] != self->document) {
-            self->filter_doc[f] = self->document;
-            self->filter_false[f] = 0;
-            self->matched[f] = 0;
+        FilterInfo *info = &self->info[f];
+        if (info->doc != self->document) {
+            info->doc = self->document;
+            info->false_count = 0;
+            info->matched = 0;
         }
         if (counter_holds(self, f, stamp)) {
-            if (!self->matched[f]) {
-                self->matched[f] = 1;
+            if (!info->matched) {
+                info->matched = 1;
                 if (vec_push(&self->found, f) < 0)
                     return -1;
             }
-        } else if (self->defaults[f])
-            self->filter_false[f]++;
+        } else if (info->is_default)
+            info->false_count++;
     }
     touched->len = 0;
     return 0;
@@ -2988,8 +3054,9 @@ static PyObject *counter_answer(Counter *self)
         int32_t head = self->heads_seen.data[k];
         for (int32_t i = self->head_defaults.at[head]; i < self->head_defaults.at[head + 1]; i++) {
             int32_t f = self->head_defaults.items[i];
-            int fresh = self->filter_doc[f] != self->document;
-            if ((fresh || (!self->matched[f] && self->filter_false[f] < self->head_seen[head])) &&
+            const FilterInfo *info = &self->info[f];
+            int fresh = info->doc != self->document;
+            if ((fresh || (!info->matched && info->false_count < self->head_seen[head])) &&
                 vec_push(found, f) < 0)
                 return NULL;
         }

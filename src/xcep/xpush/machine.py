@@ -637,7 +637,9 @@ class XPushMachine:
         return rank
 
     def _ranks_json(self, ranks) -> str:
-        if self.kernel is not None and type(ranks) is bytes:
+        """Ranks (int32 bytes or an array from the compiled core; a tuple from Python) as the
+        text of a JSON list of their ids."""
+        if self.kernel is not None and type(ranks) is not tuple:
             return json_list(ranks, *self.compiled.json_ids)
         return "[" + ",".join(id_json(self.compiled.ids[rank]) for rank in ranks) + "]"
 
