@@ -3230,30 +3230,40 @@ static PyObject *merge_ranks(PyObject *module, PyObject *args)
     return out;
 }
 
-/* json_list(ranks, texts, ends, ascii) -> str: "[" the texts of the ranks (int32 bytes)
- * joined by "," "]". texts holds every filter's id as JSON text (UTF-8), one after the
- * other; ends (int64) where each ends; ascii: texts holds ASCII only. */
+/* json_list(ranks, texts, ends, ascii, more=None) -> str: "[" the texts of the ranks
+ * (int32 bytes) joined by "," "]". texts holds every filter's id as JSON text (UTF-8), one
+ * after the other; ends (int64) where each ends; ascii: texts holds ASCII only. more: other
+ * ranks, merged in (both ascending, none in both). */
 static PyObject *json_list(PyObject *module, PyObject *args)
 {
-    Py_buffer ranks, texts, ends;
+    Py_buffer ranks, texts, ends, more = {0};
+    PyObject *more_ranks = Py_None;
     int ascii;
     PyObject *out = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*p", &ranks, &texts, &ends, &ascii))
+    if (!PyArg_ParseTuple(args, "y*y*y*p|O", &ranks, &texts, &ends, &ascii, &more_ranks))
         return NULL;
-    const int32_t *rank = ranks.buf;
+    if (more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&ranks);
+        PyBuffer_Release(&texts);
+        PyBuffer_Release(&ends);
+        return NULL;
+    }
+    const int32_t *rank = ranks.buf, *extra = more.buf;
     const int64_t *end = ends.buf;
     const char *text = texts.buf;
-    Py_ssize_t count = ranks.len / 4, n = ends.len / 8, total = 2;
-    if (ranks.len % 4 || ends.len % 8 || (n && end[n - 1] != texts.len)) {
+    Py_ssize_t count = ranks.len / 4, count2 = more.len / 4, n = ends.len / 8;
+    Py_ssize_t total = 2 + (count + count2 > 0 ? count + count2 - 1 : 0);
+    if (ranks.len % 4 || more.len % 4 || ends.len % 8 || (n && end[n - 1] != texts.len)) {
         PyErr_SetString(PyExc_ValueError, "json_list: ranks int32, ends int64 ending at texts");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (rank[i] < 0 || rank[i] >= n) {
-            PyErr_Format(PyExc_ValueError, "filter %d out of range", rank[i]);
+    for (Py_ssize_t i = 0; i < count + count2; i++) {
+        int32_t r = i < count ? rank[i] : extra[i - count];
+        if (r < 0 || r >= n) {
+            PyErr_Format(PyExc_ValueError, "filter %d out of range", r);
             goto done;
         }
-        total += end[rank[i]] - (rank[i] ? end[rank[i] - 1] : 0) + (i > 0);
+        total += end[r] - (r ? end[r - 1] : 0);
     }
     char *buffer = ascii ? NULL : PyMem_Malloc((size_t)total);
     if (ascii) {
@@ -3267,12 +3277,13 @@ static PyObject *json_list(PyObject *module, PyObject *args)
     }
     char *at = buffer;
     *at++ = '[';
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t start = rank[i] ? end[rank[i] - 1] : 0;
-        if (i > 0)
+    for (Py_ssize_t i = 0, j = 0; i < count || j < count2;) { /* the two merged, ascending */
+        int32_t r = j == count2 || (i < count && rank[i] <= extra[j]) ? rank[i++] : extra[j++];
+        int64_t start = r ? end[r - 1] : 0;
+        if (at > buffer + 1)
             *at++ = ',';
-        memcpy(at, text + start, (size_t)(end[rank[i]] - start));
-        at += end[rank[i]] - start;
+        memcpy(at, text + start, (size_t)(end[r] - start));
+        at += end[r] - start;
     }
     *at = ']';
     if (!ascii) {
@@ -3283,6 +3294,8 @@ done:
     PyBuffer_Release(&ranks);
     PyBuffer_Release(&texts);
     PyBuffer_Release(&ends);
+    if (more.obj != NULL)
+        PyBuffer_Release(&more);
     return out;
 }
 
@@ -3932,9 +3945,9 @@ static PyMethodDef module_methods[] = {
     {"merge_ranks", merge_ranks, METH_VARARGS,
      "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,
-     "json_list(ranks, texts, ends, ascii) -> str: the JSON list of the ids of ranks (int32 "
-     "bytes); texts: every id as JSON text (UTF-8) one after the other, ends (int64 bytes) "
-     "where each ends, ascii: texts is ASCII"},
+     "json_list(ranks, texts, ends, ascii, more=None) -> str: the JSON list of the ids of ranks "
+     "(int32 bytes) and of more (merged: both ascending); texts: every id as JSON text (UTF-8) "
+     "one after the other, ends (int64 bytes) where each ends; ascii: texts is ASCII"},
     {NULL, NULL, 0, NULL},
 };
 

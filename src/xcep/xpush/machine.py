@@ -651,7 +651,10 @@ class XPushMachine:
         return list(map(self.compiled.ids.__getitem__, ranks))
 
     def _answer_json(self, found: int, proven: tuple[int, ...], counted=None) -> str:
-        """A document's answer as the text of a JSON list of ids (ascending)."""
+        """A document's answer as the text of a JSON list of ids (ascending): the counted
+        filters' ranks merged in as the list is written, in C."""
+        if self.kernel is not None and (counted is None or type(counted) is bytes):
+            return json_list(self._answer(found, proven), *self.compiled.json_ids, counted)
         return self._ranks_json(self._all_ranks(found, proven, counted))
 
     def _document_values(self, qt: int, text: str) -> int:
