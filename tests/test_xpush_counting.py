@@ -216,3 +216,13 @@ def test_the_counter_checks_what_it_is_given():
     for message, changed in bad:
         with pytest.raises(ValueError, match=message):
             counting.Counter(**(good | changed))
+
+
+def test_trace_answers_for_the_counted_filters_too():
+    filters = {1: "/a[b = 1]", 2: "//a[b = 2]", 3: "/a[not(c)]", 4: "/a[c]"}
+    for compiled in (True, False):
+        machine = XPushMachine(filters, MachineOptions(compiled=compiled))
+        assert machine.stats_dict()["counted_filters"] == 3
+        for _ in range(2):  # (the run's counter is reused: a trace starts a document)
+            _, ids = machine.trace("<a><b>1</b><b>2</b></a>")
+            assert ids == [1, 2, 3]

@@ -3188,7 +3188,17 @@ done:
     return out;
 }
 
+static PyObject *counter_reset(Counter *self, PyObject *unused)
+{
+    (void)unused;
+    counter_start(self, -1);
+    self->in_doc = 0;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef counter_methods[] = {
+    {"reset", (PyCFunction)counter_reset, METH_NOARGS,
+     "reset(): forget the document begun (the next event starts one)"},
     {"feed", (PyCFunction)counter_feed, METH_VARARGS,
      "feed(docs, kinds, names, values, elem_ids, attr_ids, start, end) -> [(doc, ranks)]: "
      "the counted filters over a batch's events start:end; for each document completed "

@@ -429,6 +429,26 @@ class CountedFilters:
     def __len__(self) -> int:
         return len(self.ranks)
 
+    def release(self) -> None:
+        """Drop what the compiled ``Counter`` holds copies of (a million filters' plans
+        are hundreds of MB): only the labels and the ranks stay."""
+        for name in (
+            "codes",
+            "postings",
+            "exists",
+            "values",
+            "indexes",
+            "_slots",
+            "costs",
+            "ops",
+            "atom_head",
+            "defaults",
+            "head_defaults",
+            "children",
+            "head_of",
+        ):
+            setattr(self, name, None)
+
     def counter(self):
         """The compiled run (``_states.Counter``), or None when the core is not built."""
         return None if Counter is None else Counter(**self.counter_arguments())
@@ -574,8 +594,17 @@ class Counting:
         self.counted = counted
         self.counter = counted.counter() if compiled else None
         self.run = CountingRun(counted) if self.counter is None else None
+        if self.counter is not None:  # it holds its own copies: the Python ones can go
+            counted.release()
         self.symbols = None
         self.elem_ids = self.attr_ids = array("i")
+
+    def reset(self) -> None:
+        """Forget the document begun (the next event starts one)."""
+        if self.counter is None:
+            self.run._start_document(None)
+        else:
+            self.counter.reset()
 
     def feed(self, batch, start: int, end: int) -> list:
         """(doc, ranks ascending: int32 bytes when compiled, else a tuple) for each

@@ -878,7 +878,6 @@ class XPushMachine:
         """
         from xcep.events import EventStream, parse
         from xcep.xpush.afa import describe
-        from xcep.xpush.counting import CountingRun
 
         afa, memo = self.compiled.afa, {}
         qt, qb, stack, texts, steps, proven = self.q0t, self.EMPTY, [], [[]], [], []
@@ -909,9 +908,9 @@ class XPushMachine:
         vq = self._element_values(qt, "".join(texts[-1]))
         counted = None
         if self.counting is not None:  # (the counted filters: no steps of the machine)
-            run = CountingRun(self.compiled.counted)
+            self.counting.reset()
             stream = EventStream([io.BytesIO(_bytes(document))], keep_whitespace=True)
-            answers = [r for b in stream.batches() for _, r in run.feed(b, 0, len(b))]
+            answers = [r for b in stream.batches() for _, r in self.counting.feed(b, 0, len(b))]
             counted = answers[0] if answers else None
         return steps, self._answer_ids(self._accept(qb, vq), tuple(proven), counted)
 
