@@ -94,7 +94,11 @@ def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple, tuple]:
     """(the program of a filter's shape, the constants and the names it uses, the filter's
     own key for early notification): what ``AFA.add_program`` compiles, without a tree
     per filter; or raise ``FilterError``."""
-    shape, constants, names = _known_shape(text, fid)
+    return _program(text, *_known_shape(text, fid))
+
+
+def _program(text: str, shape: _Shape, constants: tuple, names: tuple) -> tuple:
+    """``filter_program`` of a filter whose shape is known."""
     if shape.program is None and shape.path is None:  # a plan put together: this filter's tree
         shape.program = Recorder.program(normalize(parse_filter(text)), constants, names)
     elif shape.program is None:
@@ -313,8 +317,12 @@ class Workload:
         if fid in self.texts:
             raise FilterError("duplicate filter id", fid, line)
         try:
-            plan = filter_template(text, fid)
-            program = filter_program(text, fid) if plan is None else None
+            shape, constants, names = _known_shape(text, fid)
+            plan = program = None
+            if shape.plan is not None:
+                plan = (shape.plan, constants, _names_used.setdefault(names, names))
+            else:
+                program = _program(text, shape, constants, names)
         except FilterError as exc:
             exc.line = line
             raise
