@@ -203,7 +203,7 @@ def test_the_counter_checks_what_it_is_given():
 
     if counting.Counter is None:
         pytest.skip("the compiled core is not built here (no C compiler)")
-    counted = CountedFilters({0: filter_template("/a[b = 1 or not(c)]")})
+    counted = CountedFilters({0: filter_template("/a[b = 1 or not(c)]")}, compiled=False)
     assert evaluate(counted.codes[0], lambda atom: False)  # not(c): true with no atom
     good = counted.counter_arguments()
     assert counting.Counter(**good) is not None
@@ -226,3 +226,24 @@ def test_trace_answers_for_the_counted_filters_too():
         for _ in range(2):  # (the run's counter is reused: a trace starts a document)
             _, ids = machine.trace("<a><b>1</b><b>2</b></a>")
             assert ids == [1, 2, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(counted_filters(), min_size=1, max_size=10))
+def test_the_plans_made_in_c_are_the_references(paths):
+    """``_states.plan_filters`` makes each filter's atoms, formula and postings as
+    ``CountedFilters._plan`` does: the same arrays for Counter, item for item."""
+    from xcep.xpush import counting
+
+    if counting.plan_filters is None:
+        pytest.skip("the compiled core is not built here (no C compiler)")
+    planned = {k: filter_template(to_text(p)) for k, p in enumerate(paths)}
+    planned = {k: v for k, v in planned.items() if v is not None}
+    python = CountedFilters(planned, compiled=False).counter_arguments()
+    made_in_c = CountedFilters(planned, compiled=True).counter_arguments()
+    for key, value in python.items():
+        if key == "indexes":
+            continue
+        pairs = value if isinstance(value, tuple) else (value,)
+        theirs = made_in_c[key] if isinstance(value, tuple) else (made_in_c[key],)
+        assert [bytes(x) for x in pairs] == [bytes(x) for x in theirs], key

@@ -3217,6 +3217,243 @@ static PyTypeObject CounterType = {
     .tp_new = counter_new,
 };
 
+/* plan_filters(filter_shapes, constants, slots, formulas, choices, shape_heads,
+ *              shape_defaults, heads, slot_atoms, slot_costs, new_atom)
+ *   -> (postings, code, defaults, head_defaults)
+ * counting.CountedFilters._plan in C (its reference): per filter, its atoms (a dict
+ * lookup of each constant in its slot's atoms; new_atom(slot, value) makes a missing one
+ * and must number atoms in order), its formula over them (operators after the atoms, as
+ * Counter takes it), and the atoms it is found by: of its shape's sets, the one with the
+ * least summed cost (a slot's cost times one plus a hundredth of the filters that use
+ * the atom; the first such set), or all of its atoms where the shape has none. Shapes are
+ * flat int32 lists (offsets, items): slots as (slot, place + 1) pairs, 0 for no place;
+ * formulas with the operators 0-4 and atom k as 5 + k; choices as a count, then each
+ * set's size and atoms. postings, code and head_defaults come back as (offsets, items)
+ * pairs of int32 bytes, defaults as bytes. */
+static int plan_list(PyObject *pair, Lists *lists, Py_ssize_t n, const char *what)
+{
+    return load_lists(lists, pair, n, INT32_MAX, what) < 0 ? -1 : 0;
+}
+
+static PyObject *ints_bytes(const int32_t *items, Py_ssize_t count)
+{
+    return PyBytes_FromStringAndSize((const char *)items, count * 4);
+}
+
+static PyObject *plan_filters(PyObject *module, PyObject *args)
+{
+    PyObject *constants, *slots_arg, *formulas_arg, *choices_arg, *slot_atoms, *new_atom;
+    Py_buffer shapes_of, heads_of, defaults_of, costs;
+    Py_ssize_t heads;
+    if (!PyArg_ParseTuple(args, "y*O!OOOy*y*nO!y*O:plan_filters", &shapes_of, &PyList_Type,
+                          &constants, &slots_arg, &formulas_arg, &choices_arg, &heads_of,
+                          &defaults_of, &heads, &PyList_Type, &slot_atoms, &costs, &new_atom))
+        return NULL;
+    PyObject *result = NULL;
+    Lists slots = {NULL, NULL}, formulas = {NULL, NULL}, choices = {NULL, NULL};
+    IntVec numbers = {NULL, 0, 0}, numbers_at = {NULL, 0, 0}, atom_slot = {NULL, 0, 0};
+    int32_t *uses = NULL, *post_at = NULL, *post_items = NULL, *fill = NULL;
+    int32_t *code_at = NULL, *code_items = NULL, *hd_at = NULL, *hd_items = NULL;
+    double *atom_cost = NULL;
+    IntVec chosen = {NULL, 0, 0}, chosen_at = {NULL, 0, 0};
+    const int32_t *shape_of = shapes_of.buf, *shape_head = heads_of.buf;
+    const uint8_t *shape_default = defaults_of.buf;
+    const double *slot_cost = costs.buf;
+    Py_ssize_t filters = shapes_of.len / 4, shapes = heads_of.len / 4;
+    Py_ssize_t nslots = PyList_GET_SIZE(slot_atoms);
+    if (shapes_of.len % 4 || heads_of.len % 4 || defaults_of.len != shapes ||
+        costs.len != nslots * (Py_ssize_t)sizeof(double) || PyList_GET_SIZE(constants) != filters ||
+        heads < 0) {
+        PyErr_SetString(PyExc_ValueError, "plan_filters: one shape and constants per filter, "
+                                          "one head and default per shape, one cost per slot");
+        goto done;
+    }
+    if (plan_list(slots_arg, &slots, shapes, "slots") < 0 ||
+        plan_list(formulas_arg, &formulas, shapes, "formulas") < 0 ||
+        plan_list(choices_arg, &choices, shapes, "choices") < 0)
+        goto done;
+    for (Py_ssize_t s = 0; s < shapes; s++)
+        if (shape_head[s] < 0 || shape_head[s] >= heads || (slots.at[s + 1] - slots.at[s]) % 2) {
+            PyErr_SetString(PyExc_ValueError, "plan_filters: a shape's head or slots");
+            goto done;
+        }
+    /* each filter's atoms */
+    if (vec_push(&numbers_at, 0) < 0)
+        goto done;
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        int32_t s = shape_of[f];
+        PyObject *values = PyList_GET_ITEM(constants, f);
+        if (s < 0 || s >= shapes || !PyTuple_Check(values)) {
+            PyErr_SetString(PyExc_ValueError, "plan_filters: a filter's shape or constants");
+            goto done;
+        }
+        for (int32_t i = slots.at[s]; i < slots.at[s + 1]; i += 2) {
+            int32_t slot = slots.items[i], place = slots.items[i + 1] - 1;
+            if (slot >= nslots || place >= PyTuple_GET_SIZE(values)) {
+                PyErr_SetString(PyExc_ValueError, "plan_filters: a slot or place out of range");
+                goto done;
+            }
+            PyObject *value = place < 0 ? Py_None : PyTuple_GET_ITEM(values, place);
+            PyObject *atoms = PyList_GET_ITEM(slot_atoms, slot);
+            PyObject *found = PyDict_Check(atoms) ? PyDict_GetItemWithError(atoms, value) : NULL;
+            long atom;
+            if (found != NULL)
+                atom = PyLong_AsLong(found);
+            else if (PyErr_Occurred() || !PyDict_Check(atoms)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "plan_filters: a dict of atoms per slot");
+                goto done;
+            } else {
+                PyObject *slot_number = PyLong_FromLong(slot);
+                PyObject *made = slot_number ? PyObject_CallFunctionObjArgs(new_atom, slot_number, value, NULL) : NULL;
+                Py_XDECREF(slot_number);
+                atom = made ? PyLong_AsLong(made) : -1;
+                Py_XDECREF(made);
+                if (atom != atom_slot.len) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError, "plan_filters: new atoms in order");
+                    goto done;
+                }
+                if (vec_push(&atom_slot, slot) < 0)
+                    goto done;
+            }
+            if (atom == -1 && PyErr_Occurred())
+                goto done;
+            if (atom < 0 || atom >= atom_slot.len) {
+                PyErr_SetString(PyExc_ValueError, "plan_filters: an atom out of range");
+                goto done;
+            }
+            if (vec_push(&numbers, (int32_t)atom) < 0)
+                goto done;
+        }
+        if (vec_push(&numbers_at, (int32_t)numbers.len) < 0)
+            goto done;
+    }
+    Py_ssize_t atoms = atom_slot.len;
+    /* the costs of the atoms, from the filters that use them */
+    if (!(uses = PyMem_Calloc((size_t)atoms + 1, sizeof(int32_t))) ||
+        !(atom_cost = PyMem_Malloc(((size_t)atoms + 1) * sizeof(double))))
+        goto nomemory;
+    for (Py_ssize_t i = 0; i < numbers.len; i++)
+        uses[numbers.data[i]]++;
+    for (Py_ssize_t a = 0; a < atoms; a++)
+        atom_cost[a] = slot_cost[atom_slot.data[a]] * (1.0 + (double)uses[a] / 100.0);
+    /* the atoms each filter is found by */
+    if (vec_push(&chosen_at, 0) < 0)
+        goto done;
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        int32_t s = shape_of[f], from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
+        const int32_t *c = choices.items + choices.at[s], *end = choices.items + choices.at[s + 1];
+        if (c == end) { /* all of its atoms */
+            for (int32_t k = 0; k < local; k++)
+                if (vec_push(&chosen, numbers.data[from + k]) < 0)
+                    goto done;
+        } else {
+            const int32_t *best = NULL;
+            double least = 0;
+            int32_t sets = *c++;
+            for (int32_t j = 0; j < sets; j++) {
+                if (c >= end || c + 1 + *c > end) {
+                    PyErr_SetString(PyExc_ValueError, "plan_filters: a shape's choices");
+                    goto done;
+                }
+                double total = 0;
+                for (int32_t k = 1; k <= *c; k++) {
+                    if (c[k] < 0 || c[k] >= local) {
+                        PyErr_SetString(PyExc_ValueError, "plan_filters: a choice's atom");
+                        goto done;
+                    }
+                    total += atom_cost[numbers.data[from + c[k]]];
+                }
+                if (best == NULL || total < least)
+                    best = c, least = total;
+                c += 1 + *c;
+            }
+            for (int32_t k = 1; best != NULL && k <= *best; k++)
+                if (vec_push(&chosen, numbers.data[from + best[k]]) < 0)
+                    goto done;
+        }
+        if (vec_push(&chosen_at, (int32_t)chosen.len) < 0)
+            goto done;
+    }
+    /* postings: by atom, its filters ascending (a counting sort) */
+    if (!(post_at = PyMem_Calloc((size_t)atoms + 1, sizeof(int32_t))) ||
+        !(post_items = PyMem_Malloc(((size_t)chosen.len + 1) * sizeof(int32_t))) ||
+        !(fill = PyMem_Malloc(((size_t)atoms + 1) * sizeof(int32_t))))
+        goto nomemory;
+    for (Py_ssize_t i = 0; i < chosen.len; i++)
+        post_at[chosen.data[i] + 1]++;
+    for (Py_ssize_t a = 0; a < atoms; a++)
+        post_at[a + 1] += post_at[a];
+    memcpy(fill, post_at, (size_t)atoms * sizeof(int32_t));
+    for (Py_ssize_t f = 0; f < filters; f++)
+        for (int32_t i = chosen_at.data[f]; i < chosen_at.data[f + 1]; i++)
+            post_items[fill[chosen.data[i]]++] = (int32_t)f;
+    /* formulas over the atoms, operators after them; the filters true with none, by head */
+    Py_ssize_t code_count = 0;
+    for (Py_ssize_t f = 0; f < filters; f++)
+        code_count += formulas.at[shape_of[f] + 1] - formulas.at[shape_of[f]];
+    if (!(code_at = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))) ||
+        !(code_items = PyMem_Malloc(((size_t)code_count + 1) * sizeof(int32_t))) ||
+        !(hd_at = PyMem_Calloc((size_t)heads + 1, sizeof(int32_t))) ||
+        !(hd_items = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))))
+        goto nomemory;
+    PyObject *defaults = PyBytes_FromStringAndSize(NULL, filters);
+    if (defaults == NULL)
+        goto done;
+    char *default_of = PyBytes_AS_STRING(defaults);
+    Py_ssize_t at = 0;
+    code_at[0] = 0;
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        int32_t s = shape_of[f], from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
+        for (int32_t i = formulas.at[s]; i < formulas.at[s + 1]; i++) {
+            int32_t op = formulas.items[i];
+            if (op >= C_OPS && op - C_OPS >= local) {
+                Py_DECREF(defaults);
+                PyErr_SetString(PyExc_ValueError, "plan_filters: a formula's atom");
+                goto done;
+            }
+            code_items[at++] = op < C_OPS ? (int32_t)atoms + op : numbers.data[from + op - C_OPS];
+        }
+        code_at[f + 1] = (int32_t)at;
+        default_of[f] = (char)(shape_default[s] != 0);
+        if (shape_default[s])
+            hd_at[shape_head[s] + 1]++;
+    }
+    for (Py_ssize_t h = 0; h < heads; h++)
+        hd_at[h + 1] += hd_at[h];
+    if (heads > atoms + 1) { /* (fill has atoms + 1 items) */
+        PyMem_Free(fill);
+        if (!(fill = PyMem_Malloc(((size_t)heads + 1) * sizeof(int32_t)))) {
+            Py_DECREF(defaults);
+            goto nomemory;
+        }
+    }
+    memcpy(fill, hd_at, (size_t)heads * sizeof(int32_t));
+    for (Py_ssize_t f = 0; f < filters; f++)
+        if (shape_default[shape_of[f]])
+            hd_items[fill[shape_head[shape_of[f]]]++] = (int32_t)f;
+    result = Py_BuildValue("(NN)(NN)N(NN)", ints_bytes(post_at, atoms + 1),
+                           ints_bytes(post_items, chosen.len), ints_bytes(code_at, filters + 1),
+                           ints_bytes(code_items, at), defaults, ints_bytes(hd_at, heads + 1),
+                           ints_bytes(hd_items, hd_at[heads]));
+    goto done;
+nomemory:
+    PyErr_NoMemory();
+done:
+    PyBuffer_Release(&shapes_of);
+    PyBuffer_Release(&heads_of);
+    PyBuffer_Release(&defaults_of);
+    PyBuffer_Release(&costs);
+    void *blocks[] = {slots.at, slots.items, formulas.at, formulas.items, choices.at,
+                      choices.items, numbers.data, numbers_at.data, atom_slot.data, uses,
+                      atom_cost, chosen.data, chosen_at.data, post_at, post_items, fill,
+                      code_at, code_items, hd_at, hd_items};
+    for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
+        PyMem_Free(blocks[k]);
+    return result;
+}
+
 /* merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged, ascending. */
 static PyObject *merge_ranks(PyObject *module, PyObject *args)
 {
@@ -3952,6 +4189,10 @@ static PyMethodDef module_methods[] = {
      "watch_lists(kind, eps, targets, values) -> ((offsets, items), (offsets, items)): the "
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
+    {"plan_filters", plan_filters, METH_VARARGS,
+     "plan_filters(filter_shapes, constants, slots, formulas, choices, shape_heads, "
+     "shape_defaults, heads, slot_atoms, slot_costs, new_atom) -> (postings, code, defaults, "
+     "head_defaults): counted filters' atoms, formulas and postings (counting.CountedFilters)"},
     {"merge_ranks", merge_ranks, METH_VARARGS,
      "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,

@@ -156,7 +156,7 @@ def compile_workload(
     if options.counting and workload.plans:
         numbers = workload.numbers
         compiled.counted = CountedFilters(
-            {rank[numbers[fid]]: plan for fid, plan in workload.plans.items()}
+            {rank[numbers[fid]]: plan for fid, plan in workload.plans.items()}, options.compiled
         )
     if options.order and order_facts is not None:
         parents: list[list[int]] = [[] for _ in range(n)]

@@ -63,12 +63,14 @@ from xcep.xpush.ast import TEXT as TEXT_TEST
 from xcep.xpush.predicates import Predicate, PredicateIndex
 
 try:
-    from xcep.xpush._states import Counter
+    from xcep.xpush._states import Counter, plan_filters
 except ImportError:  # built without a C compiler: ``CountingRun`` does it
-    Counter = None
+    Counter = plan_filters = None
 
-# formula operators (postfix; an atom is its number, >= 0)
+# formula operators (postfix; an atom is its number, >= 0); in C the operators are
+# numbered 0-4 (-1 - op) and the atoms follow them (``_C_OPS``)
 TRUE, FALSE, NOT, AND, OR = -1, -2, -3, -4, -5
+_C_OPS = 5
 # how often a test of each kind may hold on a document, roughly (existence: 1), to find
 # filters by their rarest atoms (``CountedFilters.access``)
 _OP_COST = {
@@ -313,7 +315,9 @@ class CountedFilters:
     as (its shape's ``Template``, its constants, its names): the trie's nodes are found
     once per template and names, and only the constants are a filter's own."""
 
-    def __init__(self, planned: dict[int, tuple[Template, tuple, tuple]]) -> None:
+    def __init__(
+        self, planned: dict[int, tuple[Template, tuple, tuple]], compiled: bool = True
+    ) -> None:
         self.labels: dict[str, int] = {TEXT_LABEL: 0}
         self.children: dict[tuple[int, int], int] = {}  # (node, label) → node
         self.head_of: list[int] = [-1]  # node → its head number, or -1 (node 0: the document)
@@ -321,40 +325,61 @@ class CountedFilters:
         self.exists: list[list[int]] = [[]]  # node → atoms that hold where it is
         self.values: list[dict[int, Predicate]] = [{}]  # node → its value atoms
         self.heads: list[int] = []  # head number → its node
-        self.head_defaults: list[list[int]] = []  # head → its filters true with no atom
         self.atom_head: list[int] = []
         self.ops: list[str | None] = []  # atom → its test's operator (None: existence)
         self.ranks: list[int] = sorted(planned)
-        self.codes: list[tuple[int, ...]] = []  # filter → its formula over atom numbers
-        self.defaults: list[bool] = []  # filter → whether it holds with no atom true
         # an atom's test without its constant: (anchor, node, op) → slot, and per slot
         # its atoms by constant (one dict lookup of the constant per atom of a filter)
-        slot_of: dict[tuple, int] = {}
+        self._slot_of: dict[tuple, int] = {}
         self._slots: list[tuple[dict, int, int, str | None]] = []  # (atoms, head, node, op)
-        shapes: dict[tuple, tuple] = {}  # (template, names) → what their filters share
-        found_by = []  # filter → (its atoms, the sets of them it may be found by)
-        for f, rank in enumerate(self.ranks):
-            template, constants, names = planned[rank]
-            shape = shapes.get((template, names))
+        # what the filters of one template with one set of names share, numbered
+        shape_of: dict[tuple, int] = {}
+        self._shapes: list[tuple] = []  # (head, slots as (slot, place), formula, default, choices)
+        filter_shapes = array("i")
+        constants = []
+        for rank in self.ranks:
+            template, values, names = planned[rank]
+            shape = shape_of.get((template, names))
             if shape is None:
-                plan = template.named(names)
-                anchor = self._node(0, plan.head)
-                head = self._head(anchor)
-                slots = []
-                for (labels, op, _), place in zip(plan.atoms, template.places, strict=True):
-                    key = (anchor, self._node(anchor, labels), op)
-                    slot = slot_of.get(key)
-                    if slot is None:
-                        slot = slot_of[key] = len(self._slots)
-                        self._slots.append(({}, head, key[1], op))
-                    slots.append((self._slots[slot], place))
-                shape = (head, tuple(slots), plan.formula, template.default, template.choices)
-                shapes[(template, names)] = shape
-            head, slots, formula, default, choices = shape
+                shape = shape_of[(template, names)] = len(self._shapes)
+                self._shapes.append(self._shape(template, names))
+            filter_shapes.append(shape)
+            constants.append(values)
+        self.arrays = None  # what Counter is built from, where planned in C
+        if compiled and plan_filters is not None:
+            self._plan_in_c(filter_shapes, constants)
+        else:
+            self._plan(filter_shapes, constants)
+        self.indexes = [PredicateIndex(values) if values else None for values in self.values]
+
+    def _shape(self, template: Template, names: tuple) -> tuple:
+        plan = template.named(names)
+        anchor = self._node(0, plan.head)
+        head = self._head(anchor)
+        slots = []
+        for (labels, op, _), place in zip(plan.atoms, template.places, strict=True):
+            key = (anchor, self._node(anchor, labels), op)
+            slot = self._slot_of.get(key)
+            if slot is None:
+                slot = self._slot_of[key] = len(self._slots)
+                self._slots.append(({}, head, key[1], op))
+            slots.append((slot, place))
+        return head, tuple(slots), plan.formula, template.default, template.choices
+
+    def _plan(self, filter_shapes, constants: list) -> None:
+        """Each filter's atoms, formula and the atoms it is found by (``access``); the
+        reference of ``_states.plan_filters``."""
+        self.codes: list[tuple[int, ...]] = []  # filter → its formula over atom numbers
+        self.defaults: list[bool] = []  # filter → whether it holds with no atom true
+        self.head_defaults: list[list[int]] = [[] for _ in self.heads]
+        found_by = []  # filter → (its atoms, the sets of them it may be found by)
+        slots = self._slots
+        for f, (shape, values) in enumerate(zip(filter_shapes, constants, strict=True)):
+            head, places, formula, default, choices = self._shapes[shape]
             numbers = []
-            for slot, place in slots:
-                value = None if place < 0 else constants[place]
-                atom = slot[0].get(value)
+            for slot, place in places:
+                value = None if place < 0 else values[place]
+                atom = slots[slot][0].get(value)
                 numbers.append(self._atom(slot, value) if atom is None else atom)
             self.codes.append(tuple(op if op < 0 else numbers[op] for op in formula))
             self.defaults.append(default)
@@ -373,11 +398,41 @@ class CountedFilters:
         for f, (numbers, choices) in enumerate(found_by):
             for atom in self.access(numbers, choices):
                 self.postings[atom].append(f)
-        self.indexes = [PredicateIndex(values) if values else None for values in self.values]
 
-    def _atom(self, slot: tuple, value) -> int:
+    def _plan_in_c(self, filter_shapes, constants: list) -> None:
+        """``_plan`` done by ``_states.plan_filters``, into the arrays ``Counter`` takes:
+        the shapes given as flat int32 lists (their slots and places + 1, their formulas with
+        the operators first, their sets of atoms to be found by: a count, then each set's
+        size and atoms; none for all atoms), a new atom made here when a constant is new."""
+        shapes = self._shapes
+        slots = _offsets([[x for s, p in shape[1] for x in (s, p + 1)] for shape in shapes])
+        formulas = _offsets(
+            [[-1 - op if op < 0 else _C_OPS + op for op in shape[2]] for shape in shapes]
+        )
+        choices = _offsets(
+            [
+                [len(sets), *(x for choice in sets for x in (len(choice), *choice))] if sets else []
+                for *_, sets in shapes
+            ]
+        )
+        slot_costs = array("d", (_OP_COST.get(op, 1.0) for *_, op in self._slots))
+        self.arrays = plan_filters(
+            filter_shapes,
+            constants,
+            slots,
+            formulas,
+            choices,
+            array("i", (shape[0] for shape in shapes)),
+            bytes(shape[3] for shape in shapes),
+            len(self.heads),
+            [slot[0] for slot in self._slots],
+            slot_costs,
+            self._atom,
+        )
+
+    def _atom(self, slot: int, value) -> int:
         """A new atom: the test of ``slot`` with the constant ``value``."""
-        atoms, head, node, op = slot
+        atoms, head, node, op = self._slots[slot]
         atom = atoms[value] = len(self.atom_head)
         self.atom_head.append(head)
         self.ops.append(op)
@@ -408,7 +463,6 @@ class CountedFilters:
         if head < 0:
             head = self.head_of[anchor] = len(self.heads)
             self.heads.append(anchor)
-            self.head_defaults.append([])
         return head
 
     def _node(self, node: int, labels) -> int:
@@ -446,6 +500,9 @@ class CountedFilters:
             "head_defaults",
             "children",
             "head_of",
+            "arrays",
+            "_slot_of",
+            "_shapes",
         ):
             setattr(self, name, None)
 
@@ -456,8 +513,12 @@ class CountedFilters:
     def counter_arguments(self) -> dict:
         """What ``_states.Counter`` is built from: these tables as flat int32 arrays."""
         atoms = len(self.atom_head)
-        # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
-        codes = [[op if op >= 0 else atoms - 1 - op for op in code] for code in self.codes]
+        if self.arrays is not None:  # planned in C
+            postings, code, defaults, head_defaults = self.arrays
+        else:  # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
+            codes = [[op if op >= 0 else atoms - 1 - op for op in code] for code in self.codes]
+            postings, code = _offsets(self.postings), _offsets(codes)
+            defaults, head_defaults = bytes(self.defaults), _offsets(self.head_defaults)
         keys = array("i")
         for (node, label), child in self.children.items():
             keys.extend((node, label, child))
@@ -468,10 +529,10 @@ class CountedFilters:
             exists=_offsets(self.exists),
             indexes=[None if index is None else index.compiled(atoms) for index in self.indexes],
             atom_head=array("i", self.atom_head),
-            postings=_offsets(self.postings),
-            code=_offsets(codes),
-            defaults=bytes(self.defaults),
-            head_defaults=_offsets(self.head_defaults),
+            postings=postings,
+            code=code,
+            defaults=defaults,
+            head_defaults=head_defaults,
             ranks=array("i", self.ranks),
         )
 
