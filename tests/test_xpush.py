@@ -418,7 +418,7 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
     parse alike but for those: a filter whose constants and names are replaced by
     others of their kind parses as the first filter with them put in (or both fail)."""
     from xcep.xpush.parser import FilterSyntaxError
-    from xcep.xpush.workload import _PIECE, _put, _shape
+    from xcep.xpush.workload import _put, _shape, pieces
 
     text = "".join(pieces)
     key, constants, names = _shape(text)
@@ -445,7 +445,7 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
         value = others[float(match.group(2))]
         return f"{value:g}" if value != int(value) else str(int(value))
 
-    renamed = _PIECE.sub(replace_piece, text)
+    renamed = pieces().sub(replace_piece, text)
     if _shape(renamed)[0] != key:
         return  # a string constant that now reads otherwise ("'" inside): not one shape
     try:
