@@ -417,8 +417,9 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
     """Two filters of one shape (the text with its constants and names cut out) must
     parse alike but for those: a filter whose constants and names are replaced by
     others of their kind parses as the first filter with them put in (or both fail)."""
+    from xcep.xpush import workload
     from xcep.xpush.parser import FilterSyntaxError
-    from xcep.xpush.workload import _put, _shape, pieces
+    from xcep.xpush.workload import _put, _shape
 
     text = "".join(pieces)
     key, constants, names = _shape(text)
@@ -445,7 +446,7 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
         value = others[float(match.group(2))]
         return f"{value:g}" if value != int(value) else str(int(value))
 
-    renamed = pieces().sub(replace_piece, text)
+    renamed = workload.pieces().sub(replace_piece, text)
     if _shape(renamed)[0] != key:
         return  # a string constant that now reads otherwise ("'" inside): not one shape
     try:
