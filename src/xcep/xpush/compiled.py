@@ -15,7 +15,7 @@ from itertools import accumulate, chain
 
 from xcep.idlines import id_key
 from xcep.xpush.afa import AFA, AND, NOT, TRUE
-from xcep.xpush.counting import CountedFilters
+from xcep.xpush.counting import CountedFilters, offsets
 from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload
 
@@ -165,11 +165,6 @@ def compile_workload(
                 parents[t].append(s)
         compiled.prec = _order_preconditions(afa, parents, compiled.back, initial, order_facts)
     return compiled
-
-
-def offsets(lists: list[tuple[int, ...]]) -> tuple[array, array]:
-    """Lists of ints as flat int32 arrays: offsets (one more than lists) and items."""
-    return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
 
 
 def sparse_offsets(lists: dict[int, tuple[int, ...]], n: int) -> tuple[array, array]:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from itertools import accumulate, chain
 
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT
 from xcep.xpush.ast import (
@@ -300,13 +301,10 @@ def conjunction(plans: list[Plan]) -> Plan | None:
     return Plan(head, tuple(atoms), tuple(code))
 
 
-def _offsets(lists) -> tuple[array, array]:
-    at = array("i", [0])
-    items = array("i")
-    for items_of in lists:
-        items.extend(items_of)
-        at.append(len(items))
-    return at, items
+def offsets(lists) -> tuple[array, array]:
+    """Lists of ints as flat int32 arrays: offsets (one more than lists) and items (what
+    the compiled core takes for lists: ``Counter``, ``StateKernel``)."""
+    return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
 
 
 class CountedFilters:
@@ -405,11 +403,11 @@ class CountedFilters:
         the operators first, their sets of atoms to be found by: a count, then each set's
         size and atoms; none for all atoms), a new atom made here when a constant is new."""
         shapes = self._shapes
-        slots = _offsets([[x for s, p in shape[1] for x in (s, p + 1)] for shape in shapes])
-        formulas = _offsets(
+        slots = offsets([[x for s, p in shape[1] for x in (s, p + 1)] for shape in shapes])
+        formulas = offsets(
             [[-1 - op if op < 0 else _C_OPS + op for op in shape[2]] for shape in shapes]
         )
-        choices = _offsets(
+        choices = offsets(
             [
                 [len(sets), *(x for choice in sets for x in (len(choice), *choice))] if sets else []
                 for *_, sets in shapes
@@ -517,8 +515,8 @@ class CountedFilters:
             postings, code, defaults, head_defaults = self.arrays
         else:  # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
             codes = [[op if op >= 0 else atoms - 1 - op for op in code] for code in self.codes]
-            postings, code = _offsets(self.postings), _offsets(codes)
-            defaults, head_defaults = bytes(self.defaults), _offsets(self.head_defaults)
+            postings, code = offsets(self.postings), offsets(codes)
+            defaults, head_defaults = bytes(self.defaults), offsets(self.head_defaults)
         keys = array("i")
         for (node, label), child in self.children.items():
             keys.extend((node, label, child))
@@ -526,7 +524,7 @@ class CountedFilters:
             children=keys,
             head_of=array("i", self.head_of),
             collect=bytes(bool(v) and e for v, e in zip(self.values, self.is_element, strict=True)),
-            exists=_offsets(self.exists),
+            exists=offsets(self.exists),
             indexes=[None if index is None else index.compiled(atoms) for index in self.indexes],
             atom_head=array("i", self.atom_head),
             postings=postings,
