@@ -138,7 +138,9 @@ def compile_workload(
     else:
         watchers = _watchers(afa)
     ids = _sorted_ids(workload.numbers)
-    rank = {workload.numbers[fid]: position for position, fid in enumerate(ids)}
+    # filter number → rank, for the filters in the AFA (none where all are counted)
+    numbers = workload.numbers
+    rank = {numbers[fid]: k for k, fid in enumerate(ids)} if afa.initial or afa.early else {}
     initial = _by_state(afa.initial, rank)
     compiled = CompiledWorkload(
         afa=afa,
@@ -154,9 +156,9 @@ def compile_workload(
         size=n,
     )
     if options.counting and workload.plans:
-        numbers = workload.numbers
+        plans = workload.plans
         compiled.counted = CountedFilters(
-            {rank[numbers[fid]]: plan for fid, plan in workload.plans.items()}, options.compiled
+            {k: plans[fid] for k, fid in enumerate(ids) if fid in plans}, options.compiled
         )
     if options.order and order_facts is not None:
         parents: list[list[int]] = [[] for _ in range(n)]

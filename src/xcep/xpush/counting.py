@@ -329,6 +329,7 @@ class CountedFilters:
         # an atom's test without its constant: (anchor, node, op) → slot, and per slot
         # its atoms by constant (one dict lookup of the constant per atom of a filter)
         self._slot_of: dict[tuple, int] = {}
+        self._nodes: dict[tuple, int] = {}  # (node, labels) → the node they lead to
         self._slots: list[tuple[dict, int, int, str | None]] = []  # (atoms, head, node, op)
         # what the filters of one template with one set of names share, numbered
         shape_of: dict[tuple, int] = {}
@@ -355,8 +356,12 @@ class CountedFilters:
         anchor = self._node(0, plan.head)
         head = self._head(anchor)
         slots = []
+        nodes = self._nodes
         for (labels, op, _), place in zip(plan.atoms, template.places, strict=True):
-            key = (anchor, self._node(anchor, labels), op)
+            node = nodes.get((anchor, labels))
+            if node is None:
+                node = nodes[(anchor, labels)] = self._node(anchor, labels)
+            key = (anchor, node, op)
             slot = self._slot_of.get(key)
             if slot is None:
                 slot = self._slot_of[key] = len(self._slots)
@@ -500,6 +505,7 @@ class CountedFilters:
             "head_of",
             "arrays",
             "_slot_of",
+            "_nodes",
             "_shapes",
         ):
             setattr(self, name, None)
