@@ -134,12 +134,16 @@ class Template:
     what does not depend on the constants: the formula's value with no atom true and the
     sets of atoms a filter may be found by (``CountedFilters.access``)."""
 
-    __slots__ = ("_renamed", "choices", "default", "names", "places", "plan")
+    __slots__ = ("_renamed", "choices", "counted", "default", "names", "places", "plan")
 
     def __init__(self, plan: Plan, places: tuple, names: tuple) -> None:
         self.plan, self.places, self.names = plan, places, names
         self.default = evaluate(plan.formula, lambda atom: False)
         self.choices = _choices(plan.formula)
+        # counted only where it tests a value: paths alone make no new machine states
+        # (filters differ in names, not in constants), and the machine caches their
+        # answers by state where counting makes each document's anew
+        self.counted = any(op is not None for _, op, _ in plan.atoms)
         self._renamed = {names: plan}
 
     @classmethod

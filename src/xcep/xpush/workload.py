@@ -113,21 +113,20 @@ def _program(text: str, shape: _Shape, constants: tuple, names: tuple) -> tuple:
 
 
 def filter_plan(text: str, fid=None) -> Plan | None:
-    """The plan of a filter whose values are counted (``counting.py``), or None when it
-    is not of that form; or raise ``FilterError``."""
-    planned = filter_template(text, fid)
-    return None if planned is None else planned[0].plan_for(*planned[1:])
+    """The plan of a filter of the counted form (``counting.py``), or None when it is not
+    of that form (counted or not: see ``filter_template``); or raise ``FilterError``."""
+    shape, constants, names = _known_shape(text, fid)
+    return None if shape.plan is None else shape.plan.plan_for(constants, names)
 
 
 def filter_template(text: str, fid=None) -> tuple[Template, tuple, tuple] | None:
     """(the plan of a counted filter's shape, the filter's constants, its names): what
-    ``CountedFilters`` compiles without a plan per filter; None when it is not counted."""
+    ``CountedFilters`` compiles without a plan per filter; None when it is not counted:
+    not of the form, or with no value to test (``Template.counted``)."""
     shape, constants, names = _known_shape(text, fid)
-    return (
-        None
-        if shape.plan is None
-        else (shape.plan, constants, _names_used.setdefault(names, names))
-    )
+    if shape.plan is None or not shape.plan.counted:
+        return None
+    return shape.plan, constants, _names_used.setdefault(names, names)
 
 
 _NAME_CHAR = r"\w.\-\u00b7\u00c0-\uffff"
@@ -329,7 +328,7 @@ class Workload:
         try:
             shape, constants, names = _known_shape(text, fid)
             plan = program = None
-            if shape.plan is not None:
+            if shape.plan is not None and shape.plan.counted:
                 plan = (shape.plan, constants, _names_used.setdefault(names, names))
             else:
                 program = _program(text, shape, constants, names)
