@@ -147,8 +147,8 @@ def test_a_conjunctions_plan_is_its_trees(head, conjuncts):
     atoms = sorted(set(plan.atoms) | set(whole.atoms), key=repr)
     for values in itertools.islice(itertools.product((False, True), repeat=len(atoms)), 64):
         true = {atom for atom, value in zip(atoms, values, strict=False) if value}
-        assert plan.holds(lambda k, true=true: plan.atoms[k] in true) == whole.holds(
-            lambda k, true=true: whole.atoms[k] in true
+        assert evaluate(plan.formula, lambda k, true=true: plan.atoms[k] in true) == evaluate(
+            whole.formula, lambda k, true=true: whole.atoms[k] in true
         ), (text, true)
 
 

@@ -3454,6 +3454,14 @@ done:
     return result;
 }
 
+/* The next of two ascending int32 arrays merged (x[*i] or y[*j], that one's index moved
+ * on; one of them must have one left): merge_ranks and json_list's more. */
+static inline int32_t next_merged(const int32_t *x, Py_ssize_t nx, Py_ssize_t *i,
+                                  const int32_t *y, Py_ssize_t ny, Py_ssize_t *j)
+{
+    return *j == ny || (*i < nx && x[*i] <= y[*j]) ? x[(*i)++] : y[(*j)++];
+}
+
 /* merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged, ascending. */
 static PyObject *merge_ranks(PyObject *module, PyObject *args)
 {
@@ -3465,12 +3473,8 @@ static PyObject *merge_ranks(PyObject *module, PyObject *args)
     if (out != NULL) {
         const int32_t *x = a.buf, *y = b.buf;
         int32_t *z = (int32_t *)PyBytes_AS_STRING(out);
-        while (i < na && j < nb)
-            z[k++] = x[i] <= y[j] ? x[i++] : y[j++];
-        while (i < na)
-            z[k++] = x[i++];
-        while (j < nb)
-            z[k++] = y[j++];
+        while (i < na || j < nb)
+            z[k++] = next_merged(x, na, &i, y, nb, &j);
     }
     PyBuffer_Release(&a);
     PyBuffer_Release(&b);
@@ -3525,7 +3529,7 @@ static PyObject *json_list(PyObject *module, PyObject *args)
     char *at = buffer;
     *at++ = '[';
     for (Py_ssize_t i = 0, j = 0; i < count || j < count2;) { /* the two merged, ascending */
-        int32_t r = j == count2 || (i < count && rank[i] <= extra[j]) ? rank[i++] : extra[j++];
+        int32_t r = next_merged(rank, count, &i, extra, count2, &j);
         int64_t start = r ? end[r - 1] : 0;
         if (at > buffer + 1)
             *at++ = ',';

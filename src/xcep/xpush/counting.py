@@ -106,10 +106,6 @@ class Plan:
         atoms = tuple((tuple(map(label, labels)), op, value) for labels, op, value in self.atoms)
         return Plan(tuple(map(label, self.head)), atoms, self.formula)
 
-    def holds(self, true) -> bool:
-        """The formula's value, ``true(atom)`` the value of each atom."""
-        return evaluate(self.formula, true)
-
 
 def evaluate(code, true) -> bool:
     """A postfix formula's value, ``true(atom)`` the value of each atom."""
