@@ -98,7 +98,7 @@ def _conditions(draw, variables: list) -> list[str]:
         if draw(st.booleans()):
             continue
         options = [f"tag({name}) = '{draw(st.sampled_from(TAGS))}'", f"{name}@x >= 2"]
-        options.append(f"{name}/b")
+        options += [f"{name}/b", f"{name}/a/@x = 2", f"{name}/c/b/text() = 't'"]
         if kleene:
             options += [
                 f"{name}@x > prev({name})@x",
@@ -144,7 +144,9 @@ def families(draw, size: int) -> list[str]:
 def _query(draw, body: str, variables: list, form: int, by: str | None) -> str:
     terms = []
     for name, kleene in variables[:3]:
-        terms.append(draw(st.sampled_from([f"{name}@x", f"{name}", f"tag({name})"])))
+        reads = [f"{name}@x", f"{name}", f"tag({name})"]  # and values below it: the child
+        reads += [f"{name}/b/text()", f"{name}/a/@x", f"{name}/c/b", f"{name}/text()"]  # paths
+        terms.append(draw(st.sampled_from(reads)))
         if kleene:
             terms.append(draw(st.sampled_from([f"last({name})@x", f"count({name})"])))
     if form == 4:

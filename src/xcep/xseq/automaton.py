@@ -26,7 +26,16 @@ from xcep.xseq.matches import (
     Binding,
     make_env,
 )
-from xcep.xseq.program import PENDING, Check, MemberCheck, Program, Verdicts
+from xcep.xseq.program import (
+    ALL,
+    PENDING,
+    TEXT,
+    Check,
+    MemberCheck,
+    Program,
+    Verdicts,
+    merge_reads,
+)
 
 _NONE = ()  # no run waits in this list yet
 SKIPPING = "skipping"  # ``open``, ``close``, ``quiet``: inside a subtree no run waits in
@@ -41,7 +50,7 @@ class Frame:
     """
 
     node: Node | None = None
-    capture = False
+    keep = None  # what of its subtree is kept (``program.merge_reads``): None, nothing
     waiting: list | None = None  # checks waiting for this element to close
     wake: list | None = None  # emitters whose next row waits for this element to close
     # the waiting runs, by wait mode; a list once a run waits here
@@ -100,7 +109,6 @@ class Run:
         self.m = machine.ready()
         self.outputs = outputs  # .add(run, slot, matches): the matches of the query in slot
         self.key = key
-        self.capturing = 0
         self.joins: dict = {}  # intersect: (group, binding, node) -> {operand: checks}
         self.skip = 0  # depth inside a subtree no run waits in
         self.suspended: list = []  # stacks of enclosing elements of the same partition
@@ -122,11 +130,11 @@ class Run:
             frame.node = Node.element(frame.tag, frame.doc, frame.ident, parent, frame.attrs)
         return frame.node
 
-    def capture(self, node: Node, frame: Frame) -> None:
-        """Keep the subtree of the open element ``node`` (its frame is ``frame``)."""
-        if not frame.capture and not node.closed:
-            frame.capture = True
-            self.capturing += 1
+    def capture(self, node: Node, frame: Frame, reads=ALL) -> None:
+        """Keep what ``reads`` says of the subtree of the open element ``node`` (its frame
+        is ``frame``): all of it, or the children of some names and what of theirs."""
+        if not node.closed:
+            frame.keep = merge_reads(frame.keep, reads)
 
     def wait_for(self, decide: Callable, nodes: list[Node], kind=Check) -> Check:
         check = kind(decide, nodes)
@@ -147,11 +155,11 @@ class Run:
     def suspend(self) -> None:
         """A partitioned element opens inside another of the same partition: it is the next
         child of the partition root, so it gets a stack of its own until it closes."""
-        self.suspended.append((self.frames, self.capturing, self.skip))
-        self.frames, self.capturing, self.skip = [self.frames[0]], 0, 0
+        self.suspended.append((self.frames, self.skip))
+        self.frames, self.skip = [self.frames[0]], 0
 
     def resume(self) -> None:
-        self.frames, self.capturing, self.skip = self.suspended.pop()
+        self.frames, self.skip = self.suspended.pop()
 
     # events: ``open`` and ``close`` say what the events after them need (``quiet``)
     def open(self, tag: str, attrs: list, ident: int, doc: int):
@@ -162,9 +170,13 @@ class Run:
         parent = frames[-1]
         tests = self.m.tests
         found = []
+        keep = None  # what of this element is kept: its parent keeps it, or nothing
         if parent.__class__ is Light:
             dchain, dtchain, dkey, dnames = parent[4:]
         else:
+            kept = parent.keep
+            if kept is not None:
+                keep = kept if kept is ALL else kept.get(tag)
             dchain, dtchain, dkey, dnames = parent.chains(self.m.cache, tests)
             waiting = parent.nxt
             if waiting:
@@ -189,7 +201,7 @@ class Run:
         if found and self.m.guarded:  # predicates the open tag's attributes decide: failing
             guards = self.m.guards  # threads die here
             found = [t for t in found if (guard := guards[t[0]]) is None or guard(attrs)]
-        if not (found or self.capturing):
+        if not (found or keep is not None):
             if dchain or dtchain:
                 frames.append((tag, attrs, ident, doc, dchain, dtchain, dkey, dnames))
                 return None if dtchain or not self.stretches else MAYBE_QUIET
@@ -199,7 +211,8 @@ class Run:
             parent = self._real(len(frames) - 1)
         frame = Frame(tag, attrs, ident, doc, parent, dchain, dtchain, dkey, dnames)
         frames.append(frame)
-        if self.capturing:
+        if keep is not None:
+            frame.keep = keep
             node = self.node_of(frame)
             node.parent.children.append(node)
         if found:
@@ -207,7 +220,7 @@ class Run:
                 self.joins.clear()
             self.closure(found, frame, parent, None)
             self.flush_matches()
-        return MAYBE_QUIET if self.stretches and not self.capturing else None
+        return MAYBE_QUIET if self.stretches and not frame.keep else None
 
     def _real(self, index: int) -> Frame:
         """The frame at ``index`` of the stack, made a ``Frame`` if it was ``Light``."""
@@ -221,7 +234,7 @@ class Run:
         if self.skip:
             return
         frame = self.frames[-1]
-        # a Light entry is never capturing (captured elements get frames); only its dtchain
+        # a Light entry keeps nothing (kept elements get frames); only its dtchain
         light = frame.__class__ is Light
         if light:
             groups = frame[5]
@@ -234,7 +247,8 @@ class Run:
         if found and light:
             frame = self._real(len(self.frames) - 1)
         node = None
-        if self.capturing:
+        kept = None if light else frame.keep
+        if kept is ALL or (kept is not None and TEXT in kept):
             node = Node(TEXT_NODE, None, frame.doc, ident, frame.node)
             node.value = value
             frame.node.children.append(node)
@@ -256,8 +270,6 @@ class Run:
             return None  # (a Light below it would be read in Python up to the next open)
         if frame.node is not None:
             frame.node.closed = True
-        if frame.capture:
-            self.capturing -= 1
         if frame.waiting:
             for check in frame.waiting:
                 check.node_closed()
@@ -265,7 +277,10 @@ class Run:
             active = self.outputs.active
             for emitter in frame.wake:
                 active[emitter] = None
-        return MAYBE_QUIET if self.stretches and not self.capturing else None
+        if not self.stretches:
+            return None
+        top = self.frames[-1]
+        return MAYBE_QUIET if top.__class__ is Light or not top.keep else None
 
     def quiet(self):
         """What the events below the top of the stack need, when only some of them can
@@ -413,8 +428,9 @@ class Run:
                 if step.var:
                     p = programs[state.owner]
                     binding = binding.bind(p.index[step.var], here, step.var in p.kleene)
-                    if step.var in p.captured_vars and here.kind == ELEMENT:
-                        self.capture(here, child)
+                    reads = p.captured_vars.get(step.var)
+                    if reads is not None and here.kind == ELEMENT:
+                        self.capture(here, child, reads)
                     result = self.check_bound(p, binding, checks, done)
                     if result is None:
                         continue

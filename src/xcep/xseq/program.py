@@ -122,7 +122,8 @@ class Program:
         member = Member(analysis, [c for c in analysis.per_match if c not in common], self.interned)
         self.members[slot] = member
         self.conditions.set(slot, member.per_match)
-        self.captured_vars |= member.captured_vars
+        for var, reads in member.captured_vars.items():
+            self.captured_vars[var] = merge_reads(self.captured_vars.get(var), reads)
         for reading in self.members.values() if demoted else (member,):
             self.member_refs.update((id(r), r) for r in reading.refs)
         self._plan_decision()
@@ -145,18 +146,70 @@ class Program:
             self.decide_at = max(self.index[v] for v in variables)
 
 
-def _captured_vars(analysis: Analysis) -> set[str]:
-    """The variables whose subtrees conditions or outputs read: their nodes are kept."""
-    captured: set[str] = set()
-    for conjunct in analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]:
-        captured.update(r.var for r in _subtree_refs(conjunct.cond))
+# what of a captured node's subtree is read: ``ALL`` of it, or {a child's name (``TEXT``:
+# its text children) → what of that child's}; the others are not kept (``merge_reads``)
+ALL = True
+TEXT = "#text"
+
+
+def merge_reads(a, b):
+    """What two readers of one subtree read together (None: nothing)."""
+    if a is None or b is ALL:
+        return b
+    if b is None or a is ALL:
+        return a
+    merged = dict(a)
+    for name, below in b.items():
+        merged[name] = merge_reads(merged.get(name), below)
+    return merged
+
+
+def _path_reads(steps: tuple):
+    """What the relative path ``steps`` reads of its context node's subtree: along child
+    steps of names, only those children (an attribute last: the element, none of its
+    subtree; ``text()`` last: the text children); at the node the path ends on, or at a
+    step of any other kind (``//``, ``*``, a predicate), all of it."""
+    if not steps:
+        return ALL
+    step, rest = steps[0], steps[1:]
+    if step.axis == A.ATTRIBUTE and not rest:
+        return {}
+    if step.axis == A.CHILD and not step.preds:
+        if step.kind == A.TEXT and not rest:
+            return {TEXT: ALL}
+        if step.kind == A.ELEMENT and step.name != A.WILDCARD:
+            return {step.name: _path_reads(rest)}
+    return ALL
+
+
+def _ref_reads(ref: A.VarRef):
+    path = ref.path
+    if path is None:
+        return ALL
+    steps = path.items if isinstance(path, A.Seq) else (path,)
+    if not all(isinstance(step, A.Step) for step in steps):
+        return ALL
+    return _path_reads(tuple(steps))
+
+
+def _captured_vars(analysis: Analysis) -> dict:
+    """The variables whose subtrees conditions or outputs read (their nodes are kept), and
+    what of them they read (``merge_reads``)."""
+    captured: dict = {}
+    refs = [
+        r
+        for conjunct in analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
+        for r in _subtree_refs(conjunct.cond)
+    ]
     if analysis.query.returns:
         for term in analysis.query.returns:
             # count($X) counts the nodes (Aggregator.add): it reads no value of theirs
             as_value = not (term.aggregate == "count" and isinstance(term.expr, A.VarRef))
             for ref in A.walk(term.expr):
                 if isinstance(ref, A.VarRef) and _ref_needs_subtree(ref, as_value):
-                    captured.add(ref.var)
+                    refs.append(ref)
+    for ref in refs:
+        captured[ref.var] = merge_reads(captured.get(ref.var), _ref_reads(ref))
     return captured
 
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 
 from xcep.errors import StateError
 
-VERSION = 4  # 4: flat-sequence runs keep their list reader apart (3: path runs of several
-# queries; 2: flat-sequence policies)
+VERSION = 5  # 5: a captured subtree keeps only what is read (Frame.keep); 4: flat-sequence
+# runs keep their list reader apart (3: path runs of several queries; 2: flat-sequence policies)
 MAGIC = b"xcep-xseq-run"
 
 
