@@ -111,6 +111,11 @@ def automaton_rows(query: str, text: str, batch_size: int, stretches: bool) -> l
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(query=queries(), text=documents(), batch_size=st.integers(1, 30))
+@example(  # the text of a kept child after a child that is not kept (and skipped)
+    query="return $V0@x from /$V0 where $V0/c/b/text() = 't'",
+    text="<r><c><b><a></a>t</b></c></r>",
+    batch_size=30,
+)
 def test_quiet_stretches_change_no_row(query: str, text: str, batch_size: int) -> None:
     """Reading the events no run needs in C (skipped subtrees, elements under ``//``
     waiters of other names) gives the rows of reading them all, however the batches
@@ -146,6 +151,27 @@ def test_a_quiet_stretch_is_read_outside_python(query: str) -> None:
         )
     assert rows == [["2"]]
     assert max(read) > 50 * 6, read  # the 50 a elements at once (six events each and more)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("return $X/b/text() from /r/$X", [["t"], [None]]),  # b children only, not d/b
+        ("return $X/c/b/@x from /r/$X", [[None], ["1"]]),  # c and b kept without subtrees
+        ("return $X/text() from /r/$X", [["u"], [None]]),  # its text children
+        ("return $X/c from /r/$X", [[None], ["wtv"]]),  # a value: all below c
+    ],
+)
+def test_a_captured_subtree_keeps_what_its_readers_read(query: str, expected: list) -> None:
+    """Readers of child paths keep only those children; skipped children between them
+    lose nothing (``--values``: strings)."""
+    text = "<r><a><d><b>no</b></d>u<b>t</b></a><a><c><d>w</d><b x='1'>t<e>v</e></b></c></a></r>"
+    for stretches in (True, False):
+        with mock.patch.object(routing, "stretch", routing.stretch if stretches else None):
+            engine = XSeqEngine(query, fast=False, values_only=True)
+            rows = list(engine.run(EventStream([io.BytesIO(text.encode())]).batches()))
+        assert rows == expected, (query, stretches)
+        assert rows == evaluate(query, parse(text), values_only=True)
 
 
 ATTRIBUTE_PREDICATES = (

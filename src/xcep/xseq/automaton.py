@@ -300,7 +300,7 @@ class Run:
                 return None
             dchain, dnames, waiting = top[4], top[7], _NONE
         else:
-            if top.nxt or top.txt or top.dtxt:
+            if top.nxt or top.txt or top.dtxt or top.keep:  # (keep: its children are kept)
                 return None
             dchain, dtchain, _, dnames = top.chains(self.m.cache, self.m.tests)
             if dtchain:
