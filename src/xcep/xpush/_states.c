@@ -455,14 +455,86 @@ static PyTypeObject SetStoreType = {
  * the Python _Trie and _AhoCorasick (predicates.py) are the reference. */
 enum { PREFIX_ROOT = 0, INFIX_ROOT = 1 };
 
+/* Open addressing from a uint64 key (never 0, which marks an empty slot) to an int32: the
+ * edges of a trie, (node, label) → child (the TextMatcher's by byte, the Counter's by
+ * label). Grown at half full. */
+typedef struct {
+    uint64_t *keys;
+    int32_t *values;
+    Py_ssize_t slots, count; /* slots: a power of two, or 0 */
+} EdgeMap;
+
+static inline Py_ssize_t edges_slot(const EdgeMap *m, uint64_t key)
+{
+    uint64_t h = key ^ key >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    Py_ssize_t mask = m->slots - 1, i = (Py_ssize_t)((h ^ h >> 33) & (uint64_t)mask);
+    while (m->keys[i] != 0 && m->keys[i] != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* The value of key, or -1. */
+static inline int32_t edges_get(const EdgeMap *m, uint64_t key)
+{
+    if (m->slots == 0)
+        return -1;
+    Py_ssize_t i = edges_slot(m, key);
+    return m->keys[i] ? m->values[i] : -1;
+}
+
+/* Room for count keys in all: -1 with an error when there is no memory. */
+static int edges_reserve(EdgeMap *m, Py_ssize_t count)
+{
+    if (2 * count <= m->slots)
+        return 0;
+    Py_ssize_t slots = m->slots ? m->slots : 64;
+    while (2 * count > slots)
+        slots *= 2;
+    EdgeMap grown = {PyMem_Calloc((size_t)slots, sizeof(uint64_t)),
+                     PyMem_Malloc((size_t)slots * sizeof(int32_t)), slots, m->count};
+    if (grown.keys == NULL || grown.values == NULL) {
+        PyMem_Free(grown.keys);
+        PyMem_Free(grown.values);
+        return PyErr_NoMemory(), -1;
+    }
+    for (Py_ssize_t i = 0; i < m->slots; i++)
+        if (m->keys[i] != 0) {
+            Py_ssize_t k = edges_slot(&grown, m->keys[i]);
+            grown.keys[k] = m->keys[i];
+            grown.values[k] = m->values[i];
+        }
+    PyMem_Free(m->keys);
+    PyMem_Free(m->values);
+    *m = grown;
+    return 0;
+}
+
+/* Set key's value: -1 with an error when there is no memory. */
+static int edges_put(EdgeMap *m, uint64_t key, int32_t value)
+{
+    if (edges_reserve(m, m->count + 1) < 0)
+        return -1;
+    Py_ssize_t i = edges_slot(m, key);
+    m->count += m->keys[i] == 0;
+    m->keys[i] = key;
+    m->values[i] = value;
+    return 0;
+}
+
+static void edges_free(EdgeMap *m)
+{
+    PyMem_Free(m->keys);
+    PyMem_Free(m->values);
+    m->keys = NULL, m->values = NULL, m->slots = m->count = 0;
+}
+
 typedef struct {
     PyObject_HEAD
     int32_t limit;
     IntVec fail, output, ends, first_child, next_sibling, byte; /* per node */
     IntVec end_state, end_next;                                  /* the lists of ends */
-    uint64_t *keys;                                              /* (node << 8 | byte) + 1 */
-    int32_t *children;
-    Py_ssize_t slots, edges;
+    EdgeMap edges;                                               /* (node << 8 | byte) + 1 → child */
     /* the infix automaton's moves from its root and the root's children as a DFA's rows
      * (failures followed already): 256 next nodes per row; row[node] is the node's row or
      * -1. Scanning text, the automaton is mostly there. */
@@ -471,33 +543,9 @@ typedef struct {
 
 static PyTypeObject TextMatcherType;
 
-static uint64_t edge_hash(uint64_t key)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdULL;
-    return key ^ (key >> 33);
-}
-
 static int32_t tm_child(const TextMatcher *t, int32_t node, uint8_t b)
 {
-    uint64_t key = ((uint64_t)node << 8 | b) + 1;
-    if (t->slots == 0)
-        return -1;
-    for (Py_ssize_t i = (Py_ssize_t)(edge_hash(key) & (uint64_t)(t->slots - 1));; i = (i + 1) & (t->slots - 1)) {
-        if (t->keys[i] == key)
-            return t->children[i];
-        if (t->keys[i] == 0)
-            return -1;
-    }
-}
-
-static void tm_put(TextMatcher *t, uint64_t key, int32_t child)
-{
-    Py_ssize_t i = (Py_ssize_t)(edge_hash(key) & (uint64_t)(t->slots - 1));
-    while (t->keys[i] != 0)
-        i = (i + 1) & (t->slots - 1);
-    t->keys[i] = key;
-    t->children[i] = child;
+    return edges_get(&t->edges, ((uint64_t)node << 8 | b) + 1);
 }
 
 static int32_t tm_new_node(TextMatcher *t, int32_t b)
@@ -516,29 +564,8 @@ static int32_t tm_step(TextMatcher *t, int32_t node, uint8_t b)
     int32_t child = tm_child(t, node, b);
     if (child >= 0)
         return child;
-    if (2 * (t->edges + 1) > t->slots) { /* grow the table: rehash every edge */
-        Py_ssize_t old = t->slots, slots = old ? 2 * old : 64;
-        uint64_t *keys = t->keys;
-        int32_t *children = t->children;
-        t->keys = PyMem_Calloc((size_t)slots, sizeof(uint64_t));
-        t->children = PyMem_Malloc((size_t)slots * sizeof(int32_t));
-        if (t->keys == NULL || t->children == NULL) {
-            PyMem_Free(t->keys);
-            PyMem_Free(t->children);
-            t->keys = keys, t->children = children;
-            return PyErr_NoMemory(), -1;
-        }
-        t->slots = slots;
-        for (Py_ssize_t i = 0; i < old; i++)
-            if (keys[i] != 0)
-                tm_put(t, keys[i], children[i]);
-        PyMem_Free(keys);
-        PyMem_Free(children);
-    }
-    if ((child = tm_new_node(t, b)) < 0)
+    if ((child = tm_new_node(t, b)) < 0 || edges_put(&t->edges, ((uint64_t)node << 8 | b) + 1, child) < 0)
         return -1;
-    tm_put(t, ((uint64_t)node << 8 | b) + 1, child);
-    t->edges++;
     t->next_sibling.data[child] = t->first_child.data[node];
     t->first_child.data[node] = child;
     return child;
@@ -684,8 +711,7 @@ static void text_matcher_dealloc(TextMatcher *t)
                       &t->byte, &t->end_state, &t->end_next};
     for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
         PyMem_Free(vecs[k]->data);
-    PyMem_Free(t->keys);
-    PyMem_Free(t->children);
+    edges_free(&t->edges);
     PyMem_Free(t->rows);
     PyMem_Free(t->row);
     Py_TYPE(t)->tp_free((PyObject *)t);
@@ -2697,9 +2723,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     Py_ssize_t nodes, atoms, filters, heads;
-    uint64_t *keys; /* (node << 32 | label) + 1; 0 for an empty slot */
-    int32_t *childs;
-    Py_ssize_t mask;
+    EdgeMap children; /* (node << 32 | label) + 1 → child */
     int32_t *head_of;
     uint8_t *collect;
     Lists exists, postings, code, head_defaults;
@@ -2731,7 +2755,8 @@ static void counter_dealloc(Counter *self)
     if (self->touched != NULL)
         for (Py_ssize_t h = 0; h < self->heads; h++)
             PyMem_Free(self->touched[h].data);
-    void *blocks[] = {self->bits, self->keys, self->childs, self->head_of, self->collect, self->indexes,
+    edges_free(&self->children);
+    void *blocks[] = {self->bits, self->head_of, self->collect, self->indexes,
                       self->atom_head, self->ranks, self->info_block, self->truth,
                       self->atom_stamp, self->head_stamp, self->head_doc, self->head_seen,
                       self->touched,
@@ -2745,21 +2770,12 @@ static void counter_dealloc(Counter *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static inline Py_ssize_t counter_slot(const Counter *self, uint64_t key)
-{
-    Py_ssize_t k = (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & self->mask;
-    while (self->keys[k] != 0 && self->keys[k] != key)
-        k = (k + 1) & self->mask;
-    return k;
-}
-
 /* The child of node by label, or -1. */
 static inline int32_t counter_child(const Counter *self, int32_t node, int32_t label)
 {
     if (node < 0 || label < 0)
         return -1;
-    Py_ssize_t k = counter_slot(self, (((uint64_t)node << 32) | (uint32_t)label) + 1);
-    return self->keys[k] ? self->childs[k] : -1;
+    return edges_get(&self->children, (((uint64_t)node << 32) | (uint32_t)label) + 1);
 }
 
 /* An int32 buffer of count items (count < 0: any), copied; NULL with an error. */
@@ -2887,17 +2903,10 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     }
     if (!(keys = counter_ints(children, &triples, "children")))
         goto fail;
-    Py_ssize_t capacity = 16;
-    while (capacity < 2 * (triples / 3) + 2)
-        capacity *= 2;
-    self->mask = capacity - 1;
-    if (triples % 3 || !(self->keys = PyMem_Calloc((size_t)capacity, sizeof(uint64_t))) ||
-        !(self->childs = PyMem_Calloc((size_t)capacity, sizeof(int32_t)))) {
+    if (triples % 3 || edges_reserve(&self->children, triples / 3) < 0) {
         PyMem_Free(keys);
         if (triples % 3)
             PyErr_SetString(PyExc_ValueError, "children: (node, label, child) triples");
-        else
-            PyErr_NoMemory();
         goto fail;
     }
     for (Py_ssize_t t = 0; t < triples; t += 3) {
@@ -2907,10 +2916,10 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             PyErr_SetString(PyExc_ValueError, "children: a node out of range");
             goto fail;
         }
-        uint64_t key = (((uint64_t)node << 32) | (uint32_t)label) + 1;
-        Py_ssize_t k = counter_slot(self, key);
-        self->keys[k] = key;
-        self->childs[k] = child;
+        if (edges_put(&self->children, (((uint64_t)node << 32) | (uint32_t)label) + 1, child) < 0) {
+            PyMem_Free(keys);
+            goto fail;
+        }
     }
     PyMem_Free(keys);
     size_t na = atoms ? (size_t)atoms : 1;
