@@ -651,6 +651,41 @@ class CountingRun:
         return tuple(c.ranks[f] for f in sorted(found))
 
 
+class Labels:
+    """A stream's labels by symbol id — ``elements`` (the names) and ``attributes`` (``@``
+    and the name) — and their ids in a compiled table's label space (``label_ids``, as
+    int32 arrays): what the compiled walks read names by (the machine's ``StateKernel``,
+    the ``Counter``). Extended as the symbol table grows; made afresh for a new one."""
+
+    def __init__(self, label_ids=None) -> None:
+        self.label_ids = label_ids
+        self.symbols = None
+        self.elements: list[str] = []
+        self.attributes: list[str] = []
+        self.element_ids = self.attribute_ids = array("i")
+
+    def read(self, symbols) -> None:
+        """Know every name of ``symbols`` (a batch's symbol table)."""
+        if symbols is not self.symbols:
+            self.symbols = symbols
+            self.elements, self.attributes = [], []
+            self.element_ids, self.attribute_ids = array("i"), array("i")
+        names = symbols.names
+        if len(self.elements) < len(names):
+            new = names[len(self.elements) :]
+            self.elements.extend(new)
+            self.attributes.extend("@" + name for name in new)
+        if self.label_ids is not None and len(self.element_ids) < len(self.elements):
+            self.element_ids.extend(self.label_ids(self.elements[len(self.element_ids) :]))
+            self.attribute_ids.extend(self.label_ids(self.attributes[len(self.attribute_ids) :]))
+
+    def relabel(self, label_ids) -> None:
+        """The ids in another label space (None: none; a table built anew)."""
+        self.label_ids = label_ids
+        self.element_ids = array("i", label_ids(self.elements) if label_ids else ())
+        self.attribute_ids = array("i", label_ids(self.attributes) if label_ids else ())
+
+
 class Counting:
     """The counted filters run beside the machine, over the events it reads: compiled
     (``Counter``) or in Python (``CountingRun``)."""
@@ -661,8 +696,7 @@ class Counting:
         self.run = CountingRun(counted) if self.counter is None else None
         if self.counter is not None:  # it holds its own copies: the Python ones can go
             counted.release()
-        self.symbols = None
-        self.elem_ids = self.attr_ids = array("i")
+        self.labels = Labels(counted.label_ids)
 
     def reset(self) -> None:
         """Forget the document begun (the next event starts one)."""
@@ -676,15 +710,9 @@ class Counting:
         document completed in the events ``start:end`` of ``batch``."""
         if self.counter is None:
             return self.run.feed(batch, start, end)
-        if batch.symbols is not self.symbols:
-            self.symbols = batch.symbols
-            self.elem_ids, self.attr_ids = array("i"), array("i")
-        names = self.symbols.names
-        if len(self.elem_ids) < len(names):
-            new = names[len(self.elem_ids) :]
-            self.elem_ids.extend(self.counted.label_ids(new))
-            self.attr_ids.extend(self.counted.label_ids(["@" + name for name in new]))
+        labels = self.labels
+        labels.read(batch.symbols)
         return self.counter.feed(
             batch.docs, batch.kinds, batch.names, batch.values,
-            self.elem_ids, self.attr_ids, start, end,
+            labels.element_ids, labels.attribute_ids, start, end,
         )  # fmt: skip

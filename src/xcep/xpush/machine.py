@@ -38,7 +38,6 @@ parts share its state; the AFA is in ``afa.py``, the C core in ``_states.c``.
 from __future__ import annotations
 
 import io
-from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -58,7 +57,7 @@ from xcep.xpush.compiled import (
     compile_workload,
     id_json,
 )
-from xcep.xpush.counting import Counting
+from xcep.xpush.counting import Counting, Labels
 from xcep.xpush.predicates import PredicateIndex
 from xcep.xpush.workload import Workload
 
@@ -727,9 +726,7 @@ class XPushMachine:
         the counted filters that match or None) per complete document, None after each
         ``None`` batch. The counted filters read each document's events as the machine
         begins it (a change to the filters takes effect at a document's start)."""
-        elem_labels: list[str] = []
-        attr_labels: list[str] = []
-        symbols = None
+        labels = Labels()  # the names by symbol id, and their ids in the kernel's tables
         values_needed = self.compiled.needs_element_values
         doc = -1
         stack: list[tuple[int, int]] = []
@@ -739,8 +736,7 @@ class XPushMachine:
         # the tables, bound at every document start (a flush or rebuild replaces them)
         push = leaf = close = add = accept = values = None
         EMPTY = self.EMPTY
-        kernel = walk = None  # the compiled core's walk, and the labels' ids in its tables
-        elem_ids, attr_ids = array("i"), array("i")
+        kernel = walk = None  # the compiled core's walk
         fresh = False  # the walk has not yet run in this document
         misses = (self._leaf, self._element_values)  # what the walk calls on a miss
         counting = None
@@ -751,17 +747,8 @@ class XPushMachine:
                 continue
             if counting is not None and len(batch) and batch.docs[0] == doc:  # it goes on
                 counted.update(counting.feed(batch, 0, bisect_right(batch.docs, doc)))
-            if batch.symbols is not symbols:
-                symbols = batch.symbols
-                elem_labels, attr_labels = [], []
-                elem_ids, attr_ids = array("i"), array("i")
-            names_list = symbols.names
-            if len(elem_labels) < len(names_list):
-                elem_labels.extend(names_list[len(elem_labels) :])
-                attr_labels.extend("@" + n for n in names_list[len(attr_labels) :])
-            if kernel is not None and len(elem_ids) < len(elem_labels):
-                elem_ids.extend(kernel.label_ids(elem_labels[len(elem_ids) :]))
-                attr_ids.extend(kernel.label_ids(attr_labels[len(attr_ids) :]))
+            labels.read(batch.symbols)
+            elem_labels, attr_labels = labels.elements, labels.attributes
             kinds = batch.kinds
             kind_bytes = kinds.tobytes()  # bytes.count is a memchr-speed scan
             opens = kind_bytes.count(OPEN)
@@ -775,7 +762,8 @@ class XPushMachine:
                     # the document's events up to its root's close, followed in C
                     i, qt, qb, computed = walk(
                         docs, kinds, names, values_column, doc, i, n, elem_labels, attr_labels,
-                        elem_ids, attr_ids, texts if values_needed else None, EMPTY, proven,
+                        labels.element_ids, labels.attribute_ids, texts if values_needed else None,
+                        EMPTY, proven,
                         qt, qb, fresh, misses,
                     )  # fmt: skip
                     fresh = False
@@ -799,8 +787,7 @@ class XPushMachine:
                     if self.kernel is not kernel:  # built anew: its labels have other ids
                         kernel = self.kernel
                         walk = None if kernel is None else kernel.walk
-                        elem_ids = array("i", kernel.label_ids(elem_labels) if kernel else ())
-                        attr_ids = array("i", kernel.label_ids(attr_labels) if kernel else ())
+                        labels.relabel(kernel.label_ids if kernel else None)
                     fresh = True
                     doc = d
                     counting = self.counting
