@@ -14,6 +14,7 @@ KERNELS = {  # module -> what it does
     "xcep.xpush._states": "XPush machine core",
     "xcep.xseq._quiet": "XSeq automaton's quiet stretches",
     "xcep.xseq._lists": "XSeq flat-sequence list reader and step function",
+    "xcep.xseq._vm": "XSeq compiled automaton",
 }
 
 

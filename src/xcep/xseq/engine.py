@@ -28,6 +28,7 @@ from xcep.xseq.runs import XSeqRun
 from xcep.xseq.runs import load as load_run
 from xcep.xseq.semantics import Analysis, NotFast, analyze
 from xcep.xseq.sequence import SequencePattern, SequenceRun
+from xcep.xseq.vm import CompiledPlan, CompiledRun, compiled_plan
 from xcep.xseq.vpa import Vpa
 
 
@@ -108,6 +109,10 @@ class XSeqEngine:
             self.fast_path = "the fast path is off"
         else:
             self.fast_path = compile_fast_path(self.analysis, selection)
+            if isinstance(self.fast_path, str):  # the compiled automaton, where it takes it
+                found = compiled_plan(self.analysis, self.program, self.group.machine, selection)
+                self.fast_path = found if isinstance(found, CompiledPlan) else self.fast_path
+                self.not_compiled = None if isinstance(found, CompiledPlan) else found
 
     @property
     def vpa(self) -> Vpa:
@@ -120,6 +125,8 @@ class XSeqEngine:
             return {"evaluator": "flat-sequence runtime", **self.fast_path.stats()}
         if isinstance(self.fast_path, PlainPath):
             return {"evaluator": "path runtime", **self.fast_path.stats()}
+        if isinstance(self.fast_path, CompiledPlan):
+            return {"evaluator": "compiled automaton", "states": len(self.vpa.states)}
         machine = self.group.machine
         return {
             "evaluator": "automaton",
@@ -149,9 +156,13 @@ class XSeqEngine:
             lines.append("evaluated on the flat-sequence runtime (docs/xseq.md)")
         elif isinstance(self.fast_path, PlainPath):
             lines.append("evaluated on the path runtime (docs/xseq.md)")
+        elif isinstance(self.fast_path, CompiledPlan):
+            lines.append("evaluated on the compiled automaton (docs/xseq.md)")
         else:
+            why = getattr(self, "not_compiled", None)
             lines.append(
-                f"evaluated on the pushdown automaton (not on a runtime: {self.fast_path})"
+                f"evaluated on the pushdown automaton (not on a runtime: {self.fast_path}"
+                + (f"; not compiled: {why})" if why else ")")
             )
         lines += ["", f"automaton ({len(self.vpa.states)} states):", self.vpa.describe()]
         return "\n".join(lines)
@@ -174,6 +185,8 @@ class XSeqEngine:
         if isinstance(self.fast_path, SequencePattern):
             run = SequenceRun(self.fast_path, self.values_only, self.selection)
             return XSeqRun(self, run)
+        if isinstance(self.fast_path, CompiledPlan):
+            return XSeqRun(self, CompiledRun(self.fast_path))
         return XSeqRun(self, AutomatonRun(self))
 
     def resume(self, data: bytes) -> XSeqRun:
@@ -192,6 +205,8 @@ class XSeqEngine:
             return self.fast_path.run(batches, self.values_only, final, self.selection)
         if isinstance(self.fast_path, PlainPath):
             return PlainPathRun(self.fast_path, self.values_only).run(batches, final)
+        if isinstance(self.fast_path, CompiledPlan):
+            return CompiledRun(self.fast_path).run(batches, final)
         return drive(batches, AutomatonRun(self).driver, final)
 
 

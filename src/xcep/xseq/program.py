@@ -205,6 +205,8 @@ def _captured_vars(analysis: Analysis) -> dict:
         for term in analysis.query.returns:
             # count($X) counts the nodes (Aggregator.add): it reads no value of theirs
             as_value = not (term.aggregate == "count" and isinstance(term.expr, A.VarRef))
+            if isinstance(term.expr, A.Tag):  # tag($X) reads the open tag alone
+                continue
             for ref in A.walk(term.expr):
                 if isinstance(ref, A.VarRef) and _ref_needs_subtree(ref, as_value):
                     refs.append(ref)

@@ -1,0 +1,186 @@
+"""The compiled automaton: the queries whose runs the C run (``xcep/xseq/_vm.c``) holds,
+their plans, and their runs.
+
+A plan is the machine's states as tables — per state its kind, its wait mode and frame,
+the name a wait tests, the variable a match binds, its successors — with the predicates
+an open tag's attributes decide (the machine's guards) and the row's terms. The run
+keeps the stack of frames, the threads waiting in them and the queue of rows in C, and
+follows the ε-closure there; bindings and rows are Python tuples and lists.
+
+It takes a query of one document at a time (no ``partition by``), every match kept
+(``all``), rows whose terms read the attributes and tags of bound nodes (``$X@a``,
+``first($X)@a``, ``last($X)@a``, ``tag($X)``), no where condition the optimizer left
+(``tag($X) = 'n'`` becomes a node test), steps of the child, descendant and sibling
+axes with attribute predicates, unions and Kleene-*. ``compiled_plan`` says why it
+takes no other; the Python automaton (``automaton.py``) runs those, and is the
+reference the tests compare it with.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from xcep.xseq import ast as A
+from xcep.xseq.semantics import Analysis
+
+try:
+    from xcep.xseq._vm import Vm
+except ImportError:  # built without a C compiler: the Python automaton runs every query
+    Vm = None
+
+_KINDS = {"wait": 0, "match": 1, "split": 2, "enter": 2, "iter": 2, "begin": 3, "accept": 4}
+_MODES = {"any": 0, "next": 1, "desc": 2}
+T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG = range(5)
+
+
+class NotCompiled(Exception):
+    """Why the compiled automaton does not take a query."""
+
+
+class CompiledPlan:
+    """The tables of one query's automaton for the compiled run (they never change)."""
+
+    def __init__(self, tables: dict) -> None:
+        self.tables = tables
+
+    def vm(self):
+        return Vm(**self.tables)
+
+
+class CompiledRun:
+    """A run on the compiled automaton, fed batch by batch (``XSeqRun``); its state is
+    the C run's, as plain objects (the frames' threads, the queued rows)."""
+
+    def __init__(self, plan: CompiledPlan) -> None:
+        self.plan = plan
+        self.vm = plan.vm()
+
+    def feed(self, batch) -> list:
+        return self.vm.feed(
+            batch.docs, batch.kinds, batch.names, batch.values, batch.nodes, batch.symbols.names
+        )
+
+    def end(self, final: bool) -> list:
+        return self.vm.finish(final)
+
+    def state(self):
+        return self.vm.state()
+
+    def restore(self, state) -> None:
+        self.vm.restore(state)
+
+    def run(self, batches, final: bool = True):
+        for batch in batches:
+            if batch is None:  # a pause (xcep.events.stepping): what is known is out
+                yield None
+                continue
+            yield from self.feed(batch)
+        yield from self.end(final)
+
+
+def compiled_plan(analysis: Analysis, program, machine, selection: str) -> CompiledPlan | str:
+    """The plan of the query for the compiled automaton, or why it does not take it."""
+    try:
+        return CompiledPlan(_tables(analysis, program, machine, selection))
+    except NotCompiled as why:
+        return str(why)
+
+
+def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
+    if Vm is None:
+        raise NotCompiled("the compiled automaton is not built")
+    if analysis.partition is not None:
+        raise NotCompiled("partition by")
+    if selection != "all":
+        raise NotCompiled(f"selection {selection}")
+    if analysis.mode != "rows":
+        raise NotCompiled(
+            "an aggregate" if analysis.mode != "nodes" else "a path's nodes as output"
+        )
+    if analysis.per_match or analysis.iteration:
+        raise NotCompiled("a where condition")
+    if program.join_width:
+        raise NotCompiled("intersect")
+    attributes: list[str] = []
+    terms = tuple(_term(analysis, term, attributes) for term in analysis.query.returns)
+    machine.ready()
+    states = machine.states
+    # the states a thread enters at an open tag, where their guard is tested (through a
+    # begin state: its one successor's): a match state with predicates must be one
+    opened = {machine.tests[s.id][1] for s in states if s.kind == "wait"}
+    opened |= {states[s].next[0] for s in opened if states[s].kind == "begin"}
+    kinds, modes, sides, kleene = bytearray(), bytearray(), bytearray(), bytearray()
+    slots, tests, next_at, targets = array("i"), [], array("i", [0]), array("i")
+    for state in states:
+        kind = _KINDS.get(state.kind)
+        if kind is None:
+            raise NotCompiled(f"a step of the {state.kind} kind")
+        if state.kind == "wait" and state.mode not in _MODES:
+            raise NotCompiled("a text() step")
+        if state.kind == "split" and state.id in machine.fanout:
+            raise NotCompiled("an indexed split")
+        slot, many = -1, 0
+        if state.kind == "match":
+            step = state.step
+            if state.test_here:
+                raise NotCompiled("a self step")
+            preds = machine.preds.get(state.id, ())
+            if any(fast is None for _, _, fast in preds):
+                raise NotCompiled("a predicate the open tag's attributes do not decide")
+            if preds and state.id not in opened:
+                raise NotCompiled("a predicate on a step entered otherwise than at an open tag")
+            if step.var:
+                slot, many = program.index[step.var], int(step.var in program.kleene)
+        kinds.append(kind)
+        modes.append(_MODES.get(state.mode, 0))
+        sides.append(1 if state.frame == "sibling" else 0)
+        kleene.append(many)
+        slots.append(slot)
+        tests.append(machine.tests[state.id][0] if state.kind == "wait" else None)
+        targets.extend(state.next)
+        next_at.append(len(targets))
+    return {
+        "kinds": bytes(kinds),
+        "modes": bytes(modes),
+        "sides": bytes(sides),
+        "kleene": bytes(kleene),
+        "next_at": next_at,
+        "next": targets,
+        "slots": slots,
+        "tests": tests,
+        "guards": list(machine.guards),
+        "start": array("i", machine.start),
+        "attributes": tuple(attributes),
+        "terms": terms,
+        "empty": tuple(program.empty.slots),
+    }
+
+
+def _term(analysis: Analysis, term: A.OutTerm, attributes: list) -> tuple:
+    """(op, slot, attribute index) of a row's term that reads a bound node's open tag."""
+    expr = term.expr
+    if term.aggregate is not None:
+        raise NotCompiled("an aggregate")
+    if isinstance(expr, A.Tag):
+        ref = expr.ref
+        if ref.path is not None or ref.func is not None or ref.var in analysis.kleene:
+            raise NotCompiled("tag() of a Kleene-* variable")
+        return (T_TAG, analysis.index[ref.var], 0)
+    if not isinstance(expr, A.VarRef) or ref_attribute(expr) is None or expr.func == "prev":
+        raise NotCompiled(f"the output {term.text or A.to_text(expr)}")
+    name = ref_attribute(expr)
+    if name not in attributes:
+        attributes.append(name)
+    index = attributes.index(name)
+    slot = analysis.index[expr.var]
+    if expr.var not in analysis.kleene:
+        return (T_ATTR, slot, index)
+    return ({None: T_ALL, "first": T_FIRST, "last": T_LAST}[expr.func], slot, index)
+
+
+def ref_attribute(ref: A.VarRef) -> str | None:
+    """The attribute a reference reads (``$X@a``), or None when it reads otherwise."""
+    path = ref.path
+    if type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != A.WILDCARD:
+        return path.name
+    return None

@@ -1,0 +1,160 @@
+"""The compiled automaton (xcep/xseq/vm.py, _vm.c) equals the Python automaton and the
+reference evaluator on random queries it takes and random documents, at every batch size,
+when its runs are saved and resumed at random points, and on documents cut short."""
+
+from __future__ import annotations
+
+import io
+from array import array
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.xseq_queries import documents, path
+
+from xcep.events import EventStream, parse
+from xcep.testing.xseq_reference import evaluate
+from xcep.xseq import QuerySyntaxError, XSeqEngine
+from xcep.xseq.vm import CompiledPlan, Vm
+
+pytestmark = pytest.mark.skipif(Vm is None, reason="the compiled automaton is not built")
+
+
+@st.composite
+def compiled_queries(draw) -> str:
+    """A random path with variables and a return clause of what the compiled automaton
+    reads: attributes and tags of bound nodes (conditions on tags only: node tests)."""
+    variables: list = []
+    body = draw(path(variables, False, True))
+    if not variables:  # a variable at the end
+        axis = draw(st.sampled_from(("/", "//", "\\")))
+        body += f" {axis}$W"
+        variables.append(("$W", False))
+    terms = []
+    for name, kleene in variables[:3]:
+        options = [f"{name}@x", f"{name}@k"] + ([] if kleene else [f"tag({name})"])
+        options += [f"first({name})@x", f"last({name})@k"] if kleene else []
+        terms.append(draw(st.sampled_from(options)))
+    query = f"return {', '.join(terms)} from {body}"
+    tags = [
+        f"tag({n}) = '{draw(st.sampled_from('abc'))}'" for n, _ in variables if draw(st.booleans())
+    ]
+    return query + (" where " + " and ".join(tags) if tags else "")
+
+
+def _batches(text: str, size: int) -> list:
+    return list(EventStream([io.BytesIO(text.encode())], batch_size=size).batches())
+
+
+def _engines(query: str):
+    """(the engine on the compiled automaton, the one on the Python automaton), or None
+    when the language refuses the query or the compiled automaton does not take it."""
+    try:
+        compiled = XSeqEngine(query)
+    except QuerySyntaxError:
+        return None
+    if not isinstance(compiled.fast_path, CompiledPlan):
+        return None
+    return compiled, XSeqEngine(query, fast=False)
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(query=compiled_queries(), text=documents(), size=st.integers(1, 30))
+def test_the_compiled_automaton_equals_the_python_one(query: str, text: str, size: int) -> None:
+    engines = _engines(query)
+    if engines is None:
+        return
+    compiled, python = engines
+    expected = list(python.run(iter(_batches(text, size))))
+    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
+    assert expected == evaluate(query, parse(text)), query
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=compiled_queries(),
+    text=documents(),
+    size=st.integers(1, 12),
+    cuts=st.sets(st.integers(0, 40), max_size=6),
+)
+def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> None:
+    engines = _engines(query)
+    if engines is None:
+        return
+    batches = _batches(text, size)
+    expected = list(engines[0].run(iter(batches)))
+    run, rows = XSeqEngine(query).start(), []
+    for i, batch in enumerate(batches):
+        rows += run.feed([batch])
+        if i in cuts:
+            run = XSeqEngine(query).resume(run.snapshot())
+    assert rows + run.finish() == expected, query
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(query=compiled_queries(), text=documents(), cut=st.integers(1, 200))
+def test_a_document_cut_short_loses_the_rows_it_loses_on_the_python_automaton(query, text, cut):
+    """The events of a document that breaks off are dropped, the documents around it kept."""
+    engines = _engines(query)
+    if engines is None:
+        return
+    broken = text + text[: cut % max(len(text), 1)]  # and a document cut short
+
+    def rows(engine) -> list:
+        stream = EventStream([io.BytesIO(broken.encode())], batch_size=5, errors="skip")
+        return list(engine.run(stream.batches()))
+
+    assert rows(engines[0]) == rows(engines[1]), query
+
+
+def test_a_row_waits_for_its_nodes_to_close() -> None:
+    """A match's row is handed out once the nodes it binds have closed: an ancestor that
+    never closes (the document breaks off) takes its rows with it, as on the Python
+    automaton; the next document is read."""
+    query = "return $A@x, $B@x from //$A /$B"
+    text = "<r><a x='1'><b x='2'/></a></r><r><a x='3'><b x='4'/></a>"  # no </r>
+    for engine in (XSeqEngine(query), XSeqEngine(query, fast=False)):
+        run = engine.start()
+        stream = EventStream([io.BytesIO(text.encode())], batch_size=4, errors="skip")
+        rows = run.feed(stream.batches())
+        # (r, a) of the second document waits for its r, which never closes, and (a, b)
+        # behind it (rows in order of their ends)
+        assert rows + run.finish() == [[None, "1"], ["1", "2"]]
+    assert isinstance(XSeqEngine(query).fast_path, CompiledPlan)
+
+
+def test_the_generator_reaches_the_compiled_automaton() -> None:
+    taken = []
+
+    @settings(max_examples=300, database=None, derandomize=True)
+    @given(query=compiled_queries())
+    def sample(query: str) -> None:
+        taken.append(_engines(query) is not None)
+
+    sample()
+    assert sum(taken) > len(taken) // 8, sum(taken)  # (the others run elsewhere: cheap)
+
+
+@pytest.mark.parametrize(
+    ("query", "runtime"),
+    [
+        ("return $B@id from //parlist (/$A)* /$B where tag($A) = 'listitem'", "compiled automaton"),
+        ("return $Y@id, tag($X) from //person[@id = 'p1'] /\\ $X \\ $Y", "compiled automaton"),
+        ("return $X/name/text() from //person $X", "pushdown automaton"),  # reads below it
+        ("return count($X) from //a (/$X)*", "pushdown automaton"),  # an aggregate
+        ("return $X@id from //a $X[@k = 'p'] \\ $Y", "compiled automaton"),  # attributes
+        ("return $X@id from //a $X \\ $Y where $X@k = $Y@k", "pushdown automaton"),  # a condition
+    ],
+)
+def test_explain_names_the_runtime(query: str, runtime: str) -> None:
+    assert f"evaluated on the {runtime}" in XSeqEngine(query).explain()
+
+
+def test_a_malformed_plan_is_refused() -> None:
+    tables = XSeqEngine("return $X@id from //a $X").fast_path.tables
+    with pytest.raises(ValueError, match="next"):
+        Vm(**{**tables, "next": array("i", [99] * len(tables["next"]))})
+    with pytest.raises(ValueError, match="terms"):
+        Vm(**{**tables, "terms": ((0, 5, 0),)})
+    with pytest.raises(ValueError, match="columns"):
+        Vm(**tables).feed(b"", b"\x00", b"", [], b"", [])
