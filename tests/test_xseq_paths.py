@@ -195,7 +195,7 @@ def _skipping(path, size: int):
         ("//a/text()[. = 'u']", "the step"),
         ("//$X", "the variable"),
         ("return first($Y)/b from //$X (/$Y)*", "child steps"),  # nor a flat sequence
-        ("return count($X) from //$X where $X@x = $X@k", "child steps"),
+        ("return count($X) from //$X where $X/b = $X@k", "child steps"),
         ("return $X, $Y from //$X/$Y", "child steps"),  # two variables
     ],
 )

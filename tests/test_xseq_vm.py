@@ -35,6 +35,15 @@ def compiled_queries(draw) -> str:
         options = [f"{name}@x", f"{name}@k"] + ([] if kleene else [f"tag({name})"])
         options += [f"first({name})@x", f"last({name})@k"] if kleene else []
         terms.append(draw(st.sampled_from(options)))
+    if draw(st.integers(0, 2)) == 0:  # aggregates (and a plain term of one value beside)
+        name = variables[0][0]
+        terms = [
+            draw(st.sampled_from([f"{a}({name}@x)" for a in ("max", "min", "sum", "avg")]))
+            for _ in range(draw(st.integers(0, 2)))
+        ]
+        terms.append(f"count({draw(st.sampled_from([n for n, _ in variables]))})")
+        if draw(st.booleans()) and not variables[0][1]:
+            terms.append(f"{name}@k")
     query = f"return {', '.join(terms)} from {body}"
     tags = [
         f"tag({n}) = '{draw(st.sampled_from('abc'))}'" for n, _ in variables if draw(st.booleans())
@@ -141,7 +150,8 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("return $B@id from //parlist (/$A)* /$B where tag($A) = 'listitem'", "compiled automaton"),
         ("return $Y@id, tag($X) from //person[@id = 'p1'] /\\ $X \\ $Y", "compiled automaton"),
         ("return $X/name/text() from //person $X", "pushdown automaton"),  # reads below it
-        ("return count($X) from //a (/$X)*", "pushdown automaton"),  # an aggregate
+        ("return count($X), max($X@x) from //a (/$X)*", "compiled automaton"),  # aggregates
+        ("return sum($X/b) from //a (/$X)*", "pushdown automaton"),  # a value below
         ("return $X@id from //a $X[@k = 'p'] \\ $Y", "compiled automaton"),  # attributes
         ("return $X@id from //a $X \\ $Y where $X@k = $Y@k", "pushdown automaton"),  # a condition
     ],

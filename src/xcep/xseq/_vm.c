@@ -17,7 +17,7 @@
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4 };
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
-enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4 };
+enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 #define ANY_NAME (-2) /* a wait state that takes any element */
 #define UNKNOWN (-1)  /* a wait state whose name the symbols do not have (yet) */
 
@@ -93,6 +93,7 @@ typedef struct {
     PyObject *attributes; /* the names whose values a record keeps (a tuple) */
     PyObject *terms;      /* the row's terms: (op, slot, index) */
     PyObject *empty;      /* the empty binding */
+    int as_values;        /* matches as their terms' values (aggregates), not rows */
     /* the stream's symbols the test ids are of, and how many names they had */
     PyObject *symbols;
     Py_ssize_t known;
@@ -106,7 +107,7 @@ typedef struct {
     PyObject *out; /* rows released, taken by feed */
     PyObject *pending_tag, *pending_raw; /* an open tag whose attributes go on in the next batch */
     long long pending_node;
-    Threads found, stack, seen;
+    Threads stack, seen;
     PyObject **matches;
     Py_ssize_t nmatches, matches_cap;
 } Vm;
@@ -308,36 +309,59 @@ static PyObject *record_value(PyObject *record, Py_ssize_t index)
     return PyTuple_GET_ITEM(record, 3 + index);
 }
 
+/* The values of one term for a match (as a list): a node's attribute or tag, those of a
+ * Kleene-* variable's first, last or every node, or its nodes themselves (to count). */
+static PyObject *term_values(PyObject *term, PyObject *binding)
+{
+    long op = PyLong_AsLong(PyTuple_GET_ITEM(term, 0));
+    PyObject *bound = PyTuple_GET_ITEM(binding, PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 1)));
+    Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 2));
+    PyObject *out = PyList_New(0);
+    if (out == NULL || bound == Py_None)
+        return out;
+    Py_ssize_t k = PyTuple_GET_SIZE(bound), first = 0, last = k;
+    /* a Kleene-* variable's tuple of records (empty, or of tuples), or one record */
+    int many = k == 0 || PyTuple_Check(PyTuple_GET_ITEM(bound, 0));
+    if (!many)
+        bound = PyTuple_Pack(1, bound), k = 1, first = 0, last = 1;
+    else if (op == T_FIRST)
+        last = k ? 1 : 0;
+    else if (op == T_LAST)
+        first = k ? k - 1 : 0;
+    if (bound == NULL)
+        return Py_DECREF(out), NULL;
+    for (Py_ssize_t i = first; i < last; i++) {
+        PyObject *record = PyTuple_GET_ITEM(bound, i);
+        PyObject *v = op == T_TAG ? PyTuple_GET_ITEM(record, 2) : op == T_NODES ? record : record_value(record, index);
+        if (v != Py_None && PyList_Append(out, v) < 0) {
+            Py_CLEAR(out);
+            break;
+        }
+    }
+    if (!many)
+        Py_DECREF(bound);
+    return out;
+}
+
+/* A match's row (a term of one node: its value or None; of several: the list), or with
+ * `found` (aggregates) the values of every term, as Aggregator.add_values takes them. */
 static PyObject *row_of(Vm *self, PyObject *binding)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(self->terms);
     PyObject *row = PyList_New(n);
     for (Py_ssize_t t = 0; row != NULL && t < n; t++) {
         PyObject *term = PyTuple_GET_ITEM(self->terms, t);
-        long op = PyLong_AsLong(PyTuple_GET_ITEM(term, 0));
-        PyObject *bound = PyTuple_GET_ITEM(binding, PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 1)));
-        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 2));
-        PyObject *value = Py_None, *made = NULL;
-        if (op == T_ATTR || op == T_TAG) {
-            if (bound != Py_None)
-                value = op == T_TAG ? PyTuple_GET_ITEM(bound, 2) : record_value(bound, index);
-        } else if (op == T_FIRST || op == T_LAST) {
-            Py_ssize_t k = PyTuple_GET_SIZE(bound);
-            if (k)
-                value = record_value(PyTuple_GET_ITEM(bound, op == T_FIRST ? 0 : k - 1), index);
-        } else { /* T_ALL: the values of those that have it */
-            made = PyList_New(0);
-            for (Py_ssize_t k = 0; made != NULL && k < PyTuple_GET_SIZE(bound); k++) {
-                PyObject *v = record_value(PyTuple_GET_ITEM(bound, k), index);
-                if (v != Py_None && PyList_Append(made, v) < 0)
-                    Py_CLEAR(made);
-            }
-            if (made == NULL)
-                Py_CLEAR(row);
-            value = made;
+        PyObject *values = term_values(term, binding);
+        if (values == NULL) {
+            Py_CLEAR(row);
+            break;
         }
-        if (row != NULL)
-            PyList_SET_ITEM(row, t, made != NULL ? made : Py_NewRef(value));
+        long op = PyLong_AsLong(PyTuple_GET_ITEM(term, 0));
+        if (!self->as_values && op != T_ALL) { /* one value, or None */
+            PyObject *value = PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None;
+            Py_SETREF(values, Py_NewRef(value));
+        }
+        PyList_SET_ITEM(row, t, values);
     }
     return row;
 }
@@ -876,7 +900,6 @@ static void vm_dealloc(Vm *self)
         for (int k = 0; k < 3; k++)
             threads_free(&self->frames[d].lists[k]);
     clear_queue(self);
-    threads_free(&self->found);
     threads_free(&self->stack);
     threads_free(&self->seen);
     void *blocks[] = {self->kind, self->mode, self->side, self->kleene, self->next_at, self->next,
@@ -914,14 +937,15 @@ static void *copied(PyObject *object, Py_ssize_t count, Py_ssize_t size, const c
 
 static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots",
-                               "tests", "guards", "start", "attributes", "terms", "empty", NULL};
+    static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
+                               "guards", "start", "attributes", "terms", "empty", "found", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!:Vm", keywords, &kinds, &modes,
+    int found = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|p:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
-                                     &PyTuple_Type, &terms, &PyTuple_Type, &empty))
+                                     &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found))
         return NULL;
     Vm *self = (Vm *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -975,8 +999,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyObject *term = PyTuple_GET_ITEM(terms, t);
         long op, slot, index;
         if (!PyTuple_Check(term) || !PyArg_ParseTuple(term, "lll", &op, &slot, &index) || op < 0 ||
-            op > T_TAG || slot < 0 || slot >= PyTuple_GET_SIZE(empty) ||
-            (op != T_TAG && (index < 0 || index >= PyTuple_GET_SIZE(attributes)))) {
+            op > T_NODES || slot < 0 || slot >= PyTuple_GET_SIZE(empty) ||
+            (op != T_TAG && op != T_NODES && (index < 0 || index >= PyTuple_GET_SIZE(attributes)))) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "Vm: terms: (op, slot, attribute index)");
             goto fail;
@@ -987,6 +1011,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->attributes = Py_NewRef(attributes);
     self->terms = Py_NewRef(terms);
     self->empty = Py_NewRef(empty);
+    self->as_values = found;
     self->known = -1;
     if ((self->out = PyList_New(0)) == NULL)
         goto fail;
@@ -1014,7 +1039,9 @@ static PyTypeObject VmType = {
     .tp_dealloc = (destructor)vm_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Vm(kinds, modes, sides, kleene, next_at, next, slots, tests, guards, start, "
-              "attributes, terms, empty): a run of the compiled automaton (xcep/xseq/vm.py)",
+              "attributes, terms, empty, found=False): a run of the compiled automaton "
+              "(xcep/xseq/vm.py); feed and finish give rows, or with found the values of "
+              "each match's terms",
     .tp_methods = vm_methods,
     .tp_new = vm_new,
 };

@@ -186,7 +186,7 @@ class XSeqEngine:
             run = SequenceRun(self.fast_path, self.values_only, self.selection)
             return XSeqRun(self, run)
         if isinstance(self.fast_path, CompiledPlan):
-            return XSeqRun(self, CompiledRun(self.fast_path))
+            return XSeqRun(self, CompiledRun(self.fast_path, self.values_only))
         return XSeqRun(self, AutomatonRun(self))
 
     def resume(self, data: bytes) -> XSeqRun:
@@ -206,7 +206,7 @@ class XSeqEngine:
         if isinstance(self.fast_path, PlainPath):
             return PlainPathRun(self.fast_path, self.values_only).run(batches, final)
         if isinstance(self.fast_path, CompiledPlan):
-            return CompiledRun(self.fast_path).run(batches, final)
+            return CompiledRun(self.fast_path, self.values_only).run(batches, final)
         return drive(batches, AutomatonRun(self).driver, final)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from array import array
 
 from xcep.xseq import ast as A
+from xcep.xseq.matches import Aggregator
 from xcep.xseq.semantics import Analysis
 
 try:
@@ -30,7 +31,7 @@ except ImportError:  # built without a C compiler: the Python automaton runs eve
 
 _KINDS = {"wait": 0, "match": 1, "split": 2, "enter": 2, "iter": 2, "begin": 3, "accept": 4}
 _MODES = {"any": 0, "next": 1, "desc": 2}
-T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG = range(5)
+T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES = range(6)
 
 
 class NotCompiled(Exception):
@@ -38,10 +39,13 @@ class NotCompiled(Exception):
 
 
 class CompiledPlan:
-    """The tables of one query's automaton for the compiled run (they never change)."""
+    """The tables of one query's automaton for the compiled run (they never change); with
+    aggregates (``found``) the run gives each match's values, which an ``Aggregator``
+    folds."""
 
-    def __init__(self, tables: dict) -> None:
+    def __init__(self, tables: dict, analysis: Analysis) -> None:
         self.tables = tables
+        self.analysis = analysis
 
     def vm(self):
         return Vm(**self.tables)
@@ -51,23 +55,39 @@ class CompiledRun:
     """A run on the compiled automaton, fed batch by batch (``XSeqRun``); its state is
     the C run's, as plain objects (the frames' threads, the queued rows)."""
 
-    def __init__(self, plan: CompiledPlan) -> None:
+    def __init__(self, plan: CompiledPlan, values_only: bool = False) -> None:
         self.plan = plan
         self.vm = plan.vm()
+        self.aggregator = None
+        if plan.tables["found"]:
+            self.aggregator = Aggregator(plan.analysis, values_only)
 
     def feed(self, batch) -> list:
-        return self.vm.feed(
+        out = self.vm.feed(
             batch.docs, batch.kinds, batch.names, batch.values, batch.nodes, batch.symbols.names
         )
+        return out if self.aggregator is None else self._fold(out)
 
     def end(self, final: bool) -> list:
-        return self.vm.finish(final)
+        out = self.vm.finish(final)
+        if self.aggregator is None:
+            return out
+        self._fold(out)
+        return self.aggregator.rows(None) if final else []
+
+    def _fold(self, matches: list) -> list:
+        add = self.aggregator.add_values
+        for found in matches:
+            add(None, found)
+        return []
 
     def state(self):
-        return self.vm.state()
+        return self.vm.state(), self.aggregator.groups if self.aggregator else None
 
     def restore(self, state) -> None:
-        self.vm.restore(state)
+        self.vm.restore(state[0])
+        if self.aggregator is not None:
+            self.aggregator.groups = state[1]
 
     def run(self, batches, final: bool = True):
         for batch in batches:
@@ -81,7 +101,7 @@ class CompiledRun:
 def compiled_plan(analysis: Analysis, program, machine, selection: str) -> CompiledPlan | str:
     """The plan of the query for the compiled automaton, or why it does not take it."""
     try:
-        return CompiledPlan(_tables(analysis, program, machine, selection))
+        return CompiledPlan(_tables(analysis, program, machine, selection), analysis)
     except NotCompiled as why:
         return str(why)
 
@@ -93,16 +113,15 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         raise NotCompiled("partition by")
     if selection != "all":
         raise NotCompiled(f"selection {selection}")
-    if analysis.mode != "rows":
-        raise NotCompiled(
-            "an aggregate" if analysis.mode != "nodes" else "a path's nodes as output"
-        )
+    if analysis.mode == "nodes":
+        raise NotCompiled("nodes as output")
+    found = analysis.mode != "rows"  # aggregates: each match's values are folded
     if analysis.per_match or analysis.iteration:
         raise NotCompiled("a where condition")
     if program.join_width:
         raise NotCompiled("intersect")
     attributes: list[str] = []
-    terms = tuple(_term(analysis, term, attributes) for term in analysis.query.returns)
+    terms = tuple(_term(analysis, term, attributes, found) for term in analysis.query.returns)
     machine.ready()
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
@@ -153,21 +172,31 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "attributes": tuple(attributes),
         "terms": terms,
         "empty": tuple(program.empty.slots),
+        "found": found,
     }
 
 
-def _term(analysis: Analysis, term: A.OutTerm, attributes: list) -> tuple:
-    """(op, slot, attribute index) of a row's term that reads a bound node's open tag."""
+def _term(analysis: Analysis, term: A.OutTerm, attributes: list, found: bool) -> tuple:
+    """(op, slot, attribute index) of a term that reads bound nodes' open tags (or counts
+    the nodes)."""
     expr = term.expr
-    if term.aggregate is not None:
-        raise NotCompiled("an aggregate")
+    counts = term.aggregate == "count" and isinstance(expr, A.VarRef) and expr.path is None
+    if counts and expr.func is None:  # count($X) counts the nodes
+        return (T_NODES, analysis.index[expr.var], 0)
+    op = _reading(analysis, expr, attributes)
+    if found and term.aggregate is None and op[0] == T_ALL:  # (a plain term: one value)
+        raise NotCompiled(f"the output {term.text or A.to_text(expr)} beside aggregates")
+    return op
+
+
+def _reading(analysis: Analysis, expr, attributes: list) -> tuple:
     if isinstance(expr, A.Tag):
         ref = expr.ref
         if ref.path is not None or ref.func is not None or ref.var in analysis.kleene:
             raise NotCompiled("tag() of a Kleene-* variable")
         return (T_TAG, analysis.index[ref.var], 0)
     if not isinstance(expr, A.VarRef) or ref_attribute(expr) is None or expr.func == "prev":
-        raise NotCompiled(f"the output {term.text or A.to_text(expr)}")
+        raise NotCompiled(f"the output {A.to_text(expr)}")
     name = ref_attribute(expr)
     if name not in attributes:
         attributes.append(name)
