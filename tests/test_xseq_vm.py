@@ -20,6 +20,10 @@ from xcep.xseq.vm import CompiledPlan, Vm
 pytestmark = pytest.mark.skipif(Vm is None, reason="the compiled automaton is not built")
 
 
+AGGREGATES = ("max", "min", "sum", "avg", "count")
+READS = ("@x", "/b/text()", "/a/@x")
+
+
 @st.composite
 def compiled_queries(draw) -> str:
     """A random path with variables and a return clause of what the compiled automaton
@@ -34,11 +38,14 @@ def compiled_queries(draw) -> str:
     for name, kleene in variables[:3]:
         options = [f"{name}@x", f"{name}@k"] + ([] if kleene else [f"tag({name})"])
         options += [f"first({name})@x", f"last({name})@k"] if kleene else []
+        # values below the node: paths of child steps to text() or an attribute
+        options += [f"{name}/b/text()", f"{name}/text()", f"{name}/a/@x", f"{name}/c/b/text()"]
+        options += [f"first({name})/b/text()", f"last({name})/a/@k"] if kleene else []
         terms.append(draw(st.sampled_from(options)))
     if draw(st.integers(0, 2)) == 0:  # aggregates (and a plain term of one value beside)
         name = variables[0][0]
         terms = [
-            draw(st.sampled_from([f"{a}({name}@x)" for a in ("max", "min", "sum", "avg")]))
+            draw(st.sampled_from([f"{a}({name}{r})" for a in AGGREGATES for r in READS]))
             for _ in range(draw(st.integers(0, 2)))
         ]
         terms.append(f"count({draw(st.sampled_from([n for n, _ in variables]))})")
@@ -149,7 +156,8 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
     [
         ("return $B@id from //parlist (/$A)* /$B where tag($A) = 'listitem'", "compiled automaton"),
         ("return $Y@id, tag($X) from //person[@id = 'p1'] /\\ $X \\ $Y", "compiled automaton"),
-        ("return $X/name/text() from //person $X", "pushdown automaton"),  # reads below it
+        ("return $X/name/text(), $X/a/@k from //person $X", "compiled automaton"),  # below
+        ("return $X/name from //person $X", "pushdown automaton"),  # an element's value
         ("return count($X), max($X@x) from //a (/$X)*", "compiled automaton"),  # aggregates
         ("return sum($X/b) from //a (/$X)*", "pushdown automaton"),  # a value below
         ("return $X@id from //a $X[@k = 'p'] \\ $Y", "compiled automaton"),  # attributes

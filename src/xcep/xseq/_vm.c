@@ -18,6 +18,8 @@ enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4 };
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
+enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
+enum { P_TEXT = 0, P_ATTR = 1 }; /* what a path ends on: text children, an attribute */
 #define ANY_NAME (-2) /* a wait state that takes any element */
 #define UNKNOWN (-1)  /* a wait state whose name the symbols do not have (yet) */
 
@@ -64,11 +66,15 @@ typedef struct {
     PyObject *tag;    /* its name (NULL: the document node) */
     PyObject *record; /* its record, once a variable bound it */
     Threads lists[3]; /* the threads waiting here: for any child, the next one, a descendant */
+    /* the paths read below bound nodes that go on here: per record (`binding`) the path and
+     * the step it is at (`state` = path << 8 | step + 1; step -1: its text children are the
+     * path's values) */
+    Threads collect;
 } Frame;
 
 typedef struct {
     Py_ssize_t wait; /* the frame whose close makes the row ready (-1: ready) */
-    PyObject *row;
+    PyObject *row;   /* the match's binding: its row is made when it is ready */
 } Entry;
 
 /* Where the attributes of the open tag being read are: the batch's columns from `first`
@@ -93,6 +99,9 @@ typedef struct {
     PyObject *attributes; /* the names whose values a record keeps (a tuple) */
     PyObject *terms;      /* the row's terms: (op, slot, index) */
     PyObject *empty;      /* the empty binding */
+    PyObject *paths;      /* the paths read below bound nodes: (names, end kind, attribute) */
+    int32_t *path_at, *path_ids; /* per path its steps in path_ids (the names' symbol ids) */
+    Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     /* the stream's symbols the test ids are of, and how many names they had */
     PyObject *symbols;
@@ -107,7 +116,7 @@ typedef struct {
     PyObject *out; /* rows released, taken by feed */
     PyObject *pending_tag, *pending_raw; /* an open tag whose attributes go on in the next batch */
     long long pending_node;
-    Threads stack, seen;
+    Threads stack, seen, passed;
     PyObject **matches;
     Py_ssize_t nmatches, matches_cap;
 } Vm;
@@ -253,6 +262,7 @@ static void pop_frame(Vm *self)
         self->descs--;
     for (int k = 0; k < 3; k++)
         threads_clear(&f->lists[k]);
+    threads_clear(&f->collect);
     Py_CLEAR(f->tag);
     Py_CLEAR(f->record);
 }
@@ -286,6 +296,8 @@ static int enqueue(Vm *self, Py_ssize_t wait, PyObject *row)
     return 0;
 }
 
+static PyObject *row_of(Vm *self, PyObject *binding);
+
 /* Hand out the rows at the head of the queue whose nodes have all closed. */
 static int pump(Vm *self)
 {
@@ -293,10 +305,12 @@ static int pump(Vm *self)
         Entry *e = &self->queue[self->qhead];
         if (e->wait >= 0 && self->depth > e->wait)
             break;
-        int failed = PyList_Append(self->out, e->row);
+        PyObject *row = row_of(self, e->row); /* (made now: the values below its nodes are read) */
+        int failed = row == NULL || PyList_Append(self->out, row) < 0;
+        Py_XDECREF(row);
         Py_DECREF(e->row);
         self->qhead++;
-        if (failed < 0)
+        if (failed)
             return -1;
     }
     return 0;
@@ -311,12 +325,13 @@ static PyObject *record_value(PyObject *record, Py_ssize_t index)
 
 /* The values of one term for a match (as a list): a node's attribute or tag, those of a
  * Kleene-* variable's first, last or every node, or its nodes themselves (to count). */
-static PyObject *term_values(PyObject *term, PyObject *binding)
+static PyObject *term_values(Vm *self, PyObject *term, PyObject *binding, int *several)
 {
     long op = PyLong_AsLong(PyTuple_GET_ITEM(term, 0));
     PyObject *bound = PyTuple_GET_ITEM(binding, PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 1)));
     Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 2));
     PyObject *out = PyList_New(0);
+    *several = op == T_ALL; /* a row's term of several values (else of one: or None) */
     if (out == NULL || bound == Py_None)
         return out;
     Py_ssize_t k = PyTuple_GET_SIZE(bound), first = 0, last = k;
@@ -324,40 +339,48 @@ static PyObject *term_values(PyObject *term, PyObject *binding)
     int many = k == 0 || PyTuple_Check(PyTuple_GET_ITEM(bound, 0));
     if (!many)
         bound = PyTuple_Pack(1, bound), k = 1, first = 0, last = 1;
-    else if (op == T_FIRST)
+    else if (op == T_FIRST || op == T_PATH_FIRST)
         last = k ? 1 : 0;
-    else if (op == T_LAST)
+    else if (op == T_LAST || op == T_PATH_LAST)
         first = k ? k - 1 : 0;
+    else if (op == T_PATH)
+        *several = 1; /* every node's values */
     if (bound == NULL)
         return Py_DECREF(out), NULL;
-    for (Py_ssize_t i = first; i < last; i++) {
+    Py_ssize_t paths_at = 3 + PyTuple_GET_SIZE(self->attributes);
+    for (Py_ssize_t i = first; i < last && out != NULL; i++) {
         PyObject *record = PyTuple_GET_ITEM(bound, i);
-        PyObject *v = op == T_TAG ? PyTuple_GET_ITEM(record, 2) : op == T_NODES ? record : record_value(record, index);
-        if (v != Py_None && PyList_Append(out, v) < 0) {
-            Py_CLEAR(out);
-            break;
+        if (op >= T_PATH) { /* the values read below it */
+            PyObject *values = PyTuple_GET_ITEM(record, paths_at + index);
+            if (PyList_SetSlice(out, PyList_GET_SIZE(out), PyList_GET_SIZE(out), values) < 0)
+                Py_CLEAR(out);
+            continue;
         }
+        PyObject *v = op == T_TAG ? PyTuple_GET_ITEM(record, 2) : op == T_NODES ? record : record_value(record, index);
+        if (v != Py_None && PyList_Append(out, v) < 0)
+            Py_CLEAR(out);
     }
     if (!many)
         Py_DECREF(bound);
     return out;
 }
 
-/* A match's row (a term of one node: its value or None; of several: the list), or with
- * `found` (aggregates) the values of every term, as Aggregator.add_values takes them. */
+/* A match's row (a term of one node: its value or None, or the list of several; of a
+ * Kleene-* variable's nodes: the list), or with `as_values` (aggregates) the values of
+ * every term, as Aggregator.add_values takes them. */
 static PyObject *row_of(Vm *self, PyObject *binding)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(self->terms);
     PyObject *row = PyList_New(n);
     for (Py_ssize_t t = 0; row != NULL && t < n; t++) {
         PyObject *term = PyTuple_GET_ITEM(self->terms, t);
-        PyObject *values = term_values(term, binding);
+        int several;
+        PyObject *values = term_values(self, term, binding, &several);
         if (values == NULL) {
             Py_CLEAR(row);
             break;
         }
-        long op = PyLong_AsLong(PyTuple_GET_ITEM(term, 0));
-        if (!self->as_values && op != T_ALL) { /* one value, or None */
+        if (!self->as_values && !several && PyList_GET_SIZE(values) <= 1) { /* one, or None */
             PyObject *value = PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None;
             Py_SETREF(values, Py_NewRef(value));
         }
@@ -394,9 +417,15 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
     if (frame->record != NULL)
         return frame->record;
     Py_ssize_t n = PyTuple_GET_SIZE(self->attributes);
-    PyObject *record = PyTuple_New(3 + n);
+    PyObject *record = PyTuple_New(3 + n + self->npaths);
     if (record == NULL)
         return NULL;
+    for (Py_ssize_t p = 0; p < self->npaths; p++) { /* the values of the paths below it */
+        PyObject *values = PyList_New(0);
+        if (values == NULL)
+            return Py_DECREF(record), NULL;
+        PyTuple_SET_ITEM(record, 3 + n + p, values);
+    }
     PyTuple_SET_ITEM(record, 0, PyLong_FromLongLong(frame->node));
     PyTuple_SET_ITEM(record, 1, PyLong_FromSsize_t(f));
     PyTuple_SET_ITEM(record, 2, Py_NewRef(frame->tag ? frame->tag : Py_None));
@@ -417,6 +446,10 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
         Py_DECREF(record);
         return NULL;
     }
+    for (Py_ssize_t p = 0; p < self->npaths; p++) /* the paths go on below it: read them */
+        if (threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
+                         record) < 0)
+            return Py_DECREF(record), NULL;
     return frame->record = record;
 }
 
@@ -503,10 +536,10 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     if (n > 1)
         qsort(self->matches, (size_t)n, sizeof *self->matches, compare_bindings);
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
-        PyObject *row = row_of(self, self->matches[i]);
-        failed = row == NULL || enqueue(self, wait_of(self, self->matches[i], here), row) < 0;
+        PyObject *binding = Py_NewRef(self->matches[i]);
+        failed = enqueue(self, wait_of(self, binding, here), binding) < 0;
         if (failed)
-            Py_XDECREF(row);
+            Py_DECREF(binding);
     }
     threads_clear(&self->seen);
     if (failed || PyErr_Occurred())
@@ -582,22 +615,65 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
             found->at[i] = found->at[--found->len];
         }
     }
+    /* the paths read below bound nodes that go on at this child: its values, or a step on */
+    Threads *passed = &self->passed;
+    Threads *collect = &parent->collect;
+    for (Py_ssize_t i = 0; i < collect->len && !failed; i++) {
+        int32_t code = collect->at[i].state, path = code >> 8, step = (code & 0xFF) - 1;
+        if (step < 0 || self->path_ids[self->path_at[path] + step] != name || name < 0)
+            continue;
+        PyObject *spec = PyTuple_GET_ITEM(self->paths, path);
+        if (self->path_at[path] + step + 1 < self->path_at[path + 1]) { /* steps go on */
+            failed = threads_push(passed, code + 1, collect->at[i].binding) < 0;
+        } else if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)) == P_TEXT) { /* its text children */
+            failed = threads_push(passed, path << 8, collect->at[i].binding) < 0;
+        } else { /* its attribute */
+            PyObject *raw = attrs_raw(attrs), *values = PyTuple_GET_ITEM(
+                collect->at[i].binding, 3 + PyTuple_GET_SIZE(self->attributes) + path);
+            for (Py_ssize_t k = 0; raw != NULL && k < PyList_GET_SIZE(raw); k++) {
+                PyObject *item = PyList_GET_ITEM(raw, k);
+                if (PyUnicode_Compare(PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(spec, 2)) == 0) {
+                    failed = PyList_Append(values, PyTuple_GET_ITEM(item, 1)) < 0;
+                    break;
+                }
+            }
+            failed = failed || raw == NULL || PyErr_Occurred();
+        }
+    }
     if (failed) {
         threads_clear(found);
+        threads_clear(passed);
         return -1;
     }
-    if (found->len == 0 && self->descs == 0) {
+    if (found->len == 0 && self->descs == 0 && passed->len == 0) {
         self->skip = 1; /* nothing can happen below: skip the subtree */
         return 0;
     }
     if (push_frame(self, node, tag) < 0) {
         threads_clear(found);
+        threads_clear(passed);
         return -1;
     }
+    Frame *frame = &self->frames[self->depth - 1];
+    Threads swap = frame->collect; /* (empty: the collectors passed are its own now) */
+    frame->collect = *passed, *passed = swap;
     if (found->len == 0)
         return 0;
     Py_ssize_t here = self->depth - 1;
     return closure(self, here, here, here - 1, attrs);
+}
+
+/* A text: the value of the paths whose text children are read here. */
+static int text(Vm *self, PyObject *value)
+{
+    Threads *collect = &self->frames[self->depth - 1].collect;
+    for (Py_ssize_t i = 0; i < collect->len; i++)
+        if ((collect->at[i].state & 0xFF) == 0) {
+            Py_ssize_t at = 3 + PyTuple_GET_SIZE(self->attributes) + (collect->at[i].state >> 8);
+            if (PyList_Append(PyTuple_GET_ITEM(collect->at[i].binding, at), value) < 0)
+                return -1;
+        }
+    return 0;
 }
 
 static int close_element(Vm *self)
@@ -641,6 +717,22 @@ static int know_names(Vm *self, PyObject *symbols)
                 break;
             }
             if (same == -1 && PyErr_Occurred())
+                return -1;
+        }
+    }
+    for (Py_ssize_t p = 0; p < self->npaths; p++) {
+        PyObject *names = PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->paths, p), 0);
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
+            int32_t *id = &self->path_ids[self->path_at[p] + k];
+            if (*id != UNKNOWN && self->known >= 0)
+                continue;
+            *id = UNKNOWN;
+            for (Py_ssize_t i = count - 1; i >= 0; i--)
+                if (PyUnicode_Compare(PyList_GET_ITEM(symbols, i), PyTuple_GET_ITEM(names, k)) == 0) {
+                    *id = (int32_t)i;
+                    break;
+                }
+            if (PyErr_Occurred())
                 return -1;
         }
     }
@@ -734,6 +826,8 @@ static PyObject *vm_feed(Vm *self, PyObject *args)
         } else {
             if (k == CLOSE && close_element(self) < 0)
                 goto done;
+            if (k == TEXT && !self->skip && text(self, PyList_GET_ITEM(values, i)) < 0)
+                goto done;
             i++;
         }
     }
@@ -799,13 +893,13 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
     for (Py_ssize_t d = 0; frames != NULL && d < self->depth; d++) {
         Frame *f = &self->frames[d];
         PyObject *a = threads_list(&f->lists[0]), *b = threads_list(&f->lists[1]),
-                 *c = threads_list(&f->lists[2]);
-        PyObject *item = a && b && c
-                             ? Py_BuildValue("(LOONNN)", f->node, f->tag ? f->tag : Py_None,
-                                             f->record ? f->record : Py_None, a, b, c)
+                 *c = threads_list(&f->lists[2]), *e = threads_list(&f->collect);
+        PyObject *item = a && b && c && e
+                             ? Py_BuildValue("(LOONNNN)", f->node, f->tag ? f->tag : Py_None,
+                                             f->record ? f->record : Py_None, a, b, c, e)
                              : NULL;
         if (item == NULL) {
-            Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c);
+            Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c), Py_XDECREF(e);
             Py_CLEAR(frames);
         } else {
             PyList_SET_ITEM(frames, d, item);
@@ -862,14 +956,14 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
     self->doc = doc, self->in_doc = in_doc, self->skip = skip, self->descs = 0;
     for (Py_ssize_t d = 0; d < PyList_GET_SIZE(frames); d++) {
         long long node;
-        PyObject *tag, *record, *a, *b, *c;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(frames, d), "LOOOOO", &node, &tag, &record, &a, &b, &c) ||
+        PyObject *tag, *record, *a, *b, *c, *e;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(frames, d), "LOOOOOO", &node, &tag, &record, &a, &b, &c, &e) ||
             push_frame(self, node, tag == Py_None ? NULL : tag) < 0)
             return NULL;
         Frame *f = &self->frames[d];
         f->record = record == Py_None ? NULL : Py_NewRef(record);
         if (load_threads(&f->lists[0], a) < 0 || load_threads(&f->lists[1], b) < 0 ||
-            load_threads(&f->lists[2], c) < 0)
+            load_threads(&f->lists[2], c) < 0 || load_threads(&f->collect, e) < 0)
             return NULL;
         self->descs += f->lists[W_DESC].len > 0;
     }
@@ -896,14 +990,18 @@ static void vm_dealloc(Vm *self)
 {
     while (self->depth)
         pop_frame(self);
-    for (Py_ssize_t d = 0; d < self->cap; d++)
+    for (Py_ssize_t d = 0; d < self->cap; d++) {
         for (int k = 0; k < 3; k++)
             threads_free(&self->frames[d].lists[k]);
+        threads_free(&self->frames[d].collect);
+    }
     clear_queue(self);
+    threads_free(&self->passed);
     threads_free(&self->stack);
     threads_free(&self->seen);
     void *blocks[] = {self->kind, self->mode, self->side, self->kleene, self->next_at, self->next,
-                      self->slot, self->start, self->test_id, self->frames, self->queue, self->matches};
+                      self->slot, self->start, self->test_id, self->frames, self->queue, self->matches,
+                      self->path_at, self->path_ids};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     Py_XDECREF(self->tests);
@@ -911,6 +1009,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->attributes);
     Py_XDECREF(self->terms);
     Py_XDECREF(self->empty);
+    Py_XDECREF(self->paths);
     Py_XDECREF(self->symbols);
     Py_XDECREF(self->out);
     Py_XDECREF(self->pending_tag);
@@ -938,14 +1037,16 @@ static void *copied(PyObject *object, Py_ssize_t count, Py_ssize_t size, const c
 static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
-                               "guards", "start", "attributes", "terms", "empty", "found", NULL};
+                               "guards", "start", "attributes", "terms", "empty", "found", "paths", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|p:Vm", keywords, &kinds, &modes,
+    PyObject *paths = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
-                                     &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found))
+                                     &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
+                                     &paths))
         return NULL;
     Vm *self = (Vm *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -995,12 +1096,37 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             PyErr_SetString(PyExc_ValueError, "Vm: start: a state out of range");
             goto fail;
         }
+    /* the paths read below bound nodes: (names, what it ends on, the attribute or None) */
+    self->paths = paths ? Py_NewRef(paths) : PyTuple_New(0);
+    self->npaths = self->paths ? PyTuple_GET_SIZE(self->paths) : 0;
+    if (self->paths == NULL || !(self->path_at = PyMem_Calloc((size_t)self->npaths + 1, 4)))
+        goto fail;
+    for (Py_ssize_t p = 0; p < self->npaths; p++) {
+        PyObject *spec = PyTuple_GET_ITEM(self->paths, p), *names, *attribute;
+        int kind;
+        if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "O!iO", &PyTuple_Type, &names, &kind, &attribute) ||
+            (kind != P_TEXT && kind != P_ATTR) || PyTuple_GET_SIZE(names) > 250 ||
+            (kind == P_ATTR && (!PyUnicode_Check(attribute) || PyTuple_GET_SIZE(names) == 0))) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "Vm: paths: (names, 0 for text() or 1 for an attribute, it)");
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(names, k))) {
+                PyErr_SetString(PyExc_ValueError, "Vm: paths: names as str");
+                goto fail;
+            }
+        self->path_at[p + 1] = self->path_at[p] + (int32_t)PyTuple_GET_SIZE(names);
+    }
+    if (!(self->path_ids = PyMem_Calloc((size_t)self->path_at[self->npaths] + 1, 4)))
+        goto fail;
     for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(terms); t++) {
         PyObject *term = PyTuple_GET_ITEM(terms, t);
         long op, slot, index;
         if (!PyTuple_Check(term) || !PyArg_ParseTuple(term, "lll", &op, &slot, &index) || op < 0 ||
-            op > T_NODES || slot < 0 || slot >= PyTuple_GET_SIZE(empty) ||
-            (op != T_TAG && op != T_NODES && (index < 0 || index >= PyTuple_GET_SIZE(attributes)))) {
+            op > T_PATH_LAST || slot < 0 || slot >= PyTuple_GET_SIZE(empty) ||
+            (op < T_TAG && (index < 0 || index >= PyTuple_GET_SIZE(attributes))) ||
+            (op >= T_PATH && (index < 0 || index >= self->npaths))) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "Vm: terms: (op, slot, attribute index)");
             goto fail;

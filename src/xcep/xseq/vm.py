@@ -31,7 +31,8 @@ except ImportError:  # built without a C compiler: the Python automaton runs eve
 
 _KINDS = {"wait": 0, "match": 1, "split": 2, "enter": 2, "iter": 2, "begin": 3, "accept": 4}
 _MODES = {"any": 0, "next": 1, "desc": 2}
-T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES = range(6)
+T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
+P_TEXT, P_ATTR = 0, 1  # what a path read below a node ends on: text children, an attribute
 
 
 class NotCompiled(Exception):
@@ -121,7 +122,10 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     if program.join_width:
         raise NotCompiled("intersect")
     attributes: list[str] = []
-    terms = tuple(_term(analysis, term, attributes, found) for term in analysis.query.returns)
+    paths: list[tuple] = []
+    terms = tuple(
+        _term(analysis, term, attributes, paths, found) for term in analysis.query.returns
+    )
     machine.ready()
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
@@ -173,30 +177,41 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "terms": terms,
         "empty": tuple(program.empty.slots),
         "found": found,
+        "paths": tuple(paths),
     }
 
 
-def _term(analysis: Analysis, term: A.OutTerm, attributes: list, found: bool) -> tuple:
+def _term(analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, found: bool):
     """(op, slot, attribute index) of a term that reads bound nodes' open tags (or counts
     the nodes)."""
     expr = term.expr
     counts = term.aggregate == "count" and isinstance(expr, A.VarRef) and expr.path is None
     if counts and expr.func is None:  # count($X) counts the nodes
         return (T_NODES, analysis.index[expr.var], 0)
-    op = _reading(analysis, expr, attributes)
+    op = _reading(analysis, expr, attributes, paths)
     if found and term.aggregate is None and op[0] == T_ALL:  # (a plain term: one value)
         raise NotCompiled(f"the output {term.text or A.to_text(expr)} beside aggregates")
     return op
 
 
-def _reading(analysis: Analysis, expr, attributes: list) -> tuple:
+def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
     if isinstance(expr, A.Tag):
         ref = expr.ref
         if ref.path is not None or ref.func is not None or ref.var in analysis.kleene:
             raise NotCompiled("tag() of a Kleene-* variable")
         return (T_TAG, analysis.index[ref.var], 0)
-    if not isinstance(expr, A.VarRef) or ref_attribute(expr) is None or expr.func == "prev":
+    if not isinstance(expr, A.VarRef) or expr.func == "prev":
         raise NotCompiled(f"the output {A.to_text(expr)}")
+    if ref_attribute(expr) is None:  # a path below the node
+        path = _child_path(expr.path)
+        if path is None:
+            raise NotCompiled(f"the output {A.to_text(expr)}")
+        if path not in paths:
+            paths.append(path)
+        slot, index = analysis.index[expr.var], paths.index(path)
+        if expr.var not in analysis.kleene:
+            return (T_PATH, slot, index)
+        return ({None: T_PATH, "first": T_PATH_FIRST, "last": T_PATH_LAST}[expr.func], slot, index)
     name = ref_attribute(expr)
     if name not in attributes:
         attributes.append(name)
@@ -205,6 +220,24 @@ def _reading(analysis: Analysis, expr, attributes: list) -> tuple:
     if expr.var not in analysis.kleene:
         return (T_ATTR, slot, index)
     return ({None: T_ALL, "first": T_FIRST, "last": T_LAST}[expr.func], slot, index)
+
+
+def _child_path(path) -> tuple | None:
+    """(names, end, attribute) of a path of child steps of names that ends on ``text()`` or
+    an attribute (``name/text()``, ``a/b/@k``), as the compiled run reads it; else None."""
+    steps = path.items if isinstance(path, A.Seq) else (path,)
+    if not steps or not all(isinstance(step, A.Step) and not step.preds for step in steps):
+        return None
+    *names, last = steps
+    plain = (A.CHILD, A.ELEMENT)
+    if any((s.axis, s.kind) != plain or s.name == A.WILDCARD or s.var for s in names):
+        return None
+    names = tuple(step.name for step in names)
+    if last.axis == A.CHILD and last.kind == A.TEXT:
+        return (names, P_TEXT, None)
+    if last.axis == A.ATTRIBUTE and last.name != A.WILDCARD and names:
+        return (names, P_ATTR, last.name)
+    return None
 
 
 def ref_attribute(ref: A.VarRef) -> str | None:
