@@ -10,6 +10,7 @@ from array import array
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.test_xseq_runs import _cut_and_resumed
 from tests.xseq_queries import documents, path
 
 from xcep.events import EventStream, parse
@@ -99,12 +100,7 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
         return
     batches = _batches(text, size)
     expected = list(engines[0].run(iter(batches)))
-    run, rows = XSeqEngine(query).start(), []
-    for i, batch in enumerate(batches):
-        rows += run.feed([batch])
-        if i in cuts:
-            run = XSeqEngine(query).resume(run.snapshot())
-    assert rows + run.finish() == expected, query
+    assert _cut_and_resumed(query, batches, cuts) == expected, query
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])

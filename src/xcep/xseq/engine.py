@@ -206,8 +206,10 @@ class XSeqEngine:
         if isinstance(self.fast_path, PlainPath):
             return PlainPathRun(self.fast_path, self.values_only).run(batches, final)
         if isinstance(self.fast_path, CompiledPlan):
-            return CompiledRun(self.fast_path, self.values_only).run(batches, final)
-        return drive(batches, AutomatonRun(self).driver, final)
+            run = CompiledRun(self.fast_path, self.values_only)
+            return drive(batches, run.feed, run.end, final)
+        driver = AutomatonRun(self).driver
+        return drive(batches, driver.feed, driver.finish, final)
 
 
 class AutomatonRun:
@@ -356,7 +358,7 @@ class XSeqMultiEngine:
         """The rows of every query, as ``[query id, *row]``, each as soon as it is known."""
         driver = self.start()
         try:
-            yield from drive(batches, driver, final)
+            yield from drive(batches, driver.feed, driver.finish, final)
         finally:
             self._live = None
 

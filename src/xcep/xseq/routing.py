@@ -198,14 +198,15 @@ def _mask(names, symbols) -> bytes:
     return bytes(mask)
 
 
-def drive(batches: Iterable[EventBatch], driver: Driver, final: bool):
-    """Feed ``batches`` to ``driver``; yield the rows as they are known."""
+def drive(batches: Iterable[EventBatch], feed, finish, final: bool):
+    """Feed ``batches`` to a run (its ``feed``, then its ``finish(final)``); yield the rows
+    as they are known."""
     for batch in batches:
         if batch is None:  # a pause (xcep.events.stepping): what is known is out
             yield None
             continue
-        yield from driver.feed(batch)
-    yield from driver.finish(final)
+        yield from feed(batch)
+    yield from finish(final)
 
 
 class Group:

@@ -90,14 +90,6 @@ class CompiledRun:
         if self.aggregator is not None:
             self.aggregator.groups = state[1]
 
-    def run(self, batches, final: bool = True):
-        for batch in batches:
-            if batch is None:  # a pause (xcep.events.stepping): what is known is out
-                yield None
-                continue
-            yield from self.feed(batch)
-        yield from self.end(final)
-
 
 def compiled_plan(analysis: Analysis, program, machine, selection: str) -> CompiledPlan | str:
     """The plan of the query for the compiled automaton, or why it does not take it."""
