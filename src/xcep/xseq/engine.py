@@ -1,5 +1,6 @@
 """XSeq engines: ``XSeqEngine`` (one query on its runtime: the path runtime, the
-flat-sequence runtime or the pushdown automaton, ``AutomatonRun``) and
+flat-sequence runtime, the compiled automaton (``vm.py``) or the pushdown automaton,
+``AutomatonRun``) and
 ``XSeqMultiEngine`` (many queries in one automaton). The automaton itself:
 ``program.py`` (what it runs), ``automaton.py`` (a run), ``emitters.py`` (matches
 out), ``routing.py`` (events in).

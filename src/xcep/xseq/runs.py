@@ -9,9 +9,9 @@ A snapshot holds what the runtime keeps (the states of the open elements, the
 partial matches, pending rows, aggregates), never the input read so far, so its
 size depends on depth and live matches, not on the stream's length.
 
-Runs are served by the path runtime (``paths.py``) and the flat-sequence
-runtime (``sequence.py``); a query on the pushdown automaton cannot be fed
-piecewise yet (``XSeqEngine.resumable`` says which).
+Every runtime's runs are: the path runtime's (``paths.py``), the flat-sequence
+runtime's (``sequence.py``), the compiled automaton's (``vm.py``: its C run's state as
+plain objects) and the pushdown automaton's (pickled whole).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class XSeqRun:
 
     def __init__(self, engine, runtime) -> None:
         self.engine = engine
-        self.runtime = runtime  # a PlainPathRun or a SequenceRun
+        self.runtime = runtime  # a PlainPathRun, SequenceRun, CompiledRun or AutomatonRun
         self.finished = False
 
     def feed(self, batches: Iterable) -> list[list]:
