@@ -172,3 +172,6 @@ def test_a_malformed_plan_is_refused() -> None:
         Vm(**{**tables, "terms": ((0, 5, 0),)})
     with pytest.raises(ValueError, match="columns"):
         Vm(**tables).feed(b"", b"\x00", b"", [], b"", [])
+    vm = Vm(**tables)
+    with pytest.raises(ValueError, match="not a state of this plan"):
+        vm.restore((0, 1, 0, 0, [(-1, None, None, [(999, ())], [], [], [])], [], None, []))

@@ -924,15 +924,20 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
     return result;
 }
 
-static int load_threads(Threads *t, PyObject *items)
+/* Threads saved by state(): each (state, binding) with a state below limit and a binding
+ * of size items (a record's: 3 + the attributes + the paths). */
+static int load_threads(Threads *t, PyObject *items, long limit, Py_ssize_t size)
 {
     if (!PyList_Check(items))
         return PyErr_SetString(PyExc_TypeError, "restore: threads as a list"), -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         int state;
         PyObject *binding;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(items, i), "iO!", &state, &PyTuple_Type, &binding) ||
-            threads_push(t, state, binding) < 0)
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(items, i), "iO!", &state, &PyTuple_Type, &binding))
+            return -1;
+        if (state < 0 || state >= limit || PyTuple_GET_SIZE(binding) != size)
+            return PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan"), -1;
+        if (threads_push(t, state, binding) < 0)
             return -1;
     }
     return 0;
@@ -962,8 +967,13 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
             return NULL;
         Frame *f = &self->frames[d];
         f->record = record == Py_None ? NULL : Py_NewRef(record);
-        if (load_threads(&f->lists[0], a) < 0 || load_threads(&f->lists[1], b) < 0 ||
-            load_threads(&f->lists[2], c) < 0 || load_threads(&f->collect, e) < 0)
+        long states = (long)self->nstates, codes = (long)self->npaths << 8;
+        Py_ssize_t slots = PyTuple_GET_SIZE(self->empty);
+        Py_ssize_t fields = 3 + PyTuple_GET_SIZE(self->attributes) + self->npaths;
+        if (load_threads(&f->lists[0], a, states, slots) < 0 ||
+            load_threads(&f->lists[1], b, states, slots) < 0 ||
+            load_threads(&f->lists[2], c, states, slots) < 0 ||
+            load_threads(&f->collect, e, codes, fields) < 0)
             return NULL;
         self->descs += f->lists[W_DESC].len > 0;
     }
