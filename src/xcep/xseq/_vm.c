@@ -103,6 +103,7 @@ typedef struct {
     int32_t *path_at, *path_ids; /* per path its steps in path_ids (the names' symbol ids) */
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
+    PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
     /* the stream's symbols the test ids are of, and how many names they had */
     PyObject *symbols;
     Py_ssize_t known;
@@ -536,7 +537,16 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     if (n > 1)
         qsort(self->matches, (size_t)n, sizeof *self->matches, compare_bindings);
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
-        PyObject *binding = Py_NewRef(self->matches[i]);
+        PyObject *binding = self->matches[i];
+        if (self->accept != Py_None) { /* its conditions, on its nodes' open tags */
+            PyObject *verdict = PyObject_CallOneArg(self->accept, binding);
+            int holds = verdict ? PyObject_IsTrue(verdict) : -1;
+            Py_XDECREF(verdict);
+            failed = holds < 0;
+            if (holds <= 0)
+                continue;
+        }
+        Py_INCREF(binding);
         failed = enqueue(self, wait_of(self, binding, here), binding) < 0;
         if (failed)
             Py_DECREF(binding);
@@ -1020,6 +1030,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->terms);
     Py_XDECREF(self->empty);
     Py_XDECREF(self->paths);
+    Py_XDECREF(self->accept);
     Py_XDECREF(self->symbols);
     Py_XDECREF(self->out);
     Py_XDECREF(self->pending_tag);
@@ -1047,17 +1058,22 @@ static void *copied(PyObject *object, Py_ssize_t count, Py_ssize_t size, const c
 static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
-                               "guards", "start", "attributes", "terms", "empty", "found", "paths", NULL};
+                               "guards", "start", "attributes", "terms", "empty", "found", "paths",
+                               "accept", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
-    PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!:Vm", keywords, &kinds, &modes,
+    PyObject *paths = NULL, *accept = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!O:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
-                                     &paths))
+                                     &paths, &accept))
         return NULL;
+    if (accept != Py_None && !PyCallable_Check(accept)) {
+        PyErr_SetString(PyExc_TypeError, "Vm: accept: a callable or None");
+        return NULL;
+    }
     Vm *self = (Vm *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -1148,6 +1164,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->terms = Py_NewRef(terms);
     self->empty = Py_NewRef(empty);
     self->as_values = found;
+    self->accept = Py_NewRef(accept);
     self->known = -1;
     if ((self->out = PyList_New(0)) == NULL)
         goto fail;
@@ -1175,9 +1192,9 @@ static PyTypeObject VmType = {
     .tp_dealloc = (destructor)vm_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Vm(kinds, modes, sides, kleene, next_at, next, slots, tests, guards, start, "
-              "attributes, terms, empty, found=False): a run of the compiled automaton "
-              "(xcep/xseq/vm.py); feed and finish give rows, or with found the values of "
-              "each match's terms",
+              "attributes, terms, empty, found=False, paths=(), accept=None): a run of the compiled "
+              "automaton (xcep/xseq/vm.py); feed and finish give rows, or with found the values of "
+              "each match's terms, of the matches accept(binding) holds for",
     .tp_methods = vm_methods,
     .tp_new = vm_new,
 };

@@ -21,7 +21,8 @@ from __future__ import annotations
 from array import array
 
 from xcep.xseq import ast as A
-from xcep.xseq.matches import Aggregator
+from xcep.xseq.dom import TEXT_NODE, Node
+from xcep.xseq.matches import Aggregator, Binding, conditions_hold
 from xcep.xseq.semantics import Analysis
 
 try:
@@ -109,8 +110,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     if analysis.mode == "nodes":
         raise NotCompiled("nodes as output")
     found = analysis.mode != "rows"  # aggregates: each match's values are folded
-    if analysis.per_match or analysis.iteration:
-        raise NotCompiled("a where condition")
+    if analysis.iteration:
+        raise NotCompiled("a condition at every iteration")
     if program.join_width:
         raise NotCompiled("intersect")
     attributes: list[str] = []
@@ -118,12 +119,22 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     terms = tuple(
         _term(analysis, term, attributes, paths, found) for term in analysis.query.returns
     )
+    for conjunct in analysis.per_match:  # what they read (open tags), the records keep
+        for ref in A.walk(conjunct.cond):
+            reads = isinstance(ref, A.VarRef) and ref.path is not None
+            if isinstance(ref, A.VarTest | A.RelPath) or (reads and ref_attribute(ref) is None):
+                raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
+            if reads:
+                _reading(analysis, ref, attributes, paths)
+    accept = _Conditions(analysis, attributes, paths) if analysis.per_match else None
     machine.ready()
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
     # begin state: its one successor's): a match state with predicates must be one
     opened = {machine.tests[s.id][1] for s in states if s.kind == "wait"}
-    opened |= {states[s].next[0] for s in opened if states[s].kind == "begin"}
+    opened |= {
+        states[s].next[0] for s in opened if states[s].kind == "begin" and len(states[s].next) == 1
+    }
     kinds, modes, sides, kleene = bytearray(), bytearray(), bytearray(), bytearray()
     slots, tests, next_at, targets = array("i"), [], array("i", [0]), array("i")
     for state in states:
@@ -170,6 +181,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "empty": tuple(program.empty.slots),
         "found": found,
         "paths": tuple(paths),
+        "accept": accept,
     }
 
 
@@ -212,6 +224,70 @@ def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
     if expr.var not in analysis.kleene:
         return (T_ATTR, slot, index)
     return ({None: T_ALL, "first": T_FIRST, "last": T_LAST}[expr.func], slot, index)
+
+
+class _Conditions:
+    """A match's conditions (the where clause's, on the open tags of its nodes: decided as
+    the match is found), on its records: each made a node with the attributes that the
+    records keep, which ``conditions_hold`` reads as it reads the automaton's nodes."""
+
+    def __init__(self, analysis: Analysis, attributes: list, paths: list) -> None:
+        self.analysis = analysis
+        self.attributes = tuple(attributes)
+        self.paths = tuple(paths)
+
+    def __call__(self, binding: tuple) -> bool:
+        made: dict = {}
+
+        def node(record) -> Node:
+            found = made.get(id(record))
+            if found is None:
+                found = made[id(record)] = self._node(record)
+            return found
+
+        slots = tuple(
+            None
+            if slot is None
+            else tuple(map(node, slot))
+            if slot == () or isinstance(slot[0], tuple)
+            else node(slot)
+            for slot in binding
+        )
+        bound = Binding(slots, (None,) * self.analysis.query.groups)
+        return conditions_hold(self.analysis, self.analysis.per_match, bound, False)
+
+    def _node(self, record: tuple) -> Node:
+        node_id, _, tag = record[:3]
+        values = record[3 : 3 + len(self.attributes)]
+        raw = [(n, v, -1) for n, v in zip(self.attributes, values, strict=True) if v is not None]
+        node = Node.element(tag, 0, node_id, None, raw)
+        node.closed = True
+        below = record[3 + len(self.attributes) :]
+        for (names, end, attribute), found in zip(self.paths, below, strict=True):
+            parent = node
+            for name in names[:-1] if end == P_ATTR else names:
+                parent = _child(parent, name)
+            for value in found:
+                if end == P_ATTR:
+                    child = Node.element(names[-1], 0, -1, parent, [(attribute, value, -1)])
+                    child.closed = True
+                    parent.children.append(child)
+                else:
+                    text = Node(TEXT_NODE, None, 0, -1, parent)
+                    text.value = value
+                    parent.children.append(text)
+        return node
+
+
+def _child(parent: Node, name: str) -> Node:
+    """The element child ``name`` of a node made for conditions (made when missing)."""
+    for child in parent.children:
+        if child.tag == name and child.kind != TEXT_NODE:
+            return child
+    child = Node.element(name, 0, -1, parent, [])
+    child.closed = True
+    parent.children.append(child)
+    return child
 
 
 def _child_path(path) -> tuple | None:
