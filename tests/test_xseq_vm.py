@@ -148,7 +148,7 @@ def test_a_row_waits_for_its_nodes_to_close() -> None:
 
 @pytest.mark.parametrize(
     ("query", "text"),
-    [  # a predicate on a step entered after a choice (not at the open tag): Python decides it
+    [  # a predicate on a step entered after a choice (not at the open tag): the closure's
         ("return $V1@x from //b (\\$V0[@x] | \\$V1)", "<r><b/><a/></r>"),
         # a match its condition drops does not hold back those after it
         (

@@ -104,6 +104,7 @@ typedef struct {
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
+    PyObject *checks;     /* per state: a guard the closure tests (not tested at the open), or None */
     /* the stream's symbols the test ids are of, and how many names they had */
     PyObject *symbols;
     Py_ssize_t known;
@@ -495,6 +496,18 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             break;
         }
         case S_MATCH:
+            if (self->checks != NULL && PyList_GET_ITEM(self->checks, s) != Py_None) {
+                /* a predicate on the open tag not tested there (the step is entered after a
+                 * choice): tested here, on the same attributes */
+                PyObject *raw = attrs_raw(attrs);
+                PyObject *verdict = raw ? PyObject_CallOneArg(PyList_GET_ITEM(self->checks, s), raw) : NULL;
+                int holds = verdict ? PyObject_IsTrue(verdict) : -1;
+                Py_XDECREF(verdict);
+                if (holds <= 0) {
+                    failed = holds < 0;
+                    break;
+                }
+            }
             if (self->slot[s] >= 0) {
                 PyObject *record = record_of(self, here, attrs);
                 PyObject *bound = record ? bind(binding, self->slot[s], record, self->kleene[s]) : NULL;
@@ -1031,6 +1044,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->empty);
     Py_XDECREF(self->paths);
     Py_XDECREF(self->accept);
+    Py_XDECREF(self->checks);
     Py_XDECREF(self->symbols);
     Py_XDECREF(self->out);
     Py_XDECREF(self->pending_tag);
@@ -1059,17 +1073,21 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
-                               "accept", NULL};
+                               "accept", "checks", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
-    PyObject *paths = NULL, *accept = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!O:Vm", keywords, &kinds, &modes,
+    PyObject *paths = NULL, *accept = Py_None, *checks = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
-                                     &paths, &accept))
+                                     &paths, &accept, &PyList_Type, &checks))
         return NULL;
+    if (checks != NULL && PyList_GET_SIZE(checks) != PyList_GET_SIZE(tests)) {
+        PyErr_SetString(PyExc_ValueError, "Vm: checks: a guard (or None) per state");
+        return NULL;
+    }
     if (accept != Py_None && !PyCallable_Check(accept)) {
         PyErr_SetString(PyExc_TypeError, "Vm: accept: a callable or None");
         return NULL;
@@ -1165,6 +1183,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->empty = Py_NewRef(empty);
     self->as_values = found;
     self->accept = Py_NewRef(accept);
+    self->checks = Py_XNewRef(checks);
     self->known = -1;
     if ((self->out = PyList_New(0)) == NULL)
         goto fail;
@@ -1192,7 +1211,7 @@ static PyTypeObject VmType = {
     .tp_dealloc = (destructor)vm_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Vm(kinds, modes, sides, kleene, next_at, next, slots, tests, guards, start, "
-              "attributes, terms, empty, found=False, paths=(), accept=None): a run of the compiled "
+              "attributes, terms, empty, found=False, paths=(), accept=None, checks=None): a run of the compiled "
               "automaton (xcep/xseq/vm.py); feed and finish give rows, or with found the values of "
               "each match's terms, of the matches accept(binding) holds for",
     .tp_methods = vm_methods,

@@ -137,6 +137,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     }
     kinds, modes, sides, kleene = bytearray(), bytearray(), bytearray(), bytearray()
     slots, tests, next_at, targets = array("i"), [], array("i", [0]), array("i")
+    checks: list = [None] * len(states)
     for state in states:
         kind = _KINDS.get(state.kind)
         if kind is None:
@@ -153,8 +154,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
             preds = machine.preds.get(state.id, ())
             if any(fast is None for _, _, fast in preds):
                 raise NotCompiled("a predicate the open tag's attributes do not decide")
-            if preds and state.id not in opened:
-                raise NotCompiled("a predicate on a step entered otherwise than at an open tag")
+            if preds and state.id not in opened:  # entered after a choice: tested there
+                checks[state.id] = machine.guards[state.id]
             if step.var:
                 slot, many = program.index[step.var], int(step.var in program.kleene)
         kinds.append(kind)
@@ -182,6 +183,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "found": found,
         "paths": tuple(paths),
         "accept": accept,
+        "checks": checks,
     }
 
 
