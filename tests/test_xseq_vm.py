@@ -150,6 +150,8 @@ def test_a_row_waits_for_its_nodes_to_close() -> None:
     ("query", "text"),
     [  # a predicate on a step entered after a choice (not at the open tag): the closure's
         ("return $V1@x from //b (\\$V0[@x] | \\$V1)", "<r><b/><a/></r>"),
+        # a Kleene-* variable's values beside an aggregate (its first match's: a list)
+        ("return $V0/b/text(), count($V0) from //c (/$V0)*", '<r><c x="1"></c></r>'),
         # a match its condition drops does not hold back those after it
         (
             "return count($V1) from /* ((/$V0)* | /a[@x]) (/$V1)* "

@@ -195,7 +195,8 @@ def _term(analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, fo
     if counts and expr.func is None:  # count($X) counts the nodes
         return (T_NODES, analysis.index[expr.var], 0)
     op = _reading(analysis, expr, attributes, paths)
-    if found and term.aggregate is None and op[0] == T_ALL:  # (a plain term: one value)
+    every = op[0] == T_ALL or (op[0] == T_PATH and expr.var in analysis.kleene)
+    if found and term.aggregate is None and every:  # (a plain term: one value)
         raise NotCompiled(f"the output {term.text or A.to_text(expr)} beside aggregates")
     return op
 
