@@ -276,5 +276,8 @@ def test_an_ancestor_step_above_an_operand_start_is_refused() -> None:
     assert "column 24" in str(error.value)
     text = "<r><c><a><a></a><b></b></a></c></r>"
     assert evaluate(query, parse(text)) == [["<b/>"]]  # what the reference answers
+    # a parent step after a self step (``a/..``) that climbs above the operand's start
+    with pytest.raises(QuerySyntaxError, match="must follow a step"):  # (it gave one row)
+        XSeqEngine("return $V0@x, $V1@x from //$V0 (/$V1 | /a/../parent::*) /a")
     top = "/r/c/a/ancestor::c"  # at the path's start the rewrite stays exact
     assert engine_rows(top, text) == evaluate(top, parse(text)) == [["<c><a><a/><b/></a></c>"]]

@@ -89,7 +89,7 @@ def _backward(prefix: tuple, before, step: A.Step, text: str, nested: bool = Fal
         )
     if before.axis == A.SELF:  # P/s/self::x[q]/parent::t = P/s[self::x[q]]/parent::t
         if not prefix or not isinstance(prefix[-1], A.Step):
-            return _backward(prefix[:-1], prefix[-1] if prefix else None, step, text)
+            return _backward(prefix[:-1], prefix[-1] if prefix else None, step, text, nested)
         merged = _with_pred(prefix[-1], A.RelPath(before, before.pos))
         return _backward(prefix[:-1], merged, step, text, nested)
     child = A.Step(A.CHILD, before.kind, before.name, before.preds, None, before.pos)
