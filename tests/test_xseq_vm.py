@@ -208,4 +208,4 @@ def test_a_malformed_plan_is_refused() -> None:
         Vm(**tables).feed(b"", b"\x00", b"", [], b"", [])
     vm = Vm(**tables)
     with pytest.raises(ValueError, match="not a state of this plan"):
-        vm.restore((0, 1, 0, 0, [(-1, None, None, [(999, ())], [], [], [])], [], None, []))
+        vm.restore((0, 1, 0, [(-1, None, None, [(999, ())], [], [], [])], [], None, []))

@@ -939,7 +939,7 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
                             : Py_NewRef(Py_None);
     PyObject *result = NULL;
     if (frames && queue && pending)
-        result = Py_BuildValue("(LiniOOOO)", self->doc, self->in_doc, self->skip, 0, frames, queue,
+        result = Py_BuildValue("(LinOOOO)", self->doc, self->in_doc, self->skip, frames, queue,
                                pending, self->out);
     Py_XDECREF(frames);
     Py_XDECREF(queue);
@@ -970,10 +970,10 @@ static int load_threads(Threads *t, PyObject *items, long limit, Py_ssize_t size
 static PyObject *vm_restore(Vm *self, PyObject *args)
 {
     long long doc;
-    int in_doc, unused;
+    int in_doc;
     Py_ssize_t skip;
     PyObject *frames, *queue, *pending, *out;
-    if (!PyArg_ParseTuple(args, "(LiniO!O!OO!):restore", &doc, &in_doc, &skip, &unused, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "(LinO!O!OO!):restore", &doc, &in_doc, &skip, &PyList_Type,
                           &frames, &PyList_Type, &queue, &pending, &PyList_Type, &out))
         return NULL;
     while (self->depth)
