@@ -59,9 +59,46 @@ def compiled_queries(draw) -> str:
         options += [f"not({name}@k = 'p')", f"{name}@x + 1 < 4 or tag({name}) = 'b'"]
         options += [f"{name}@k = {other}@k" for other, _ in variables if other != name]
         options += [f"last({name})@x >= first({name})@x"] if kleene else []
+        # at every iteration of its group: the latest node, the one before it (prev())
+        options += [f"{name}@x < prev({name})@x", f"prev({name})@k = {name}@k"] if kleene else []
         if draw(st.booleans()):
             conditions.append(draw(st.sampled_from(options)))
     return query + (" where " + " and ".join(conditions) if conditions else "")
+
+
+ITERATION_BODIES = (
+    "//a (\\ $Y)*",
+    "//$X (\\ $Y)*",
+    "/r/a $X (\\ b $Y)*",
+    "//b (/$Y)*",
+    "//$X (//$Y)*",
+    "/r ($Y[@x > 1] \\ $Z)*",
+    "//a (\\ $Y | /$Y)* \\ $Z",
+)
+ITERATION_CONDITIONS = (
+    "$Y@x < prev($Y)@x",
+    "$Y@x >= prev($Y)@x",
+    "prev($Y)@k = $Y@k",
+    "not(prev($Y)@x > 2)",
+    "$Y@x > 1",
+    "$Y@x + prev($Y)@x < 6",
+)
+
+
+@st.composite
+def iteration_queries(draw) -> str:
+    """A path with a Kleene-* group and conditions at each of its iterations (the latest
+    node, the one before it: ``prev()``), with per-match conditions and aggregates beside."""
+    body = draw(st.sampled_from(ITERATION_BODIES))
+    names = [n for n in ("$X", "$Y", "$Z") if n in body]
+    terms = draw(st.lists(st.sampled_from(["first($Y)@x", "last($Y)@k", "$Y@x"]), min_size=1))
+    terms += [f"{n}@x" for n in names if n != "$Y" and draw(st.booleans())]
+    if draw(st.booleans()):  # aggregates
+        terms = ["count($Y)", draw(st.sampled_from(["max($Y@x)", "sum($Y@x)", "count($Y@k)"]))]
+    conditions = draw(st.lists(st.sampled_from(ITERATION_CONDITIONS), min_size=1, max_size=2))
+    if "$X" in names and draw(st.booleans()):
+        conditions.append("last($Y)@x > $X@x")
+    return f"return {', '.join(terms)} from {body} where {' and '.join(conditions)}"
 
 
 def _batches(text: str, size: int) -> list:
@@ -96,6 +133,19 @@ def test_the_compiled_automaton_equals_the_python_one(query, text, size, opt) ->
     expected = list(python.run(iter(_batches(text, size))))
     assert list(compiled.run(iter(_batches(text, size)))) == expected, query
     assert expected == evaluate(query, parse(text)), query
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(query=iteration_queries(), text=documents(), size=st.integers(1, 30))
+def test_conditions_at_every_iteration_equal_the_python_automaton(query, text, size) -> None:
+    engines = _engines(query)
+    assert engines is not None, query  # the compiled automaton takes every one of them
+    compiled, python = engines
+    expected = list(python.run(iter(_batches(text, size))))
+    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
+    assert expected == evaluate(query, parse(text)), query
+    cut = _cut_and_resumed(query, _batches(text, size), {1, 4, 9})
+    assert cut == expected, query
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -191,7 +241,8 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("return sum($X/b) from //a (/$X)*", "pushdown automaton"),  # a value below
         ("return $X@id from //a $X[@k = 'p'] \\ $Y", "compiled automaton"),  # attributes
         ("return $X@id from //a $X \\ $Y where $X@k = $Y@k", "compiled automaton"),  # values
-        ("return $X@id from //a ($X)* where $X@k > prev($X)@k", "pushdown automaton"),  # iterations
+        ("return $X@id from //a ($X)* where $X@k > prev($X)@k", "compiled automaton"),  # iterations
+        ("return $X@id from //a ($X)* where $X/b > prev($X)/b", "pushdown automaton"),  # below
     ],
 )
 def test_explain_names_the_runtime(query: str, runtime: str) -> None:

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
-enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4 };
+enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4, S_ENTER = 5, S_ITER = 6 };
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
@@ -99,12 +99,14 @@ typedef struct {
     PyObject *attributes; /* the names whose values a record keeps (a tuple) */
     PyObject *terms;      /* the row's terms: (op, slot, index) */
     PyObject *empty;      /* the empty binding */
+    Py_ssize_t width;     /* its variables' slots (after them: where each group was entered) */
     PyObject *paths;      /* the paths read below bound nodes: (names, end kind, attribute) */
     int32_t *path_at, *path_ids; /* per path its steps in path_ids (the names' symbol ids) */
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
-    PyObject *checks;     /* per state: a guard the closure tests (not tested at the open), or None */
+    PyObject *checks;     /* per state: a guard the closure tests (not tested at the open), or
+                           * an iteration's conditions (a callable on the binding), or None */
     /* the stream's symbols the test ids are of, and how many names they had */
     PyObject *symbols;
     Py_ssize_t known;
@@ -127,12 +129,12 @@ static PyTypeObject VmType;
 
 /* ----- bindings ----- */
 
-/* Whether two bindings hold the same nodes: records are one object per element. */
-static int binding_equal(PyObject *a, PyObject *b)
+/* Whether two bindings hold the same nodes in their first n items: records are one object
+ * per element. */
+static int binding_equal(PyObject *a, PyObject *b, Py_ssize_t n)
 {
     if (a == b)
         return 1;
-    Py_ssize_t n = PyTuple_GET_SIZE(a);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
         if (x == y)
@@ -396,7 +398,7 @@ static PyObject *row_of(Vm *self, PyObject *binding)
 static Py_ssize_t wait_of(Vm *self, PyObject *binding, Py_ssize_t end)
 {
     Py_ssize_t wait = end > 0 ? end : -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(binding); i++) {
+    for (Py_ssize_t i = 0; i < self->width; i++) {
         PyObject *x = PyTuple_GET_ITEM(binding, i);
         if (x == Py_None || PyTuple_GET_SIZE(x) == 0)
             continue;
@@ -448,7 +450,7 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
         Py_DECREF(record);
         return NULL;
     }
-    for (Py_ssize_t p = 0; p < self->npaths; p++) /* the paths go on below it: read them */
+    for (Py_ssize_t p = 0; frame->node != -1 && p < self->npaths; p++) /* the paths go on below it */
         if (threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
                          record) < 0)
             return Py_DECREF(record), NULL;
@@ -476,7 +478,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         int32_t s = item.state;
         int known = 0;
         for (Py_ssize_t i = 0; i < self->seen.len && !known; i++)
-            known = self->seen.at[i].state == s && binding_equal(self->seen.at[i].binding, item.binding);
+            known = self->seen.at[i].state == s &&
+                    binding_equal(self->seen.at[i].binding, item.binding, PyTuple_GET_SIZE(item.binding));
         if (known || threads_push(&self->seen, s, item.binding) < 0) {
             failed = !known;
             Py_DECREF(item.binding);
@@ -520,6 +523,28 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         case S_PASS:
             failed = push_next(self, s, binding) < 0;
             break;
+        case S_ENTER: /* a Kleene-* group: the node it is first entered at, where prev() reads */
+            if (self->slot[s] >= 0 && PyTuple_GET_ITEM(binding, self->slot[s]) == Py_None) {
+                PyObject *record = record_of(self, here, attrs);
+                PyObject *bound = record ? bind(binding, self->slot[s], record, 0) : NULL;
+                failed = bound == NULL || push_next(self, s, bound) < 0;
+                Py_XDECREF(bound);
+            } else {
+                failed = push_next(self, s, binding) < 0;
+            }
+            break;
+        case S_ITER: /* the end of an iteration: its conditions */
+            if (self->checks != NULL && PyList_GET_ITEM(self->checks, s) != Py_None) {
+                PyObject *verdict = PyObject_CallOneArg(PyList_GET_ITEM(self->checks, s), binding);
+                int holds = verdict ? PyObject_IsTrue(verdict) : -1;
+                Py_XDECREF(verdict);
+                if (holds <= 0) {
+                    failed = holds < 0;
+                    break;
+                }
+            }
+            failed = push_next(self, s, binding) < 0;
+            break;
         case S_BEGIN:
             failed = push_next(self, s, self->empty) < 0;
             break;
@@ -543,7 +568,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     for (Py_ssize_t i = 0; i < self->nmatches && !failed; i++) {
         int again = 0;
         for (Py_ssize_t k = 0; k < n && !again; k++)
-            again = binding_equal(self->matches[k], self->matches[i]);
+            again = binding_equal(self->matches[k], self->matches[i], self->width);
         if (!again)
             self->matches[n++] = self->matches[i];
     }
@@ -1073,17 +1098,24 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
-                               "accept", "checks", NULL};
+                               "accept", "checks", "width", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
     PyObject *paths = NULL, *accept = Py_None, *checks = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!:Vm", keywords, &kinds, &modes,
+    Py_ssize_t width = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!n:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
-                                     &paths, &accept, &PyList_Type, &checks))
+                                     &paths, &accept, &PyList_Type, &checks, &width))
         return NULL;
+    if (width < 0)
+        width = PyTuple_GET_SIZE(empty);
+    if (width > PyTuple_GET_SIZE(empty)) {
+        PyErr_SetString(PyExc_ValueError, "Vm: width: the variables' slots of the empty binding");
+        return NULL;
+    }
     if (checks != NULL && PyList_GET_SIZE(checks) != PyList_GET_SIZE(tests)) {
         PyErr_SetString(PyExc_ValueError, "Vm: checks: a guard (or None) per state");
         return NULL;
@@ -1118,8 +1150,10 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     for (Py_ssize_t s = 0; s < n; s++) {
         Py_ssize_t slot_count = PyTuple_GET_SIZE(empty);
-        if (self->kind[s] > S_ACCEPT || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
-            self->next_at[s] > self->next_at[s + 1] || self->slot[s] >= slot_count ||
+        Py_ssize_t limit = self->kind[s] == S_ENTER ? slot_count : width;
+        if (self->kind[s] > S_ITER || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
+            self->next_at[s] > self->next_at[s + 1] || self->slot[s] >= limit ||
+            (self->kind[s] == S_ENTER && self->slot[s] >= 0 && self->slot[s] < width) ||
             (self->kind[s] == S_WAIT && PyList_GET_ITEM(tests, s) != Py_None &&
              !PyUnicode_Check(PyList_GET_ITEM(tests, s)))) {
             PyErr_Format(PyExc_ValueError, "Vm: state %zd is not well formed", s);
@@ -1168,7 +1202,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyObject *term = PyTuple_GET_ITEM(terms, t);
         long op, slot, index;
         if (!PyTuple_Check(term) || !PyArg_ParseTuple(term, "lll", &op, &slot, &index) || op < 0 ||
-            op > T_PATH_LAST || slot < 0 || slot >= PyTuple_GET_SIZE(empty) ||
+            op > T_PATH_LAST || slot < 0 || slot >= width ||
             (op < T_TAG && (index < 0 || index >= PyTuple_GET_SIZE(attributes))) ||
             (op >= T_PATH && (index < 0 || index >= self->npaths))) {
             PyErr_Clear();
@@ -1181,6 +1215,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->attributes = Py_NewRef(attributes);
     self->terms = Py_NewRef(terms);
     self->empty = Py_NewRef(empty);
+    self->width = width;
     self->as_values = found;
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);

@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 
 from xcep.xseq import ast as A
-from xcep.xseq.dom import TEXT_NODE, Node
+from xcep.xseq.dom import ROOT, Node
 from xcep.xseq.matches import Aggregator, Binding, conditions_hold
 from xcep.xseq.semantics import Analysis
 
@@ -30,7 +30,7 @@ try:
 except ImportError:  # built without a C compiler: the Python automaton runs every query
     Vm = None
 
-_KINDS = {"wait": 0, "match": 1, "split": 2, "enter": 2, "iter": 2, "begin": 3, "accept": 4}
+_KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5, "iter": 6}
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 P_TEXT, P_ATTR = 0, 1  # what a path read below a node ends on: text children, an attribute
@@ -110,8 +110,6 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     if analysis.mode == "nodes":
         raise NotCompiled("nodes as output")
     found = analysis.mode != "rows"  # aggregates: each match's values are folded
-    if analysis.iteration:
-        raise NotCompiled("a condition at every iteration")
     if program.join_width:
         raise NotCompiled("intersect")
     attributes: list[str] = []
@@ -119,14 +117,26 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     terms = tuple(
         _term(analysis, term, attributes, paths, found) for term in analysis.query.returns
     )
-    for conjunct in analysis.per_match:  # what they read (open tags), the records keep
+    conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
+    entries = False  # whether a binding keeps where each group was entered (prev())
+    for conjunct in conjuncts:  # what they read (open tags), the records keep
         for ref in A.walk(conjunct.cond):
             reads = isinstance(ref, A.VarRef) and ref.path is not None
             if isinstance(ref, A.VarTest | A.RelPath) or (reads and ref_attribute(ref) is None):
                 raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
-            if reads:
-                _reading(analysis, ref, attributes, paths)
-    accept = _Conditions(analysis, attributes, paths) if analysis.per_match else None
+            if reads and ref_attribute(ref) not in attributes:
+                attributes.append(ref_attribute(ref))
+            entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
+    width = len(program.empty.slots)
+    empty = program.empty.slots + ((None,) * analysis.query.groups if entries else ())
+    nodes = _Nodes(attributes)
+    accept = None
+    if analysis.per_match:
+        accept = _Conditions(analysis, analysis.per_match, False, nodes, width)
+    iterate = {
+        group: _Conditions(analysis, items, True, nodes, width)
+        for group, items in analysis.iteration.items()
+    }
     machine.ready()
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
@@ -137,7 +147,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     }
     kinds, modes, sides, kleene = bytearray(), bytearray(), bytearray(), bytearray()
     slots, tests, next_at, targets = array("i"), [], array("i", [0]), array("i")
-    checks: list = [None] * len(states)
+    checks: list = [None] * len(states)  # match states: a guard; iter states: conditions
     for state in states:
         kind = _KINDS.get(state.kind)
         if kind is None:
@@ -158,6 +168,10 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
                 checks[state.id] = machine.guards[state.id]
             if step.var:
                 slot, many = program.index[step.var], int(step.var in program.kleene)
+        elif state.kind == "enter" and entries:  # the binding's entry of the group
+            slot = width + state.group
+        elif state.kind == "iter":
+            checks[state.id] = iterate.get(state.group)
         kinds.append(kind)
         modes.append(_MODES.get(state.mode, 0))
         sides.append(1 if state.frame == "sibling" else 0)
@@ -179,7 +193,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "start": array("i", machine.start),
         "attributes": tuple(attributes),
         "terms": terms,
-        "empty": tuple(program.empty.slots),
+        "empty": empty,
+        "width": width,
         "found": found,
         "paths": tuple(paths),
         "accept": accept,
@@ -229,68 +244,59 @@ def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
     return ({None: T_ALL, "first": T_FIRST, "last": T_LAST}[expr.func], slot, index)
 
 
-class _Conditions:
-    """A match's conditions (the where clause's, on the open tags of its nodes: decided as
-    the match is found), on its records: each made a node with the attributes that the
-    records keep, which ``conditions_hold`` reads as it reads the automaton's nodes."""
+class _Nodes:
+    """Nodes made of records for conditions, one per record while it is recent (conditions
+    read the attributes a record keeps)."""
 
-    def __init__(self, analysis: Analysis, attributes: list, paths: list) -> None:
+    def __init__(self, attributes: list) -> None:
+        self.attributes = attributes  # (filled as the plan is made)
+        self.made: dict = {}  # id(record) -> (record, its node): the record kept alive
+
+    def __call__(self, record: tuple) -> Node:
+        found = self.made.get(id(record))
+        if found is not None:
+            return found[1]
+        if len(self.made) > 4096:
+            self.made.clear()
+        node_id, _, tag = record[:3]
+        if node_id == -1:  # a document's (or partition's) root: a group's entry
+            node = Node(ROOT, None, -1, -1)
+        else:
+            values = zip(self.attributes, record[3 : 3 + len(self.attributes)], strict=True)
+            raw = [(n, v, -1) for n, v in values if v is not None]
+            node = Node.element(tag, 0, node_id, None, raw)
+        node.closed = True
+        self.made[id(record)] = (record, node)
+        return node
+
+
+class _Conditions:
+    """Conditions on the open tags of a match's nodes (the where clause's per match,
+    decided as the match is found, or at every iteration of a group), on its binding's
+    records: each made a node (``_Nodes``), which ``conditions_hold`` reads as it reads the
+    automaton's nodes."""
+
+    def __init__(self, analysis: Analysis, conjuncts, iteration: bool, nodes, width) -> None:
         self.analysis = analysis
-        self.attributes = tuple(attributes)
-        self.paths = tuple(paths)
+        self.conjuncts = conjuncts
+        self.iteration = iteration
+        self.nodes = nodes
+        self.width = width  # the variables' slots (the groups' entries after them)
 
     def __call__(self, binding: tuple) -> bool:
-        made: dict = {}
-
-        def node(record) -> Node:
-            found = made.get(id(record))
-            if found is None:
-                found = made[id(record)] = self._node(record)
-            return found
-
+        node = self.nodes
         slots = tuple(
             None
             if slot is None
             else tuple(map(node, slot))
             if slot == () or isinstance(slot[0], tuple)
             else node(slot)
-            for slot in binding
+            for slot in binding[: self.width]
         )
-        bound = Binding(slots, (None,) * self.analysis.query.groups)
-        return conditions_hold(self.analysis, self.analysis.per_match, bound, False)
-
-    def _node(self, record: tuple) -> Node:
-        node_id, _, tag = record[:3]
-        values = record[3 : 3 + len(self.attributes)]
-        raw = [(n, v, -1) for n, v in zip(self.attributes, values, strict=True) if v is not None]
-        node = Node.element(tag, 0, node_id, None, raw)
-        node.closed = True
-        below = record[3 + len(self.attributes) :]
-        for (names, end, attribute), found in zip(self.paths, below, strict=True):
-            parent = node
-            for name in names[:-1] if end == P_ATTR else names:
-                parent = _child(parent, name)
-            for value in found:
-                if end == P_ATTR:
-                    child = Node.element(names[-1], 0, -1, parent, [(attribute, value, -1)])
-                    child.closed = True
-                    parent.children.append(child)
-                else:
-                    text = Node(TEXT_NODE, None, 0, -1, parent)
-                    text.value = value
-                    parent.children.append(text)
-        return node
-
-
-def _child(parent: Node, name: str) -> Node:
-    """The element child ``name`` of a node made for conditions (made when missing)."""
-    for child in parent.children:
-        if child.tag == name and child.kind != TEXT_NODE:
-            return child
-    child = Node.element(name, 0, -1, parent, [])
-    child.closed = True
-    parent.children.append(child)
-    return child
+        groups = self.analysis.query.groups
+        entries = binding[self.width :] or (None,) * groups
+        bound = Binding(slots, tuple(None if e is None else node(e) for e in entries))
+        return conditions_hold(self.analysis, self.conjuncts, bound, self.iteration)
 
 
 def _child_path(path) -> tuple | None:
