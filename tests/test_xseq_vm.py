@@ -101,6 +101,52 @@ def iteration_queries(draw) -> str:
     return f"return {', '.join(terms)} from {body} where {' and '.join(conditions)}"
 
 
+PARTITIONS = (  # (partition by, the from path's start: a step on the same axis as its last)
+    ("/r/a@k", "/r/a"),
+    ("/r/a@k", "/r/$X"),
+    ("//a@k", "//a"),
+    ("//a@x", "//$X"),
+    ("/r/*@k", "/r/$X"),
+    ("//*@x", "//$X"),
+    ("//b@k", "//b"),
+)
+PARTITION_STEPS = (" \\ {v}", " (\\ {v})*", " /{v}", " //b {v}", " (\\ a {v})*", " {v}", " (/{v})*")
+
+
+@st.composite
+def partition_queries(draw) -> str:
+    """A query with ``partition by``: each partition a virtual document of the partitioned
+    elements (nested ones taken out of the outer ones' subtrees), with sibling steps that
+    go from one of its elements to the next, across documents."""
+    partition, start = draw(st.sampled_from(PARTITIONS))
+    steps = draw(st.lists(st.sampled_from(PARTITION_STEPS), min_size=1, max_size=2))
+    names = ["$X"] if "$X" in start else []
+    body = start
+    for step, name in zip(steps, ("$Y", "$Z"), strict=False):
+        body += step.format(v=name)
+        names.append(name)
+    kleene = [n for n in names if f"{n})*" in body]
+    if draw(st.booleans()):  # aggregates, one row per partition
+        function = draw(st.sampled_from(["max", "min", "sum"]))
+        terms = [f"count({names[-1]})", f"{function}({names[0]}@x)"]
+        if names[0] not in kleene and draw(st.booleans()):
+            terms.append(f"{names[0]}@k")  # a plain term: the partition's first match's
+    else:
+        terms = []
+        for n in names:
+            read = draw(st.sampled_from(["@x", "@k", "/b/text()"]))
+            terms.append(f"last({n}){read}" if n in kleene else f"{n}{read}")
+    conditions = [
+        condition.replace("$Y", n)
+        for n in kleene
+        for condition in draw(st.lists(st.sampled_from(ITERATION_CONDITIONS), max_size=1))
+    ]
+    if len(names) > 1 and not kleene and draw(st.booleans()):
+        conditions.append(f"{names[0]}@k = {names[1]}@k")
+    where = f" where {' and '.join(conditions)}" if conditions else ""
+    return f"return {', '.join(terms)} from {body}{where} partition by {partition}"
+
+
 def _batches(text: str, size: int) -> list:
     return list(EventStream([io.BytesIO(text.encode())], batch_size=size).batches())
 
@@ -149,6 +195,20 @@ def test_conditions_at_every_iteration_equal_the_python_automaton(query, text, s
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(query=partition_queries(), text=documents(), size=st.integers(1, 30))
+def test_partitions_equal_the_python_automaton(query, text, size) -> None:
+    engines = _engines(query)
+    if engines is None:
+        return
+    compiled, python = engines
+    expected = list(python.run(iter(_batches(text, size))))
+    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
+    assert expected == evaluate(query, parse(text)), query
+    cut = _cut_and_resumed(query, _batches(text, size), {1, 3, 7, 12})
+    assert cut == expected, query
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=compiled_queries(),
     text=documents(),
@@ -165,7 +225,11 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-@given(query=compiled_queries(), text=documents(), cut=st.integers(1, 200))
+@given(
+    query=st.one_of(compiled_queries(), partition_queries()),
+    text=documents(),
+    cut=st.integers(1, 200),
+)
 def test_a_document_cut_short_loses_the_rows_it_loses_on_the_python_automaton(query, text, cut):
     """The events of a document that breaks off are dropped, the documents around it kept."""
     engines = _engines(query)
@@ -259,4 +323,13 @@ def test_a_malformed_plan_is_refused() -> None:
         Vm(**tables).feed(b"", b"\x00", b"", [], b"", [])
     vm = Vm(**tables)
     with pytest.raises(ValueError, match="not a state of this plan"):
-        vm.restore((0, 1, 0, [(-1, None, None, [(999, ())], [], [], [])], [], None, []))
+        frame = (-1, None, None, [(999, ())], [], [], [], 0)  # a state it does not have
+        vm.restore((0, 1, [(None, 0, [frame], [], [])], [], None, [], [], [], 1))
+    with pytest.raises(ValueError, match="route"):
+        Vm(**{**tables, "route": ((), "k")})
+    partitioned = XSeqEngine("return $X@id from //a $X partition by //a@k").fast_path.tables
+    vm = Vm(**partitioned)
+    with pytest.raises(ValueError, match="not a state of this plan"):  # a run without a key
+        vm.restore((0, 1, [(None, 0, [], [], [])], [], None, [], [1], [], 1))
+    with pytest.raises(ValueError, match="not a state of this plan"):  # a run it lacks
+        vm.restore((0, 1, [], [(-1, 3, 0, ())], None, [], [1], [], 1))

@@ -5,7 +5,8 @@
  * and says why it takes no other; what is dynamic stays Python objects: the tests of an
  * open tag's attributes (guards), the bindings (a tuple per thread: per variable its node's
  * record, or for a Kleene-* variable the tuple of its records, in match order) and the rows.
- * A record — (node id, depth, tag, the values of the plan's attributes) — is made once per
+ * A record — (node id, depth, tag, document, the values of the plan's attributes, those read
+ * below it) — is made once per
  * element, when a variable binds it, so that two bindings are equal exactly when their
  * slots hold the same objects. The Python automaton (xcep/xseq/automaton.py) is the
  * reference; docs/xseq.md, "The compiled automaton".
@@ -20,6 +21,7 @@ enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
 enum { P_TEXT = 0, P_ATTR = 1 }; /* what a path ends on: text children, an attribute */
+#define HEAD 4 /* a record's fields before its attributes' values: node, depth, tag, document */
 #define ANY_NAME (-2) /* a wait state that takes any element */
 #define UNKNOWN (-1)  /* a wait state whose name the symbols do not have (yet) */
 
@@ -33,15 +35,12 @@ typedef struct {
     Py_ssize_t len, cap;
 } Threads;
 
+static int grow(void **at, Py_ssize_t *cap, Py_ssize_t need, size_t size, Py_ssize_t first);
+
 static int threads_push(Threads *t, int32_t state, PyObject *binding)
 {
-    if (t->len == t->cap) {
-        Py_ssize_t cap = t->cap ? 2 * t->cap : 8;
-        Thread *at = PyMem_Realloc(t->at, (size_t)cap * sizeof *at);
-        if (at == NULL)
-            return PyErr_NoMemory(), -1;
-        t->at = at, t->cap = cap;
-    }
+    if (t->len == t->cap && grow((void **)&t->at, &t->cap, t->len + 1, sizeof *t->at, 8) < 0)
+        return -1;
     t->at[t->len].state = state;
     t->at[t->len++].binding = Py_NewRef(binding);
     return 0;
@@ -70,12 +69,31 @@ typedef struct {
      * the step it is at (`state` = path << 8 | step + 1; step -1: its text children are the
      * path's values) */
     Threads collect;
+    long long serial; /* which frame this is (rows wait for it to close) */
 } Frame;
 
 typedef struct {
-    Py_ssize_t wait; /* the frame whose close makes the row ready (-1: ready) */
+    Py_ssize_t wait; /* the depth of the frame whose close makes the row ready (-1: ready) */
+    Py_ssize_t run;  /* the run it is in */
+    long long serial; /* the frame's */
     PyObject *row;   /* the match's binding: its row is made when it is ready */
 } Entry;
+
+/* A run over a document, or over a partition's virtual document: its stack of frames, and
+ * (partition by) the stacks suspended while a partitioned element nested in another of the
+ * same partition is read (frames 1.. of each, oldest first; per suspension its length and
+ * skip). */
+typedef struct {
+    Frame *frames;
+    Py_ssize_t depth, cap, skip, descs; /* descs: frames with threads waiting for descendants */
+    PyObject *key;                      /* its partition's key (NULL: a document's run) */
+    Frame *saved;
+    Py_ssize_t nsaved, saved_cap;
+    Py_ssize_t *cuts; /* per suspension: (frames, skip) */
+    Py_ssize_t ncuts, cuts_cap;
+} Context;
+
+#define RUN (&self->ctxs[self->cur])
 
 /* Where the attributes of the open tag being read are: the batch's columns from `first`
  * to `end`, or (across batches) the list `raw` of (name, value, node) already. */
@@ -110,9 +128,25 @@ typedef struct {
     /* the stream's symbols the test ids are of, and how many names they had */
     PyObject *symbols;
     Py_ssize_t known;
-    /* the run */
-    Frame *frames;
-    Py_ssize_t depth, cap, skip, descs; /* descs: frames with threads waiting for descendants */
+    /* the partitions (partition by): the path of the elements they hold, as steps (whether
+     * a // step, the name or None for any), with the names' symbol ids; the key attribute */
+    Py_ssize_t nroute;
+    uint8_t *route_desc;
+    int32_t *route_ids;
+    PyObject *route_names, *route_key;
+    int32_t route_key_id;
+    /* the run: one per partition (by its key: `keys`, in the order they began), or the
+     * document's; `cur` the one the events go to */
+    Context *ctxs;
+    Py_ssize_t nctx, ctx_cap, cur;
+    PyObject *keys;
+    long long serials; /* the frames pushed so far: each frame's serial */
+    /* the stream's elements above (partition by): per depth the steps of the route reached,
+     * and the partitioned elements open, innermost last (the depth, the run) */
+    uint64_t *masks;
+    Py_ssize_t rdepth, masks_cap;
+    Py_ssize_t *routing;
+    Py_ssize_t nrouting, routing_cap;
     long long doc;
     int in_doc;
     Entry *queue;
@@ -150,11 +184,14 @@ static int binding_equal(PyObject *a, PyObject *b, Py_ssize_t n)
     return 1;
 }
 
-static long long record_node(PyObject *record) { return PyLong_AsLongLong(PyTuple_GET_ITEM(record, 0)); }
+static long long record_field(PyObject *record, Py_ssize_t i) { return PyLong_AsLongLong(PyTuple_GET_ITEM(record, i)); }
 
+/* Two elements' order in the stream: by document, then node. */
 static int compare_records(PyObject *x, PyObject *y)
 {
-    long long a = record_node(x), b = record_node(y);
+    long long a = record_field(x, 3), b = record_field(y, 3);
+    if (a == b)
+        a = record_field(x, 0), b = record_field(y, 0);
     return (a > b) - (a < b);
 }
 
@@ -242,33 +279,110 @@ static PyObject *attrs_raw(Attrs *a)
 
 /* ----- the frames and the queue ----- */
 
-static int push_frame(Vm *self, long long node, PyObject *tag)
+/* Room for `need` items of `size` bytes in the array *at of *cap (grown by doubling from
+ * `first`; the new room zeroed). */
+static int grow(void **at, Py_ssize_t *cap, Py_ssize_t need, size_t size, Py_ssize_t first)
 {
-    if (self->depth == self->cap) {
-        Py_ssize_t cap = self->cap ? 2 * self->cap : 32;
-        Frame *frames = PyMem_Realloc(self->frames, (size_t)cap * sizeof *frames);
-        if (frames == NULL)
-            return PyErr_NoMemory(), -1;
-        memset(frames + self->cap, 0, (size_t)(cap - self->cap) * sizeof *frames);
-        self->frames = frames, self->cap = cap;
-    }
-    Frame *f = &self->frames[self->depth++];
-    f->node = node;
-    f->tag = Py_XNewRef(tag);
-    f->record = NULL;
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t more = *cap ? *cap : first;
+    while (more < need)
+        more *= 2;
+    char *grown = PyMem_Realloc(*at, (size_t)more * size);
+    if (grown == NULL)
+        return PyErr_NoMemory(), -1;
+    memset(grown + (size_t)*cap * size, 0, (size_t)(more - *cap) * size);
+    *at = grown, *cap = more;
     return 0;
 }
 
-static void pop_frame(Vm *self)
+static int push_frame(Vm *self, long long node, PyObject *tag)
 {
-    Frame *f = &self->frames[--self->depth];
-    if (f->lists[W_DESC].len)
-        self->descs--;
+    Context *c = RUN;
+    if (grow((void **)&c->frames, &c->cap, c->depth + 1, sizeof *c->frames, c->key ? 4 : 32) < 0)
+        return -1;
+    Frame *f = &c->frames[c->depth++];
+    f->node = node;
+    f->tag = Py_XNewRef(tag);
+    f->record = NULL;
+    f->serial = self->serials++;
+    return 0;
+}
+
+static void frame_clear(Frame *f)
+{
     for (int k = 0; k < 3; k++)
         threads_clear(&f->lists[k]);
     threads_clear(&f->collect);
     Py_CLEAR(f->tag);
     Py_CLEAR(f->record);
+}
+
+static void frame_free(Frame *f)
+{
+    frame_clear(f);
+    for (int k = 0; k < 3; k++)
+        threads_free(&f->lists[k]);
+    threads_free(&f->collect);
+}
+
+static void pop_frame(Vm *self)
+{
+    Frame *f = &RUN->frames[--RUN->depth];
+    if (f->lists[W_DESC].len)
+        RUN->descs--;
+    frame_clear(f);
+}
+
+/* partition by: a partitioned element opens inside another of the same partition, whose
+ * run is inside an element: it is the next child of the partition's root, read on a stack
+ * of its own (the root's frame shared) until it closes, when the stack is resumed. */
+static int suspend(Vm *self)
+{
+    Context *c = RUN;
+    Py_ssize_t k = c->depth - 1;
+    if (grow((void **)&c->saved, &c->saved_cap, c->nsaved + k, sizeof *c->saved, 8) < 0 ||
+        grow((void **)&c->cuts, &c->cuts_cap, c->ncuts + 2, sizeof *c->cuts, 8) < 0)
+        return -1;
+    memcpy(c->saved + c->nsaved, c->frames + 1, (size_t)k * sizeof *c->frames);
+    memset(c->frames + 1, 0, (size_t)k * sizeof *c->frames); /* (the saved frames own them) */
+    c->nsaved += k;
+    c->cuts[c->ncuts++] = k;
+    c->cuts[c->ncuts++] = c->skip;
+    c->depth = 1, c->skip = 0;
+    c->descs = c->frames[0].lists[W_DESC].len > 0;
+    return 0;
+}
+
+static int resume(Vm *self)
+{
+    Context *c = RUN;
+    Py_ssize_t skip = c->cuts[--c->ncuts], k = c->cuts[--c->ncuts];
+    while (c->depth > 1)
+        pop_frame(self);
+    if (grow((void **)&c->frames, &c->cap, 1 + k, sizeof *c->frames, 4) < 0)
+        return -1;
+    for (Py_ssize_t d = 1; d <= k; d++) /* (the buffers of frames read since) */
+        frame_free(&c->frames[d]);
+    memcpy(c->frames + 1, c->saved + c->nsaved - k, (size_t)k * sizeof *c->frames);
+    c->nsaved -= k;
+    memset(c->saved + c->nsaved, 0, (size_t)k * sizeof *c->saved);
+    c->depth = 1 + k, c->skip = skip, c->descs = 0;
+    for (Py_ssize_t d = 0; d < c->depth; d++)
+        c->descs += c->frames[d].lists[W_DESC].len > 0;
+    return 0;
+}
+
+/* Whether a frame is open: at its depth in its run's stack, or in a suspended one. */
+static int frame_open(Vm *self, Py_ssize_t run, Py_ssize_t depth, long long serial)
+{
+    Context *c = &self->ctxs[run];
+    if (depth < c->depth && c->frames[depth].serial == serial)
+        return 1;
+    for (Py_ssize_t i = 0; i < c->nsaved; i++)
+        if (c->saved[i].serial == serial)
+            return 1;
+    return 0;
 }
 
 static void clear_queue(Vm *self)
@@ -278,38 +392,34 @@ static void clear_queue(Vm *self)
     self->qhead = self->qlen = 0;
 }
 
-static int enqueue(Vm *self, Py_ssize_t wait, PyObject *row)
+/* A match to the queue (the reference to its row is the queue's). */
+static int enqueue(Vm *self, Entry entry)
 {
     if (self->qhead > 0 && self->qhead == self->qlen)
         self->qhead = self->qlen = 0;
-    if (self->qlen == self->qcap) {
-        if (self->qhead > 0) { /* room at the front: move the live entries there */
-            memmove(self->queue, self->queue + self->qhead,
-                    (size_t)(self->qlen - self->qhead) * sizeof *self->queue);
-            self->qlen -= self->qhead, self->qhead = 0;
-        } else {
-            Py_ssize_t cap = self->qcap ? 2 * self->qcap : 64;
-            Entry *queue = PyMem_Realloc(self->queue, (size_t)cap * sizeof *queue);
-            if (queue == NULL)
-                return PyErr_NoMemory(), -1;
-            self->queue = queue, self->qcap = cap;
-        }
+    if (self->qlen == self->qcap && self->qhead > 0) { /* room at the front: move there */
+        memmove(self->queue, self->queue + self->qhead, (size_t)(self->qlen - self->qhead) * sizeof *self->queue);
+        self->qlen -= self->qhead, self->qhead = 0;
     }
-    self->queue[self->qlen].wait = wait;
-    self->queue[self->qlen++].row = row; /* (the reference is the queue's) */
+    if (grow((void **)&self->queue, &self->qcap, self->qlen + 1, sizeof *self->queue, 64) < 0)
+        return -1;
+    self->queue[self->qlen++] = entry;
     return 0;
 }
 
 static PyObject *row_of(Vm *self, PyObject *binding);
 
-/* Hand out the rows at the head of the queue whose nodes have all closed. */
+/* Hand out the rows at the head of the queue whose nodes have all closed (partition by:
+ * each with its partition's key). */
 static int pump(Vm *self)
 {
     while (self->qhead < self->qlen) {
         Entry *e = &self->queue[self->qhead];
-        if (e->wait >= 0 && self->depth > e->wait)
+        if (e->wait >= 0 && frame_open(self, e->run, e->wait, e->serial))
             break;
         PyObject *row = row_of(self, e->row); /* (made now: the values below its nodes are read) */
+        if (row != NULL && self->nroute)
+            Py_SETREF(row, Py_BuildValue("(OO)", self->ctxs[e->run].key, row));
         int failed = row == NULL || PyList_Append(self->out, row) < 0;
         Py_XDECREF(row);
         Py_DECREF(e->row);
@@ -324,7 +434,7 @@ static int pump(Vm *self)
 
 static PyObject *record_value(PyObject *record, Py_ssize_t index)
 {
-    return PyTuple_GET_ITEM(record, 3 + index);
+    return PyTuple_GET_ITEM(record, HEAD + index);
 }
 
 /* The values of one term for a match (as a list): a node's attribute or tag, those of a
@@ -351,7 +461,7 @@ static PyObject *term_values(Vm *self, PyObject *term, PyObject *binding, int *s
         *several = 1; /* every node's values */
     if (bound == NULL)
         return Py_DECREF(out), NULL;
-    Py_ssize_t paths_at = 3 + PyTuple_GET_SIZE(self->attributes);
+    Py_ssize_t paths_at = HEAD + PyTuple_GET_SIZE(self->attributes);
     for (Py_ssize_t i = first; i < last && out != NULL; i++) {
         PyObject *record = PyTuple_GET_ITEM(bound, i);
         if (op >= T_PATH) { /* the values read below it */
@@ -393,11 +503,14 @@ static PyObject *row_of(Vm *self, PyObject *binding)
     return row;
 }
 
-/* The frame whose close the row of a match waits for: the highest one among its nodes that
- * are still open (an element is open while its frame holds its node); -1 when none is. */
-static Py_ssize_t wait_of(Vm *self, PyObject *binding, Py_ssize_t end)
+/* Where a match's row waits: for the frame of its nodes still open (its end node, at
+ * depth `end`, and those its binding holds) that closes last — a suspended stack's before
+ * the stack read now, the oldest first, and in a stack the lowest; wait -1 when none is. */
+static Entry wait_of(Vm *self, PyObject *binding, Py_ssize_t end)
 {
-    Py_ssize_t wait = end > 0 ? end : -1;
+    Context *c = RUN;
+    Entry entry = {-1, self->cur, 0, binding};
+    Py_ssize_t best = end > 0 ? c->nsaved + end : PY_SSIZE_T_MAX; /* (a place in that order) */
     for (Py_ssize_t i = 0; i < self->width; i++) {
         PyObject *x = PyTuple_GET_ITEM(binding, i);
         if (x == Py_None || PyTuple_GET_SIZE(x) == 0)
@@ -406,33 +519,46 @@ static Py_ssize_t wait_of(Vm *self, PyObject *binding, Py_ssize_t end)
         for (Py_ssize_t k = 0; k < (many ? PyTuple_GET_SIZE(x) : 1); k++) {
             PyObject *record = many ? PyTuple_GET_ITEM(x, k) : x;
             Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 1));
-            if (d < self->depth && self->frames[d].record == record && (wait < 0 || d < wait))
-                wait = d;
+            if (d < c->depth && c->frames[d].record == record) {
+                if (c->nsaved + d < best)
+                    best = c->nsaved + d;
+                continue;
+            }
+            for (Py_ssize_t j = 0; j < c->nsaved && j < best; j++)
+                if (c->saved[j].record == record) {
+                    best = j;
+                    break;
+                }
         }
     }
-    return wait;
+    if (best == PY_SSIZE_T_MAX)
+        return entry;
+    Frame *f = best < c->nsaved ? &c->saved[best] : &c->frames[best - c->nsaved];
+    entry.wait = best < c->nsaved ? 0 : best - c->nsaved, entry.serial = f->serial;
+    return entry;
 }
 
 /* ----- the closure ----- */
 
 static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
 {
-    Frame *frame = &self->frames[f];
+    Frame *frame = &RUN->frames[f];
     if (frame->record != NULL)
         return frame->record;
     Py_ssize_t n = PyTuple_GET_SIZE(self->attributes);
-    PyObject *record = PyTuple_New(3 + n + self->npaths);
+    PyObject *record = PyTuple_New(HEAD + n + self->npaths);
     if (record == NULL)
         return NULL;
     for (Py_ssize_t p = 0; p < self->npaths; p++) { /* the values of the paths below it */
         PyObject *values = PyList_New(0);
         if (values == NULL)
             return Py_DECREF(record), NULL;
-        PyTuple_SET_ITEM(record, 3 + n + p, values);
+        PyTuple_SET_ITEM(record, HEAD + n + p, values);
     }
     PyTuple_SET_ITEM(record, 0, PyLong_FromLongLong(frame->node));
     PyTuple_SET_ITEM(record, 1, PyLong_FromSsize_t(f));
     PyTuple_SET_ITEM(record, 2, Py_NewRef(frame->tag ? frame->tag : Py_None));
+    PyTuple_SET_ITEM(record, 3, PyLong_FromLongLong(self->doc));
     PyObject *raw = n ? attrs_raw(attrs) : NULL;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *value = Py_None;
@@ -444,9 +570,10 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
                 break;
             }
         }
-        PyTuple_SET_ITEM(record, 3 + k, Py_NewRef(value));
+        PyTuple_SET_ITEM(record, HEAD + k, Py_NewRef(value));
     }
-    if ((n && raw == NULL) || PyErr_Occurred() || !PyTuple_GET_ITEM(record, 0) || !PyTuple_GET_ITEM(record, 1)) {
+    if ((n && raw == NULL) || PyErr_Occurred() || !PyTuple_GET_ITEM(record, 0) || !PyTuple_GET_ITEM(record, 1) ||
+        !PyTuple_GET_ITEM(record, 3)) {
         Py_DECREF(record);
         return NULL;
     }
@@ -492,9 +619,9 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             Py_ssize_t f = self->side[s] == 0 ? child : sibling;
             if (f < 0)
                 break;
-            Threads *list = &self->frames[f].lists[self->mode[s]];
+            Threads *list = &RUN->frames[f].lists[self->mode[s]];
             if (self->mode[s] == W_DESC && list->len == 0)
-                self->descs++;
+                RUN->descs++;
             failed = threads_push(list, s, binding) < 0;
             break;
         }
@@ -585,7 +712,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 continue;
         }
         Py_INCREF(binding);
-        failed = enqueue(self, wait_of(self, binding, here), binding) < 0;
+        failed = enqueue(self, wait_of(self, binding, here)) < 0;
         if (failed)
             Py_DECREF(binding);
     }
@@ -597,14 +724,9 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
 
 /* ----- events ----- */
 
-static int start_document(Vm *self, long long doc)
+/* The run `cur` begins at its root (a document's, or a partition's). */
+static int begin_run(Vm *self)
 {
-    if (self->in_doc && self->depth > 1)
-        clear_queue(self); /* its root never closed: the document was malformed */
-    while (self->depth)
-        pop_frame(self);
-    self->skip = 0, self->descs = 0;
-    self->doc = doc, self->in_doc = 1;
     if (push_frame(self, -1, NULL) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < self->nstart; i++)
@@ -612,6 +734,79 @@ static int start_document(Vm *self, long long doc)
             return -1;
     Attrs none = {0};
     return closure(self, 0, 0, -1, &none);
+}
+
+static int close_element(Vm *self);
+
+/* partition by: the partitioned elements a document leaves open (it broke off) close, the
+ * innermost first, as their runs' stacks (their rows go out). */
+static int close_routed(Vm *self)
+{
+    for (Py_ssize_t i = self->nrouting - 1; i > 0; i -= 2) { /* (pairs: depth, run) */
+        self->cur = self->routing[i];
+        while (RUN->depth > 1 || RUN->skip)
+            if (close_element(self) < 0)
+                return -1;
+        if (RUN->ncuts && resume(self) < 0)
+            return -1;
+    }
+    self->nrouting = 0, self->rdepth = 0;
+    return 0;
+}
+
+static int start_document(Vm *self, long long doc)
+{
+    self->doc = doc, self->in_doc = 1;
+    if (self->nroute) { /* the partitions' runs go on across documents */
+        if (close_routed(self) < 0)
+            return -1;
+        self->masks[0] = 1; /* the document node: no step of the route yet */
+        return 0;
+    }
+    if (RUN->depth > 1)
+        clear_queue(self); /* its root never closed: the document was malformed */
+    while (RUN->depth)
+        pop_frame(self);
+    RUN->skip = 0, RUN->descs = 0;
+    return begin_run(self);
+}
+
+/* The run of the partition of `key`, begun when it is new; -1 with an error. */
+static Py_ssize_t partition_of(Vm *self, PyObject *key)
+{
+    PyObject *found = PyDict_GetItemWithError(self->keys, key);
+    if (found != NULL)
+        return PyLong_AsSsize_t(found);
+    if (PyErr_Occurred() ||
+        grow((void **)&self->ctxs, &self->ctx_cap, self->nctx + 1, sizeof *self->ctxs, 8) < 0)
+        return -1;
+    PyObject *number = PyLong_FromSsize_t(self->nctx);
+    if (number == NULL || PyDict_SetItem(self->keys, key, number) < 0) {
+        Py_XDECREF(number);
+        return -1;
+    }
+    Py_DECREF(number);
+    self->cur = self->nctx++;
+    RUN->key = Py_NewRef(key);
+    return begin_run(self) < 0 ? -1 : self->cur;
+}
+
+/* The value of the partition's key attribute on the open tag (borrowed), or NULL. */
+static PyObject *key_of(Vm *self, Attrs *a)
+{
+    if (a->raw == NULL) {
+        for (Py_ssize_t i = a->first; i < a->end && a->kinds[i] == ATTR; i++)
+            if (a->names[i] == self->route_key_id && self->route_key_id >= 0)
+                return PyList_GET_ITEM(a->values, i);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(a->raw); i++) {
+        PyObject *item = PyList_GET_ITEM(a->raw, i);
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(item, 0), self->route_key) == 0)
+            return PyTuple_GET_ITEM(item, 1);
+    }
+    PyErr_Clear();
+    return NULL;
 }
 
 static inline int takes(Vm *self, int32_t wait, int32_t name)
@@ -624,11 +819,11 @@ static inline int takes(Vm *self, int32_t wait, int32_t name)
  * across batches: its tag is compared then) and attributes. */
 static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, Attrs *attrs)
 {
-    if (self->skip) {
-        self->skip++;
+    if (RUN->skip) {
+        RUN->skip++;
         return 0;
     }
-    Frame *parent = &self->frames[self->depth - 1];
+    Frame *parent = &RUN->frames[RUN->depth - 1];
     Threads *found = &self->stack;
     int failed = 0;
     Threads *lists[2] = {&parent->lists[W_NEXT], &parent->lists[W_ANY]};
@@ -639,8 +834,8 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
                 failed = push_next(self, t->state, t->binding) < 0;
         }
     threads_clear(&parent->lists[W_NEXT]); /* the next child is this one */
-    for (Py_ssize_t f = 0; self->descs && f < self->depth && !failed; f++) {
-        Threads *list = &self->frames[f].lists[W_DESC];
+    for (Py_ssize_t f = 0; RUN->descs && f < RUN->depth && !failed; f++) {
+        Threads *list = &RUN->frames[f].lists[W_DESC];
         for (Py_ssize_t i = 0; i < list->len && !failed; i++)
             if (takes(self, list->at[i].state, name))
                 failed = push_next(self, list->at[i].state, list->at[i].binding) < 0;
@@ -677,7 +872,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
             failed = threads_push(passed, path << 8, collect->at[i].binding) < 0;
         } else { /* its attribute */
             PyObject *raw = attrs_raw(attrs), *values = PyTuple_GET_ITEM(
-                collect->at[i].binding, 3 + PyTuple_GET_SIZE(self->attributes) + path);
+                collect->at[i].binding, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
             for (Py_ssize_t k = 0; raw != NULL && k < PyList_GET_SIZE(raw); k++) {
                 PyObject *item = PyList_GET_ITEM(raw, k);
                 if (PyUnicode_Compare(PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(spec, 2)) == 0) {
@@ -693,8 +888,8 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         threads_clear(passed);
         return -1;
     }
-    if (found->len == 0 && self->descs == 0 && passed->len == 0) {
-        self->skip = 1; /* nothing can happen below: skip the subtree */
+    if (found->len == 0 && RUN->descs == 0 && passed->len == 0) {
+        RUN->skip = 1; /* nothing can happen below: skip the subtree */
         return 0;
     }
     if (push_frame(self, node, tag) < 0) {
@@ -702,22 +897,22 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         threads_clear(passed);
         return -1;
     }
-    Frame *frame = &self->frames[self->depth - 1];
+    Frame *frame = &RUN->frames[RUN->depth - 1];
     Threads swap = frame->collect; /* (empty: the collectors passed are its own now) */
     frame->collect = *passed, *passed = swap;
     if (found->len == 0)
         return 0;
-    Py_ssize_t here = self->depth - 1;
+    Py_ssize_t here = RUN->depth - 1;
     return closure(self, here, here, here - 1, attrs);
 }
 
 /* A text: the value of the paths whose text children are read here. */
 static int text(Vm *self, PyObject *value)
 {
-    Threads *collect = &self->frames[self->depth - 1].collect;
+    Threads *collect = &RUN->frames[RUN->depth - 1].collect;
     for (Py_ssize_t i = 0; i < collect->len; i++)
         if ((collect->at[i].state & 0xFF) == 0) {
-            Py_ssize_t at = 3 + PyTuple_GET_SIZE(self->attributes) + (collect->at[i].state >> 8);
+            Py_ssize_t at = HEAD + PyTuple_GET_SIZE(self->attributes) + (collect->at[i].state >> 8);
             if (PyList_Append(PyTuple_GET_ITEM(collect->at[i].binding, at), value) < 0)
                 return -1;
         }
@@ -726,14 +921,79 @@ static int text(Vm *self, PyObject *value)
 
 static int close_element(Vm *self)
 {
-    if (self->skip) {
-        self->skip--;
+    if (RUN->skip) {
+        RUN->skip--;
         return 0;
     }
-    if (self->depth <= 1)
+    if (RUN->depth <= 1)
         return 0; /* (a close with no open: the event source never gives one) */
     pop_frame(self);
     return pump(self);
+}
+
+/* An element of the stream opens: to the run it belongs to (partition by: the partitioned
+ * element's partition, which the route finds, and the elements inside it). */
+static int on_open(Vm *self, PyObject *tag, long long node, int32_t name, Attrs *attrs)
+{
+    if (!self->nroute)
+        return open_element(self, tag, node, name, attrs);
+    if (grow((void **)&self->masks, &self->masks_cap, self->rdepth + 2, sizeof *self->masks, 32) < 0)
+        return -1;
+    uint64_t up = self->masks[self->rdepth], mask = 0;
+    for (Py_ssize_t p = 0; p < self->nroute; p++)
+        if (up >> p & 1) {
+            int32_t id = self->route_ids[p];
+            if (self->route_desc[p]) /* a // step: below too */
+                mask |= (uint64_t)1 << p;
+            if (id == ANY_NAME || (id >= 0 && id == name))
+                mask |= (uint64_t)1 << (p + 1);
+        }
+    self->masks[++self->rdepth] = mask;
+    PyObject *key = mask >> self->nroute & 1 ? key_of(self, attrs) : NULL;
+    if (key != NULL) { /* a partitioned element: the next child of its partition's root */
+        Py_ssize_t run = partition_of(self, key);
+        if (run < 0 || grow((void **)&self->routing, &self->routing_cap, self->nrouting + 2,
+                            sizeof *self->routing, 16) < 0)
+            return -1;
+        self->cur = run;
+        if ((RUN->depth > 1 || RUN->skip) && suspend(self) < 0)
+            return -1;
+        self->routing[self->nrouting++] = self->rdepth;
+        self->routing[self->nrouting++] = run;
+    }
+    if (self->nrouting == 0)
+        return 0;
+    self->cur = self->routing[self->nrouting - 1];
+    return open_element(self, tag, node, name, attrs);
+}
+
+static int on_text(Vm *self, PyObject *value)
+{
+    if (self->nroute) {
+        if (self->nrouting == 0)
+            return 0;
+        self->cur = self->routing[self->nrouting - 1];
+    }
+    return RUN->skip ? 0 : text(self, value);
+}
+
+static int on_close(Vm *self)
+{
+    if (!self->nroute)
+        return close_element(self);
+    if (self->rdepth == 0)
+        return 0;
+    int failed = 0;
+    if (self->nrouting) {
+        self->cur = self->routing[self->nrouting - 1];
+        failed = close_element(self) < 0;
+        if (!failed && self->routing[self->nrouting - 2] == self->rdepth) { /* it closes */
+            self->nrouting -= 2;
+            failed = RUN->ncuts && resume(self) < 0;
+        }
+    }
+    self->rdepth--;
+    return failed ? -1 : 0;
 }
 
 /* The test ids of the wait states in the symbols of this batch (names it did not know
@@ -784,6 +1044,24 @@ static int know_names(Vm *self, PyObject *symbols)
                 return -1;
         }
     }
+    for (Py_ssize_t p = 0; self->nroute && p < self->nroute + 1; p++) { /* the route's names, its key's */
+        PyObject *want = p < self->nroute ? PyTuple_GET_ITEM(self->route_names, p) : self->route_key;
+        int32_t *id = p < self->nroute ? &self->route_ids[p] : &self->route_key_id;
+        if (want == Py_None) {
+            *id = ANY_NAME;
+            continue;
+        }
+        if (*id != UNKNOWN && self->known >= 0)
+            continue;
+        *id = UNKNOWN;
+        for (Py_ssize_t i = count - 1; i >= 0; i--)
+            if (PyUnicode_Compare(PyList_GET_ITEM(symbols, i), want) == 0) {
+                *id = (int32_t)i;
+                break;
+            }
+        if (PyErr_Occurred())
+            return -1;
+    }
     self->known = count;
     return 0;
 }
@@ -806,7 +1084,7 @@ static int open_pending(Vm *self)
     self->pending_tag = self->pending_raw = NULL;
     Attrs attrs = {0};
     attrs.raw = raw;
-    int failed = open_element(self, tag, self->pending_node, name_id(self, tag), &attrs);
+    int failed = on_open(self, tag, self->pending_node, name_id(self, tag), &attrs);
     Py_DECREF(tag);
     Py_XDECREF(attrs.raw);
     return failed;
@@ -866,15 +1144,15 @@ static PyObject *vm_feed(Vm *self, PyObject *args)
                 break;
             }
             Attrs attrs = {kind, name, node, values, symbols, i + 1, j, NULL};
-            int failed = open_element(self, tag, node[i], name[i], &attrs);
+            int failed = on_open(self, tag, node[i], name[i], &attrs);
             Py_XDECREF(attrs.raw);
             if (failed < 0)
                 goto done;
             i = j;
         } else {
-            if (k == CLOSE && close_element(self) < 0)
+            if (k == CLOSE && on_close(self) < 0)
                 goto done;
-            if (k == TEXT && !self->skip && text(self, PyList_GET_ITEM(values, i)) < 0)
+            if (k == TEXT && on_text(self, PyList_GET_ITEM(values, i)) < 0)
                 goto done;
             i++;
         }
@@ -901,10 +1179,16 @@ static PyObject *vm_finish(Vm *self, PyObject *args)
         return NULL;
     if (open_pending(self) < 0)
         return NULL;
-    if (final && self->in_doc) {
-        if (self->depth > 1)
+    if (final && self->in_doc && self->nroute) {
+        if (close_routed(self) < 0) /* (the partitions' rows go out) */
+            return NULL;
+        self->in_doc = 0;
+        if (pump(self) < 0)
+            return NULL;
+    } else if (final && self->in_doc) {
+        if (RUN->depth > 1)
             clear_queue(self); /* the last document never ended */
-        while (self->depth)
+        while (RUN->depth)
             pop_frame(self);
         self->in_doc = 0;
         if (pump(self) < 0)
@@ -934,27 +1218,64 @@ static PyObject *threads_list(const Threads *t)
     return out;
 }
 
-/* state() -> the run's state as plain objects (what restore takes). */
-static PyObject *vm_state(Vm *self, PyObject *unused)
+/* frames as a list of (node, tag, record, threads by mode..., paths read, serial) */
+static PyObject *frames_list(const Frame *frames, Py_ssize_t count)
 {
-    PyObject *frames = PyList_New(self->depth), *queue = PyList_New(0);
-    for (Py_ssize_t d = 0; frames != NULL && d < self->depth; d++) {
-        Frame *f = &self->frames[d];
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t d = 0; out != NULL && d < count; d++) {
+        const Frame *f = &frames[d];
         PyObject *a = threads_list(&f->lists[0]), *b = threads_list(&f->lists[1]),
                  *c = threads_list(&f->lists[2]), *e = threads_list(&f->collect);
         PyObject *item = a && b && c && e
-                             ? Py_BuildValue("(LOONNNN)", f->node, f->tag ? f->tag : Py_None,
-                                             f->record ? f->record : Py_None, a, b, c, e)
+                             ? Py_BuildValue("(LOONNNNL)", f->node, f->tag ? f->tag : Py_None,
+                                             f->record ? f->record : Py_None, a, b, c, e, f->serial)
                              : NULL;
         if (item == NULL) {
             Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c), Py_XDECREF(e);
-            Py_CLEAR(frames);
+            Py_CLEAR(out);
         } else {
-            PyList_SET_ITEM(frames, d, item);
+            PyList_SET_ITEM(out, d, item);
+        }
+    }
+    return out;
+}
+
+/* A list of n Py_ssize_t (or uint64 masks: `masks`), as ints. */
+static PyObject *numbers_list(const void *at, Py_ssize_t n, int masks)
+{
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *v = masks ? PyLong_FromUnsignedLongLong(((const uint64_t *)at)[i])
+                            : PyLong_FromSsize_t(((const Py_ssize_t *)at)[i]);
+        if (v == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+/* state() -> the run's state as plain objects (what restore takes). */
+static PyObject *vm_state(Vm *self, PyObject *unused)
+{
+    PyObject *runs = PyList_New(self->nctx), *queue = PyList_New(0);
+    for (Py_ssize_t r = 0; runs != NULL && r < self->nctx; r++) {
+        Context *c = &self->ctxs[r];
+        PyObject *frames = frames_list(c->frames, c->depth), *saved = frames_list(c->saved, c->nsaved);
+        PyObject *cuts = numbers_list(c->cuts, c->ncuts, 0);
+        PyObject *item = frames && saved && cuts ? Py_BuildValue("(OnNNN)", c->key ? c->key : Py_None,
+                                                                 c->skip, frames, saved, cuts)
+                                                 : NULL;
+        if (item == NULL) {
+            Py_XDECREF(frames), Py_XDECREF(saved), Py_XDECREF(cuts);
+            Py_CLEAR(runs);
+        } else {
+            PyList_SET_ITEM(runs, r, item);
         }
     }
     for (Py_ssize_t i = self->qhead; queue != NULL && i < self->qlen; i++) {
-        PyObject *item = Py_BuildValue("(nO)", self->queue[i].wait, self->queue[i].row);
+        Entry *e = &self->queue[i];
+        PyObject *item = Py_BuildValue("(nnLO)", e->wait, e->run, e->serial, e->row);
         if (item == NULL || PyList_Append(queue, item) < 0)
             Py_CLEAR(queue);
         Py_XDECREF(item);
@@ -962,18 +1283,22 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
     PyObject *pending = self->pending_tag
                             ? Py_BuildValue("(OLO)", self->pending_tag, self->pending_node, self->pending_raw)
                             : Py_NewRef(Py_None);
+    PyObject *masks = numbers_list(self->masks, self->nroute ? self->rdepth + 1 : 0, 1);
+    PyObject *routing = numbers_list(self->routing, self->nrouting, 0);
     PyObject *result = NULL;
-    if (frames && queue && pending)
-        result = Py_BuildValue("(LinOOOO)", self->doc, self->in_doc, self->skip, frames, queue,
-                               pending, self->out);
-    Py_XDECREF(frames);
+    if (runs && queue && pending && masks && routing)
+        result = Py_BuildValue("(LiOOOOOOL)", self->doc, self->in_doc, runs, queue, pending, self->out,
+                               masks, routing, self->serials);
+    Py_XDECREF(runs);
     Py_XDECREF(queue);
     Py_XDECREF(pending);
+    Py_XDECREF(masks);
+    Py_XDECREF(routing);
     return result;
 }
 
 /* Threads saved by state(): each (state, binding) with a state below limit and a binding
- * of size items (a record's: 3 + the attributes + the paths). */
+ * of size items (a record's: HEAD + the attributes + the paths). */
 static int load_threads(Threads *t, PyObject *items, long limit, Py_ssize_t size)
 {
     if (!PyList_Check(items))
@@ -991,75 +1316,191 @@ static int load_threads(Threads *t, PyObject *items, long limit, Py_ssize_t size
     return 0;
 }
 
+/* A frame saved by frames_list into f (zeroed). */
+static int load_frame(Vm *self, Frame *f, PyObject *saved)
+{
+    long long node, serial;
+    PyObject *tag, *record, *a, *b, *c, *e;
+    if (!PyArg_ParseTuple(saved, "LOOOOOOL", &node, &tag, &record, &a, &b, &c, &e, &serial))
+        return -1;
+    f->node = node, f->serial = serial;
+    f->tag = tag == Py_None ? NULL : Py_NewRef(tag);
+    f->record = record == Py_None ? NULL : Py_NewRef(record);
+    long states = (long)self->nstates, codes = (long)self->npaths << 8;
+    Py_ssize_t slots = PyTuple_GET_SIZE(self->empty);
+    Py_ssize_t fields = HEAD + PyTuple_GET_SIZE(self->attributes) + self->npaths;
+    if (load_threads(&f->lists[0], a, states, slots) < 0 || load_threads(&f->lists[1], b, states, slots) < 0 ||
+        load_threads(&f->lists[2], c, states, slots) < 0 || load_threads(&f->collect, e, codes, fields) < 0)
+        return -1;
+    return 0;
+}
+
+/* Empty every run (their frames and buffers freed) and the queue. */
+static void clear_runs(Vm *self)
+{
+    for (Py_ssize_t r = 0; r < self->nctx; r++) {
+        Context *c = &self->ctxs[r];
+        for (Py_ssize_t d = 0; d < c->cap; d++)
+            frame_free(&c->frames[d]);
+        for (Py_ssize_t d = 0; d < c->nsaved; d++)
+            frame_free(&c->saved[d]);
+        PyMem_Free(c->frames);
+        PyMem_Free(c->saved);
+        PyMem_Free(c->cuts);
+        Py_CLEAR(c->key);
+        memset(c, 0, sizeof *c);
+    }
+    self->nctx = 0, self->cur = 0, self->nrouting = 0, self->rdepth = 0;
+    clear_queue(self);
+    if (self->keys != NULL)
+        PyDict_Clear(self->keys);
+}
+
 /* restore(state): go on from a saved state (of a run of the same plan). */
 static PyObject *vm_restore(Vm *self, PyObject *args)
 {
-    long long doc;
+    long long doc, serials;
     int in_doc;
-    Py_ssize_t skip;
-    PyObject *frames, *queue, *pending, *out;
-    if (!PyArg_ParseTuple(args, "(LinO!O!OO!):restore", &doc, &in_doc, &skip, &PyList_Type,
-                          &frames, &PyList_Type, &queue, &pending, &PyList_Type, &out))
+    PyObject *runs, *queue, *pending, *out, *masks, *routing;
+    if (!PyArg_ParseTuple(args, "(LiO!O!OO!O!O!L):restore", &doc, &in_doc, &PyList_Type, &runs, &PyList_Type,
+                          &queue, &pending, &PyList_Type, &out, &PyList_Type, &masks, &PyList_Type, &routing,
+                          &serials))
         return NULL;
-    while (self->depth)
-        pop_frame(self);
-    clear_queue(self);
+    Py_ssize_t nruns = PyList_GET_SIZE(runs);
+    if ((self->nroute == 0 && nruns != 1) || (self->nroute && PyList_GET_SIZE(masks) < 1) ||
+        PyList_GET_SIZE(routing) % 2) {
+        PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
+        return NULL;
+    }
+    clear_runs(self);
     Py_CLEAR(self->pending_tag);
     Py_CLEAR(self->pending_raw);
-    self->doc = doc, self->in_doc = in_doc, self->skip = skip, self->descs = 0;
-    for (Py_ssize_t d = 0; d < PyList_GET_SIZE(frames); d++) {
-        long long node;
-        PyObject *tag, *record, *a, *b, *c, *e;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(frames, d), "LOOOOOO", &node, &tag, &record, &a, &b, &c, &e) ||
-            push_frame(self, node, tag == Py_None ? NULL : tag) < 0)
-            return NULL;
-        Frame *f = &self->frames[d];
-        f->record = record == Py_None ? NULL : Py_NewRef(record);
-        long states = (long)self->nstates, codes = (long)self->npaths << 8;
-        Py_ssize_t slots = PyTuple_GET_SIZE(self->empty);
-        Py_ssize_t fields = 3 + PyTuple_GET_SIZE(self->attributes) + self->npaths;
-        if (load_threads(&f->lists[0], a, states, slots) < 0 ||
-            load_threads(&f->lists[1], b, states, slots) < 0 ||
-            load_threads(&f->lists[2], c, states, slots) < 0 ||
-            load_threads(&f->collect, e, codes, fields) < 0)
-            return NULL;
-        self->descs += f->lists[W_DESC].len > 0;
+    self->doc = doc, self->in_doc = in_doc, self->serials = serials;
+    if (grow((void **)&self->ctxs, &self->ctx_cap, nruns, sizeof *self->ctxs, 8) < 0)
+        goto fail;
+    for (Py_ssize_t r = 0; r < nruns; r++) {
+        PyObject *key, *frames, *saved, *cuts;
+        Py_ssize_t skip;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(runs, r), "OnO!O!O!", &key, &skip, &PyList_Type, &frames,
+                              &PyList_Type, &saved, &PyList_Type, &cuts))
+            goto fail;
+        self->cur = r, self->nctx = r + 1;
+        Context *c = RUN;
+        c->key = key == Py_None ? NULL : Py_NewRef(key);
+        if ((c->key == NULL) != (self->nroute == 0)) {
+            PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
+            goto fail;
+        }
+        if (c->key != NULL) {
+            PyObject *number = PyLong_FromSsize_t(r);
+            int failed = number == NULL || PyDict_SetItem(self->keys, key, number) < 0;
+            Py_XDECREF(number);
+            if (failed)
+                goto fail;
+        }
+        Py_ssize_t nframes = PyList_GET_SIZE(frames), nsaved = PyList_GET_SIZE(saved), ncuts = PyList_GET_SIZE(cuts);
+        if (grow((void **)&c->frames, &c->cap, nframes, sizeof *c->frames, 4) < 0 ||
+            grow((void **)&c->saved, &c->saved_cap, nsaved, sizeof *c->saved, 8) < 0 ||
+            grow((void **)&c->cuts, &c->cuts_cap, ncuts, sizeof *c->cuts, 8) < 0)
+            goto fail;
+        for (Py_ssize_t d = 0; d < nframes; d++) {
+            if (load_frame(self, &c->frames[d], PyList_GET_ITEM(frames, d)) < 0)
+                goto fail;
+            c->depth = d + 1;
+            c->descs += c->frames[d].lists[W_DESC].len > 0;
+        }
+        for (Py_ssize_t d = 0; d < nsaved; d++) {
+            if (load_frame(self, &c->saved[d], PyList_GET_ITEM(saved, d)) < 0)
+                goto fail;
+            c->nsaved = d + 1;
+        }
+        Py_ssize_t total = 0;
+        for (Py_ssize_t i = 0; i < ncuts; i++) {
+            c->cuts[i] = PyLong_AsSsize_t(PyList_GET_ITEM(cuts, i));
+            total += i % 2 ? 0 : c->cuts[i];
+        }
+        c->ncuts = ncuts, c->skip = skip;
+        if (PyErr_Occurred() || ncuts % 2 || total != nsaved || skip < 0) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
+            goto fail;
+        }
+    }
+    self->cur = 0;
+    if (self->nroute) {
+        Py_ssize_t n = PyList_GET_SIZE(masks), k = PyList_GET_SIZE(routing);
+        if (grow((void **)&self->masks, &self->masks_cap, n + 1, sizeof *self->masks, 32) < 0 ||
+            grow((void **)&self->routing, &self->routing_cap, k, sizeof *self->routing, 16) < 0)
+            goto fail;
+        for (Py_ssize_t i = 0; i < n; i++)
+            self->masks[i] = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(masks, i));
+        self->rdepth = n - 1;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            Py_ssize_t v = PyLong_AsSsize_t(PyList_GET_ITEM(routing, i));
+            if (i % 2 ? v < 0 || v >= nruns : v < 1 || v > self->rdepth) {
+                PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
+                goto fail;
+            }
+            self->routing[i] = v;
+        }
+        self->nrouting = k;
+        if (PyErr_Occurred())
+            goto fail;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(queue); i++) {
-        Py_ssize_t wait;
+        Entry e;
         PyObject *row;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(queue, i), "nO", &wait, &row) ||
-            enqueue(self, wait, Py_NewRef(row)) < 0)
-            return NULL;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(queue, i), "nnLO", &e.wait, &e.run, &e.serial, &row))
+            goto fail;
+        if (e.run < 0 || e.run >= nruns) {
+            PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
+            goto fail;
+        }
+        e.row = Py_NewRef(row);
+        if (enqueue(self, e) < 0) {
+            Py_DECREF(row);
+            goto fail;
+        }
     }
     if (pending != Py_None) {
         PyObject *tag, *raw;
         if (!PyArg_ParseTuple(pending, "OLO!", &tag, &self->pending_node, &PyList_Type, &raw))
-            return NULL;
+            goto fail;
         self->pending_tag = Py_NewRef(tag), self->pending_raw = PyList_GetSlice(raw, 0, PyList_GET_SIZE(raw));
     }
     Py_XSETREF(self->out, PyList_GetSlice(out, 0, PyList_GET_SIZE(out)));
     Py_RETURN_NONE;
+fail:
+    clear_runs(self); /* (a run that cannot go on: it begins again) */
+    if (self->nroute == 0) {
+        self->nctx = 1;
+        self->in_doc = 0;
+    }
+    return NULL;
+}
+
+/* partitions() -> the partitions' keys in the order they began (partition by). */
+static PyObject *vm_partitions(Vm *self, PyObject *unused)
+{
+    PyObject *out = PyList_New(self->nctx);
+    for (Py_ssize_t r = 0; out != NULL && r < self->nctx; r++)
+        PyList_SET_ITEM(out, r, Py_NewRef(self->ctxs[r].key ? self->ctxs[r].key : Py_None));
+    return out;
 }
 
 /* ----- the type ----- */
 
 static void vm_dealloc(Vm *self)
 {
-    while (self->depth)
-        pop_frame(self);
-    for (Py_ssize_t d = 0; d < self->cap; d++) {
-        for (int k = 0; k < 3; k++)
-            threads_free(&self->frames[d].lists[k]);
-        threads_free(&self->frames[d].collect);
-    }
-    clear_queue(self);
+    clear_runs(self);
+    PyMem_Free(self->ctxs);
     threads_free(&self->passed);
     threads_free(&self->stack);
     threads_free(&self->seen);
     void *blocks[] = {self->kind, self->mode, self->side, self->kleene, self->next_at, self->next,
-                      self->slot, self->start, self->test_id, self->frames, self->queue, self->matches,
-                      self->path_at, self->path_ids};
+                      self->slot, self->start, self->test_id, self->queue, self->matches,
+                      self->path_at, self->path_ids, self->route_desc, self->route_ids, self->masks,
+                      self->routing};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     Py_XDECREF(self->tests);
@@ -1074,6 +1515,9 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->out);
     Py_XDECREF(self->pending_tag);
     Py_XDECREF(self->pending_raw);
+    Py_XDECREF(self->keys);
+    Py_XDECREF(self->route_names);
+    Py_XDECREF(self->route_key);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1098,17 +1542,17 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
-                               "accept", "checks", "width", NULL};
+                               "accept", "checks", "width", "route", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
-    PyObject *paths = NULL, *accept = Py_None, *checks = NULL;
+    PyObject *paths = NULL, *accept = Py_None, *checks = NULL, *route = Py_None;
     Py_ssize_t width = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!n:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nO:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
-                                     &paths, &accept, &PyList_Type, &checks, &width))
+                                     &paths, &accept, &PyList_Type, &checks, &width, &route))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -1220,8 +1664,44 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);
     self->known = -1;
-    if ((self->out = PyList_New(0)) == NULL)
+    if ((self->out = PyList_New(0)) == NULL || (self->keys = PyDict_New()) == NULL)
         goto fail;
+    if (route != Py_None) { /* partition by: ((// step?, name or None)..., key attribute) */
+        PyObject *steps, *key;
+        if (!PyArg_ParseTuple(route, "O!U", &PyTuple_Type, &steps, &key) || PyTuple_GET_SIZE(steps) < 1 ||
+            PyTuple_GET_SIZE(steps) > 63) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "Vm: route: ((descendant, name or None), ...) of 1 to 63 steps, key");
+            goto fail;
+        }
+        self->nroute = PyTuple_GET_SIZE(steps);
+        self->route_key = Py_NewRef(key);
+        self->route_names = PyTuple_New(self->nroute);
+        self->route_desc = PyMem_Calloc((size_t)self->nroute, 1);
+        self->route_ids = PyMem_Calloc((size_t)self->nroute, 4);
+        if (self->route_names == NULL || self->route_desc == NULL || self->route_ids == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (Py_ssize_t p = 0; p < self->nroute; p++) {
+            int desc;
+            PyObject *name;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(steps, p), "pO", &desc, &name) ||
+                (name != Py_None && !PyUnicode_Check(name))) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "Vm: route: a step is (descendant, name or None)");
+                goto fail;
+            }
+            self->route_desc[p] = (uint8_t)desc;
+            PyTuple_SET_ITEM(self->route_names, p, Py_NewRef(name));
+        }
+        if (grow((void **)&self->masks, &self->masks_cap, 1, sizeof *self->masks, 32) < 0)
+            goto fail;
+    } else if (grow((void **)&self->ctxs, &self->ctx_cap, 1, sizeof *self->ctxs, 8) < 0) {
+        goto fail;
+    } else {
+        self->nctx = 1; /* the document's run */
+    }
     return (PyObject *)self;
 fail:
     Py_DECREF(self);
@@ -1236,6 +1716,8 @@ static PyMethodDef vm_methods[] = {
      "finish(final) -> rows: the stream ended (final: a document it leaves open is dropped) or "
      "stops here."},
     {"state", (PyCFunction)vm_state, METH_NOARGS, "state() -> the run's state as plain objects."},
+    {"partitions", (PyCFunction)vm_partitions, METH_NOARGS,
+     "partitions() -> the keys of the partitions in the order they began (partition by)."},
     {"restore", (PyCFunction)vm_restore, METH_VARARGS, "restore(state): go on from a saved state."},
     {NULL, NULL, 0, NULL},
 };

@@ -34,6 +34,7 @@ _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 P_TEXT, P_ATTR = 0, 1  # what a path read below a node ends on: text children, an attribute
+HEAD = 4  # a record's fields before its attributes' values: node, depth, tag, document
 
 
 class NotCompiled(Exception):
@@ -60,6 +61,7 @@ class CompiledRun:
     def __init__(self, plan: CompiledPlan, values_only: bool = False) -> None:
         self.plan = plan
         self.vm = plan.vm()
+        self.partitioned = plan.tables["route"] is not None  # rows come with their key
         self.aggregator = None
         if plan.tables["found"]:
             self.aggregator = Aggregator(plan.analysis, values_only)
@@ -68,20 +70,25 @@ class CompiledRun:
         out = self.vm.feed(
             batch.docs, batch.kinds, batch.names, batch.values, batch.nodes, batch.symbols.names
         )
-        return out if self.aggregator is None else self._fold(out)
+        return self._rows(out)
 
     def end(self, final: bool) -> list:
-        out = self.vm.finish(final)
-        if self.aggregator is None:
-            return out
-        self._fold(out)
-        return self.aggregator.rows(None) if final else []
+        rows = self._rows(self.vm.finish(final))
+        if self.aggregator is None or not final:
+            return rows
+        return self.aggregator.rows(self.vm.partitions() if self.partitioned else None)
 
-    def _fold(self, matches: list) -> list:
-        add = self.aggregator.add_values
-        for found in matches:
-            add(None, found)
-        return []
+    def _rows(self, out: list) -> list:
+        """The rows of the matches handed out (with aggregates: their values folded)."""
+        if self.aggregator is not None:
+            add = self.aggregator.add_values
+            for found in out:
+                if self.partitioned:
+                    add(*found)
+                else:
+                    add(None, found)
+            return []
+        return [row for _, row in out] if self.partitioned else out
 
     def state(self):
         return self.vm.state(), self.aggregator.groups if self.aggregator else None
@@ -103,8 +110,6 @@ def compiled_plan(analysis: Analysis, program, machine, selection: str) -> Compi
 def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     if Vm is None:
         raise NotCompiled("the compiled automaton is not built")
-    if analysis.partition is not None:
-        raise NotCompiled("partition by")
     if selection != "all":
         raise NotCompiled(f"selection {selection}")
     if analysis.mode == "nodes":
@@ -199,7 +204,23 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "paths": tuple(paths),
         "accept": accept,
         "checks": checks,
+        "route": None if analysis.partition is None else _route(*analysis.partition),
     }
+
+
+def _route(path, key: str) -> tuple:
+    """(the steps of a ``partition by`` path — whether ``//``, the name or None for ``*`` —,
+    the key attribute), as the compiled run finds the partitioned elements."""
+    steps = path.items if isinstance(path, A.Seq) else (path,)
+    route = []
+    for step in steps:
+        plain = isinstance(step, A.Step) and not step.preds and not step.var
+        if not plain or step.kind != A.ELEMENT or step.axis not in (A.CHILD, A.DESCENDANT):
+            raise NotCompiled(f"the partition by path {A.to_text(path)}")
+        route.append((step.axis == A.DESCENDANT, None if step.name == A.WILDCARD else step.name))
+    if len(route) > 63:
+        raise NotCompiled("a partition by path of more than 63 steps")
+    return (tuple(route), key)
 
 
 def _term(analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, found: bool):
@@ -258,11 +279,11 @@ class _Nodes:
             return found[1]
         if len(self.made) > 4096:
             self.made.clear()
-        node_id, _, tag = record[:3]
+        node_id, _, tag = record[:3]  # (and the document: HEAD fields before the values)
         if node_id == -1:  # a document's (or partition's) root: a group's entry
             node = Node(ROOT, None, -1, -1)
         else:
-            values = zip(self.attributes, record[3 : 3 + len(self.attributes)], strict=True)
+            values = zip(self.attributes, record[HEAD : HEAD + len(self.attributes)], strict=True)
             raw = [(n, v, -1) for n, v in values if v is not None]
             node = Node.element(tag, 0, node_id, None, raw)
         node.closed = True
