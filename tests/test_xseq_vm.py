@@ -58,6 +58,10 @@ def compiled_queries(draw) -> str:
         options = [f"tag({name}) = '{draw(st.sampled_from('abc'))}'", f"{name}@x > 1"]
         options += [f"not({name}@k = 'p')", f"{name}@x + 1 < 4 or tag({name}) = 'b'"]
         options += [f"{name}@k = {other}@k" for other, _ in variables if other != name]
+        # arithmetic, strings against numbers, missing attributes, existence, tags, values
+        options += [f"{name}@x * 2 div {name}@x = 2", f"{name}@k < 'q'", f"{name}@x != 'a'"]
+        options += [f"{name}@x - 1 >= 1.5", f"not({name}@x)", f"{name}@k", f"{name} = 't'"]
+        options += [f"tag({name}) = tag({other})" for other, _ in variables if other != name]
         options += [f"last({name})@x >= first({name})@x"] if kleene else []
         # at every iteration of its group: the latest node, the one before it (prev())
         options += [f"{name}@x < prev({name})@x", f"prev({name})@k = {name}@k"] if kleene else []
@@ -82,6 +86,9 @@ ITERATION_CONDITIONS = (
     "not(prev($Y)@x > 2)",
     "$Y@x > 1",
     "$Y@x + prev($Y)@x < 6",
+    "prev($Y)@x div $Y@x > 1",
+    "not(prev($Y)@k)",
+    "tag(prev($Y)) = tag($Y)",
 )
 
 

@@ -13,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
@@ -122,6 +123,9 @@ typedef struct {
     int32_t *path_at, *path_ids; /* per path its steps in path_ids (the names' symbol ids) */
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
+    int numbers;          /* records keep their attributes' numbers (for Conditions) */
+    PyObject *early;      /* per state: the per-match conditions decided once it binds the
+                           * variables they read ((test, their slots), ...), or None */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
     PyObject *checks;     /* per state: a guard the closure tests (not tested at the open), or
                            * an iteration's conditions (a callable on the binding), or None */
@@ -155,6 +159,11 @@ typedef struct {
     PyObject *pending_tag, *pending_raw; /* an open tag whose attributes go on in the next batch */
     long long pending_node;
     Threads stack, seen, passed;
+    /* the closure's threads seen, by hash: an open-addressing table of their places in
+     * `seen` + 1 (0: free), and their hashes */
+    Py_ssize_t *seen_at, seen_cap;
+    Py_hash_t *seen_hash;
+    Py_ssize_t seen_hash_cap;
     PyObject **matches;
     Py_ssize_t nmatches, matches_cap;
 } Vm;
@@ -182,6 +191,24 @@ static int binding_equal(PyObject *a, PyObject *b, Py_ssize_t n)
                 return 0;
     }
     return 1;
+}
+
+/* A thread's hash, as binding_equal sees it: its state, the records of its binding. */
+static Py_hash_t thread_hash(int32_t state, PyObject *binding)
+{
+    Py_uhash_t h = (Py_uhash_t)state * 1000003u + 0x345678u;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(binding); i++) {
+        PyObject *x = PyTuple_GET_ITEM(binding, i);
+        if (x != Py_None && PyTuple_GET_SIZE(x) > 0 && PyTuple_Check(PyTuple_GET_ITEM(x, 0))) {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++) /* a Kleene-* variable's */
+                h = (h ^ (Py_uhash_t)(uintptr_t)PyTuple_GET_ITEM(x, k)) * 1000003u;
+            h ^= (Py_uhash_t)PyTuple_GET_SIZE(x);
+        } else {
+            h = (h ^ (Py_uhash_t)(uintptr_t)x) * 1000003u;
+        }
+        h ^= h >> 29;
+    }
+    return (Py_hash_t)h;
 }
 
 static long long record_field(PyObject *record, Py_ssize_t i) { return PyLong_AsLongLong(PyTuple_GET_ITEM(record, i)); }
@@ -257,6 +284,340 @@ static PyObject *bind(PyObject *binding, Py_ssize_t slot, PyObject *record, int 
         PyTuple_SET_ITEM(out, i, item);
     }
     return out;
+}
+
+/* ----- conditions on a binding's records ----- */
+
+/* A where clause's conditions on the open tags of a match's nodes (per match, or at each
+ * iteration of a Kleene-* group), as a tree that vm.py compiles (`_program`): constants,
+ * the attributes and tags of a variable's nodes (its node; a Kleene-* variable's first,
+ * last, latest or every node, or prev(): the one before the latest, or where the group was
+ * entered), arithmetic on the first value of each side, comparisons (numbers when both
+ * values read as numbers, else strings; existential over several), and, or, not, and
+ * whether a variable has nodes. Semantics as evaluate.holds on the automaton's nodes
+ * (the reference: the property tests compare the two). A Conditions object is also
+ * callable from Python on a binding. */
+enum { C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS };
+enum { R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV };
+enum { A_ADD, A_SUB, A_MUL, A_DIV };
+
+typedef struct {
+    int kind, op, which, slot, at, group, left, right;
+    PyObject *obj; /* a constant: (its string, its number or None) */
+} CNode;
+
+typedef struct {
+    PyObject_HEAD
+    CNode *nodes;
+    Py_ssize_t nnodes;
+    int root;
+    Py_ssize_t width;      /* the binding's variables (the groups' entries after them) */
+    Py_ssize_t numbers_at; /* where a record's attributes' numbers begin */
+    PyObject *as_string;   /* a number's string, as values.as_string */
+} Conditions;
+
+static PyTypeObject ConditionsType;
+
+/* The values of an operand: the attribute `at` (-1: the tag) of records, or one number,
+ * or one constant pair. */
+typedef struct {
+    int kind; /* 0: none, 1: records, 2: a number, 3: a pair */
+    PyObject *const *records;
+    Py_ssize_t n;
+    PyObject *one; /* (where records points for a single one) */
+    int at;
+    double num;
+    PyObject *pair;
+} CVal;
+
+/* A string's number (to_number): 1 and *x, or 0 when it does not read as one. */
+static int string_number(PyObject *text, double *x)
+{
+    if (!PyUnicode_Check(text))
+        return 0;
+    PyObject *number = PyFloat_FromString(text);
+    if (number == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    *x = PyFloat_AS_DOUBLE(number);
+    Py_DECREF(number);
+    return isfinite(*x) && PyUnicode_FindChar(text, '_', 0, PyUnicode_GET_LENGTH(text), 1) == -1;
+}
+
+/* The nodes a reference names in the binding, as records. */
+static void ref_records(Conditions *c, const CNode *n, PyObject *binding, CVal *out)
+{
+    PyObject *x = PyTuple_GET_ITEM(binding, n->slot);
+    out->kind = 0, out->n = 0;
+    if (x == Py_None)
+        return;
+    out->kind = 1;
+    if (n->which == R_ONE) {
+        out->one = x, out->records = &out->one, out->n = 1;
+        return;
+    }
+    Py_ssize_t k = PyTuple_GET_SIZE(x);
+    PyObject *const *items = &PyTuple_GET_ITEM(x, 0);
+    switch (n->which) {
+    case R_FIRST: out->records = items, out->n = k ? 1 : 0; break;
+    case R_LAST: out->records = items + (k ? k - 1 : 0), out->n = k ? 1 : 0; break;
+    case R_ALL: out->records = items, out->n = k; break;
+    default: /* R_PREV */
+        if (k >= 2) {
+            out->records = items + k - 2, out->n = 1;
+        } else if (k == 1 && c->width + n->group < PyTuple_GET_SIZE(binding)) {
+            PyObject *entry = PyTuple_GET_ITEM(binding, c->width + n->group);
+            if (entry != Py_None && PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0)) != -1)
+                out->one = entry, out->records = &out->one, out->n = 1;
+        }
+    }
+}
+
+/* Item i of a value: its string (borrowed, NULL for a number alone) and number. */
+static int cval_item(Conditions *c, CVal *v, Py_ssize_t i, PyObject **text, double *x)
+{
+    if (v->kind == 2) {
+        *text = NULL, *x = v->num;
+        return 1;
+    }
+    if (v->kind == 3) {
+        *text = PyTuple_GET_ITEM(v->pair, 0);
+        PyObject *number = PyTuple_GET_ITEM(v->pair, 1);
+        return number == Py_None ? 0 : (*x = PyFloat_AsDouble(number), 1);
+    }
+    PyObject *record = v->records[i];
+    if (v->at < 0) {
+        *text = PyTuple_GET_ITEM(record, 2);
+        return *text == Py_None ? -1 : string_number(*text, x);
+    }
+    *text = PyTuple_GET_ITEM(record, HEAD + v->at);
+    if (*text == Py_None)
+        return -1; /* (no such attribute: no value) */
+    PyObject *number = PyTuple_GET_ITEM(record, c->numbers_at + v->at);
+    return number == Py_None ? 0 : (*x = PyFloat_AS_DOUBLE(number), 1);
+}
+
+static Py_ssize_t cval_count(CVal *v) { return v->kind == 0 ? 0 : v->kind == 1 ? v->n : 1; }
+
+static int cond_holds(Conditions *c, int at, PyObject *binding);
+
+static int cond_value(Conditions *c, int at, PyObject *binding, CVal *out)
+{
+    const CNode *n = &c->nodes[at];
+    out->kind = 0, out->pair = NULL;
+    switch (n->kind) {
+    case C_CONST:
+        out->kind = 3, out->pair = n->obj;
+        return 0;
+    case C_FIELD:
+    case C_TAG:
+        ref_records(c, n, binding, out);
+        out->at = n->kind == C_TAG ? -1 : n->at;
+        return 0;
+    case C_ARITH: { /* the first value of each side, as numbers */
+        double v[2];
+        for (int side = 0; side < 2; side++) {
+            CVal operand;
+            PyObject *text;
+            if (cond_value(c, side ? n->right : n->left, binding, &operand) < 0)
+                return -1;
+            Py_ssize_t first = 0, count = cval_count(&operand);
+            int has = -1;
+            while (first < count && (has = cval_item(c, &operand, first, &text, &v[side])) < 0)
+                first++; /* (a record without the attribute has no value) */
+            if (first == count || has <= 0)
+                return 0;
+        }
+        double r = n->op == A_ADD ? v[0] + v[1] : n->op == A_SUB ? v[0] - v[1] : n->op == A_MUL ? v[0] * v[1]
+                 : v[1] != 0 ? v[0] / v[1] : NAN;
+        if (n->op == A_DIV && v[1] == 0)
+            return 0; /* no value, as values.arith */
+        out->kind = 2, out->num = r;
+        return 0;
+    }
+    default:
+        PyErr_SetString(PyExc_ValueError, "Conditions: a node that has no value");
+        return -1;
+    }
+}
+
+/* Two values, compared: numbers when both read as numbers (a finite number), else strings. */
+static int compare_items(Conditions *c, int op, PyObject *a, double x, int hx, PyObject *b, double y, int hy)
+{
+    hx = hx && isfinite(x), hy = hy && isfinite(y);
+    if (hx && hy) {
+        switch (op) {
+        case Py_LT: return x < y;
+        case Py_LE: return x <= y;
+        case Py_EQ: return x == y;
+        case Py_NE: return x != y;
+        case Py_GT: return x > y;
+        default: return x >= y;
+        }
+    }
+    PyObject *sa = a ? Py_NewRef(a) : NULL, *sb = b ? Py_NewRef(b) : NULL;
+    if (sa == NULL) {
+        PyObject *number = PyFloat_FromDouble(x);
+        sa = number ? PyObject_CallOneArg(c->as_string, number) : NULL;
+        Py_XDECREF(number);
+    }
+    if (sa != NULL && sb == NULL) {
+        PyObject *number = PyFloat_FromDouble(y);
+        sb = number ? PyObject_CallOneArg(c->as_string, number) : NULL;
+        Py_XDECREF(number);
+    }
+    int r = sa && sb ? PyObject_RichCompareBool(sa, sb, op) : -1;
+    Py_XDECREF(sa);
+    Py_XDECREF(sb);
+    return r;
+}
+
+static int cond_holds(Conditions *c, int at, PyObject *binding)
+{
+    const CNode *n = &c->nodes[at];
+    int r;
+    switch (n->kind) {
+    case C_CMP: {
+        CVal a, b;
+        if (cond_value(c, n->left, binding, &a) < 0 || cond_value(c, n->right, binding, &b) < 0)
+            return -1;
+        Py_ssize_t na = cval_count(&a), nb = cval_count(&b);
+        for (Py_ssize_t i = 0; i < na; i++) {
+            PyObject *sa, *sb;
+            double x = 0, y = 0;
+            int hx = cval_item(c, &a, i, &sa, &x);
+            if (hx < 0)
+                continue;
+            for (Py_ssize_t k = 0; k < nb; k++) {
+                int hy = cval_item(c, &b, k, &sb, &y);
+                if (hy < 0)
+                    continue;
+                r = compare_items(c, n->op, sa, x, hx, sb, y, hy);
+                if (r != 0)
+                    return r;
+            }
+        }
+        return 0;
+    }
+    case C_AND:
+        r = cond_holds(c, n->left, binding);
+        return r <= 0 ? r : cond_holds(c, n->right, binding);
+    case C_OR:
+        r = cond_holds(c, n->left, binding);
+        return r != 0 ? r : cond_holds(c, n->right, binding);
+    case C_NOT:
+        r = cond_holds(c, n->left, binding);
+        return r < 0 ? r : !r;
+    case C_EXISTS: { /* the reference names nodes (with the attribute `at`, if any) */
+        CVal v;
+        ref_records(c, n, binding, &v);
+        for (Py_ssize_t i = 0; i < v.n; i++)
+            if (n->at < 0 || PyTuple_GET_ITEM(v.records[i], HEAD + n->at) != Py_None)
+                return 1;
+        return 0;
+    }
+    default:
+        PyErr_SetString(PyExc_ValueError, "Conditions: a node that is no condition");
+        return -1;
+    }
+}
+
+static PyObject *conditions_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *binding;
+    if (!PyArg_ParseTuple(args, "O!:Conditions", &PyTuple_Type, &binding))
+        return NULL;
+    Conditions *c = (Conditions *)self;
+    if (PyTuple_GET_SIZE(binding) < c->width)
+        return PyErr_SetString(PyExc_ValueError, "Conditions: a binding of its width"), NULL;
+    int r = cond_holds(c, c->root, binding);
+    return r < 0 ? NULL : PyBool_FromLong(r);
+}
+
+static PyObject *conditions_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *nodes, *as_string;
+    int root;
+    Py_ssize_t width, numbers_at;
+    if (!PyArg_ParseTuple(args, "O!innO:Conditions", &PyTuple_Type, &nodes, &root, &width, &numbers_at,
+                          &as_string))
+        return NULL;
+    Conditions *c = (Conditions *)type->tp_alloc(type, 0);
+    if (c == NULL)
+        return NULL;
+    c->nnodes = PyTuple_GET_SIZE(nodes);
+    c->nodes = PyMem_Calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof *c->nodes);
+    c->root = root, c->width = width, c->numbers_at = numbers_at;
+    c->as_string = Py_NewRef(as_string);
+    if (c->nodes == NULL) {
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < c->nnodes; i++) {
+        CNode *n = &c->nodes[i];
+        PyObject *obj;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nodes, i), "iiiiiiiiO", &n->kind, &n->op, &n->which, &n->slot,
+                              &n->at, &n->group, &n->left, &n->right, &obj)) {
+            Py_DECREF(c);
+            return NULL;
+        }
+        int reads = n->kind == C_FIELD || n->kind == C_TAG || n->kind == C_EXISTS;
+        int joins = n->kind == C_ARITH || n->kind == C_CMP || n->kind == C_AND || n->kind == C_OR;
+        int bad = n->kind < C_CONST || n->kind > C_EXISTS ||
+                  (reads && (n->slot < 0 || n->slot >= width || n->which < R_ONE || n->which > R_PREV ||
+                             n->group < 0)) ||
+                  ((joins || n->kind == C_NOT) && (n->left < 0 || n->left >= i)) ||
+                  (joins && (n->right < 0 || n->right >= i)) ||
+                  (n->kind == C_CONST && !(PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2 &&
+                                            PyUnicode_Check(PyTuple_GET_ITEM(obj, 0)) &&
+                                            (PyTuple_GET_ITEM(obj, 1) == Py_None ||
+                                             PyFloat_Check(PyTuple_GET_ITEM(obj, 1))))) ||
+                  (n->kind == C_CMP && (n->op < Py_LT || n->op > Py_GE));
+        if (bad) {
+            Py_DECREF(c);
+            return PyErr_Format(PyExc_ValueError, "Conditions: node %zd is not well formed", i);
+        }
+        n->obj = Py_NewRef(obj);
+    }
+    if (root < 0 || root >= c->nnodes) {
+        Py_DECREF(c);
+        return PyErr_Format(PyExc_ValueError, "Conditions: the root is not a node");
+    }
+    return (PyObject *)c;
+}
+
+static void conditions_dealloc(Conditions *c)
+{
+    for (Py_ssize_t i = 0; c->nodes != NULL && i < c->nnodes; i++)
+        Py_XDECREF(c->nodes[i].obj);
+    PyMem_Free(c->nodes);
+    Py_XDECREF(c->as_string);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyTypeObject ConditionsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xcep.xseq._vm.Conditions",
+    .tp_basicsize = sizeof(Conditions),
+    .tp_dealloc = (destructor)conditions_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Conditions(nodes, root, width, numbers_at, as_string): a where clause's conditions "
+              "on a binding's records (xcep/xseq/vm.py), called with a binding",
+    .tp_call = conditions_call,
+    .tp_new = conditions_new,
+};
+
+/* A binding's verdict: a Conditions object decides in C, another callable in Python. */
+static int decide(PyObject *test, PyObject *binding)
+{
+    if (Py_TYPE(test) == &ConditionsType) {
+        Conditions *c = (Conditions *)test;
+        return cond_holds(c, c->root, binding);
+    }
+    PyObject *verdict = PyObject_CallOneArg(test, binding);
+    int holds = verdict ? PyObject_IsTrue(verdict) : -1;
+    Py_XDECREF(verdict);
+    return holds;
 }
 
 /* ----- attributes ----- */
@@ -546,7 +907,7 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
     if (frame->record != NULL)
         return frame->record;
     Py_ssize_t n = PyTuple_GET_SIZE(self->attributes);
-    PyObject *record = PyTuple_New(HEAD + n + self->npaths);
+    PyObject *record = PyTuple_New(HEAD + n + self->npaths + (self->numbers ? n : 0));
     if (record == NULL)
         return NULL;
     for (Py_ssize_t p = 0; p < self->npaths; p++) { /* the values of the paths below it */
@@ -571,6 +932,13 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
             }
         }
         PyTuple_SET_ITEM(record, HEAD + k, Py_NewRef(value));
+        if (self->numbers) { /* its number, or None (values.to_number) */
+            double x;
+            PyObject *number = value != Py_None && string_number(value, &x) ? PyFloat_FromDouble(x) : Py_NewRef(Py_None);
+            if (number == NULL)
+                return Py_DECREF(record), NULL;
+            PyTuple_SET_ITEM(record, HEAD + n + self->npaths + k, number);
+        }
     }
     if ((n && raw == NULL) || PyErr_Occurred() || !PyTuple_GET_ITEM(record, 0) || !PyTuple_GET_ITEM(record, 1) ||
         !PyTuple_GET_ITEM(record, 3)) {
@@ -582,6 +950,42 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
                          record) < 0)
             return Py_DECREF(record), NULL;
     return frame->record = record;
+}
+
+/* The per-match conditions a match state decides once it binds their last variable (a
+ * thread whose match cannot hold dies early): 1 if they hold, 0 if not, -1 on an error. */
+static int decided_early(Vm *self, int32_t s, PyObject *binding)
+{
+    PyObject *tests = self->early == NULL ? Py_None : PyList_GET_ITEM(self->early, s);
+    for (Py_ssize_t i = 0; tests != Py_None && i < PyTuple_GET_SIZE(tests); i++) {
+        PyObject *test = PyTuple_GET_ITEM(PyTuple_GET_ITEM(tests, i), 0);
+        PyObject *slots = PyTuple_GET_ITEM(PyTuple_GET_ITEM(tests, i), 1);
+        int ready = 1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(slots) && ready; k++)
+            ready = PyTuple_GET_ITEM(binding, PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, k))) != Py_None;
+        int holds = ready ? decide(test, binding) : 1;
+        if (holds <= 0)
+            return holds;
+    }
+    return 1;
+}
+
+/* A larger table of the threads seen (their places rehashed). */
+static int seen_grow(Vm *self)
+{
+    Py_ssize_t cap = self->seen_cap ? 2 * self->seen_cap : 64;
+    Py_ssize_t *at = PyMem_Calloc((size_t)cap, sizeof *at);
+    if (at == NULL)
+        return PyErr_NoMemory(), -1;
+    for (Py_ssize_t i = 0; i < self->seen.len; i++) {
+        Py_ssize_t k = (Py_ssize_t)((Py_uhash_t)self->seen_hash[i] & (Py_uhash_t)(cap - 1));
+        while (at[k])
+            k = (k + 1) & (cap - 1);
+        at[k] = i + 1;
+    }
+    PyMem_Free(self->seen_at);
+    self->seen_at = at, self->seen_cap = cap;
+    return 0;
 }
 
 static int push_next(Vm *self, int32_t state, PyObject *binding)
@@ -600,13 +1004,34 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     int failed = 0;
     self->seen.len = 0;
     self->nmatches = 0;
+    if (self->seen_cap)
+        memset(self->seen_at, 0, (size_t)self->seen_cap * sizeof *self->seen_at);
     while (self->stack.len && !failed) {
         Thread item = self->stack.at[--self->stack.len];
         int32_t s = item.state;
         int known = 0;
-        for (Py_ssize_t i = 0; i < self->seen.len && !known; i++)
-            known = self->seen.at[i].state == s &&
+        Py_hash_t h = thread_hash(s, item.binding);
+        if (2 * (self->seen.len + 1) > self->seen_cap && seen_grow(self) < 0) {
+            failed = 1;
+            Py_DECREF(item.binding);
+            continue;
+        }
+        Py_ssize_t mask = self->seen_cap - 1, at = (Py_ssize_t)((Py_uhash_t)h & (Py_uhash_t)mask);
+        for (; self->seen_at[at] && !known; at = (at + 1) & mask) {
+            Py_ssize_t i = self->seen_at[at] - 1;
+            known = self->seen_hash[i] == h && self->seen.at[i].state == s &&
                     binding_equal(self->seen.at[i].binding, item.binding, PyTuple_GET_SIZE(item.binding));
+        }
+        if (!known) {
+            if (grow((void **)&self->seen_hash, &self->seen_hash_cap, self->seen.len + 1, sizeof *self->seen_hash,
+                     64) < 0) {
+                failed = 1;
+                Py_DECREF(item.binding);
+                continue;
+            }
+            self->seen_hash[self->seen.len] = h;
+            self->seen_at[at] = self->seen.len + 1;
+        }
         if (known || threads_push(&self->seen, s, item.binding) < 0) {
             failed = !known;
             Py_DECREF(item.binding);
@@ -641,7 +1066,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             if (self->slot[s] >= 0) {
                 PyObject *record = record_of(self, here, attrs);
                 PyObject *bound = record ? bind(binding, self->slot[s], record, self->kleene[s]) : NULL;
-                failed = bound == NULL || push_next(self, s, bound) < 0;
+                int holds = bound == NULL ? -1 : decided_early(self, s, bound);
+                failed = holds < 0 || (holds && push_next(self, s, bound) < 0);
                 Py_XDECREF(bound);
             } else {
                 failed = push_next(self, s, binding) < 0;
@@ -662,9 +1088,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             break;
         case S_ITER: /* the end of an iteration: its conditions */
             if (self->checks != NULL && PyList_GET_ITEM(self->checks, s) != Py_None) {
-                PyObject *verdict = PyObject_CallOneArg(PyList_GET_ITEM(self->checks, s), binding);
-                int holds = verdict ? PyObject_IsTrue(verdict) : -1;
-                Py_XDECREF(verdict);
+                int holds = decide(PyList_GET_ITEM(self->checks, s), binding);
                 if (holds <= 0) {
                     failed = holds < 0;
                     break;
@@ -690,23 +1114,18 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         }
     }
     threads_clear(&self->stack);
-    /* the matches that end here: each once, in order, a row each */
+    /* the matches that end here: each once (those of the same nodes are next to each other
+     * once ordered: the variables' slots come first), in order, a row each */
+    if (self->nmatches > 1)
+        qsort(self->matches, (size_t)self->nmatches, sizeof *self->matches, compare_bindings);
     Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < self->nmatches && !failed; i++) {
-        int again = 0;
-        for (Py_ssize_t k = 0; k < n && !again; k++)
-            again = binding_equal(self->matches[k], self->matches[i], self->width);
-        if (!again)
+    for (Py_ssize_t i = 0; i < self->nmatches && !failed; i++)
+        if (n == 0 || !binding_equal(self->matches[n - 1], self->matches[i], self->width))
             self->matches[n++] = self->matches[i];
-    }
-    if (n > 1)
-        qsort(self->matches, (size_t)n, sizeof *self->matches, compare_bindings);
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         PyObject *binding = self->matches[i];
         if (self->accept != Py_None) { /* its conditions, on its nodes' open tags */
-            PyObject *verdict = PyObject_CallOneArg(self->accept, binding);
-            int holds = verdict ? PyObject_IsTrue(verdict) : -1;
-            Py_XDECREF(verdict);
+            int holds = decide(self->accept, binding);
             failed = holds < 0;
             if (holds <= 0)
                 continue;
@@ -1328,7 +1747,7 @@ static int load_frame(Vm *self, Frame *f, PyObject *saved)
     f->record = record == Py_None ? NULL : Py_NewRef(record);
     long states = (long)self->nstates, codes = (long)self->npaths << 8;
     Py_ssize_t slots = PyTuple_GET_SIZE(self->empty);
-    Py_ssize_t fields = HEAD + PyTuple_GET_SIZE(self->attributes) + self->npaths;
+    Py_ssize_t fields = HEAD + PyTuple_GET_SIZE(self->attributes) * (self->numbers ? 2 : 1) + self->npaths;
     if (load_threads(&f->lists[0], a, states, slots) < 0 || load_threads(&f->lists[1], b, states, slots) < 0 ||
         load_threads(&f->lists[2], c, states, slots) < 0 || load_threads(&f->collect, e, codes, fields) < 0)
         return -1;
@@ -1500,7 +1919,7 @@ static void vm_dealloc(Vm *self)
     void *blocks[] = {self->kind, self->mode, self->side, self->kleene, self->next_at, self->next,
                       self->slot, self->start, self->test_id, self->queue, self->matches,
                       self->path_at, self->path_ids, self->route_desc, self->route_ids, self->masks,
-                      self->routing};
+                      self->routing, self->seen_at, self->seen_hash};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     Py_XDECREF(self->tests);
@@ -1511,6 +1930,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->paths);
     Py_XDECREF(self->accept);
     Py_XDECREF(self->checks);
+    Py_XDECREF(self->early);
     Py_XDECREF(self->symbols);
     Py_XDECREF(self->out);
     Py_XDECREF(self->pending_tag);
@@ -1542,17 +1962,20 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
-                               "accept", "checks", "width", "route", NULL};
+                               "accept", "checks", "width", "route", "numbers", "early", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
     PyObject *paths = NULL, *accept = Py_None, *checks = NULL, *route = Py_None;
     Py_ssize_t width = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nO:Vm", keywords, &kinds, &modes,
+    int numbers = 0;
+    PyObject *early = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
-                                     &paths, &accept, &PyList_Type, &checks, &width, &route))
+                                     &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
+                                     &PyList_Type, &early))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -1661,6 +2084,30 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->empty = Py_NewRef(empty);
     self->width = width;
     self->as_values = found;
+    self->numbers = numbers;
+    if (early != NULL && PyList_GET_SIZE(early) != n) {
+        PyErr_SetString(PyExc_ValueError, "Vm: early: per state its tests or None");
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; early != NULL && k < n; k++) {
+        PyObject *tests = PyList_GET_ITEM(early, k);
+        int good = tests == Py_None || PyTuple_Check(tests);
+        for (Py_ssize_t i = 0; good && tests != Py_None && i < PyTuple_GET_SIZE(tests); i++) {
+            PyObject *item = PyTuple_GET_ITEM(tests, i), *slots;
+            good = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 &&
+                   PyCallable_Check(PyTuple_GET_ITEM(item, 0)) && PyTuple_Check(slots = PyTuple_GET_ITEM(item, 1));
+            for (Py_ssize_t j = 0; good && j < PyTuple_GET_SIZE(slots); j++) {
+                Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, j));
+                good = slot >= 0 && slot < width;
+            }
+        }
+        if (!good) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "Vm: early: per state ((test, slots), ...) or None");
+            goto fail;
+        }
+    }
+    self->early = Py_XNewRef(early);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);
     self->known = -1;
@@ -1741,10 +2188,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__vm(void)
 {
-    if (PyType_Ready(&VmType) < 0)
+    if (PyType_Ready(&VmType) < 0 || PyType_Ready(&ConditionsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddObjectRef(m, "Vm", (PyObject *)&VmType) < 0)
+    if (m != NULL && (PyModule_AddObjectRef(m, "Vm", (PyObject *)&VmType) < 0 ||
+                      PyModule_AddObjectRef(m, "Conditions", (PyObject *)&ConditionsType) < 0))
         Py_CLEAR(m);
     return m;
 }

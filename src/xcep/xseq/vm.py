@@ -24,17 +24,23 @@ from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, Node
 from xcep.xseq.matches import Aggregator, Binding, conditions_hold
 from xcep.xseq.semantics import Analysis
+from xcep.xseq.values import as_string, to_number
 
 try:
-    from xcep.xseq._vm import Vm
+    from xcep.xseq._vm import Conditions, Vm
 except ImportError:  # built without a C compiler: the Python automaton runs every query
-    Vm = None
+    Conditions = Vm = None
 
 _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5, "iter": 6}
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 P_TEXT, P_ATTR = 0, 1  # what a path read below a node ends on: text children, an attribute
 HEAD = 4  # a record's fields before its attributes' values: node, depth, tag, document
+# the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
+C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
+R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV = range(5)
+_COMPARE = {"<": 0, "<=": 1, "=": 2, "!=": 3, ">": 4, ">=": 5}  # as Python's Py_LT … Py_GE
+_ARITH = {"+": 0, "-": 1, "*": 2, "div": 3}
 
 
 class NotCompiled(Exception):
@@ -131,17 +137,15 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
                 raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
             if reads and ref_attribute(ref) not in attributes:
                 attributes.append(ref_attribute(ref))
+            operands = (ref.left, ref.right) if isinstance(ref, A.Compare | A.Arith) else ()
+            if any(isinstance(x, A.VarRef) and x.path is None for x in operands):
+                raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")  # a value below
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
     width = len(program.empty.slots)
     empty = program.empty.slots + ((None,) * analysis.query.groups if entries else ())
-    nodes = _Nodes(attributes)
-    accept = None
-    if analysis.per_match:
-        accept = _Conditions(analysis, analysis.per_match, False, nodes, width)
-    iterate = {
-        group: _Conditions(analysis, items, True, nodes, width)
-        for group, items in analysis.iteration.items()
-    }
+    decide = _Decide(analysis, attributes, width, HEAD + len(attributes) + len(paths))
+    accept = decide(analysis.per_match, False) if analysis.per_match else None
+    iterate = {group: decide(items, True) for group, items in analysis.iteration.items()}
     machine.ready()
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
@@ -153,6 +157,10 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     kinds, modes, sides, kleene = bytearray(), bytearray(), bytearray(), bytearray()
     slots, tests, next_at, targets = array("i"), [], array("i", [0]), array("i")
     checks: list = [None] * len(states)  # match states: a guard; iter states: conditions
+    # per match state binding a plain variable: the per-match conditions on plain variables
+    # that read it, decided as soon as all they read is bound (a thread that fails dies)
+    early: list = [None] * len(states)
+    plain = [c for c in analysis.per_match if not c.variables & analysis.kleene.keys()]
     for state in states:
         kind = _KINDS.get(state.kind)
         if kind is None:
@@ -173,6 +181,14 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
                 checks[state.id] = machine.guards[state.id]
             if step.var:
                 slot, many = program.index[step.var], int(step.var in program.kleene)
+                reading = [c for c in plain if step.var in c.variables]
+                early[state.id] = (
+                    tuple(
+                        (decide([c], False), tuple(sorted(analysis.index[v] for v in c.variables)))
+                        for c in reading
+                    )
+                    or None
+                )
         elif state.kind == "enter" and entries:  # the binding's entry of the group
             slot = width + state.group
         elif state.kind == "iter":
@@ -205,6 +221,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "accept": accept,
         "checks": checks,
         "route": None if analysis.partition is None else _route(*analysis.partition),
+        "numbers": decide.numbers,
+        "early": early,
     }
 
 
@@ -263,6 +281,87 @@ def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
     if expr.var not in analysis.kleene:
         return (T_ATTR, slot, index)
     return ({None: T_ALL, "first": T_FIRST, "last": T_LAST}[expr.func], slot, index)
+
+
+class _Decide:
+    """Makes the test of a list of conjuncts on a binding: a ``Conditions`` tree decided in
+    C where ``_Program`` compiles them, else ``_Conditions`` in Python."""
+
+    def __init__(self, analysis: Analysis, attributes: list, width: int, numbers_at: int) -> None:
+        self.analysis, self.attributes = analysis, attributes
+        self.width, self.numbers_at = width, numbers_at
+        self.nodes = _Nodes(attributes)
+        self.numbers = False  # whether a Conditions tree reads the records' numbers
+
+    def __call__(self, conjuncts: list, iteration: bool):
+        program = _Program(self.analysis, self.attributes, iteration)
+        try:
+            root = program.conjunction([c.cond for c in conjuncts])
+        except NotCompiled:
+            return _Conditions(self.analysis, conjuncts, iteration, self.nodes, self.width)
+        self.numbers = True
+        return Conditions(tuple(program.nodes), root, self.width, self.numbers_at, as_string)
+
+
+class _Program:
+    """Conditions as the nodes of a ``Conditions`` tree (``_vm.c``): each (kind, operator,
+    which of a variable's nodes, its slot, the attribute's index, the Kleene-* group, left,
+    right, a constant's (string, number)); NotCompiled for what the tree does not hold."""
+
+    def __init__(self, analysis: Analysis, attributes: list, iteration: bool) -> None:
+        self.analysis, self.attributes, self.iteration = analysis, attributes, iteration
+        self.nodes: list[tuple] = []
+
+    def add(self, kind, op=0, ref=(0, 0, 0), at=-1, left=0, right=0, obj=None) -> int:
+        which, slot, group = ref
+        self.nodes.append((kind, op, which, slot, at, group, left, right, obj))
+        return len(self.nodes) - 1
+
+    def conjunction(self, conds: list) -> int:
+        root = self.condition(conds[0])
+        for cond in conds[1:]:
+            root = self.add(C_AND, left=root, right=self.condition(cond))
+        return root
+
+    def reference(self, ref: A.VarRef) -> tuple:
+        """(which of the variable's nodes, its slot, its group)."""
+        analysis = self.analysis
+        slot, group = analysis.index[ref.var], analysis.kleene.get(ref.var)
+        if group is None:
+            return (R_ONE, slot, 0)
+        bare = R_LAST if self.iteration else R_ALL  # at an iteration: the latest node
+        which = {None: bare, "first": R_FIRST, "last": R_LAST, "prev": R_PREV}[ref.func]
+        return (which, slot, group)
+
+    def value(self, expr) -> int:
+        if isinstance(expr, A.Const):
+            number = to_number(expr.value)
+            return self.add(C_CONST, obj=(as_string(expr.value), number))
+        if isinstance(expr, A.Tag) and expr.ref.path is None:
+            return self.add(C_TAG, ref=self.reference(expr.ref))
+        if isinstance(expr, A.VarRef) and ref_attribute(expr) is not None:
+            at = self.attributes.index(ref_attribute(expr))
+            return self.add(C_FIELD, ref=self.reference(expr), at=at)
+        if isinstance(expr, A.Arith):
+            left, right = self.value(expr.left), self.value(expr.right)
+            return self.add(C_ARITH, _ARITH[expr.op], left=left, right=right)
+        raise NotCompiled(A.to_text(expr))
+
+    def condition(self, cond) -> int:
+        if isinstance(cond, A.Compare):
+            left, right = self.value(cond.left), self.value(cond.right)
+            return self.add(C_CMP, _COMPARE[cond.op], left=left, right=right)
+        if isinstance(cond, A.And | A.Or):
+            left, right = self.condition(cond.left), self.condition(cond.right)
+            return self.add(C_AND if isinstance(cond, A.And) else C_OR, left=left, right=right)
+        if isinstance(cond, A.Not):
+            return self.add(C_NOT, left=self.condition(cond.arg))
+        if isinstance(cond, A.Tag) and cond.ref.path is None:
+            return self.add(C_EXISTS, ref=self.reference(cond.ref))
+        if isinstance(cond, A.VarRef) and (cond.path is None or ref_attribute(cond)):
+            at = -1 if cond.path is None else self.attributes.index(ref_attribute(cond))
+            return self.add(C_EXISTS, ref=self.reference(cond), at=at)
+        raise NotCompiled(A.to_text(cond))
 
 
 class _Nodes:
