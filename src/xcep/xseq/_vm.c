@@ -660,7 +660,7 @@ static int grow(void **at, Py_ssize_t *cap, Py_ssize_t need, size_t size, Py_ssi
 static int push_frame(Vm *self, long long node, PyObject *tag)
 {
     Context *c = RUN;
-    if (grow((void **)&c->frames, &c->cap, c->depth + 1, sizeof *c->frames, c->key ? 4 : 32) < 0)
+    if (c->depth == c->cap && grow((void **)&c->frames, &c->cap, c->depth + 1, sizeof *c->frames, c->key ? 4 : 32) < 0)
         return -1;
     Frame *f = &c->frames[c->depth++];
     f->node = node;
@@ -762,7 +762,7 @@ static int enqueue(Vm *self, Entry entry)
         memmove(self->queue, self->queue + self->qhead, (size_t)(self->qlen - self->qhead) * sizeof *self->queue);
         self->qlen -= self->qhead, self->qhead = 0;
     }
-    if (grow((void **)&self->queue, &self->qcap, self->qlen + 1, sizeof *self->queue, 64) < 0)
+    if (self->qlen == self->qcap && grow((void **)&self->queue, &self->qcap, self->qlen + 1, sizeof *self->queue, 64) < 0)
         return -1;
     self->queue[self->qlen++] = entry;
     return 0;
@@ -970,10 +970,17 @@ static int decided_early(Vm *self, int32_t s, PyObject *binding)
     return 1;
 }
 
-/* A larger table of the threads seen (their places rehashed). */
-static int seen_grow(Vm *self)
+/* The table of the threads seen, made for a closure that has many (their hashes computed
+ * then: `hashed` says they are), or made larger. */
+static int seen_table(Vm *self, int hashed)
 {
-    Py_ssize_t cap = self->seen_cap ? 2 * self->seen_cap : 64;
+    Py_ssize_t cap = self->seen_cap ? self->seen_cap : 64;
+    while (2 * (self->seen.len + 1) > cap)
+        cap *= 2;
+    if (grow((void **)&self->seen_hash, &self->seen_hash_cap, self->seen.len + 1, sizeof *self->seen_hash, 64) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; !hashed && i < self->seen.len; i++)
+        self->seen_hash[i] = thread_hash(self->seen.at[i].state, self->seen.at[i].binding);
     Py_ssize_t *at = PyMem_Calloc((size_t)cap, sizeof *at);
     if (at == NULL)
         return PyErr_NoMemory(), -1;
@@ -1004,33 +1011,39 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     int failed = 0;
     self->seen.len = 0;
     self->nmatches = 0;
-    if (self->seen_cap)
-        memset(self->seen_at, 0, (size_t)self->seen_cap * sizeof *self->seen_at);
+    int hashed = 0; /* whether the threads seen are in the table (a closure of many) */
     while (self->stack.len && !failed) {
         Thread item = self->stack.at[--self->stack.len];
         int32_t s = item.state;
         int known = 0;
-        Py_hash_t h = thread_hash(s, item.binding);
-        if (2 * (self->seen.len + 1) > self->seen_cap && seen_grow(self) < 0) {
-            failed = 1;
-            Py_DECREF(item.binding);
-            continue;
-        }
-        Py_ssize_t mask = self->seen_cap - 1, at = (Py_ssize_t)((Py_uhash_t)h & (Py_uhash_t)mask);
-        for (; self->seen_at[at] && !known; at = (at + 1) & mask) {
-            Py_ssize_t i = self->seen_at[at] - 1;
-            known = self->seen_hash[i] == h && self->seen.at[i].state == s &&
-                    binding_equal(self->seen.at[i].binding, item.binding, PyTuple_GET_SIZE(item.binding));
-        }
-        if (!known) {
-            if (grow((void **)&self->seen_hash, &self->seen_hash_cap, self->seen.len + 1, sizeof *self->seen_hash,
-                     64) < 0) {
+        if (!hashed && self->seen.len < 8) { /* few: compared one by one */
+            for (Py_ssize_t i = 0; i < self->seen.len && !known; i++)
+                known = self->seen.at[i].state == s &&
+                        binding_equal(self->seen.at[i].binding, item.binding, PyTuple_GET_SIZE(item.binding));
+        } else {
+            if ((!hashed || 2 * (self->seen.len + 1) > self->seen_cap) && seen_table(self, hashed) < 0) {
                 failed = 1;
                 Py_DECREF(item.binding);
                 continue;
             }
-            self->seen_hash[self->seen.len] = h;
-            self->seen_at[at] = self->seen.len + 1;
+            hashed = 1;
+            Py_hash_t h = thread_hash(s, item.binding);
+            Py_ssize_t mask = self->seen_cap - 1, at = (Py_ssize_t)((Py_uhash_t)h & (Py_uhash_t)mask);
+            for (; self->seen_at[at] && !known; at = (at + 1) & mask) {
+                Py_ssize_t i = self->seen_at[at] - 1;
+                known = self->seen_hash[i] == h && self->seen.at[i].state == s &&
+                        binding_equal(self->seen.at[i].binding, item.binding, PyTuple_GET_SIZE(item.binding));
+            }
+            if (!known) {
+                if (grow((void **)&self->seen_hash, &self->seen_hash_cap, self->seen.len + 1,
+                         sizeof *self->seen_hash, 64) < 0) {
+                    failed = 1;
+                    Py_DECREF(item.binding);
+                    continue;
+                }
+                self->seen_hash[self->seen.len] = h;
+                self->seen_at[at] = self->seen.len + 1;
+            }
         }
         if (known || threads_push(&self->seen, s, item.binding) < 0) {
             failed = !known;
@@ -1118,9 +1131,9 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
      * once ordered: the variables' slots come first), in order, a row each */
     if (self->nmatches > 1)
         qsort(self->matches, (size_t)self->nmatches, sizeof *self->matches, compare_bindings);
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < self->nmatches && !failed; i++)
-        if (n == 0 || !binding_equal(self->matches[n - 1], self->matches[i], self->width))
+    Py_ssize_t n = self->nmatches ? 1 : 0;
+    for (Py_ssize_t i = 1; i < self->nmatches && !failed; i++)
+        if (!binding_equal(self->matches[n - 1], self->matches[i], self->width))
             self->matches[n++] = self->matches[i];
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         PyObject *binding = self->matches[i];
