@@ -41,6 +41,7 @@ def compiled_queries(draw) -> str:
         options += [f"first({name})@x", f"last({name})@k"] if kleene else []
         # values below the node: paths of child steps to text() or an attribute
         options += [f"{name}/b/text()", f"{name}/text()", f"{name}/a/@x", f"{name}/c/b/text()"]
+        options += [name, f"{name}/b", f"{name}/c/a"]  # elements: XML, or string values
         options += [f"first({name})/b/text()", f"last({name})/a/@k"] if kleene else []
         terms.append(draw(st.sampled_from(options)))
     if draw(st.integers(0, 2)) == 0:  # aggregates (and a plain term of one value beside)
@@ -158,17 +159,19 @@ def _batches(text: str, size: int) -> list:
     return list(EventStream([io.BytesIO(text.encode())], batch_size=size).batches())
 
 
-def _engines(query: str, opt: str = "all"):
+def _engines(query: str, opt: str = "all", values_only: bool = False):
     """(the engine on the compiled automaton, the one on the Python automaton), or None
-    when the language refuses the query or the compiled automaton does not take it.
-    ``opt="none"``: the conditions stay the where clause's (not node tests, predicates)."""
+    when the language refuses the query or the compiled automaton does not take it (also
+    where a fast path would run it). ``opt="none"``: the conditions stay the where
+    clause's (not node tests, predicates); ``values_only``: elements as string values."""
+    options = {"opt": opt, "values_only": values_only}
     try:
-        compiled = XSeqEngine(query, opt=opt)
+        compiled = XSeqEngine(query, runtime="compiled", **options)
     except QuerySyntaxError:
         return None
     if not isinstance(compiled.fast_path, CompiledPlan):
         return None
-    return compiled, XSeqEngine(query, fast=False, opt=opt)
+    return compiled, XSeqEngine(query, runtime="automaton", **options)
 
 
 @settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
@@ -177,15 +180,38 @@ def _engines(query: str, opt: str = "all"):
     text=documents(),
     size=st.integers(1, 30),
     opt=st.sampled_from(("all", "none")),
+    values=st.booleans(),
 )
-def test_the_compiled_automaton_equals_the_python_one(query, text, size, opt) -> None:
-    engines = _engines(query, opt)
+def test_the_compiled_automaton_equals_the_python_one(query, text, size, opt, values) -> None:
+    engines = _engines(query, opt, values)
     if engines is None:
         return
     compiled, python = engines
     expected = list(python.run(iter(_batches(text, size))))
     assert list(compiled.run(iter(_batches(text, size)))) == expected, query
-    assert expected == evaluate(query, parse(text)), query
+    assert expected == evaluate(query, parse(text), values_only=values), query
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=path(None),
+    text=documents(),
+    size=st.integers(1, 30),
+    values=st.booleans(),
+    cuts=st.sets(st.integers(0, 40), max_size=4),
+)
+def test_node_selections_equal_the_python_automaton(query, text, size, values, cuts) -> None:
+    """Paths without variables: the selected elements, each once, in document order, as
+    XML (or string values), each once it closed."""
+    engines = _engines(query, values_only=values)
+    if engines is None:
+        return
+    compiled, python = engines
+    expected = list(python.run(iter(_batches(text, size))))
+    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
+    assert expected == evaluate(query, parse(text), values_only=values), query
+    options = {"runtime": "compiled", "values_only": values}
+    assert _cut_and_resumed(query, _batches(text, size), cuts, **options) == expected
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
@@ -197,7 +223,7 @@ def test_conditions_at_every_iteration_equal_the_python_automaton(query, text, s
     expected = list(python.run(iter(_batches(text, size))))
     assert list(compiled.run(iter(_batches(text, size)))) == expected, query
     assert expected == evaluate(query, parse(text)), query
-    cut = _cut_and_resumed(query, _batches(text, size), {1, 4, 9})
+    cut = _cut_and_resumed(query, _batches(text, size), {1, 4, 9}, runtime="compiled")
     assert cut == expected, query
 
 
@@ -211,7 +237,7 @@ def test_partitions_equal_the_python_automaton(query, text, size) -> None:
     expected = list(python.run(iter(_batches(text, size))))
     assert list(compiled.run(iter(_batches(text, size)))) == expected, query
     assert expected == evaluate(query, parse(text)), query
-    cut = _cut_and_resumed(query, _batches(text, size), {1, 3, 7, 12})
+    cut = _cut_and_resumed(query, _batches(text, size), {1, 3, 7, 12}, runtime="compiled")
     assert cut == expected, query
 
 
@@ -228,12 +254,12 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
         return
     batches = _batches(text, size)
     expected = list(engines[0].run(iter(batches)))
-    assert _cut_and_resumed(query, batches, cuts) == expected, query
+    assert _cut_and_resumed(query, batches, cuts, runtime="compiled") == expected, query
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    query=st.one_of(compiled_queries(), partition_queries()),
+    query=st.one_of(compiled_queries(), partition_queries(), path(None)),
     text=documents(),
     cut=st.integers(1, 200),
 )
@@ -307,9 +333,12 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("return $B@id from //parlist (/$A)* /$B where tag($A) = 'listitem'", "compiled automaton"),
         ("return $Y@id, tag($X) from //person[@id = 'p1'] /\\ $X \\ $Y", "compiled automaton"),
         ("return $X/name/text(), $X/a/@k from //person $X", "compiled automaton"),  # below
-        ("return $X/name from //person $X", "pushdown automaton"),  # an element's value
+        ("return $X/name from //person $X", "compiled automaton"),  # an element's value
+        ("return $X//name from //person $X", "pushdown automaton"),  # values deeper below
         ("return count($X), max($X@x) from //a (/$X)*", "compiled automaton"),  # aggregates
-        ("return sum($X/b) from //a (/$X)*", "pushdown automaton"),  # a value below
+        ("return sum($X/b) from //a (/$X)*", "compiled automaton"),  # an element below
+        ("//a[b/@x = 1]", "path runtime"),
+        ("return $X@k from //a $X[.//b]", "pushdown automaton"),  # a predicate on a subtree
         ("return $X@id from //a $X[@k = 'p'] \\ $Y", "compiled automaton"),  # attributes
         ("return $X@id from //a $X \\ $Y where $X@k = $Y@k", "compiled automaton"),  # values
         ("return $X@id from //a ($X)* where $X@k > prev($X)@k", "compiled automaton"),  # iterations

@@ -349,7 +349,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--automaton",
         action="store_true",
         help="always run the pushdown automaton, also for a query the path runtime or the "
-        "flat-sequence runtime serves (--explain says which runs it; docs/xseq.md)",
+        "flat-sequence runtime serves (--explain says which runs it; docs/xseq.md); the "
+        "same as --runtime automaton",
+    )
+    xseq.add_argument(
+        "--runtime",
+        choices=("auto", "compiled", "automaton"),
+        default="auto",
+        help="what runs the query: auto (default: the path or flat-sequence runtime where "
+        "one serves it, else the compiled automaton where it takes it, else the Python "
+        "automaton), compiled (the compiled automaton where it takes it) or automaton",
     )
     xseq.set_defaults(run=cmd_xseq)
 

@@ -321,6 +321,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         if first.is_file() and first.suffix in (".xml", ".gz"):
             schema = internal_subset(first)  # the document's own <!DOCTYPE r [ … ]>
     options = dict(selection=args.selection, values_only=args.values, schema=schema, opt=args.opt)
+    runtime = "automaton" if args.automaton else args.runtime
     invalid = 0
     if args.queries is not None:
         found = _query_plan(args.queries, args.strict, options, stderr)
@@ -330,7 +331,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     else:
         try:
             plan = compile_plan(
-                "xseq", {None: query_text(args.query)}, fast=not args.automaton, **options
+                "xseq", {None: query_text(args.query)}, runtime=runtime, **options
             )
         except QuerySyntaxError as error:
             print(f"xcep: error: {error}", file=stderr)

@@ -49,9 +49,11 @@ class XSeqPlan(Plan):
 
         self.invalid: dict = {}
         fast = options.pop("fast", True)
+        runtime = options.pop("runtime", "auto")  # (several queries: the fast paths or not)
+        fast = fast and runtime != "automaton"
         if len(self.queries) == 1 and not (skip_invalid or several):
             ((self.single_id, text),) = self.queries.items()
-            self.engine = XSeqEngine(text, fast=fast, **options)
+            self.engine = XSeqEngine(text, fast=fast, runtime=runtime, **options)
             self.can = frozenset({"snapshot"})
             return
         self.single_id = None

@@ -21,7 +21,12 @@ enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4, S_ENTER =
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
-enum { P_TEXT = 0, P_ATTR = 1 }; /* what a path ends on: text children, an attribute */
+/* what a path ends on: text children, an attribute, the element (its XML, or with as_text
+ * its string value) */
+enum { P_TEXT = 0, P_ATTR = 1, P_XML = 2 };
+/* a collector's step code while an element it reached is written out: in the element's own
+ * frame, in those of its descendants */
+enum { WRITING = 0xFF, WRITING_INSIDE = 0xFE };
 #define HEAD 4 /* a record's fields before its attributes' values: node, depth, tag, document */
 #define ANY_NAME (-2) /* a wait state that takes any element */
 #define UNKNOWN (-1)  /* a wait state whose name the symbols do not have (yet) */
@@ -124,6 +129,9 @@ typedef struct {
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     int numbers;          /* records keep their attributes' numbers (for Conditions) */
+    PyObject *escape, *quoteattr; /* xml.sax.saxutils' (text and attributes that need them) */
+    int as_text;          /* elements written out as their string values, not XML */
+    Py_ssize_t end_slot;  /* nodes as output: the slot of the match's end node, or -1 */
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
                            * variables they read ((test, their slots), ...), or None */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
@@ -901,6 +909,113 @@ static Entry wait_of(Vm *self, PyObject *binding, Py_ssize_t end)
 
 /* ----- the closure ----- */
 
+/* ----- elements written out (their XML or string value) ----- */
+
+/* A string escaped by `escape` when it has a character that needs it. */
+static PyObject *escaped(PyObject *escape, PyObject *text, const char *special)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    for (const char *c = special; *c; c++)
+        if (PyUnicode_FindChar(text, (Py_UCS4)(unsigned char)*c, 0, n, 1) != -1)
+            return PyObject_CallOneArg(escape, text);
+    return NULL; /* (none: the caller uses text) */
+}
+
+/* The parts list an element's writing goes to: the last value of the record's path. */
+static PyObject *parts_of(Vm *self, PyObject *record, Py_ssize_t path)
+{
+    PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
+    return PyList_GET_ITEM(values, PyList_GET_SIZE(values) - 1);
+}
+
+/* An open tag `<tag a="v"` written to parts (its '>' left open: None, until the next part
+ * says whether it has content); nothing but texts count for a string value. */
+static int write_open(Vm *self, PyObject *parts, PyObject *tag, Attrs *attrs)
+{
+    if (PyList_GET_SIZE(parts) && PyList_GET_ITEM(parts, PyList_GET_SIZE(parts) - 1) == Py_None &&
+        PyList_SetItem(parts, PyList_GET_SIZE(parts) - 1, PyUnicode_FromString(">")) < 0)
+        return -1;
+    PyObject *open = PyUnicode_FromFormat("<%U", tag);
+    int failed = open == NULL || PyList_Append(parts, open) < 0;
+    Py_XDECREF(open);
+    PyObject *raw = failed ? NULL : attrs_raw(attrs);
+    for (Py_ssize_t k = 0; raw != NULL && k < PyList_GET_SIZE(raw) && !failed; k++) {
+        PyObject *item = PyList_GET_ITEM(raw, k), *value = PyTuple_GET_ITEM(item, 1);
+        PyObject *quoted = value == Py_None ? PyUnicode_FromString("\"\"") : escaped(self->quoteattr, value, "&<>\"'\n\r\t");
+        if (quoted == NULL && !PyErr_Occurred())
+            quoted = PyUnicode_FromFormat("\"%U\"", value);
+        PyObject *written = quoted ? PyUnicode_FromFormat(" %U=%U", PyTuple_GET_ITEM(item, 0), quoted) : NULL;
+        failed = written == NULL || PyList_Append(parts, written) < 0;
+        Py_XDECREF(quoted);
+        Py_XDECREF(written);
+    }
+    return failed || raw == NULL || PyList_Append(parts, Py_None) < 0 ? -1 : 0;
+}
+
+static int write_text(Vm *self, PyObject *parts, PyObject *value)
+{
+    if (self->as_text)
+        return PyList_Append(parts, value);
+    Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
+    if (last >= 0 && PyList_GET_ITEM(parts, last) == Py_None &&
+        PyList_SetItem(parts, last, PyUnicode_FromString(">")) < 0)
+        return -1;
+    PyObject *text = escaped(self->escape, value, "&<>");
+    if (text == NULL && PyErr_Occurred())
+        return -1;
+    int failed = PyList_Append(parts, text ? text : value) < 0;
+    Py_XDECREF(text);
+    return failed ? -1 : 0;
+}
+
+static int write_close(Vm *self, PyObject *parts, PyObject *tag)
+{
+    if (self->as_text)
+        return 0;
+    Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
+    if (last >= 0 && PyList_GET_ITEM(parts, last) == Py_None) /* no content: <tag/> */
+        return PyList_SetItem(parts, last, PyUnicode_FromString("/>"));
+    PyObject *close = PyUnicode_FromFormat("</%U>", tag);
+    int failed = close == NULL || PyList_Append(parts, close) < 0;
+    Py_XDECREF(close);
+    return failed ? -1 : 0;
+}
+
+/* The element of the frame on top begins to be written as a value of the record's path. */
+static int start_writing(Vm *self, Threads *into, PyObject *record, Py_ssize_t path, PyObject *tag, Attrs *attrs)
+{
+    PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
+    PyObject *parts = PyList_New(0);
+    int failed = parts == NULL || PyList_Append(values, parts) < 0;
+    Py_XDECREF(parts);
+    if (failed || (!self->as_text && write_open(self, parts, tag, attrs) < 0))
+        return -1;
+    return threads_push(into, (int32_t)(path << 8 | WRITING), record);
+}
+
+/* The frame on top closes: what its collectors write ends here (an element written whole
+ * becomes its string). */
+static int stop_writing(Vm *self)
+{
+    Frame *frame = &RUN->frames[RUN->depth - 1];
+    for (Py_ssize_t i = 0; i < frame->collect.len; i++) {
+        int32_t code = frame->collect.at[i].state, path = code >> 8;
+        if ((code & 0xFF) < WRITING_INSIDE)
+            continue;
+        PyObject *record = frame->collect.at[i].binding, *parts = parts_of(self, record, path);
+        if (write_close(self, parts, frame->tag) < 0)
+            return -1;
+        if ((code & 0xFF) == WRITING) {
+            PyObject *empty = PyUnicode_FromString(""), *whole = empty ? PyUnicode_Join(empty, parts) : NULL;
+            Py_XDECREF(empty);
+            PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
+            if (whole == NULL || PyList_SetItem(values, PyList_GET_SIZE(values) - 1, whole) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
 {
     Frame *frame = &RUN->frames[f];
@@ -945,10 +1060,15 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
         Py_DECREF(record);
         return NULL;
     }
-    for (Py_ssize_t p = 0; frame->node != -1 && p < self->npaths; p++) /* the paths go on below it */
-        if (threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
-                         record) < 0)
+    for (Py_ssize_t p = 0; frame->node != -1 && p < self->npaths; p++) { /* the paths go on below it */
+        long end = PyLong_AsLong(PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->paths, p), 1));
+        int failed = self->path_at[p + 1] == self->path_at[p] && end >= P_XML
+                         ? start_writing(self, &frame->collect, record, p, frame->tag, attrs) < 0 /* itself */
+                         : threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
+                                        record) < 0;
+        if (failed)
             return Py_DECREF(record), NULL;
+    }
     return frame->record = record;
 }
 
@@ -1113,6 +1233,17 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             failed = push_next(self, s, self->empty) < 0;
             break;
         default: /* S_ACCEPT */
+            if (self->end_slot >= 0) { /* nodes as output: the end node, bound */
+                PyObject *record = record_of(self, here, attrs);
+                PyObject *bound = record ? bind(binding, self->end_slot, record, 0) : NULL;
+                if (bound == NULL || threads_push(&self->seen, -1, bound) < 0) { /* (held there) */
+                    Py_XDECREF(bound);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(bound);
+                binding = bound;
+            }
             if (self->nmatches == self->matches_cap) {
                 Py_ssize_t cap = self->matches_cap ? 2 * self->matches_cap : 16;
                 PyObject **grown = PyMem_Realloc(self->matches, (size_t)cap * sizeof *grown);
@@ -1295,12 +1426,21 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
     Threads *collect = &parent->collect;
     for (Py_ssize_t i = 0; i < collect->len && !failed; i++) {
         int32_t code = collect->at[i].state, path = code >> 8, step = (code & 0xFF) - 1;
+        if ((code & 0xFF) >= WRITING_INSIDE) { /* inside an element written out: this one too */
+            PyObject *parts = parts_of(self, collect->at[i].binding, path);
+            failed = (!self->as_text && write_open(self, parts, tag, attrs) < 0) ||
+                     threads_push(passed, path << 8 | WRITING_INSIDE, collect->at[i].binding) < 0;
+            continue;
+        }
         if (step < 0 || self->path_ids[self->path_at[path] + step] != name || name < 0)
             continue;
         PyObject *spec = PyTuple_GET_ITEM(self->paths, path);
+        long end = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
         if (self->path_at[path] + step + 1 < self->path_at[path + 1]) { /* steps go on */
             failed = threads_push(passed, code + 1, collect->at[i].binding) < 0;
-        } else if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)) == P_TEXT) { /* its text children */
+        } else if (end >= P_XML) { /* the element: written out */
+            failed = start_writing(self, passed, collect->at[i].binding, path, tag, attrs) < 0;
+        } else if (end == P_TEXT) { /* its text children */
             failed = threads_push(passed, path << 8, collect->at[i].binding) < 0;
         } else { /* its attribute */
             PyObject *raw = attrs_raw(attrs), *values = PyTuple_GET_ITEM(
@@ -1342,12 +1482,17 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
 static int text(Vm *self, PyObject *value)
 {
     Threads *collect = &RUN->frames[RUN->depth - 1].collect;
-    for (Py_ssize_t i = 0; i < collect->len; i++)
-        if ((collect->at[i].state & 0xFF) == 0) {
-            Py_ssize_t at = HEAD + PyTuple_GET_SIZE(self->attributes) + (collect->at[i].state >> 8);
+    for (Py_ssize_t i = 0; i < collect->len; i++) {
+        int32_t code = collect->at[i].state;
+        if ((code & 0xFF) >= WRITING_INSIDE) { /* in an element written out */
+            if (write_text(self, parts_of(self, collect->at[i].binding, code >> 8), value) < 0)
+                return -1;
+        } else if ((code & 0xFF) == 0) {
+            Py_ssize_t at = HEAD + PyTuple_GET_SIZE(self->attributes) + (code >> 8);
             if (PyList_Append(PyTuple_GET_ITEM(collect->at[i].binding, at), value) < 0)
                 return -1;
         }
+    }
     return 0;
 }
 
@@ -1359,6 +1504,8 @@ static int close_element(Vm *self)
     }
     if (RUN->depth <= 1)
         return 0; /* (a close with no open: the event source never gives one) */
+    if (RUN->frames[RUN->depth - 1].collect.len && stop_writing(self) < 0)
+        return -1;
     pop_frame(self);
     return pump(self);
 }
@@ -1944,6 +2091,8 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->accept);
     Py_XDECREF(self->checks);
     Py_XDECREF(self->early);
+    Py_XDECREF(self->escape);
+    Py_XDECREF(self->quoteattr);
     Py_XDECREF(self->symbols);
     Py_XDECREF(self->out);
     Py_XDECREF(self->pending_tag);
@@ -1975,20 +2124,23 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
-                               "accept", "checks", "width", "route", "numbers", "early", NULL};
+                               "accept", "checks", "width", "route", "numbers", "early", "end_slot",
+                               "as_text", "escape", "quoteattr", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
     PyObject *paths = NULL, *accept = Py_None, *checks = NULL, *route = Py_None;
     Py_ssize_t width = -1;
     int numbers = 0;
-    PyObject *early = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!:Vm", keywords, &kinds, &modes,
+    PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None;
+    Py_ssize_t end_slot = -1;
+    int as_text = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOO:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
                                      &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
-                                     &PyList_Type, &early))
+                                     &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2063,7 +2215,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyObject *spec = PyTuple_GET_ITEM(self->paths, p), *names, *attribute;
         int kind;
         if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "O!iO", &PyTuple_Type, &names, &kind, &attribute) ||
-            (kind != P_TEXT && kind != P_ATTR) || PyTuple_GET_SIZE(names) > 250 ||
+            kind < P_TEXT || kind > P_XML || PyTuple_GET_SIZE(names) > 250 ||
+            (kind == P_XML && (!PyCallable_Check(escape) || !PyCallable_Check(quoteattr))) ||
             (kind == P_ATTR && (!PyUnicode_Check(attribute) || PyTuple_GET_SIZE(names) == 0))) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "Vm: paths: (names, 0 for text() or 1 for an attribute, it)");
@@ -2098,6 +2251,13 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->width = width;
     self->as_values = found;
     self->numbers = numbers;
+    self->as_text = as_text;
+    self->end_slot = end_slot;
+    self->escape = Py_NewRef(escape), self->quoteattr = Py_NewRef(quoteattr);
+    if (end_slot >= width || end_slot < -1) {
+        PyErr_SetString(PyExc_ValueError, "Vm: end_slot: a variable's slot or -1");
+        goto fail;
+    }
     if (early != NULL && PyList_GET_SIZE(early) != n) {
         PyErr_SetString(PyExc_ValueError, "Vm: early: per state its tests or None");
         goto fail;

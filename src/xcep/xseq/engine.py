@@ -73,6 +73,9 @@ def compile_fast_path(analysis: Analysis, selection: str = "all", fields_by_shap
     return reason
 
 
+RUNTIMES = ("auto", "compiled", "automaton")  # what runs a query (``XSeqEngine(runtime=…)``)
+
+
 class XSeqEngine:
     """Runs one XSeq query over an event stream and yields its output rows.
 
@@ -92,12 +95,19 @@ class XSeqEngine:
         schema=None,
         opt: str = "all",
         fast: bool = True,
+        runtime: str = "auto",
     ) -> None:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
         ``fast``: run a plain path (``xcep.xseq.paths``) or a flat sequence pattern
         (``xcep.xseq.sequence``) on its fast path when it qualifies; False always runs
-        the automaton."""
+        the automaton. ``runtime``: ``auto`` (those fast paths, else the compiled automaton
+        where it takes the query, else the Python automaton), ``compiled`` (the compiled
+        automaton where it takes the query) or ``automaton`` (the Python automaton, as
+        ``fast=False``)."""
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
+        runtime = runtime if fast else "automaton"
         self.analysis = compile_query(query, schema, opt)
         check_selection(selection)
         self.selection = selection
@@ -106,12 +116,15 @@ class XSeqEngine:
         self.group = Group(self.analysis.partition)
         self.group.machine.add(self.program)
         # a fast path (plain path, flat sequence pattern), or why the automaton runs the query
-        if not fast:
+        if runtime == "automaton":
             self.fast_path = "the fast path is off"
         else:
-            self.fast_path = compile_fast_path(self.analysis, selection)
+            self.fast_path = "the compiled automaton was asked for"
+            if runtime == "auto":
+                self.fast_path = compile_fast_path(self.analysis, selection)
             if isinstance(self.fast_path, str):  # the compiled automaton, where it takes it
-                found = compiled_plan(self.analysis, self.program, self.group.machine, selection)
+                machine = self.group.machine
+                found = compiled_plan(self.analysis, self.program, machine, selection, values_only)
                 self.fast_path = found if isinstance(found, CompiledPlan) else self.fast_path
                 self.not_compiled = None if isinstance(found, CompiledPlan) else found
 

@@ -19,6 +19,7 @@ reference the tests compare it with.
 from __future__ import annotations
 
 from array import array
+from xml.sax.saxutils import escape, quoteattr
 
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, Node
@@ -34,7 +35,9 @@ except ImportError:  # built without a C compiler: the Python automaton runs eve
 _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5, "iter": 6}
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
-P_TEXT, P_ATTR = 0, 1  # what a path read below a node ends on: text children, an attribute
+# what a path read below a node ends on: text children, an attribute, the element itself
+# (written out: its XML, or its string value with ``--values``)
+P_TEXT, P_ATTR, P_XML = 0, 1, 2
 HEAD = 4  # a record's fields before its attributes' values: node, depth, tag, document
 # the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
 C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
@@ -105,10 +108,14 @@ class CompiledRun:
             self.aggregator.groups = state[1]
 
 
-def compiled_plan(analysis: Analysis, program, machine, selection: str) -> CompiledPlan | str:
-    """The plan of the query for the compiled automaton, or why it does not take it."""
+def compiled_plan(
+    analysis: Analysis, program, machine, selection: str, values_only: bool = False
+) -> CompiledPlan | str:
+    """The plan of the query for the compiled automaton, or why it does not take it
+    (``values_only``: elements in the output as their string values, not XML)."""
     try:
-        return CompiledPlan(_tables(analysis, program, machine, selection), analysis)
+        tables = _tables(analysis, program, machine, selection)
+        return CompiledPlan({**tables, "as_text": values_only}, analysis)
     except NotCompiled as why:
         return str(why)
 
@@ -118,16 +125,20 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         raise NotCompiled("the compiled automaton is not built")
     if selection != "all":
         raise NotCompiled(f"selection {selection}")
-    if analysis.mode == "nodes":
-        raise NotCompiled("nodes as output")
-    found = analysis.mode != "rows"  # aggregates: each match's values are folded
+    found = analysis.mode in ("aggregate", "grouped")  # each match's values are folded
     if program.join_width:
         raise NotCompiled("intersect")
     attributes: list[str] = []
     paths: list[tuple] = []
     terms = tuple(
-        _term(analysis, term, attributes, paths, found) for term in analysis.query.returns
+        _term(analysis, term, attributes, paths, found) for term in analysis.query.returns or ()
     )
+    width = len(program.empty.slots)
+    end_slot = -1
+    if analysis.mode == "nodes":  # the match's end node, bound at the accept, written out
+        end_slot, width = width, width + 1
+        paths.append(((), P_XML, None))
+        terms = ((T_PATH, end_slot, len(paths) - 1),)
     conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
     entries = False  # whether a binding keeps where each group was entered (prev())
     for conjunct in conjuncts:  # what they read (open tags), the records keep
@@ -141,8 +152,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
             if any(isinstance(x, A.VarRef) and x.path is None for x in operands):
                 raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")  # a value below
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
-    width = len(program.empty.slots)
-    empty = program.empty.slots + ((None,) * analysis.query.groups if entries else ())
+    empty = program.empty.slots + ((None,) if end_slot >= 0 else ())
+    empty += (None,) * analysis.query.groups if entries else ()
     decide = _Decide(analysis, attributes, width, HEAD + len(attributes) + len(paths))
     accept = decide(analysis.per_match, False) if analysis.per_match else None
     iterate = {group: decide(items, True) for group, items in analysis.iteration.items()}
@@ -223,6 +234,9 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "route": None if analysis.partition is None else _route(*analysis.partition),
         "numbers": decide.numbers,
         "early": early,
+        "end_slot": end_slot,
+        "escape": escape,
+        "quoteattr": quoteattr,
     }
 
 
@@ -420,8 +434,11 @@ class _Conditions:
 
 
 def _child_path(path) -> tuple | None:
-    """(names, end, attribute) of a path of child steps of names that ends on ``text()`` or
-    an attribute (``name/text()``, ``a/b/@k``), as the compiled run reads it; else None."""
+    """(names, end, attribute) of a path of child steps of names that ends on ``text()``, an
+    attribute or an element (``name/text()``, ``a/b/@k``, ``a/b``; none: the node itself),
+    as the compiled run reads it; else None."""
+    if path is None:
+        return ((), P_XML, None)
     steps = path.items if isinstance(path, A.Seq) else (path,)
     if not steps or not all(isinstance(step, A.Step) and not step.preds for step in steps):
         return None
@@ -434,6 +451,8 @@ def _child_path(path) -> tuple | None:
         return (names, P_TEXT, None)
     if last.axis == A.ATTRIBUTE and last.name != A.WILDCARD and names:
         return (names, P_ATTR, last.name)
+    if (last.axis, last.kind) == plain and last.name != A.WILDCARD and not last.var:
+        return (*names, last.name), P_XML, None
     return None
 
 
