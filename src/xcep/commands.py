@@ -330,9 +330,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
         plan, invalid = found
     else:
         try:
-            plan = compile_plan(
-                "xseq", {None: query_text(args.query)}, runtime=runtime, **options
-            )
+            plan = compile_plan("xseq", {None: query_text(args.query)}, runtime=runtime, **options)
         except QuerySyntaxError as error:
             print(f"xcep: error: {error}", file=stderr)
             return EXIT_USAGE

@@ -122,6 +122,7 @@ class XSeqEngine:
             self.fast_path = "the compiled automaton was asked for"
             if runtime == "auto":
                 self.fast_path = compile_fast_path(self.analysis, selection)
+            self.not_fast = self.fast_path if isinstance(self.fast_path, str) else None
             if isinstance(self.fast_path, str):  # the compiled automaton, where it takes it
                 machine = self.group.machine
                 found = compiled_plan(self.analysis, self.program, machine, selection, values_only)
@@ -171,7 +172,11 @@ class XSeqEngine:
         elif isinstance(self.fast_path, PlainPath):
             lines.append("evaluated on the path runtime (docs/xseq.md)")
         elif isinstance(self.fast_path, CompiledPlan):
-            lines.append("evaluated on the compiled automaton (docs/xseq.md)")
+            why = getattr(self, "not_fast", None)
+            lines.append(
+                "evaluated on the compiled automaton (docs/xseq.md"
+                + (f"; not on a runtime: {why})" if why else ")")
+            )
         else:
             why = getattr(self, "not_compiled", None)
             lines.append(
