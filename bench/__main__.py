@@ -31,6 +31,7 @@ from bench import (
     xseq_opt,
     xseq_paths,
     xseq_queries,
+    xseq_runtimes,
     xseq_selection,
     xseq_xpath,
 )
@@ -45,6 +46,7 @@ BENCHMARKS = {
     "xseq-cep": xseq.run_cep,
     "xseq-opt": xseq_opt.run,
     "xseq-automaton": xseq_automaton.run,
+    "xseq-runtimes": xseq_runtimes.run,
     "xseq-multi": xseq_multi.run,
     "xseq-memory": xseq_memory.run,
     "xseq-xpath": xseq_xpath.run,
