@@ -23,7 +23,8 @@ enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
 /* what a path ends on: text children, an attribute, the element (its XML, or with as_text
  * its string value) */
-enum { P_TEXT = 0, P_ATTR = 1, P_XML = 2 };
+enum { P_TEXT = 0, P_ATTR = 1, P_XML = 2, P_EVENTS = 3 }; /* P_EVENTS: the element's events,
+                                                            * for a pending check */
 /* a collector's step code while an element it reached is written out: in the element's own
  * frame, in those of its descendants */
 enum { WRITING = 0xFF, WRITING_INSIDE = 0xFE };
@@ -83,6 +84,8 @@ typedef struct {
     Py_ssize_t run;  /* the run it is in */
     long long serial; /* the frame's */
     PyObject *row;   /* the match's binding: its row is made when it is ready */
+    PyObject *alts;  /* its pending checks: a tuple of alternatives, any of which all hold
+                      * (NULL: none) */
 } Entry;
 
 /* A run over a document, or over a partition's virtual document: its stack of frames, and
@@ -126,12 +129,18 @@ typedef struct {
     Py_ssize_t width;     /* its variables' slots (after them: where each group was entered) */
     PyObject *paths;      /* the paths read below bound nodes: (names, end kind, attribute) */
     int32_t *path_at, *path_ids; /* per path its steps in path_ids (the names' symbol ids) */
+    int32_t *path_kind;          /* per path what it ends on (P_TEXT …) */
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     int numbers;          /* records keep their attributes' numbers (for Conditions) */
     PyObject *escape, *quoteattr; /* xml.sax.saxutils' (text and attributes that need them) */
     int as_text;          /* elements written out as their string values, not XML */
     Py_ssize_t end_slot;  /* nodes as output: the slot of the match's end node, or -1 */
+    /* predicates that read a node's subtree (pending checks until it closes): per state a
+     * tuple of their numbers or None; the path that captures the node's events; what decides
+     * a check ([record, predicate, verdict]) once they are there */
+    PyObject *deep, *decide_check;
+    Py_ssize_t capture_path;
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
                            * variables they read ((test, their slots), ...), or None */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
@@ -192,8 +201,9 @@ static int binding_equal(PyObject *a, PyObject *b, Py_ssize_t n)
             continue;
         if (x == Py_None || y == Py_None || PyTuple_GET_SIZE(x) != PyTuple_GET_SIZE(y))
             return 0;
-        if (PyTuple_GET_SIZE(x) == 0 || !PyTuple_Check(PyTuple_GET_ITEM(x, 0)))
+        if (PyTuple_GET_SIZE(x) == 0 || PyLong_Check(PyTuple_GET_ITEM(x, 0)))
             return 0; /* two records (plain variables), not the same */
+        /* (else a Kleene-* variable's records, or pending checks: the same objects) */
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++)
             if (PyTuple_GET_ITEM(x, k) != PyTuple_GET_ITEM(y, k))
                 return 0;
@@ -207,8 +217,8 @@ static Py_hash_t thread_hash(int32_t state, PyObject *binding)
     Py_uhash_t h = (Py_uhash_t)state * 1000003u + 0x345678u;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(binding); i++) {
         PyObject *x = PyTuple_GET_ITEM(binding, i);
-        if (x != Py_None && PyTuple_GET_SIZE(x) > 0 && PyTuple_Check(PyTuple_GET_ITEM(x, 0))) {
-            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++) /* a Kleene-* variable's */
+        if (x != Py_None && PyTuple_GET_SIZE(x) > 0 && !PyLong_Check(PyTuple_GET_ITEM(x, 0))) {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++) /* a Kleene-* variable's, checks */
                 h = (h ^ (Py_uhash_t)(uintptr_t)PyTuple_GET_ITEM(x, k)) * 1000003u;
             h ^= (Py_uhash_t)PyTuple_GET_SIZE(x);
         } else {
@@ -232,10 +242,12 @@ static int compare_records(PyObject *x, PyObject *y)
 
 /* The order of matches that end at one node: slot by slot, unbound first, a node by its
  * place in the document, a Kleene-* variable's nodes as a sequence (Binding.sort_key). */
+static Py_ssize_t sorted_items; /* what compare_bindings compares: the slots and entries */
+
 static int compare_bindings(const void *pa, const void *pb)
 {
     PyObject *a = *(PyObject *const *)pa, *b = *(PyObject *const *)pb;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a); i++) {
+    for (Py_ssize_t i = 0; i < sorted_items; i++) {
         PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
         if (x == y)
             continue;
@@ -756,8 +768,10 @@ static int frame_open(Vm *self, Py_ssize_t run, Py_ssize_t depth, long long seri
 
 static void clear_queue(Vm *self)
 {
-    for (Py_ssize_t i = self->qhead; i < self->qlen; i++)
+    for (Py_ssize_t i = self->qhead; i < self->qlen; i++) {
         Py_DECREF(self->queue[i].row);
+        Py_XDECREF(self->queue[i].alts);
+    }
     self->qhead = self->qlen = 0;
 }
 
@@ -786,6 +800,23 @@ static int pump(Vm *self)
         Entry *e = &self->queue[self->qhead];
         if (e->wait >= 0 && frame_open(self, e->run, e->wait, e->serial))
             break;
+        if (e->alts != NULL) { /* its pending checks, decided now: one alternative must hold */
+            int holds = 0;
+            for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(e->alts) && !holds; a++) {
+                PyObject *checks = PyTuple_GET_ITEM(e->alts, a);
+                holds = 1;
+                for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(checks) && holds > 0; k++)
+                    holds = decide(self->decide_check, PyTuple_GET_ITEM(checks, k));
+                if (holds < 0)
+                    return -1;
+            }
+            Py_CLEAR(e->alts);
+            if (!holds) {
+                Py_DECREF(e->row);
+                self->qhead++;
+                continue;
+            }
+        }
         PyObject *row = row_of(self, e->row); /* (made now: the values below its nodes are read) */
         if (row != NULL && self->nroute)
             Py_SETREF(row, Py_BuildValue("(OO)", self->ctxs[e->run].key, row));
@@ -875,18 +906,23 @@ static PyObject *row_of(Vm *self, PyObject *binding)
 /* Where a match's row waits: for the frame of its nodes still open (its end node, at
  * depth `end`, and those its binding holds) that closes last — a suspended stack's before
  * the stack read now, the oldest first, and in a stack the lowest; wait -1 when none is. */
-static Entry wait_of(Vm *self, PyObject *binding, Py_ssize_t end)
+static Entry wait_of(Vm *self, PyObject *binding, Py_ssize_t end, PyObject *alts)
 {
     Context *c = RUN;
-    Entry entry = {-1, self->cur, 0, binding};
+    Entry entry = {-1, self->cur, 0, binding, NULL};
     Py_ssize_t best = end > 0 ? c->nsaved + end : PY_SSIZE_T_MAX; /* (a place in that order) */
-    for (Py_ssize_t i = 0; i < self->width; i++) {
-        PyObject *x = PyTuple_GET_ITEM(binding, i);
+    /* the nodes: the variables' (a record, or a tuple of them), the checks' (a check is
+     * [record, predicate, verdict]) */
+    Py_ssize_t nalts = alts ? PyTuple_GET_SIZE(alts) : 0;
+    for (Py_ssize_t i = 0; i < self->width + nalts; i++) {
+        PyObject *x = i < self->width ? PyTuple_GET_ITEM(binding, i) : PyTuple_GET_ITEM(alts, i - self->width);
         if (x == Py_None || PyTuple_GET_SIZE(x) == 0)
             continue;
-        int many = PyTuple_Check(PyTuple_GET_ITEM(x, 0));
+        int many = !PyLong_Check(PyTuple_GET_ITEM(x, 0));
         for (Py_ssize_t k = 0; k < (many ? PyTuple_GET_SIZE(x) : 1); k++) {
             PyObject *record = many ? PyTuple_GET_ITEM(x, k) : x;
+            if (PyList_Check(record))
+                record = PyList_GET_ITEM(record, 0);
             Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 1));
             if (d < c->depth && c->frames[d].record == record) {
                 if (c->nsaved + d < best)
@@ -930,8 +966,16 @@ static PyObject *parts_of(Vm *self, PyObject *record, Py_ssize_t path)
 
 /* An open tag `<tag a="v"` written to parts (its '>' left open: None, until the next part
  * says whether it has content); nothing but texts count for a string value. */
-static int write_open(Vm *self, PyObject *parts, PyObject *tag, Attrs *attrs)
+static int write_open(Vm *self, PyObject *parts, int kind, PyObject *tag, Attrs *attrs)
 {
+    if (kind == P_EVENTS) { /* (tag, its attributes) */
+        PyObject *raw = attrs_raw(attrs), *open = raw ? PyTuple_Pack(2, tag, raw) : NULL;
+        int failed = open == NULL || PyList_Append(parts, open) < 0;
+        Py_XDECREF(open);
+        return failed ? -1 : 0;
+    }
+    if (self->as_text)
+        return 0;
     if (PyList_GET_SIZE(parts) && PyList_GET_ITEM(parts, PyList_GET_SIZE(parts) - 1) == Py_None &&
         PyList_SetItem(parts, PyList_GET_SIZE(parts) - 1, PyUnicode_FromString(">")) < 0)
         return -1;
@@ -952,9 +996,9 @@ static int write_open(Vm *self, PyObject *parts, PyObject *tag, Attrs *attrs)
     return failed || raw == NULL || PyList_Append(parts, Py_None) < 0 ? -1 : 0;
 }
 
-static int write_text(Vm *self, PyObject *parts, PyObject *value)
+static int write_text(Vm *self, PyObject *parts, int kind, PyObject *value)
 {
-    if (self->as_text)
+    if (self->as_text || kind == P_EVENTS)
         return PyList_Append(parts, value);
     Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
     if (last >= 0 && PyList_GET_ITEM(parts, last) == Py_None &&
@@ -968,8 +1012,10 @@ static int write_text(Vm *self, PyObject *parts, PyObject *value)
     return failed ? -1 : 0;
 }
 
-static int write_close(Vm *self, PyObject *parts, PyObject *tag)
+static int write_close(Vm *self, PyObject *parts, int kind, PyObject *tag)
 {
+    if (kind == P_EVENTS)
+        return PyList_Append(parts, Py_None);
     if (self->as_text)
         return 0;
     Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
@@ -988,7 +1034,7 @@ static int start_writing(Vm *self, Threads *into, PyObject *record, Py_ssize_t p
     PyObject *parts = PyList_New(0);
     int failed = parts == NULL || PyList_Append(values, parts) < 0;
     Py_XDECREF(parts);
-    if (failed || (!self->as_text && write_open(self, parts, tag, attrs) < 0))
+    if (failed || write_open(self, parts, self->path_kind[path], tag, attrs) < 0)
         return -1;
     return threads_push(into, (int32_t)(path << 8 | WRITING), record);
 }
@@ -1003,9 +1049,9 @@ static int stop_writing(Vm *self)
         if ((code & 0xFF) < WRITING_INSIDE)
             continue;
         PyObject *record = frame->collect.at[i].binding, *parts = parts_of(self, record, path);
-        if (write_close(self, parts, frame->tag) < 0)
+        if (write_close(self, parts, self->path_kind[path], frame->tag) < 0)
             return -1;
-        if ((code & 0xFF) == WRITING) {
+        if ((code & 0xFF) == WRITING && self->path_kind[path] == P_XML) { /* (events stay a list) */
             PyObject *empty = PyUnicode_FromString(""), *whole = empty ? PyUnicode_Join(empty, parts) : NULL;
             Py_XDECREF(empty);
             PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
@@ -1014,6 +1060,59 @@ static int stop_writing(Vm *self)
         }
     }
     return 0;
+}
+
+static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs);
+
+/* The node of frame f (open now) is captured, its events kept for the pending checks of
+ * predicates on its subtree; its record, or NULL with an error. */
+static PyObject *capture(Vm *self, Py_ssize_t f, Attrs *attrs)
+{
+    PyObject *record = record_of(self, f, attrs);
+    if (record == NULL)
+        return NULL;
+    PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + self->capture_path);
+    if (PyList_GET_SIZE(values) == 0 &&
+        start_writing(self, &RUN->frames[f].collect, record, self->capture_path, RUN->frames[f].tag, attrs) < 0)
+        return NULL;
+    return record;
+}
+
+/* binding with item i replaced by value (a new reference). */
+static PyObject *with_item(PyObject *binding, Py_ssize_t i, PyObject *value)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(binding);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++)
+        PyTuple_SET_ITEM(out, k, Py_NewRef(k == i ? value : PyTuple_GET_ITEM(binding, k)));
+    return out;
+}
+
+/* The binding with a pending check of each predicate of match state s that reads the
+ * subtree of the node of frame `here` (a new reference). */
+static PyObject *with_checks(Vm *self, int32_t s, Py_ssize_t here, Attrs *attrs, PyObject *binding)
+{
+    PyObject *ids = PyList_GET_ITEM(self->deep, s), *record = capture(self, here, attrs);
+    if (record == NULL)
+        return NULL;
+    Py_ssize_t last = PyTuple_GET_SIZE(binding) - 1, k0 = PyTuple_GET_SIZE(PyTuple_GET_ITEM(binding, last));
+    PyObject *checks = PyTuple_New(k0 + PyTuple_GET_SIZE(ids));
+    for (Py_ssize_t k = 0; checks != NULL && k < k0; k++)
+        PyTuple_SET_ITEM(checks, k, Py_NewRef(PyTuple_GET_ITEM(PyTuple_GET_ITEM(binding, last), k)));
+    for (Py_ssize_t k = 0; checks != NULL && k < PyTuple_GET_SIZE(ids); k++) {
+        PyObject *check = PyList_New(3);
+        if (check == NULL) {
+            Py_CLEAR(checks);
+            break;
+        }
+        PyList_SET_ITEM(check, 0, Py_NewRef(record));
+        PyList_SET_ITEM(check, 1, Py_NewRef(PyTuple_GET_ITEM(ids, k)));
+        PyList_SET_ITEM(check, 2, Py_NewRef(Py_None));
+        PyTuple_SET_ITEM(checks, k0 + k, check);
+    }
+    PyObject *out = checks ? with_item(binding, last, checks) : NULL;
+    Py_XDECREF(checks);
+    return out;
 }
 
 static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
@@ -1062,7 +1161,9 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
     }
     for (Py_ssize_t p = 0; frame->node != -1 && p < self->npaths; p++) { /* the paths go on below it */
         long end = PyLong_AsLong(PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->paths, p), 1));
-        int failed = self->path_at[p + 1] == self->path_at[p] && end >= P_XML
+        if (end == P_EVENTS)
+            continue; /* (captured only for a pending check: capture) */
+        int failed = self->path_at[p + 1] == self->path_at[p] && end == P_XML
                          ? start_writing(self, &frame->collect, record, p, frame->tag, attrs) < 0 /* itself */
                          : threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
                                         record) < 0;
@@ -1196,6 +1297,16 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                     break;
                 }
             }
+            if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) {
+                PyObject *checked = with_checks(self, s, here, attrs, binding);
+                if (checked == NULL || threads_push(&self->seen, -1, checked) < 0) { /* (held there) */
+                    Py_XDECREF(checked);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(checked);
+                binding = checked;
+            }
             if (self->slot[s] >= 0) {
                 PyObject *record = record_of(self, here, attrs);
                 PyObject *bound = record ? bind(binding, self->slot[s], record, self->kleene[s]) : NULL;
@@ -1229,9 +1340,18 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             }
             failed = push_next(self, s, binding) < 0;
             break;
-        case S_BEGIN:
-            failed = push_next(self, s, self->empty) < 0;
+        case S_BEGIN: { /* the query's variables begin here (its pending checks go on) */
+            Py_ssize_t last = PyTuple_GET_SIZE(binding) - 1;
+            PyObject *checks = self->deep != NULL ? PyTuple_GET_ITEM(binding, last) : NULL;
+            if (checks != NULL && PyTuple_GET_SIZE(checks)) {
+                PyObject *begun = with_item(self->empty, last, checks);
+                failed = begun == NULL || push_next(self, s, begun) < 0;
+                Py_XDECREF(begun);
+            } else {
+                failed = push_next(self, s, self->empty) < 0;
+            }
             break;
+        }
         default: /* S_ACCEPT */
             if (self->end_slot >= 0) { /* nodes as output: the end node, bound */
                 PyObject *record = record_of(self, here, attrs);
@@ -1260,24 +1380,38 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     threads_clear(&self->stack);
     /* the matches that end here: each once (those of the same nodes are next to each other
      * once ordered: the variables' slots come first), in order, a row each */
+    Py_ssize_t items = self->nmatches ? PyTuple_GET_SIZE(self->matches[0]) : 0;
+    int pending = self->decide_check != Py_None; /* bindings end with their pending checks */
+    sorted_items = items - pending;
     if (self->nmatches > 1)
         qsort(self->matches, (size_t)self->nmatches, sizeof *self->matches, compare_bindings);
-    Py_ssize_t n = self->nmatches ? 1 : 0;
-    for (Py_ssize_t i = 1; i < self->nmatches && !failed; i++)
-        if (!binding_equal(self->matches[n - 1], self->matches[i], self->width))
-            self->matches[n++] = self->matches[i];
-    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+    for (Py_ssize_t i = 0, end = 0; i < self->nmatches && !failed; i = end) {
         PyObject *binding = self->matches[i];
+        PyObject *alts = NULL; /* pending checks: those of every run that found the match */
+        for (end = i + 1; end < self->nmatches && binding_equal(binding, self->matches[end], self->width);)
+            end++;
+        if (pending && (alts = PyTuple_New(end - i)) == NULL) {
+            failed = 1;
+            break;
+        }
+        for (Py_ssize_t k = i; alts != NULL && k < end; k++)
+            PyTuple_SET_ITEM(alts, k - i, Py_NewRef(PyTuple_GET_ITEM(self->matches[k], items - 1)));
         if (self->accept != Py_None) { /* its conditions, on its nodes' open tags */
             int holds = decide(self->accept, binding);
             failed = holds < 0;
-            if (holds <= 0)
+            if (holds <= 0) {
+                Py_XDECREF(alts);
                 continue;
+            }
         }
         Py_INCREF(binding);
-        failed = enqueue(self, wait_of(self, binding, here)) < 0;
-        if (failed)
+        Entry entry = wait_of(self, binding, here, alts);
+        entry.alts = alts;
+        failed = enqueue(self, entry) < 0;
+        if (failed) {
             Py_DECREF(binding);
+            Py_XDECREF(alts);
+        }
     }
     threads_clear(&self->seen);
     if (failed || PyErr_Occurred())
@@ -1428,7 +1562,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         int32_t code = collect->at[i].state, path = code >> 8, step = (code & 0xFF) - 1;
         if ((code & 0xFF) >= WRITING_INSIDE) { /* inside an element written out: this one too */
             PyObject *parts = parts_of(self, collect->at[i].binding, path);
-            failed = (!self->as_text && write_open(self, parts, tag, attrs) < 0) ||
+            failed = write_open(self, parts, self->path_kind[path], tag, attrs) < 0 ||
                      threads_push(passed, path << 8 | WRITING_INSIDE, collect->at[i].binding) < 0;
             continue;
         }
@@ -1438,7 +1572,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         long end = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
         if (self->path_at[path] + step + 1 < self->path_at[path + 1]) { /* steps go on */
             failed = threads_push(passed, code + 1, collect->at[i].binding) < 0;
-        } else if (end >= P_XML) { /* the element: written out */
+        } else if (end == P_XML) { /* the element: written out */
             failed = start_writing(self, passed, collect->at[i].binding, path, tag, attrs) < 0;
         } else if (end == P_TEXT) { /* its text children */
             failed = threads_push(passed, path << 8, collect->at[i].binding) < 0;
@@ -1485,7 +1619,8 @@ static int text(Vm *self, PyObject *value)
     for (Py_ssize_t i = 0; i < collect->len; i++) {
         int32_t code = collect->at[i].state;
         if ((code & 0xFF) >= WRITING_INSIDE) { /* in an element written out */
-            if (write_text(self, parts_of(self, collect->at[i].binding, code >> 8), value) < 0)
+            PyObject *parts = parts_of(self, collect->at[i].binding, code >> 8);
+            if (write_text(self, parts, self->path_kind[code >> 8], value) < 0)
                 return -1;
         } else if ((code & 0xFF) == 0) {
             Py_ssize_t at = HEAD + PyTuple_GET_SIZE(self->attributes) + (code >> 8);
@@ -1854,7 +1989,7 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
     }
     for (Py_ssize_t i = self->qhead; queue != NULL && i < self->qlen; i++) {
         Entry *e = &self->queue[i];
-        PyObject *item = Py_BuildValue("(nnLO)", e->wait, e->run, e->serial, e->row);
+        PyObject *item = Py_BuildValue("(nnLOO)", e->wait, e->run, e->serial, e->row, e->alts ? e->alts : Py_None);
         if (item == NULL || PyList_Append(queue, item) < 0)
             Py_CLEAR(queue);
         Py_XDECREF(item);
@@ -2028,16 +2163,17 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(queue); i++) {
         Entry e;
-        PyObject *row;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(queue, i), "nnLO", &e.wait, &e.run, &e.serial, &row))
+        PyObject *row, *alts;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(queue, i), "nnLOO", &e.wait, &e.run, &e.serial, &row, &alts))
             goto fail;
-        if (e.run < 0 || e.run >= nruns) {
+        if (e.run < 0 || e.run >= nruns || (alts != Py_None && (!PyTuple_Check(alts) || self->deep == NULL))) {
             PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
             goto fail;
         }
-        e.row = Py_NewRef(row);
+        e.row = Py_NewRef(row), e.alts = alts == Py_None ? NULL : Py_NewRef(alts);
         if (enqueue(self, e) < 0) {
             Py_DECREF(row);
+            Py_XDECREF(e.alts);
             goto fail;
         }
     }
@@ -2079,7 +2215,7 @@ static void vm_dealloc(Vm *self)
     void *blocks[] = {self->kind, self->mode, self->side, self->kleene, self->next_at, self->next,
                       self->slot, self->start, self->test_id, self->queue, self->matches,
                       self->path_at, self->path_ids, self->route_desc, self->route_ids, self->masks,
-                      self->routing, self->seen_at, self->seen_hash};
+                      self->routing, self->seen_at, self->seen_hash, self->path_kind};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     Py_XDECREF(self->tests);
@@ -2091,6 +2227,8 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->accept);
     Py_XDECREF(self->checks);
     Py_XDECREF(self->early);
+    Py_XDECREF(self->deep);
+    Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
     Py_XDECREF(self->symbols);
@@ -2125,22 +2263,23 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
-                               "as_text", "escape", "quoteattr", NULL};
+                               "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
     PyObject *paths = NULL, *accept = Py_None, *checks = NULL, *route = Py_None;
     Py_ssize_t width = -1;
     int numbers = 0;
-    PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None;
-    Py_ssize_t end_slot = -1;
+    PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None, *deep = NULL, *decide_check = Py_None;
+    Py_ssize_t end_slot = -1, capture_path = -1;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOO:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!On:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
                                      &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
-                                     &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr))
+                                     &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
+                                     &PyList_Type, &deep, &decide_check, &capture_path))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2209,17 +2348,19 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     /* the paths read below bound nodes: (names, what it ends on, the attribute or None) */
     self->paths = paths ? Py_NewRef(paths) : PyTuple_New(0);
     self->npaths = self->paths ? PyTuple_GET_SIZE(self->paths) : 0;
-    if (self->paths == NULL || !(self->path_at = PyMem_Calloc((size_t)self->npaths + 1, 4)))
+    if (self->paths == NULL || !(self->path_at = PyMem_Calloc((size_t)self->npaths + 1, 4)) ||
+        !(self->path_kind = PyMem_Calloc((size_t)self->npaths + 1, 4)))
         goto fail;
     for (Py_ssize_t p = 0; p < self->npaths; p++) {
         PyObject *spec = PyTuple_GET_ITEM(self->paths, p), *names, *attribute;
         int kind;
         if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "O!iO", &PyTuple_Type, &names, &kind, &attribute) ||
-            kind < P_TEXT || kind > P_XML || PyTuple_GET_SIZE(names) > 250 ||
+            kind < P_TEXT || kind > P_EVENTS || PyTuple_GET_SIZE(names) > 250 ||
             (kind == P_XML && (!PyCallable_Check(escape) || !PyCallable_Check(quoteattr))) ||
             (kind == P_ATTR && (!PyUnicode_Check(attribute) || PyTuple_GET_SIZE(names) == 0))) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_ValueError, "Vm: paths: (names, 0 for text() or 1 for an attribute, it)");
+            PyErr_SetString(PyExc_ValueError, "Vm: paths: (names, 0 text() / 1 an attribute / 2 the element / "
+                                              "3 its events, the attribute or None)");
             goto fail;
         }
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++)
@@ -2228,6 +2369,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                 goto fail;
             }
         self->path_at[p + 1] = self->path_at[p] + (int32_t)PyTuple_GET_SIZE(names);
+        self->path_kind[p] = kind;
     }
     if (!(self->path_ids = PyMem_Calloc((size_t)self->path_at[self->npaths] + 1, 4)))
         goto fail;
@@ -2254,6 +2396,23 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->as_text = as_text;
     self->end_slot = end_slot;
     self->escape = Py_NewRef(escape), self->quoteattr = Py_NewRef(quoteattr);
+    self->decide_check = Py_NewRef(decide_check), self->capture_path = capture_path;
+    if (deep != NULL) { /* predicates on subtrees: their checks, the capture, the binding's end */
+        int good = PyList_GET_SIZE(deep) == n && PyCallable_Check(decide_check) && capture_path >= 0 &&
+                   capture_path < self->npaths && self->path_kind[capture_path] == P_EVENTS &&
+                   PyTuple_GET_SIZE(empty) > width && PyTuple_Check(PyTuple_GET_ITEM(empty, PyTuple_GET_SIZE(empty) - 1));
+        for (Py_ssize_t k = 0; good && k < n; k++)
+            good = PyList_GET_ITEM(deep, k) == Py_None || PyTuple_Check(PyList_GET_ITEM(deep, k));
+        if (!good) {
+            PyErr_SetString(PyExc_ValueError, "Vm: deep: per state its predicates or None, with decide_check, "
+                                              "capture_path and a binding that ends with its checks");
+            goto fail;
+        }
+        self->deep = Py_NewRef(deep);
+    } else if (decide_check != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "Vm: decide_check without deep");
+        goto fail;
+    }
     if (end_slot >= width || end_slot < -1) {
         PyErr_SetString(PyExc_ValueError, "Vm: end_slot: a variable's slot or -1");
         goto fail;

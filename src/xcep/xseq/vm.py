@@ -22,7 +22,8 @@ from array import array
 from xml.sax.saxutils import escape, quoteattr
 
 from xcep.xseq import ast as A
-from xcep.xseq.dom import ROOT, Node
+from xcep.xseq.dom import ROOT, TEXT_NODE, Node
+from xcep.xseq.evaluate import holds
 from xcep.xseq.matches import Aggregator, Binding, conditions_hold
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
@@ -37,7 +38,8 @@ _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 # what a path read below a node ends on: text children, an attribute, the element itself
 # (written out: its XML, or its string value with ``--values``)
-P_TEXT, P_ATTR, P_XML = 0, 1, 2
+P_TEXT, P_ATTR, P_XML, P_EVENTS = 0, 1, 2, 3  # (P_EVENTS: its events, for pending checks)
+_DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
 HEAD = 4  # a record's fields before its attributes' values: node, depth, tag, document
 # the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
 C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
@@ -154,10 +156,17 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
     empty = program.empty.slots + ((None,) if end_slot >= 0 else ())
     empty += (None,) * analysis.query.groups if entries else ()
+    machine.ready()
+    capture = {}  # predicates that read a node's subtree: the bindings end with their checks
+    pending: list = []  # (the predicates of those checks, by number)
+    if any(fast is None for preds in machine.preds.values() for _, _, fast in preds):
+        empty += ((),)
+        paths.append(((), P_EVENTS, None))  # the captured nodes' events
+        check = _PendingCheck(pending, HEAD + len(attributes) + len(paths) - 1)
+        capture = {"decide_check": check, "capture_path": len(paths) - 1}
     decide = _Decide(analysis, attributes, width, HEAD + len(attributes) + len(paths))
     accept = decide(analysis.per_match, False) if analysis.per_match else None
     iterate = {group: decide(items, True) for group, items in analysis.iteration.items()}
-    machine.ready()
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
     # begin state: its one successor's): a match state with predicates must be one
@@ -168,6 +177,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     kinds, modes, sides, kleene = bytearray(), bytearray(), bytearray(), bytearray()
     slots, tests, next_at, targets = array("i"), [], array("i", [0]), array("i")
     checks: list = [None] * len(states)  # match states: a guard; iter states: conditions
+    # per match state, its predicates that read the node's subtree (pending checks)
+    deep: list = [None] * len(states)
     # per match state binding a plain variable: the per-match conditions on plain variables
     # that read it, decided as soon as all they read is bound (a thread that fails dies)
     early: list = [None] * len(states)
@@ -186,8 +197,13 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
             if state.test_here:
                 raise NotCompiled("a self step")
             preds = machine.preds.get(state.id, ())
-            if any(fast is None for _, _, fast in preds):
-                raise NotCompiled("a predicate the open tag's attributes do not decide")
+            for pred, reads_below, fast in preds:
+                if fast is not None:
+                    continue
+                if not reads_below or not _downward(pred):
+                    raise NotCompiled("a predicate that reads above its node")
+                pending.append(pred)
+                deep[state.id] = (*(deep[state.id] or ()), len(pending) - 1)
             if preds and state.id not in opened:  # entered after a choice: tested there
                 checks[state.id] = machine.guards[state.id]
             if step.var:
@@ -212,7 +228,10 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         tests.append(machine.tests[state.id][0] if state.kind == "wait" else None)
         targets.extend(state.next)
         next_at.append(len(targets))
+    if capture:
+        capture["deep"] = deep
     return {
+        **capture,
         "kinds": bytes(kinds),
         "modes": bytes(modes),
         "sides": bytes(sides),
@@ -238,6 +257,48 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "escape": escape,
         "quoteattr": quoteattr,
     }
+
+
+def _downward(pred) -> bool:
+    """Whether a predicate reads nothing but its node's subtree (and attributes)."""
+    return all(s.axis in _DOWNWARD for s in A.walk(pred) if isinstance(s, A.Step))
+
+
+class _PendingCheck:
+    """Decides a pending check — ``[record, predicate number, verdict]`` — once its node
+    closed: the predicate on a node built of the events the run captured (cached in the
+    check's verdict)."""
+
+    def __init__(self, preds: list, at: int) -> None:
+        self.preds = preds
+        self.at = at  # where a record's captured events are (a list of one list)
+
+    def __call__(self, check: list) -> bool:
+        if check[2] is None:
+            check[2] = holds(self.preds[check[1]], _subtree(check[0][self.at][0]))
+        return check[2]
+
+
+def _subtree(events: list) -> Node:
+    """The element of captured events — (tag, attributes) an open, a str a text, None a
+    close — as a node (numbered in document order)."""
+    root = parent = None
+    for number, event in enumerate(events):
+        if event is None:
+            parent = parent.parent
+        elif isinstance(event, str):
+            text = Node(TEXT_NODE, None, 0, number, parent)
+            text.value = event
+            parent.children.append(text)
+        else:
+            node = Node.element(event[0], 0, number, parent, event[1])
+            node.closed = True
+            if parent is None:
+                root = node
+            else:
+                parent.children.append(node)
+            parent = node
+    return root
 
 
 def _route(path, key: str) -> tuple:
