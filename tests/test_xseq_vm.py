@@ -63,6 +63,8 @@ def compiled_queries(draw) -> str:
         options += [f"{name}@x * 2 div {name}@x = 2", f"{name}@k < 'q'", f"{name}@x != 'a'"]
         options += [f"{name}@x - 1 >= 1.5", f"not({name}@x)", f"{name}@k", f"{name} = 't'"]
         options += [f"tag({name}) = tag({other})" for other, _ in variables if other != name]
+        # below the node: pending checks, decided once the nodes close
+        options += [f"{name}/b/@x > 1", f"{name}/a = 't'", f"{name}[b]", f"not({name}/c)"]
         options += [f"last({name})@x >= first({name})@x"] if kleene else []
         # at every iteration of its group: the latest node, the one before it (prev())
         options += [f"{name}@x < prev({name})@x", f"prev({name})@k = {name}@k"] if kleene else []
@@ -90,6 +92,8 @@ ITERATION_CONDITIONS = (
     "prev($Y)@x div $Y@x > 1",
     "not(prev($Y)@k)",
     "tag(prev($Y)) = tag($Y)",
+    "$Y/b/@x >= prev($Y)/b/@x",
+    "prev($Y) = $Y",
 )
 
 
@@ -343,7 +347,8 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("return $X@id from //a $X[@k = 'p'] \\ $Y", "compiled automaton"),  # attributes
         ("return $X@id from //a $X \\ $Y where $X@k = $Y@k", "compiled automaton"),  # values
         ("return $X@id from //a ($X)* where $X@k > prev($X)@k", "compiled automaton"),  # iterations
-        ("return $X@id from //a ($X)* where $X/b > prev($X)/b", "pushdown automaton"),  # below
+        ("return $X@id from //a ($X)* where $X/b > prev($X)/b", "compiled automaton"),  # below
+        ("/c/parent::b", "pushdown automaton"),  # a self step
     ],
 )
 def test_explain_names_the_runtime(query: str, runtime: str) -> None:

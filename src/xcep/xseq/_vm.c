@@ -141,6 +141,7 @@ typedef struct {
      * a check ([record, predicate, verdict]) once they are there */
     PyObject *deep, *decide_check;
     Py_ssize_t capture_path;
+    PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
                            * variables they read ((test, their slots), ...), or None */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
@@ -903,39 +904,102 @@ static PyObject *row_of(Vm *self, PyObject *binding)
     return row;
 }
 
+static PyObject *with_item(PyObject *binding, Py_ssize_t i, PyObject *value);
+static int decide(PyObject *test, PyObject *binding);
+
+/* The open node of a record, a tuple of records, a check or a binding inside a check that
+ * closes last: *best, its place in the order frames close (see wait_of). */
+static void consider(Context *c, PyObject *x, Py_ssize_t *best, int depth)
+{
+    if (x == Py_None || depth > 16)
+        return;
+    if (PyList_Check(x)) { /* a check: its node's record, or the binding it decides on */
+        PyObject *subject = PyList_GET_ITEM(x, 0);
+        if (PyTuple_GET_SIZE(subject) && PyLong_Check(PyTuple_GET_ITEM(subject, 0))) {
+            consider(c, subject, best, depth + 1);
+            return;
+        }
+        /* (not the binding's own checks: those the binding holding this check holds too) */
+        for (Py_ssize_t k = 0; k + 1 < PyTuple_GET_SIZE(subject); k++)
+            consider(c, PyTuple_GET_ITEM(subject, k), best, depth + 1);
+        return;
+    }
+    if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) == 0)
+        return;
+    if (!PyLong_Check(PyTuple_GET_ITEM(x, 0))) { /* records, checks, a binding's items */
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++)
+            consider(c, PyTuple_GET_ITEM(x, k), best, depth + 1);
+        return;
+    }
+    Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(x, 1));
+    if (d <= 0) /* (a root: a group's entry) */
+        return;
+    if (d < c->depth && c->frames[d].record == x) {
+        if (c->nsaved + d < *best)
+            *best = c->nsaved + d;
+        return;
+    }
+    for (Py_ssize_t j = 0; j < c->nsaved && j < *best; j++)
+        if (c->saved[j].record == x) {
+            *best = j;
+            return;
+        }
+}
+
+/* A thread's pending checks whose nodes have all closed, decided (as automaton.py's
+ * _live_checks): 0 if one is false (the thread dies), else 1 with *binding the binding
+ * without those that hold (a new reference in place of the old), -1 on an error. */
+static int prune_checks(Vm *self, PyObject **binding)
+{
+    Py_ssize_t last = PyTuple_GET_SIZE(*binding) - 1;
+    PyObject *checks = PyTuple_GET_ITEM(*binding, last), *live = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(checks), kept = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *check = PyTuple_GET_ITEM(checks, k);
+        Py_ssize_t best = PY_SSIZE_T_MAX;
+        if (PyList_GET_ITEM(check, 2) == Py_None)
+            consider(RUN, check, &best, 0);
+        int holds = best == PY_SSIZE_T_MAX ? decide(self->decide_check, check) : 2; /* 2: open */
+        if (holds <= 0) {
+            Py_XDECREF(live);
+            return holds;
+        }
+        if (holds == 2 && live == NULL)
+            continue;
+        if (live == NULL) { /* the first that holds: those before it are kept */
+            if ((live = PyTuple_New(n)) == NULL)
+                return -1;
+            for (Py_ssize_t j = 0; j < k; j++)
+                PyTuple_SET_ITEM(live, kept++, Py_NewRef(PyTuple_GET_ITEM(checks, j)));
+        }
+        if (holds == 2)
+            PyTuple_SET_ITEM(live, kept++, Py_NewRef(check));
+    }
+    if (live == NULL)
+        return 1;
+    PyObject *shorter = PyTuple_GetSlice(live, 0, kept);
+    Py_DECREF(live);
+    PyObject *pruned = shorter ? with_item(*binding, last, shorter) : NULL;
+    Py_XDECREF(shorter);
+    if (pruned == NULL)
+        return -1;
+    Py_SETREF(*binding, pruned);
+    return 1;
+}
+
 /* Where a match's row waits: for the frame of its nodes still open (its end node, at
- * depth `end`, and those its binding holds) that closes last — a suspended stack's before
- * the stack read now, the oldest first, and in a stack the lowest; wait -1 when none is. */
+ * depth `end`, those its binding holds, those its pending checks read) that closes last —
+ * a suspended stack's before the stack read now, the oldest first, and in a stack the
+ * lowest; wait -1 when none is. */
 static Entry wait_of(Vm *self, PyObject *binding, Py_ssize_t end, PyObject *alts)
 {
     Context *c = RUN;
     Entry entry = {-1, self->cur, 0, binding, NULL};
     Py_ssize_t best = end > 0 ? c->nsaved + end : PY_SSIZE_T_MAX; /* (a place in that order) */
-    /* the nodes: the variables' (a record, or a tuple of them), the checks' (a check is
-     * [record, predicate, verdict]) */
-    Py_ssize_t nalts = alts ? PyTuple_GET_SIZE(alts) : 0;
-    for (Py_ssize_t i = 0; i < self->width + nalts; i++) {
-        PyObject *x = i < self->width ? PyTuple_GET_ITEM(binding, i) : PyTuple_GET_ITEM(alts, i - self->width);
-        if (x == Py_None || PyTuple_GET_SIZE(x) == 0)
-            continue;
-        int many = !PyLong_Check(PyTuple_GET_ITEM(x, 0));
-        for (Py_ssize_t k = 0; k < (many ? PyTuple_GET_SIZE(x) : 1); k++) {
-            PyObject *record = many ? PyTuple_GET_ITEM(x, k) : x;
-            if (PyList_Check(record))
-                record = PyList_GET_ITEM(record, 0);
-            Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 1));
-            if (d < c->depth && c->frames[d].record == record) {
-                if (c->nsaved + d < best)
-                    best = c->nsaved + d;
-                continue;
-            }
-            for (Py_ssize_t j = 0; j < c->nsaved && j < best; j++)
-                if (c->saved[j].record == record) {
-                    best = j;
-                    break;
-                }
-        }
-    }
+    for (Py_ssize_t i = 0; i < self->width; i++)
+        consider(c, PyTuple_GET_ITEM(binding, i), &best, 0);
+    if (alts != NULL)
+        consider(c, alts, &best, 0);
     if (best == PY_SSIZE_T_MAX)
         return entry;
     Frame *f = best < c->nsaved ? &c->saved[best] : &c->frames[best - c->nsaved];
@@ -1088,13 +1152,12 @@ static PyObject *with_item(PyObject *binding, Py_ssize_t i, PyObject *value)
     return out;
 }
 
-/* The binding with a pending check of each predicate of match state s that reads the
- * subtree of the node of frame `here` (a new reference). */
-static PyObject *with_checks(Vm *self, int32_t s, Py_ssize_t here, Attrs *attrs, PyObject *binding)
+/* The binding with a pending check of each of `ids` on `subject` (a new reference): a
+ * predicate of a match state on the subtree of its node (the record), or a condition of the
+ * where clause that reads below nodes, at an iteration or per match (the binding then). */
+static PyObject *with_checks(PyObject *ids, PyObject *subject, PyObject *binding)
 {
-    PyObject *ids = PyList_GET_ITEM(self->deep, s), *record = capture(self, here, attrs);
-    if (record == NULL)
-        return NULL;
+    PyObject *record = subject;
     Py_ssize_t last = PyTuple_GET_SIZE(binding) - 1, k0 = PyTuple_GET_SIZE(PyTuple_GET_ITEM(binding, last));
     PyObject *checks = PyTuple_New(k0 + PyTuple_GET_SIZE(ids));
     for (Py_ssize_t k = 0; checks != NULL && k < k0; k++)
@@ -1237,6 +1300,14 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         Thread item = self->stack.at[--self->stack.len];
         int32_t s = item.state;
         int known = 0;
+        if (self->deep != NULL && PyTuple_GET_SIZE(PyTuple_GET_ITEM(item.binding, PyTuple_GET_SIZE(item.binding) - 1))) {
+            int live = prune_checks(self, &item.binding);
+            if (live <= 0) {
+                failed = live < 0;
+                Py_DECREF(item.binding);
+                continue;
+            }
+        }
         if (!hashed && self->seen.len < 8) { /* few: compared one by one */
             for (Py_ssize_t i = 0; i < self->seen.len && !known; i++)
                 known = self->seen.at[i].state == s &&
@@ -1298,7 +1369,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 }
             }
             if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) {
-                PyObject *checked = with_checks(self, s, here, attrs, binding);
+                PyObject *record = capture(self, here, attrs);
+                PyObject *checked = record ? with_checks(PyList_GET_ITEM(self->deep, s), record, binding) : NULL;
                 if (checked == NULL || threads_push(&self->seen, -1, checked) < 0) { /* (held there) */
                     Py_XDECREF(checked);
                     failed = 1;
@@ -1308,7 +1380,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 binding = checked;
             }
             if (self->slot[s] >= 0) {
-                PyObject *record = record_of(self, here, attrs);
+                int captured = self->captures != NULL && PyBytes_AS_STRING(self->captures)[self->slot[s]];
+                PyObject *record = captured ? capture(self, here, attrs) : record_of(self, here, attrs);
                 PyObject *bound = record ? bind(binding, self->slot[s], record, self->kleene[s]) : NULL;
                 int holds = bound == NULL ? -1 : decided_early(self, s, bound);
                 failed = holds < 0 || (holds && push_next(self, s, bound) < 0);
@@ -1322,7 +1395,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             break;
         case S_ENTER: /* a Kleene-* group: the node it is first entered at, where prev() reads */
             if (self->slot[s] >= 0 && PyTuple_GET_ITEM(binding, self->slot[s]) == Py_None) {
-                PyObject *record = record_of(self, here, attrs);
+                int captured = self->captures != NULL && PyBytes_AS_STRING(self->captures)[self->slot[s]] && here;
+                PyObject *record = captured ? capture(self, here, attrs) : record_of(self, here, attrs);
                 PyObject *bound = record ? bind(binding, self->slot[s], record, 0) : NULL;
                 failed = bound == NULL || push_next(self, s, bound) < 0;
                 Py_XDECREF(bound);
@@ -1331,6 +1405,12 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             }
             break;
         case S_ITER: /* the end of an iteration: its conditions */
+            if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) { /* read below */
+                PyObject *checked = with_checks(PyList_GET_ITEM(self->deep, s), binding, binding);
+                failed = checked == NULL || push_next(self, s, checked) < 0;
+                Py_XDECREF(checked);
+                break;
+            }
             if (self->checks != NULL && PyList_GET_ITEM(self->checks, s) != Py_None) {
                 int holds = decide(PyList_GET_ITEM(self->checks, s), binding);
                 if (holds <= 0) {
@@ -1353,6 +1433,16 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             break;
         }
         default: /* S_ACCEPT */
+            if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) { /* read below */
+                PyObject *checked = with_checks(PyList_GET_ITEM(self->deep, s), binding, binding);
+                if (checked == NULL || threads_push(&self->seen, -1, checked) < 0) { /* (held there) */
+                    Py_XDECREF(checked);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(checked);
+                binding = checked;
+            }
             if (self->end_slot >= 0) { /* nodes as output: the end node, bound */
                 PyObject *record = record_of(self, here, attrs);
                 PyObject *bound = record ? bind(binding, self->end_slot, record, 0) : NULL;
@@ -2228,6 +2318,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->checks);
     Py_XDECREF(self->early);
     Py_XDECREF(self->deep);
+    Py_XDECREF(self->captures);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2263,7 +2354,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"kinds", "modes", "sides", "kleene", "next_at", "next", "slots", "tests",
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
-                               "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path", NULL};
+                               "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
+                               "captures", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2272,14 +2364,15 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int numbers = 0;
     PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None, *deep = NULL, *decide_check = Py_None;
     Py_ssize_t end_slot = -1, capture_path = -1;
+    PyObject *captures = NULL;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!On:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnS:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
                                      &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
-                                     &PyList_Type, &deep, &decide_check, &capture_path))
+                                     &PyList_Type, &deep, &decide_check, &capture_path, &captures))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2409,6 +2502,11 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             goto fail;
         }
         self->deep = Py_NewRef(deep);
+        if (captures != NULL && PyBytes_GET_SIZE(captures) != PyTuple_GET_SIZE(empty) - 1) {
+            PyErr_SetString(PyExc_ValueError, "Vm: captures: per binding item (but its checks) 0 or 1");
+            goto fail;
+        }
+        self->captures = Py_XNewRef(captures);
     } else if (decide_check != Py_None) {
         PyErr_SetString(PyExc_ValueError, "Vm: decide_check without deep");
         goto fail;

@@ -143,30 +143,58 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         terms = ((T_PATH, end_slot, len(paths) - 1),)
     conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
     entries = False  # whether a binding keeps where each group was entered (prev())
+    below = set()  # the conjuncts that read below nodes: pending checks, decided on captures
     for conjunct in conjuncts:  # what they read (open tags), the records keep
         for ref in A.walk(conjunct.cond):
-            reads = isinstance(ref, A.VarRef) and ref.path is not None
-            if isinstance(ref, A.VarTest | A.RelPath) or (reads and ref_attribute(ref) is None):
+            if isinstance(ref, A.RelPath):
                 raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
-            if reads and ref_attribute(ref) not in attributes:
+            reads = isinstance(ref, A.VarRef) and ref.path is not None
+            if isinstance(ref, A.VarTest) or (reads and ref_attribute(ref) is None):
+                below.add(id(conjunct))
+            if reads and ref_attribute(ref) not in (None, *attributes):
                 attributes.append(ref_attribute(ref))
             operands = (ref.left, ref.right) if isinstance(ref, A.Compare | A.Arith) else ()
             if any(isinstance(x, A.VarRef) and x.path is None for x in operands):
-                raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")  # a value below
+                below.add(id(conjunct))  # (a node's string value)
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
+        if id(conjunct) in below and not _downward(conjunct.cond):
+            raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
     empty = program.empty.slots + ((None,) if end_slot >= 0 else ())
     empty += (None,) * analysis.query.groups if entries else ()
     machine.ready()
-    capture = {}  # predicates that read a node's subtree: the bindings end with their checks
+    # predicates that read a node's subtree, conditions that read below nodes: pending
+    # checks (the bindings end with them), decided on the nodes' captured events
+    capture: dict = {}
     pending: list = []  # (the predicates of those checks, by number)
-    if any(fast is None for preds in machine.preds.values() for _, _, fast in preds):
-        empty += ((),)
+    late: list = []  # (the conditions of those checks: (conjuncts, at an iteration))
+    deep_preds = any(fast is None for preds in machine.preds.values() for _, _, fast in preds)
+    captures = bytearray(len(empty))
+    if deep_preds or below:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
-        check = _PendingCheck(pending, HEAD + len(attributes) + len(paths) - 1)
+        check = _PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
         capture = {"decide_check": check, "capture_path": len(paths) - 1}
     decide = _Decide(analysis, attributes, width, HEAD + len(attributes) + len(paths))
-    accept = decide(analysis.per_match, False) if analysis.per_match else None
-    iterate = {group: decide(items, True) for group, items in analysis.iteration.items()}
+    if capture:
+        check.nodes, check.width = decide.nodes, width
+    per_match = [c for c in analysis.per_match if id(c) not in below]
+    accept = decide(per_match, False) if per_match else None
+    iterate: dict = {}  # group -> its conditions, or the number of their pending check
+    for group, items in analysis.iteration.items():
+        if any(id(c) in below for c in items):
+            late.append((items, True))
+            iterate[group] = -len(late)
+        else:
+            iterate[group] = decide(items, True)
+    matched = [c for c in analysis.per_match if id(c) in below]
+    if matched:
+        late.append((matched, False))
+    for conjunct in conjuncts:  # the nodes those read are captured
+        if id(conjunct) in below:
+            for name in conjunct.variables:
+                captures[analysis.index[name]] = 1
+                group = analysis.kleene.get(name)
+                if group is not None and entries and conjunct.group is not None:
+                    captures[width + group] = 1  # (prev() of a first iteration)
     states = machine.states
     # the states a thread enters at an open tag, where their guard is tested (through a
     # begin state: its one successor's): a match state with predicates must be one
@@ -182,7 +210,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     # per match state binding a plain variable: the per-match conditions on plain variables
     # that read it, decided as soon as all they read is bound (a thread that fails dies)
     early: list = [None] * len(states)
-    plain = [c for c in analysis.per_match if not c.variables & analysis.kleene.keys()]
+    plain = [c for c in per_match if not c.variables & analysis.kleene.keys()]
     for state in states:
         kind = _KINDS.get(state.kind)
         if kind is None:
@@ -219,7 +247,13 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         elif state.kind == "enter" and entries:  # the binding's entry of the group
             slot = width + state.group
         elif state.kind == "iter":
-            checks[state.id] = iterate.get(state.group)
+            at_iteration = iterate.get(state.group)
+            if isinstance(at_iteration, int):  # read below nodes: a pending check
+                deep[state.id] = (at_iteration,)
+            else:
+                checks[state.id] = at_iteration
+        elif state.kind == "accept" and matched:
+            deep[state.id] = (-len(late),)
         kinds.append(kind)
         modes.append(_MODES.get(state.mode, 0))
         sides.append(1 if state.frame == "sibling" else 0)
@@ -229,7 +263,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         targets.extend(state.next)
         next_at.append(len(targets))
     if capture:
-        capture["deep"] = deep
+        empty += ((),)
+        capture.update(deep=deep, captures=bytes(captures))
     return {
         **capture,
         "kinds": bytes(kinds),
@@ -265,18 +300,54 @@ def _downward(pred) -> bool:
 
 
 class _PendingCheck:
-    """Decides a pending check — ``[record, predicate number, verdict]`` — once its node
-    closed: the predicate on a node built of the events the run captured (cached in the
-    check's verdict)."""
+    """Decides a pending check once the nodes it reads closed: ``[record, number, verdict]``
+    a step's predicate (its number) on the node built of the events the run captured, or
+    ``[binding, -number, verdict]`` conditions of the where clause (at an iteration, or per
+    match) on the binding's nodes, built of their captured events (or their records). The
+    verdict is cached in the check."""
 
-    def __init__(self, preds: list, at: int) -> None:
-        self.preds = preds
+    def __init__(self, analysis: Analysis, preds: list, late: list, at: int) -> None:
+        self.analysis = analysis
+        self.preds, self.late = preds, late
         self.at = at  # where a record's captured events are (a list of one list)
+        self.nodes = None  # the records' nodes, where nothing was captured (``_Nodes``)
+        self.width = 0
 
     def __call__(self, check: list) -> bool:
         if check[2] is None:
-            check[2] = holds(self.preds[check[1]], _subtree(check[0][self.at][0]))
+            if check[1] >= 0:
+                check[2] = holds(self.preds[check[1]], _subtree(check[0][self.at][0]))
+            else:
+                conjuncts, iteration = self.late[-check[1] - 1]
+                bound = self._binding(check[0])
+                check[2] = conditions_hold(self.analysis, conjuncts, bound, iteration)
         return check[2]
+
+    def _binding(self, binding: tuple) -> Binding:
+        width = self.width  # (the variables' slots; then the groups' entries, the checks)
+
+        def node(record) -> Node:
+            captured = record[self.at] if len(record) > self.at else None
+            return _subtree(captured[0]) if captured else self.nodes(record)
+
+        made: dict = {}
+
+        def made_once(record) -> Node:
+            found = made.get(id(record))
+            if found is None:
+                found = made[id(record)] = node(record)
+            return found
+
+        slots = tuple(
+            None
+            if slot is None
+            else tuple(map(made_once, slot))
+            if slot == () or isinstance(slot[0], tuple)
+            else made_once(slot)
+            for slot in binding[:width]
+        )
+        entries = binding[width:-1] or (None,) * self.analysis.query.groups
+        return Binding(slots, tuple(None if e is None else made_once(e) for e in entries))
 
 
 def _subtree(events: list) -> Node:
