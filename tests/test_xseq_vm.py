@@ -178,6 +178,19 @@ def _engines(query: str, opt: str = "all", values_only: bool = False):
     return compiled, XSeqEngine(query, runtime="automaton", **options)
 
 
+def _compared(query: str, text: str, size: int, opt: str = "all", values: bool = False):
+    """The rows of the query on the Python automaton, checked equal on the compiled one
+    and the reference evaluator; None where the compiled automaton does not take it."""
+    engines = _engines(query, opt, values)
+    if engines is None:
+        return None
+    compiled, python = engines
+    expected = list(python.run(iter(_batches(text, size))))
+    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
+    assert expected == evaluate(query, parse(text), values_only=values), query
+    return expected
+
+
 @settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=compiled_queries(),
@@ -187,13 +200,7 @@ def _engines(query: str, opt: str = "all", values_only: bool = False):
     values=st.booleans(),
 )
 def test_the_compiled_automaton_equals_the_python_one(query, text, size, opt, values) -> None:
-    engines = _engines(query, opt, values)
-    if engines is None:
-        return
-    compiled, python = engines
-    expected = list(python.run(iter(_batches(text, size))))
-    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
-    assert expected == evaluate(query, parse(text), values_only=values), query
+    _compared(query, text, size, opt, values)
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
@@ -207,13 +214,9 @@ def test_the_compiled_automaton_equals_the_python_one(query, text, size, opt, va
 def test_node_selections_equal_the_python_automaton(query, text, size, values, cuts) -> None:
     """Paths without variables: the selected elements, each once, in document order, as
     XML (or string values), each once it closed."""
-    engines = _engines(query, values_only=values)
-    if engines is None:
+    expected = _compared(query, text, size, values=values)
+    if expected is None:
         return
-    compiled, python = engines
-    expected = list(python.run(iter(_batches(text, size))))
-    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
-    assert expected == evaluate(query, parse(text), values_only=values), query
     options = {"runtime": "compiled", "values_only": values}
     assert _cut_and_resumed(query, _batches(text, size), cuts, **options) == expected
 
@@ -221,12 +224,8 @@ def test_node_selections_equal_the_python_automaton(query, text, size, values, c
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(query=iteration_queries(), text=documents(), size=st.integers(1, 30))
 def test_conditions_at_every_iteration_equal_the_python_automaton(query, text, size) -> None:
-    engines = _engines(query)
-    assert engines is not None, query  # the compiled automaton takes every one of them
-    compiled, python = engines
-    expected = list(python.run(iter(_batches(text, size))))
-    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
-    assert expected == evaluate(query, parse(text)), query
+    expected = _compared(query, text, size)
+    assert expected is not None, query  # the compiled automaton takes every one of them
     cut = _cut_and_resumed(query, _batches(text, size), {1, 4, 9}, runtime="compiled")
     assert cut == expected, query
 
@@ -234,13 +233,9 @@ def test_conditions_at_every_iteration_equal_the_python_automaton(query, text, s
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(query=partition_queries(), text=documents(), size=st.integers(1, 30))
 def test_partitions_equal_the_python_automaton(query, text, size) -> None:
-    engines = _engines(query)
-    if engines is None:
+    expected = _compared(query, text, size)
+    if expected is None:
         return
-    compiled, python = engines
-    expected = list(python.run(iter(_batches(text, size))))
-    assert list(compiled.run(iter(_batches(text, size)))) == expected, query
-    assert expected == evaluate(query, parse(text)), query
     cut = _cut_and_resumed(query, _batches(text, size), {1, 3, 7, 12}, runtime="compiled")
     assert cut == expected, query
 

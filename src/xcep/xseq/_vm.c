@@ -1279,6 +1279,19 @@ static int seen_table(Vm *self, int hashed)
     return 0;
 }
 
+/* A binding made in the closure (a new reference, or NULL with an error) becomes *binding,
+ * held by the threads seen (as state -1: none is ever equal to it); 1 on an error. */
+static int hold(Vm *self, PyObject *made, PyObject **binding)
+{
+    if (made == NULL || threads_push(&self->seen, -1, made) < 0) {
+        Py_XDECREF(made);
+        return 1;
+    }
+    Py_DECREF(made);
+    *binding = made;
+    return 0;
+}
+
 static int push_next(Vm *self, int32_t state, PyObject *binding)
 {
     for (int32_t k = self->next_at[state]; k < self->next_at[state + 1]; k++)
@@ -1370,14 +1383,9 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             }
             if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) {
                 PyObject *record = capture(self, here, attrs);
-                PyObject *checked = record ? with_checks(PyList_GET_ITEM(self->deep, s), record, binding) : NULL;
-                if (checked == NULL || threads_push(&self->seen, -1, checked) < 0) { /* (held there) */
-                    Py_XDECREF(checked);
-                    failed = 1;
+                PyObject *ids = PyList_GET_ITEM(self->deep, s);
+                if ((failed = hold(self, record ? with_checks(ids, record, binding) : NULL, &binding)))
                     break;
-                }
-                Py_DECREF(checked);
-                binding = checked;
             }
             if (self->slot[s] >= 0) {
                 int captured = self->captures != NULL && PyBytes_AS_STRING(self->captures)[self->slot[s]];
@@ -1434,25 +1442,14 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         }
         default: /* S_ACCEPT */
             if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) { /* read below */
-                PyObject *checked = with_checks(PyList_GET_ITEM(self->deep, s), binding, binding);
-                if (checked == NULL || threads_push(&self->seen, -1, checked) < 0) { /* (held there) */
-                    Py_XDECREF(checked);
-                    failed = 1;
+                PyObject *ids = PyList_GET_ITEM(self->deep, s);
+                if ((failed = hold(self, with_checks(ids, binding, binding), &binding)))
                     break;
-                }
-                Py_DECREF(checked);
-                binding = checked;
             }
             if (self->end_slot >= 0) { /* nodes as output: the end node, bound */
                 PyObject *record = record_of(self, here, attrs);
-                PyObject *bound = record ? bind(binding, self->end_slot, record, 0) : NULL;
-                if (bound == NULL || threads_push(&self->seen, -1, bound) < 0) { /* (held there) */
-                    Py_XDECREF(bound);
-                    failed = 1;
+                if ((failed = hold(self, record ? bind(binding, self->end_slot, record, 0) : NULL, &binding)))
                     break;
-                }
-                Py_DECREF(bound);
-                binding = bound;
             }
             if (self->nmatches == self->matches_cap) {
                 Py_ssize_t cap = self->matches_cap ? 2 * self->matches_cap : 16;
