@@ -37,7 +37,7 @@ def compiled_queries(draw) -> str:
         variables.append(("$W", False))
     terms = []
     for name, kleene in variables[:3]:
-        options = [f"{name}@x", f"{name}@k"] + ([] if kleene else [f"tag({name})"])
+        options = [f"{name}@x", f"{name}@k", f"tag({name})"]
         options += [f"first({name})@x", f"last({name})@k"] if kleene else []
         # values below the node: paths of child steps to text() or an attribute
         options += [f"{name}/b/text()", f"{name}/text()", f"{name}/a/@x", f"{name}/c/b/text()"]

@@ -395,7 +395,8 @@ def _term(analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, fo
     if counts and expr.func is None:  # count($X) counts the nodes
         return (T_NODES, analysis.index[expr.var], 0)
     op = _reading(analysis, expr, attributes, paths)
-    every = op[0] == T_ALL or (op[0] == T_PATH and expr.var in analysis.kleene)
+    kleene = (expr.ref if isinstance(expr, A.Tag) else expr).var in analysis.kleene
+    every = op[0] == T_ALL or (op[0] in (T_PATH, T_TAG) and kleene)
     if found and term.aggregate is None and every:  # (a plain term: one value)
         raise NotCompiled(f"the output {term.text or A.to_text(expr)} beside aggregates")
     return op
@@ -404,8 +405,8 @@ def _term(analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, fo
 def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
     if isinstance(expr, A.Tag):
         ref = expr.ref
-        if ref.path is not None or ref.func is not None or ref.var in analysis.kleene:
-            raise NotCompiled("tag() of a Kleene-* variable")
+        if ref.path is not None or ref.func is not None:  # (a Kleene-* variable's: every tag)
+            raise NotCompiled("tag() of first(), last() or a path")
         return (T_TAG, analysis.index[ref.var], 0)
     if not isinstance(expr, A.VarRef) or expr.func == "prev":
         raise NotCompiled(f"the output {A.to_text(expr)}")
