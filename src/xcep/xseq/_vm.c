@@ -142,6 +142,8 @@ typedef struct {
     PyObject *deep, *decide_check;
     Py_ssize_t capture_path;
     PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
+    PyObject *self_tests; /* per state: a self step's test of the node it stands on — (the name
+                           * or None for any element, whether a root passes) — or None */
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
                            * variables they read ((test, their slots), ...), or None */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
@@ -1369,6 +1371,14 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             break;
         }
         case S_MATCH:
+            if (self->self_tests != NULL && PyList_GET_ITEM(self->self_tests, s) != Py_None) {
+                PyObject *test = PyList_GET_ITEM(self->self_tests, s), *name = PyTuple_GET_ITEM(test, 0);
+                PyObject *tag = RUN->frames[here].tag; /* (NULL: a document's or partition's root) */
+                int passes = tag == NULL ? PyTuple_GET_ITEM(test, 1) == Py_True
+                                         : name == Py_None || PyUnicode_Compare(tag, name) == 0;
+                if (!passes)
+                    break;
+            }
             if (self->checks != NULL && PyList_GET_ITEM(self->checks, s) != Py_None) {
                 /* a predicate on the open tag not tested there (the step is entered after a
                  * choice): tested here, on the same attributes */
@@ -2316,6 +2326,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->early);
     Py_XDECREF(self->deep);
     Py_XDECREF(self->captures);
+    Py_XDECREF(self->self_tests);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2352,7 +2363,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
-                               "captures", NULL};
+                               "captures", "self_tests", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2361,15 +2372,16 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int numbers = 0;
     PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None, *deep = NULL, *decide_check = Py_None;
     Py_ssize_t end_slot = -1, capture_path = -1;
-    PyObject *captures = NULL;
+    PyObject *captures = NULL, *self_tests = NULL;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnS:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
                                      &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
-                                     &PyList_Type, &deep, &decide_check, &capture_path, &captures))
+                                     &PyList_Type, &deep, &decide_check, &capture_path, &captures,
+                                     &PyList_Type, &self_tests))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2535,6 +2547,17 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
     }
     self->early = Py_XNewRef(early);
+    for (Py_ssize_t k = 0; self_tests != NULL && k < PyList_GET_SIZE(self_tests); k++) {
+        PyObject *test = PyList_GET_ITEM(self_tests, k);
+        if (PyList_GET_SIZE(self_tests) != n ||
+            (test != Py_None && !(PyTuple_Check(test) && PyTuple_GET_SIZE(test) == 2 &&
+                                  (PyTuple_GET_ITEM(test, 0) == Py_None || PyUnicode_Check(PyTuple_GET_ITEM(test, 0))) &&
+                                  PyBool_Check(PyTuple_GET_ITEM(test, 1))))) {
+            PyErr_SetString(PyExc_ValueError, "Vm: self_tests: per state (name or None, bool) or None");
+            goto fail;
+        }
+    }
+    self->self_tests = Py_XNewRef(self_tests);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);
     self->known = -1;

@@ -207,6 +207,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     checks: list = [None] * len(states)  # match states: a guard; iter states: conditions
     # per match state, its predicates that read the node's subtree (pending checks)
     deep: list = [None] * len(states)
+    self_tests: list = [None] * len(states)  # self steps: (the name or None, takes the root)
     # per match state binding a plain variable: the per-match conditions on plain variables
     # that read it, decided as soon as all they read is bound (a thread that fails dies)
     early: list = [None] * len(states)
@@ -222,9 +223,15 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         slot, many = -1, 0
         if state.kind == "match":
             step = state.step
-            if state.test_here:
-                raise NotCompiled("a self step")
             preds = machine.preds.get(state.id, ())
+            if state.test_here:  # a self step: the node it stands on tested in the closure
+                tested = (A.ELEMENT, A.NODE)
+                if step.axis == A.ATTRIBUTE or step.kind not in tested or step.var:
+                    raise NotCompiled("a self step that is not an element's or binds")
+                if step.kind == A.NODE and any(fast is None for _, _, fast in preds):
+                    raise NotCompiled("a self::node() step with a predicate on the subtree")
+                name = None if step.kind == A.NODE or step.name == A.WILDCARD else step.name
+                self_tests[state.id] = (name, step.kind == A.NODE)  # (the root: node() only)
             for pred, reads_below, fast in preds:
                 if fast is not None:
                     continue
@@ -289,6 +296,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "numbers": decide.numbers,
         "early": early,
         "end_slot": end_slot,
+        "self_tests": self_tests,
         "escape": escape,
         "quoteattr": quoteattr,
     }
