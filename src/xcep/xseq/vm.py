@@ -173,9 +173,9 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
         check = _PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
         capture = {"decide_check": check, "capture_path": len(paths) - 1}
-    decide = _Decide(analysis, attributes, width, HEAD + len(attributes) + len(paths))
+    decide = _Decide(analysis, attributes, width, entries, HEAD + len(attributes) + len(paths))
     if capture:
-        check.nodes, check.width = decide.nodes, width
+        check.nodes, check.width, check.kept = decide.nodes, width, entries
     per_match = [c for c in analysis.per_match if id(c) not in below]
     accept = decide(per_match, False) if per_match else None
     iterate: dict = {}  # group -> its conditions, or the number of their pending check
@@ -319,7 +319,7 @@ class _PendingCheck:
         self.preds, self.late = preds, late
         self.at = at  # where a record's captured events are (a list of one list)
         self.nodes = None  # the records' nodes, where nothing was captured (``_Nodes``)
-        self.width = 0
+        self.width, self.kept = 0, False  # (as the plan's bindings are: ``_binding_of``)
 
     def __call__(self, check: list) -> bool:
         if check[2] is None:
@@ -332,30 +332,17 @@ class _PendingCheck:
         return check[2]
 
     def _binding(self, binding: tuple) -> Binding:
-        width = self.width  # (the variables' slots; then the groups' entries, the checks)
+        made: dict = {}  # id(record) -> its node: a record's events built into one once
 
         def node(record) -> Node:
-            captured = record[self.at] if len(record) > self.at else None
-            return _subtree(captured[0]) if captured else self.nodes(record)
-
-        made: dict = {}
-
-        def made_once(record) -> Node:
             found = made.get(id(record))
             if found is None:
-                found = made[id(record)] = node(record)
+                captured = record[self.at] if len(record) > self.at else None
+                found = _subtree(captured[0]) if captured else self.nodes(record)
+                made[id(record)] = found
             return found
 
-        slots = tuple(
-            None
-            if slot is None
-            else tuple(map(made_once, slot))
-            if slot == () or isinstance(slot[0], tuple)
-            else made_once(slot)
-            for slot in binding[:width]
-        )
-        entries = binding[width:-1] or (None,) * self.analysis.query.groups
-        return Binding(slots, tuple(None if e is None else made_once(e) for e in entries))
+        return _binding_of(binding, self.analysis, self.width, self.kept, node)
 
 
 def _subtree(events: list) -> Node:
@@ -442,9 +429,11 @@ class _Decide:
     """Makes the test of a list of conjuncts on a binding: a ``Conditions`` tree decided in
     C where ``_Program`` compiles them, else ``_Conditions`` in Python."""
 
-    def __init__(self, analysis: Analysis, attributes: list, width: int, numbers_at: int) -> None:
+    def __init__(
+        self, analysis: Analysis, attributes: list, width: int, kept: bool, numbers_at: int
+    ):
         self.analysis, self.attributes = analysis, attributes
-        self.width, self.numbers_at = width, numbers_at
+        self.width, self.kept, self.numbers_at = width, kept, numbers_at
         self.nodes = _Nodes(attributes)
         self.numbers = False  # whether a Conditions tree reads the records' numbers
 
@@ -453,7 +442,8 @@ class _Decide:
         try:
             root = program.conjunction([c.cond for c in conjuncts])
         except NotCompiled:
-            return _Conditions(self.analysis, conjuncts, iteration, self.nodes, self.width)
+            nodes, width = self.nodes, self.width
+            return _Conditions(self.analysis, conjuncts, iteration, nodes, width, self.kept)
         self.numbers = True
         return Conditions(tuple(program.nodes), root, self.width, self.numbers_at, as_string)
 
@@ -551,27 +541,35 @@ class _Conditions:
     records: each made a node (``_Nodes``), which ``conditions_hold`` reads as it reads the
     automaton's nodes."""
 
-    def __init__(self, analysis: Analysis, conjuncts, iteration: bool, nodes, width) -> None:
+    def __init__(self, analysis: Analysis, conjuncts, iteration: bool, nodes, width, kept) -> None:
         self.analysis = analysis
         self.conjuncts = conjuncts
         self.iteration = iteration
         self.nodes = nodes
-        self.width = width  # the variables' slots (the groups' entries after them)
+        self.width = width  # the variables' slots
+        self.kept = kept  # whether the groups' entries follow them
 
     def __call__(self, binding: tuple) -> bool:
-        node = self.nodes
-        slots = tuple(
-            None
-            if slot is None
-            else tuple(map(node, slot))
-            if slot == () or isinstance(slot[0], tuple)
-            else node(slot)
-            for slot in binding[: self.width]
-        )
-        groups = self.analysis.query.groups
-        entries = binding[self.width :] or (None,) * groups
-        bound = Binding(slots, tuple(None if e is None else node(e) for e in entries))
+        bound = _binding_of(binding, self.analysis, self.width, self.kept, self.nodes)
         return conditions_hold(self.analysis, self.conjuncts, bound, self.iteration)
+
+
+def _binding_of(binding: tuple, analysis: Analysis, width: int, kept: bool, node) -> Binding:
+    """A binding of the compiled run — per variable a record or a tuple of them (``width``
+    slots), then per group the record it was entered at where ``prev()`` reads it, then
+    its pending checks where it has some — as the automaton's ``Binding`` of nodes, each
+    record made a node by ``node``; ``kept``: whether it keeps the groups' entries."""
+    slots = tuple(
+        None
+        if slot is None
+        else tuple(map(node, slot))
+        if slot == () or isinstance(slot[0], tuple)
+        else node(slot)
+        for slot in binding[:width]
+    )
+    groups = analysis.query.groups
+    entries = binding[width : width + groups] if kept else (None,) * groups
+    return Binding(slots, tuple(None if e is None else node(e) for e in entries))
 
 
 def _child_path(path) -> tuple | None:
