@@ -794,6 +794,7 @@ static int enqueue(Vm *self, Entry entry)
 }
 
 static PyObject *row_of(Vm *self, PyObject *binding);
+static void consider(Context *c, PyObject *x, Py_ssize_t *best, int depth);
 
 /* Hand out the rows at the head of the queue whose nodes have all closed (partition by:
  * each with its partition's key). */
@@ -803,16 +804,29 @@ static int pump(Vm *self)
         Entry *e = &self->queue[self->qhead];
         if (e->wait >= 0 && frame_open(self, e->run, e->wait, e->serial))
             break;
-        if (e->alts != NULL) { /* its pending checks, decided now: one alternative must hold */
-            int holds = 0;
+        if (e->alts != NULL) { /* its pending checks: one alternative must hold (as _Entry.resolve) */
+            int holds = 0, waits = 0;
             for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(e->alts) && !holds; a++) {
                 PyObject *checks = PyTuple_GET_ITEM(e->alts, a);
-                holds = 1;
-                for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(checks) && holds > 0; k++)
-                    holds = decide(self->decide_check, PyTuple_GET_ITEM(checks, k));
-                if (holds < 0)
-                    return -1;
+                int state = 1; /* 1: all hold, 2: none fails but one is open, 0: one fails */
+                for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(checks) && state; k++) {
+                    PyObject *check = PyTuple_GET_ITEM(checks, k);
+                    Py_ssize_t open = PY_SSIZE_T_MAX;
+                    if (PyList_GET_ITEM(check, 2) == Py_None)
+                        consider(&self->ctxs[e->run], check, &open, 0);
+                    if (open != PY_SSIZE_T_MAX) { /* its nodes are open yet */
+                        state = 2;
+                        continue;
+                    }
+                    int verdict = decide(self->decide_check, check);
+                    if (verdict < 0)
+                        return -1;
+                    state = verdict ? state : 0;
+                }
+                holds = state == 1, waits |= state == 2;
             }
+            if (!holds && waits)
+                break; /* undecided: the rows behind it wait too */
             Py_CLEAR(e->alts);
             if (!holds) {
                 Py_DECREF(e->row);
@@ -1502,7 +1516,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             }
         }
         Py_INCREF(binding);
-        Entry entry = wait_of(self, binding, here, alts);
+        Entry entry = wait_of(self, binding, here, NULL); /* (its checks: decided at the pump) */
         entry.alts = alts;
         failed = enqueue(self, entry) < 0;
         if (failed) {
