@@ -8,10 +8,11 @@ import io
 from array import array
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.test_xseq_runs import _cut_and_resumed
-from tests.xseq_queries import documents, path
+from tests.xseq_queries import _query, documents, path
+from tests.xseq_queries import step as random_step
 
 from xcep.events import EventStream, parse
 from xcep.testing.xseq_reference import evaluate
@@ -163,12 +164,12 @@ def _batches(text: str, size: int) -> list:
     return list(EventStream([io.BytesIO(text.encode())], batch_size=size).batches())
 
 
-def _engines(query: str, opt: str = "all", values_only: bool = False):
+def _engines(query: str, opt: str = "all", values_only: bool = False, selection: str = "all"):
     """(the engine on the compiled automaton, the one on the Python automaton), or None
     when the language refuses the query or the compiled automaton does not take it (also
     where a fast path would run it). ``opt="none"``: the conditions stay the where
     clause's (not node tests, predicates); ``values_only``: elements as string values."""
-    options = {"opt": opt, "values_only": values_only}
+    options = {"opt": opt, "values_only": values_only, "selection": selection}
     try:
         compiled = XSeqEngine(query, runtime="compiled", **options)
     except QuerySyntaxError:
@@ -178,16 +179,19 @@ def _engines(query: str, opt: str = "all", values_only: bool = False):
     return compiled, XSeqEngine(query, runtime="automaton", **options)
 
 
-def _compared(query: str, text: str, size: int, opt: str = "all", values: bool = False):
+def _compared(
+    query: str, text: str, size: int, opt: str = "all", values: bool = False, selection="all"
+):
     """The rows of the query on the Python automaton, checked equal on the compiled one
     and the reference evaluator; None where the compiled automaton does not take it."""
-    engines = _engines(query, opt, values)
+    engines = _engines(query, opt, values, selection)
     if engines is None:
         return None
     compiled, python = engines
     expected = list(python.run(iter(_batches(text, size))))
     assert list(compiled.run(iter(_batches(text, size)))) == expected, query
-    assert expected == evaluate(query, parse(text), values_only=values), query
+    reference = evaluate(query, parse(text), selection=selection, values_only=values)
+    assert expected == reference, query
     return expected
 
 
@@ -219,6 +223,66 @@ def test_node_selections_equal_the_python_automaton(query, text, size, values, c
         return
     options = {"runtime": "compiled", "values_only": values}
     assert _cut_and_resumed(query, _batches(text, size), cuts, **options) == expected
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=st.one_of(compiled_queries(), partition_queries(), iteration_queries(), path(None)),
+    text=documents(),
+    size=st.integers(1, 30),
+    selection=st.sampled_from(("maximal", "skip-past-last")),
+    cuts=st.sets(st.integers(0, 40), max_size=4),
+    cut=st.integers(1, 200),
+)
+def test_selection_policies_equal_the_python_automaton(query, text, size, selection, cuts, cut):
+    """Under maximal and skip-past-last: the same rows as the Python automaton and the
+    reference, also when the run is saved and resumed, and on a document cut short."""
+    expected = _compared(query, text, size, selection=selection)
+    if expected is None:
+        return
+    options = {"runtime": "compiled", "selection": selection}
+    assert _cut_and_resumed(query, _batches(text, size), cuts, **options) == expected, query
+    broken = text + text[: cut % max(len(text), 1)]  # and a document cut short, then more
+    sources = [io.BytesIO(broken.encode()), io.BytesIO(text.encode())]
+    batches = list(EventStream(sources, batch_size=size, errors="skip").batches())
+    rows = [list(engine.run(iter(batches))) for engine in _engines(query, selection=selection)]
+    assert rows[0] == rows[1], query
+
+
+@st.composite
+def intersect_queries(draw) -> str:
+    """Paths with an intersect of two random paths (which bind no variables) between
+    steps that may, with a random return clause and conditions where they do."""
+    variables: list = []
+    head = draw(random_step(variables, False, True))
+    left, right = draw(path(None, False, False, 1)), draw(path(None, False, False, 1))
+    tail = draw(st.lists(random_step(variables, False, False), max_size=2))
+    body = " ".join((head, f"({left} intersect {right})", *tail))
+    if not variables or draw(st.booleans()):
+        return body
+    return _query(draw, body, variables, draw(st.integers(1, 4)), None)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=intersect_queries(),
+    text=documents(),
+    size=st.integers(1, 30),
+    selection=st.sampled_from(("all", "maximal")),
+)
+@example(  # the operands of two context nodes reach one node: not a join
+    query="//* (/a/b intersect /b)", text="<r><a><b/></a></r>", size=5, selection="all"
+)
+def test_intersects_equal_the_python_automaton(query, text, size, selection) -> None:
+    """An intersect's operands run from one context node and join where all reach the
+    same node (with every combination of their pending checks)."""
+    expected = _compared(query, text, size, selection=selection)
+    if expected is None:
+        return
+    cut = _cut_and_resumed(
+        query, _batches(text, size), {1, 4}, runtime="compiled", selection=selection
+    )
+    assert cut == expected, query
 
 
 @st.composite
@@ -377,12 +441,14 @@ def test_a_malformed_plan_is_refused() -> None:
     vm = Vm(**tables)
     with pytest.raises(ValueError, match="not a state of this plan"):
         frame = (-1, None, None, [(999, ())], [], [], [], 0)  # a state it does not have
-        vm.restore((0, 1, [(None, 0, [frame], [], [])], [], None, [], [], [], 1))
+        vm.restore((0, 1, [(None, 0, [frame], [], [], None)], [], None, [], [], [], 1))
     with pytest.raises(ValueError, match="route"):
         Vm(**{**tables, "route": ((), "k")})
+    with pytest.raises(ValueError, match="own"):  # a selection policy's slots
+        Vm(**{**tables, "own": b"\x01" * (tables["width"] + 1)})
     partitioned = XSeqEngine("return $X@id from //a $X partition by //a@k").fast_path.tables
     vm = Vm(**partitioned)
     with pytest.raises(ValueError, match="not a state of this plan"):  # a run without a key
-        vm.restore((0, 1, [(None, 0, [], [], [])], [], None, [], [1], [], 1))
+        vm.restore((0, 1, [(None, 0, [], [], [], None)], [], None, [], [1], [], 1))
     with pytest.raises(ValueError, match="not a state of this plan"):  # a run it lacks
-        vm.restore((0, 1, [], [(-1, 3, 0, (), None)], None, [], [1], [], 1))
+        vm.restore((0, 1, [], [(-1, 3, 0, (), None, 0, 0)], None, [], [1], [], 1))

@@ -18,6 +18,7 @@
 
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4, S_ENTER = 5, S_ITER = 6 };
+enum { S_IENTER = 7, S_JOIN = 8 }; /* intersect: its context node kept; an operand's end */
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
@@ -86,6 +87,7 @@ typedef struct {
     PyObject *row;   /* the match's binding: its row is made when it is ready */
     PyObject *alts;  /* its pending checks: a tuple of alternatives, any of which all hold
                       * (NULL: none) */
+    long long edoc, enode; /* its end node's (document, node): where the match ends */
 } Entry;
 
 /* A run over a document, or over a partition's virtual document: its stack of frames, and
@@ -100,6 +102,10 @@ typedef struct {
     Py_ssize_t nsaved, saved_cap;
     Py_ssize_t *cuts; /* per suspension: (frames, skip) */
     Py_ssize_t ncuts, cuts_cap;
+    /* a selection policy: the earliest start of a match its threads or queued matches may
+     * make, as (document, node), when its stack last changed at a close (none: floor_set 0) */
+    long long floor_doc, floor_node;
+    int floor_set;
 } Context;
 
 #define RUN (&self->ctxs[self->cur])
@@ -114,6 +120,14 @@ typedef struct {
     Py_ssize_t first, end;
     PyObject *raw; /* made when first asked for (a strong reference) */
 } Attrs;
+
+/* intersect: at a group's joins, in a closure, the operands a binding reached them by (a
+ * bit mask) and, with pending checks, per operand the checks it arrived with (a list of
+ * lists of tuples) */
+typedef struct {
+    uint32_t operands;
+    PyObject *arrivals;
+} Reached;
 
 typedef struct {
     PyObject_HEAD
@@ -144,6 +158,8 @@ typedef struct {
     PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
     PyObject *self_tests; /* per state: a self step's test of the node it stands on — (the name
                            * or None for any element, whether a root passes) — or None */
+    PyObject *own; /* a selection policy: per variable slot whether it is the query's own (its
+                    * nodes say where a match starts; bytes), or NULL: every match is kept */
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
                            * variables they read ((test, their slots), ...), or None */
     PyObject *accept;     /* a match's conditions: a callable on its binding, or None */
@@ -186,6 +202,13 @@ typedef struct {
     Py_ssize_t seen_hash_cap;
     PyObject **matches;
     Py_ssize_t nmatches, matches_cap;
+    /* intersect: per join state (its group, its operand, how many operands) or None; in a
+     * closure, the bindings that reached a group's joins (state: the group) and per each
+     * the operands that did (a bit mask) */
+    PyObject *joins;
+    Threads joined;
+    Reached *reached;
+    Py_ssize_t reached_cap;
 } Vm;
 
 static PyTypeObject VmType;
@@ -796,6 +819,74 @@ static int enqueue(Vm *self, Entry entry)
 static PyObject *row_of(Vm *self, PyObject *binding);
 static void consider(Context *c, PyObject *x, Py_ssize_t *best, int depth);
 
+/* ----- selection policies (the choice itself is Python's: emitters.select_starts) ----- */
+
+/* Whether (d, n) comes before the key *doc, *node (or there is none yet: !*set). */
+static void earliest(long long d, long long n, long long *doc, long long *node, int *set)
+{
+    if (!*set || d < *doc || (d == *doc && n < *node))
+        *doc = d, *node = n, *set = 1;
+}
+
+/* Where a binding's match starts: the first node its own variables bound (a Kleene-*
+ * variable's first is its earliest), into *doc, *node, *set (kept when earlier). */
+static void binding_start(Vm *self, PyObject *binding, long long *doc, long long *node, int *set)
+{
+    const char *own = PyBytes_AS_STRING(self->own);
+    for (Py_ssize_t i = 0; i < self->width; i++) {
+        PyObject *item = PyTuple_GET_ITEM(binding, i);
+        if (!own[i] || item == Py_None || PyTuple_GET_SIZE(item) == 0)
+            continue;
+        PyObject *record = PyLong_Check(PyTuple_GET_ITEM(item, 0)) ? item : PyTuple_GET_ITEM(item, 0);
+        earliest(record_field(record, 3), record_field(record, 0), doc, node, set);
+    }
+}
+
+/* The floor of run `r` now: the earliest start of its threads that bound an own variable and
+ * of its queued matches (the rows not handed out: a start a policy cannot decide yet). */
+static void set_floor(Vm *self, Py_ssize_t r)
+{
+    Context *c = &self->ctxs[r];
+    long long doc = 0, node = 0;
+    int set = 0;
+    for (Py_ssize_t f = 0; f < c->depth + c->nsaved; f++) {
+        Frame *frame = f < c->depth ? &c->frames[f] : &c->saved[f - c->depth];
+        for (int k = 0; k < 3; k++)
+            for (Py_ssize_t i = 0; i < frame->lists[k].len; i++)
+                binding_start(self, frame->lists[k].at[i].binding, &doc, &node, &set);
+    }
+    for (Py_ssize_t i = self->qhead; i < self->qlen; i++) {
+        Entry *e = &self->queue[i];
+        if (e->run != r)
+            continue;
+        int own = 0;
+        long long d = 0, n = 0;
+        binding_start(self, e->row, &d, &n, &own);
+        if (own)
+            earliest(d, n, &doc, &node, &set);
+        else
+            earliest(e->edoc, e->enode, &doc, &node, &set);
+    }
+    c->floor_doc = doc, c->floor_node = node, c->floor_set = set;
+}
+
+static PyObject *floor_of(Context *c)
+{
+    return c->floor_set ? Py_BuildValue("(LL)", c->floor_doc, c->floor_node) : Py_NewRef(Py_None);
+}
+
+/* A selection policy: the document read now broke off (its root never closed) — its matches
+ * are dropped but those its floor at its last close decided: (run, None, document, floor). */
+static int broke(Vm *self)
+{
+    if (self->own == NULL)
+        return 0;
+    PyObject *item = Py_BuildValue("(nOLN)", self->cur, Py_None, self->doc, floor_of(RUN));
+    int failed = item == NULL || PyList_Append(self->out, item) < 0;
+    Py_XDECREF(item);
+    return failed ? -1 : 0;
+}
+
 /* Hand out the rows at the head of the queue whose nodes have all closed (partition by:
  * each with its partition's key). */
 static int pump(Vm *self)
@@ -837,6 +928,14 @@ static int pump(Vm *self)
         PyObject *row = row_of(self, e->row); /* (made now: the values below its nodes are read) */
         if (row != NULL && self->nroute)
             Py_SETREF(row, Py_BuildValue("(OO)", self->ctxs[e->run].key, row));
+        if (row != NULL && self->own != NULL) { /* (run, start, end, row): the policy picks */
+            long long doc = e->edoc, node = e->enode;
+            int set = 0;
+            binding_start(self, e->row, &doc, &node, &set);
+            if (!set)
+                doc = e->edoc, node = e->enode;
+            Py_SETREF(row, Py_BuildValue("(n(LL)(LL)O)", e->run, doc, node, e->edoc, e->enode, row));
+        }
         int failed = row == NULL || PyList_Append(self->out, row) < 0;
         Py_XDECREF(row);
         Py_DECREF(e->row);
@@ -1319,6 +1418,108 @@ static int push_next(Vm *self, int32_t state, PyObject *binding)
 /* Follow the automaton from the threads in self->stack at the node of frame `here`: the
  * waits go to the frame of its children (`child`) or of its siblings (`sibling`, -1:
  * none), the matches that end here to the queue. */
+/* Whether two tuples of pending checks hold the same checks. */
+static int same_checks(PyObject *x, PyObject *y)
+{
+    if (PyTuple_GET_SIZE(x) != PyTuple_GET_SIZE(y))
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++)
+        if (PyTuple_GET_ITEM(x, k) != PyTuple_GET_ITEM(y, k))
+            return 0;
+    return 1;
+}
+
+/* intersect: the binding going on from a join with every combination of the checks the
+ * other operands arrived with, after its own (as the automaton's joins). */
+static int join_checks(Vm *self, int32_t s, PyObject *binding, PyObject *arrivals, long branch)
+{
+    Py_ssize_t operands = PyList_GET_SIZE(arrivals), last = PyTuple_GET_SIZE(binding) - 1;
+    Py_ssize_t at[32] = {0};
+    for (;;) {
+        PyObject *checks = PySequence_List(PyTuple_GET_ITEM(binding, last));
+        for (Py_ssize_t b = 0; checks != NULL && b < operands; b++)
+            if (b != branch) {
+                PyObject *theirs = PyList_GET_ITEM(PyList_GET_ITEM(arrivals, b), at[b]);
+                if (PyList_SetSlice(checks, PyList_GET_SIZE(checks), PyList_GET_SIZE(checks), theirs) < 0)
+                    Py_CLEAR(checks);
+            }
+        PyObject *joined = checks ? PyList_AsTuple(checks) : NULL;
+        PyObject *going = joined ? with_item(binding, last, joined) : NULL;
+        int failed = going == NULL || push_next(self, s, going) < 0;
+        Py_XDECREF(checks), Py_XDECREF(joined), Py_XDECREF(going);
+        if (failed)
+            return -1;
+        Py_ssize_t b = 0; /* the next combination */
+        for (; b < operands; b++) {
+            if (b == branch)
+                continue;
+            if (++at[b] < PyList_GET_SIZE(PyList_GET_ITEM(arrivals, b)))
+                break;
+            at[b] = 0;
+        }
+        if (b == operands)
+            return 0;
+    }
+}
+
+/* intersect: a binding at the join of operand `branch` of its group; it goes on when every
+ * operand reached this node with the same variables from the same context node (as the
+ * automaton's joins: bindings of the same slots and group entry) — once, or with pending
+ * checks once per new combination of the operands' checks. */
+static int joined(Vm *self, int32_t s, PyObject *binding)
+{
+    PyObject *spec = PyList_GET_ITEM(self->joins, s);
+    int32_t group = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+    long branch = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)), width = PyLong_AsLong(PyTuple_GET_ITEM(spec, 2));
+    PyObject *context = PyTuple_GET_ITEM(binding, self->width + group);
+    Py_ssize_t i = 0;
+    for (; i < self->joined.len; i++) {
+        Thread *t = &self->joined.at[i];
+        if (t->state == group && PyTuple_GET_ITEM(t->binding, self->width + group) == context &&
+            binding_equal(t->binding, binding, self->width))
+            break;
+    }
+    if (i == self->joined.len) {
+        if (grow((void **)&self->reached, &self->reached_cap, i + 1, sizeof *self->reached, 16) < 0 ||
+            threads_push(&self->joined, group, binding) < 0)
+            return -1;
+        self->reached[i].operands = 0;
+        self->reached[i].arrivals = NULL;
+        if (self->deep != NULL) {
+            PyObject *arrivals = self->reached[i].arrivals = PyList_New(width);
+            for (long b = 0; arrivals != NULL && b < width; b++) {
+                PyObject *none = PyList_New(0);
+                if (none == NULL)
+                    return -1;
+                PyList_SET_ITEM(arrivals, b, none);
+            }
+            if (arrivals == NULL)
+                return -1;
+        }
+    }
+    Reached *r = &self->reached[i];
+    uint32_t was = r->operands, all = width >= 32 ? UINT32_MAX : ((uint32_t)1 << width) - 1;
+    r->operands |= (uint32_t)1 << branch;
+    if (r->arrivals == NULL)
+        return r->operands != was && r->operands == all ? push_next(self, s, binding) : 0;
+    PyObject *checks = PyTuple_GET_ITEM(binding, PyTuple_GET_SIZE(binding) - 1);
+    PyObject *mine = PyList_GET_ITEM(r->arrivals, branch);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(mine); k++)
+        if (same_checks(PyList_GET_ITEM(mine, k), checks))
+            return 0;
+    if (PyList_Append(mine, checks) < 0)
+        return -1;
+    return r->operands == all ? join_checks(self, s, binding, r->arrivals, branch) : 0;
+}
+
+/* The closure's joins forgotten (a closure's are its own). */
+static void clear_joins(Vm *self)
+{
+    for (Py_ssize_t i = 0; i < self->joined.len; i++)
+        Py_CLEAR(self->reached[i].arrivals);
+    threads_clear(&self->joined);
+}
+
 static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibling, Attrs *attrs)
 {
     int failed = 0;
@@ -1436,6 +1637,16 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 failed = push_next(self, s, binding) < 0;
             }
             break;
+        case S_IENTER: { /* intersect: the context node its operands run from */
+            PyObject *record = record_of(self, here, attrs);
+            PyObject *bound = record ? bind(binding, self->slot[s], record, 0) : NULL;
+            failed = bound == NULL || push_next(self, s, bound) < 0;
+            Py_XDECREF(bound);
+            break;
+        }
+        case S_JOIN: /* an operand's end: the run goes on once every operand reached here */
+            failed = joined(self, s, binding) < 0;
+            break;
         case S_ITER: /* the end of an iteration: its conditions */
             if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) { /* read below */
                 PyObject *checked = with_checks(PyList_GET_ITEM(self->deep, s), binding, binding);
@@ -1489,6 +1700,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         }
     }
     threads_clear(&self->stack);
+    clear_joins(self);
     /* the matches that end here: each once (those of the same nodes are next to each other
      * once ordered: the variables' slots come first), in order, a row each */
     Py_ssize_t items = self->nmatches ? PyTuple_GET_SIZE(self->matches[0]) : 0;
@@ -1518,6 +1730,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
         Py_INCREF(binding);
         Entry entry = wait_of(self, binding, here, NULL); /* (its checks: decided at the pump) */
         entry.alts = alts;
+        entry.enode = RUN->frames[here].node; /* (a partition's root: (-1, -1)) */
+        entry.edoc = here == 0 && RUN->key != NULL ? -1 : self->doc;
         failed = enqueue(self, entry) < 0;
         if (failed) {
             Py_DECREF(binding);
@@ -1557,6 +1771,8 @@ static int close_routed(Vm *self)
                 return -1;
         if (RUN->ncuts && resume(self) < 0)
             return -1;
+        if (self->own != NULL)
+            set_floor(self, self->cur);
     }
     self->nrouting = 0, self->rdepth = 0;
     return 0;
@@ -1564,15 +1780,19 @@ static int close_routed(Vm *self)
 
 static int start_document(Vm *self, long long doc)
 {
-    self->doc = doc, self->in_doc = 1;
     if (self->nroute) { /* the partitions' runs go on across documents */
+        self->doc = doc, self->in_doc = 1;
         if (close_routed(self) < 0)
             return -1;
         self->masks[0] = 1; /* the document node: no step of the route yet */
         return 0;
     }
-    if (RUN->depth > 1)
-        clear_queue(self); /* its root never closed: the document was malformed */
+    if (RUN->depth > 1) { /* its root never closed: the document was malformed */
+        clear_queue(self);
+        if (self->in_doc && broke(self) < 0)
+            return -1;
+    }
+    self->doc = doc, self->in_doc = 1;
     while (RUN->depth)
         pop_frame(self);
     RUN->skip = 0, RUN->descs = 0;
@@ -1804,8 +2024,13 @@ static int on_text(Vm *self, PyObject *value)
 
 static int on_close(Vm *self)
 {
-    if (!self->nroute)
-        return close_element(self);
+    if (!self->nroute) {
+        if (close_element(self) < 0)
+            return -1;
+        if (self->own != NULL)
+            set_floor(self, self->cur);
+        return 0;
+    }
     if (self->rdepth == 0)
         return 0;
     int failed = 0;
@@ -1816,6 +2041,8 @@ static int on_close(Vm *self)
             self->nrouting -= 2;
             failed = RUN->ncuts && resume(self) < 0;
         }
+        if (!failed && self->own != NULL)
+            set_floor(self, self->cur);
     }
     self->rdepth--;
     return failed ? -1 : 0;
@@ -2011,8 +2238,11 @@ static PyObject *vm_finish(Vm *self, PyObject *args)
         if (pump(self) < 0)
             return NULL;
     } else if (final && self->in_doc) {
-        if (RUN->depth > 1)
-            clear_queue(self); /* the last document never ended */
+        if (RUN->depth > 1) { /* the last document never ended */
+            clear_queue(self);
+            if (broke(self) < 0)
+                return NULL;
+        }
         while (RUN->depth)
             pop_frame(self);
         self->in_doc = 0;
@@ -2088,8 +2318,8 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
         Context *c = &self->ctxs[r];
         PyObject *frames = frames_list(c->frames, c->depth), *saved = frames_list(c->saved, c->nsaved);
         PyObject *cuts = numbers_list(c->cuts, c->ncuts, 0);
-        PyObject *item = frames && saved && cuts ? Py_BuildValue("(OnNNN)", c->key ? c->key : Py_None,
-                                                                 c->skip, frames, saved, cuts)
+        PyObject *item = frames && saved && cuts ? Py_BuildValue("(OnNNNN)", c->key ? c->key : Py_None,
+                                                                 c->skip, frames, saved, cuts, floor_of(c))
                                                  : NULL;
         if (item == NULL) {
             Py_XDECREF(frames), Py_XDECREF(saved), Py_XDECREF(cuts);
@@ -2100,7 +2330,8 @@ static PyObject *vm_state(Vm *self, PyObject *unused)
     }
     for (Py_ssize_t i = self->qhead; queue != NULL && i < self->qlen; i++) {
         Entry *e = &self->queue[i];
-        PyObject *item = Py_BuildValue("(nnLOO)", e->wait, e->run, e->serial, e->row, e->alts ? e->alts : Py_None);
+        PyObject *item = Py_BuildValue("(nnLOOLL)", e->wait, e->run, e->serial, e->row, e->alts ? e->alts : Py_None,
+                                       e->edoc, e->enode);
         if (item == NULL || PyList_Append(queue, item) < 0)
             Py_CLEAR(queue);
         Py_XDECREF(item);
@@ -2204,10 +2435,10 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
     if (grow((void **)&self->ctxs, &self->ctx_cap, nruns, sizeof *self->ctxs, 8) < 0)
         goto fail;
     for (Py_ssize_t r = 0; r < nruns; r++) {
-        PyObject *key, *frames, *saved, *cuts;
+        PyObject *key, *frames, *saved, *cuts, *floor;
         Py_ssize_t skip;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(runs, r), "OnO!O!O!", &key, &skip, &PyList_Type, &frames,
-                              &PyList_Type, &saved, &PyList_Type, &cuts))
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(runs, r), "OnO!O!O!O", &key, &skip, &PyList_Type, &frames,
+                              &PyList_Type, &saved, &PyList_Type, &cuts, &floor))
             goto fail;
         self->cur = r, self->nctx = r + 1;
         Context *c = RUN;
@@ -2245,6 +2476,9 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
             total += i % 2 ? 0 : c->cuts[i];
         }
         c->ncuts = ncuts, c->skip = skip;
+        if (floor != Py_None && !PyArg_ParseTuple(floor, "LL", &c->floor_doc, &c->floor_node))
+            goto fail;
+        c->floor_set = floor != Py_None;
         if (PyErr_Occurred() || ncuts % 2 || total != nsaved || skip < 0) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
@@ -2275,7 +2509,8 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(queue); i++) {
         Entry e;
         PyObject *row, *alts;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(queue, i), "nnLOO", &e.wait, &e.run, &e.serial, &row, &alts))
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(queue, i), "nnLOOLL", &e.wait, &e.run, &e.serial, &row, &alts,
+                              &e.edoc, &e.enode))
             goto fail;
         if (e.run < 0 || e.run >= nruns || (alts != Py_None && (!PyTuple_Check(alts) || self->deep == NULL))) {
             PyErr_SetString(PyExc_ValueError, "restore: not a state of this plan");
@@ -2314,6 +2549,20 @@ static PyObject *vm_partitions(Vm *self, PyObject *unused)
     return out;
 }
 
+/* floors() -> per run its floor (see set_floor), or None. */
+static PyObject *vm_floors(Vm *self, PyObject *unused)
+{
+    PyObject *out = PyList_New(self->nctx);
+    for (Py_ssize_t r = 0; out != NULL && r < self->nctx; r++) {
+        PyObject *floor = floor_of(&self->ctxs[r]);
+        if (floor == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, r, floor);
+    }
+    return out;
+}
+
 /* ----- the type ----- */
 
 static void vm_dealloc(Vm *self)
@@ -2323,6 +2572,10 @@ static void vm_dealloc(Vm *self)
     threads_free(&self->passed);
     threads_free(&self->stack);
     threads_free(&self->seen);
+    clear_joins(self);
+    threads_free(&self->joined);
+    PyMem_Free(self->reached);
+    Py_XDECREF(self->joins);
     void *blocks[] = {self->kind, self->mode, self->side, self->kleene, self->next_at, self->next,
                       self->slot, self->start, self->test_id, self->queue, self->matches,
                       self->path_at, self->path_ids, self->route_desc, self->route_ids, self->masks,
@@ -2341,6 +2594,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->deep);
     Py_XDECREF(self->captures);
     Py_XDECREF(self->self_tests);
+    Py_XDECREF(self->own);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2377,7 +2631,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
-                               "captures", "self_tests", NULL};
+                               "captures", "self_tests", "own", "joins", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2386,16 +2640,16 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int numbers = 0;
     PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None, *deep = NULL, *decide_check = Py_None;
     Py_ssize_t end_slot = -1, capture_path = -1;
-    PyObject *captures = NULL, *self_tests = NULL;
+    PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
                                      &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
-                                     &PyList_Type, &self_tests))
+                                     &PyList_Type, &self_tests, &own, &PyList_Type, &joins))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2437,10 +2691,23 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     for (Py_ssize_t s = 0; s < n; s++) {
         Py_ssize_t slot_count = PyTuple_GET_SIZE(empty);
-        Py_ssize_t limit = self->kind[s] == S_ENTER ? slot_count : width;
-        if (self->kind[s] > S_ITER || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
+        int entry = self->kind[s] == S_ENTER || self->kind[s] == S_IENTER; /* (a group's slot) */
+        Py_ssize_t limit = entry ? slot_count : width;
+        PyObject *join = joins != NULL && PyList_GET_SIZE(joins) == n ? PyList_GET_ITEM(joins, s) : NULL;
+        long group = -1, branch = -1, operands = 0;
+        if (join != NULL && join != Py_None &&
+            (!PyTuple_Check(join) || !PyArg_ParseTuple(join, "lll", &group, &branch, &operands)))
+            PyErr_Clear();
+        if ((self->kind[s] == S_JOIN && (group < 0 || width + group >= slot_count || branch < 0 ||
+                                         branch >= operands || operands > 32)) ||
+            (self->kind[s] == S_IENTER && self->slot[s] < width)) {
+            PyErr_Format(PyExc_ValueError, "Vm: state %zd: an intersect's join (group, operand, operands) "
+                                           "and context slot", s);
+            goto fail;
+        }
+        if (self->kind[s] > S_JOIN || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
             self->next_at[s] > self->next_at[s + 1] || self->slot[s] >= limit ||
-            (self->kind[s] == S_ENTER && self->slot[s] >= 0 && self->slot[s] < width) ||
+            (entry && self->slot[s] >= 0 && self->slot[s] < width) ||
             (self->kind[s] == S_WAIT && PyList_GET_ITEM(tests, s) != Py_None &&
              !PyUnicode_Check(PyList_GET_ITEM(tests, s)))) {
             PyErr_Format(PyExc_ValueError, "Vm: state %zd is not well formed", s);
@@ -2572,6 +2839,12 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
     }
     self->self_tests = Py_XNewRef(self_tests);
+    if (own != Py_None && (!PyBytes_Check(own) || PyBytes_GET_SIZE(own) != width)) {
+        PyErr_SetString(PyExc_ValueError, "Vm: own: per variable slot whether it is the query's own (bytes) or None");
+        goto fail;
+    }
+    self->own = own == Py_None ? NULL : Py_NewRef(own);
+    self->joins = Py_XNewRef(joins);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);
     self->known = -1;
@@ -2630,6 +2903,9 @@ static PyMethodDef vm_methods[] = {
     {"partitions", (PyCFunction)vm_partitions, METH_NOARGS,
      "partitions() -> the keys of the partitions in the order they began (partition by)."},
     {"restore", (PyCFunction)vm_restore, METH_VARARGS, "restore(state): go on from a saved state."},
+    {"floors", (PyCFunction)vm_floors, METH_NOARGS,
+     "floors() -> per run, the earliest start a match may still have as (document, node), or None "
+     "(a selection policy: as of the run's last close)."},
     {NULL, NULL, 0, NULL},
 };
 

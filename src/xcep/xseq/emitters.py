@@ -148,28 +148,45 @@ class Emitter:
                     if states[t[0]].owner == self.owner and t[1].nodes(self.own_slots)
                 ]
                 floor = min(starts, default=None)
-            while entries:
-                first = min(e.start for e in entries)
-                if floor is not None and first >= floor:
-                    break
-                group = [e for e in entries if e.start == first]
-                for e in group:
-                    if e.verdict is PENDING:
-                        e.verdict = e.resolve()
-                if any(e.verdict is PENDING for e in group):
-                    break
-                winners = sorted((e for e in group if e.verdict), key=_order)
-                for e in group:
-                    e.selected = False
-                ends = [e.end.key for e in winners]
-                chosen, last = pick(self.selection, first, ends, self.last_end.get(run))
-                for i in chosen:
-                    winners[i].selected = True
-                if last is not None:
-                    self.last_end[run] = last
-                entries[:] = [e for e in entries if e.start != first]
+            last_end = self.last_end.get(run)
+            last = select_starts(entries, floor, self.selection, last_end, _order, _end_key)
+            if last is not None:
+                self.last_end[run] = last
             if not entries:
                 del self.runs[run]
+
+
+def select_starts(entries: list, floor, policy: str, last_end, order, end_key) -> object:
+    """Decide which of a run's matches awaiting a selection policy (``entries``, each
+    with its ``start``, ``verdict`` — True, False or PENDING, which ``resolve()``
+    decides — and ``selected``; ``end_key`` gives its end) the policy selects, start by
+    start, the earliest first, while no match can begin there any more (a start below
+    ``floor``, where the run's threads and undecided matches begin; None: every start):
+    of a start's matches that hold, in ``order``, those ``pick`` chooses. The decided
+    leave ``entries``; it stops at a start with a verdict pending. Returns the end of the
+    last match selected (skip-past-last's, carried from start to start)."""
+    while entries:
+        first = min(e.start for e in entries)
+        if floor is not None and first >= floor:
+            break
+        group = [e for e in entries if e.start == first]
+        for e in group:
+            if e.verdict is PENDING:
+                e.verdict = e.resolve()
+        if any(e.verdict is PENDING for e in group):
+            break
+        winners = sorted((e for e in group if e.verdict), key=order)
+        for e in group:
+            e.selected = False
+        chosen, last_end = pick(policy, first, [end_key(e) for e in winners], last_end)
+        for i in chosen:
+            winners[i].selected = True
+        entries[:] = [e for e in entries if e.start != first]
+    return last_end
+
+
+def _end_key(entry) -> tuple:
+    return entry.end.key
 
 
 class TemplateEmitter(Emitter):

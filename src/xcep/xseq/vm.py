@@ -7,24 +7,28 @@ an open tag's attributes decide (the machine's guards) and the row's terms. The 
 keeps the stack of frames, the threads waiting in them and the queue of rows in C, and
 follows the ε-closure there; bindings and rows are Python tuples and lists.
 
-It takes a query of one document at a time (no ``partition by``), every match kept
-(``all``), rows whose terms read the attributes and tags of bound nodes (``$X@a``,
-``first($X)@a``, ``last($X)@a``, ``tag($X)``), no where condition the optimizer left
-(``tag($X) = 'n'`` becomes a node test), steps of the child, descendant and sibling
-axes with attribute predicates, unions and Kleene-*. ``compiled_plan`` says why it
-takes no other; the Python automaton (``automaton.py``) runs those, and is the
-reference the tests compare it with.
+It takes most queries (docs/xseq.md, "The compiled automaton"): steps of the child,
+descendant, sibling and self axes with predicates on attributes and (pending checks) on
+subtrees, unions and Kleene-*, where conditions (a ``Conditions`` tree decided in C, or
+``_Conditions`` in Python), ``partition by``, rows, elements and aggregates as output,
+every selection policy (``_Selection``). ``compiled_plan`` says why it takes no other;
+the Python automaton (``automaton.py``) runs those, and is the reference the tests
+compare it with.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from xml.sax.saxutils import escape, quoteattr
 
 from xcep.xseq import ast as A
 from xcep.xseq.dom import ROOT, TEXT_NODE, Node
+from xcep.xseq.emitters import select_starts
 from xcep.xseq.evaluate import holds
+from xcep.xseq.lifting import HIDDEN
 from xcep.xseq.matches import Aggregator, Binding, conditions_hold
+from xcep.xseq.program import PENDING
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
 
@@ -34,6 +38,7 @@ except ImportError:  # built without a C compiler: the Python automaton runs eve
     Conditions = Vm = None
 
 _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5, "iter": 6}
+_KINDS.update(ienter=7, join=8)  # intersect: its context node kept, an operand's end
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 # what a path read below a node ends on: text children, an attribute, the element itself
@@ -57,9 +62,10 @@ class CompiledPlan:
     aggregates (``found``) the run gives each match's values, which an ``Aggregator``
     folds."""
 
-    def __init__(self, tables: dict, analysis: Analysis) -> None:
+    def __init__(self, tables: dict, analysis: Analysis, selection: str = "all") -> None:
         self.tables = tables
         self.analysis = analysis
+        self.selection = selection  # (a policy other than all: ``_Selection`` applies it)
 
     def vm(self):
         return Vm(**self.tables)
@@ -76,15 +82,23 @@ class CompiledRun:
         self.aggregator = None
         if plan.tables["found"]:
             self.aggregator = Aggregator(plan.analysis, values_only)
+        self.selection = None
+        if plan.tables["own"] is not None:
+            self.selection = _Selection(plan.selection)
 
     def feed(self, batch) -> list:
         out = self.vm.feed(
             batch.docs, batch.kinds, batch.names, batch.values, batch.nodes, batch.symbols.names
         )
+        if self.selection is not None:
+            out = self.selection.take(out, self.vm.floors())
         return self._rows(out)
 
     def end(self, final: bool) -> list:
-        rows = self._rows(self.vm.finish(final))
+        out = self.vm.finish(final)
+        if self.selection is not None:  # (at the end, every start is decided)
+            out = self.selection.take(out, None if final else self.vm.floors())
+        rows = self._rows(out)
         if self.aggregator is None or not final:
             return rows
         return self.aggregator.rows(self.vm.partitions() if self.partitioned else None)
@@ -102,12 +116,104 @@ class CompiledRun:
         return [row for _, row in out] if self.partitioned else out
 
     def state(self):
-        return self.vm.state(), self.aggregator.groups if self.aggregator else None
+        groups = self.aggregator.groups if self.aggregator else None
+        return self.vm.state(), groups, self.selection.state() if self.selection else None
 
     def restore(self, state) -> None:
         self.vm.restore(state[0])
         if self.aggregator is not None:
             self.aggregator.groups = state[1]
+        if self.selection is not None:
+            self.selection.restore(state[2])
+
+
+class _Selected:
+    """A match the compiled run handed out, awaiting the selection policy: its run, where
+    it starts and ends ((document, node) keys), what it gives (its row, or its values)."""
+
+    __slots__ = ("end", "number", "payload", "run", "selected", "start", "verdict")
+
+    def __init__(self, run, start, end, payload, number: int, selected=PENDING) -> None:
+        self.run, self.start, self.end, self.payload = run, start, end, payload
+        self.number = number  # (its place in the run's order: by end, then binding)
+        self.verdict = True  # (the compiled run hands out only the matches that hold)
+        self.selected = selected
+
+
+class _Selection:
+    """A selection policy over the matches the compiled run hands out — ``(run, start,
+    end, payload)`` in the order rows go out — decided per run by ``select_starts`` (as the
+    automaton's ``Emitter`` decides them) once the run's floor (``Vm.floors``: where its
+    threads and queued matches begin, as of its last close) is past their start; a
+    document that broke off — ``(run, None, document, floor)`` — drops the matches its
+    floor then left undecided (as the emitter abandons a broken document's run)."""
+
+    def __init__(self, policy: str) -> None:
+        self.policy = policy
+        self.queue: deque = deque()  # in the order they go out
+        self.waiting: dict = {}  # run -> its matches whose selection is undecided
+        self.last_end: dict = {}  # skip-past-last: per run, the end of the last selected
+        self.count = 0
+
+    def take(self, out: list, floors: list | None) -> list:
+        """What goes out of ``out`` and the matches waiting before it, in order, once
+        their selection is decided (``floors`` per run; None: the stream ended)."""
+        given: list = []
+        for run, start, end, payload in out:
+            if start is None:  # the document `end` broke off
+                self._decide(run, payload, given)
+                self._drop(run, end)
+                continue
+            self.count += 1
+            entry = _Selected(run, start, end, payload, self.count)
+            self.queue.append(entry)
+            self.waiting.setdefault(run, []).append(entry)
+        for run in list(self.waiting):
+            self._decide(run, None if floors is None else floors[run], given)
+        return given
+
+    def _decide(self, run, floor, given: list) -> None:
+        entries = self.waiting.get(run)
+        if entries:
+            last = select_starts(entries, floor, self.policy, self.last_end.get(run), _number, _end)
+            if last is not None:
+                self.last_end[run] = last
+            if not entries:
+                del self.waiting[run]
+        queue = self.queue
+        while queue and queue[0].selected is not PENDING:
+            entry = queue.popleft()
+            if entry.selected:
+                given.append(entry.payload)
+
+    def _drop(self, run, doc) -> None:
+        def kept(entry):
+            return entry.run != run or entry.end[0] != doc
+
+        self.queue = deque(filter(kept, self.queue))
+        if run in self.waiting:
+            self.waiting[run] = list(filter(kept, self.waiting[run]))
+
+    def state(self) -> tuple:
+        queued = [(e.run, e.start, e.end, e.payload, e.selected) for e in self.queue]
+        return queued, dict(self.last_end), self.count
+
+    def restore(self, state) -> None:
+        queued, self.last_end, self.count = state
+        self.queue, self.waiting = deque(), {}
+        for number, (run, start, end, payload, selected) in enumerate(queued):
+            entry = _Selected(run, start, end, payload, number, selected)
+            self.queue.append(entry)
+            if selected is PENDING:
+                self.waiting.setdefault(run, []).append(entry)
+
+
+def _number(entry: _Selected) -> int:
+    return entry.number
+
+
+def _end(entry: _Selected) -> tuple:
+    return entry.end
 
 
 def compiled_plan(
@@ -117,7 +223,7 @@ def compiled_plan(
     (``values_only``: elements in the output as their string values, not XML)."""
     try:
         tables = _tables(analysis, program, machine, selection)
-        return CompiledPlan({**tables, "as_text": values_only}, analysis)
+        return CompiledPlan({**tables, "as_text": values_only}, analysis, selection)
     except NotCompiled as why:
         return str(why)
 
@@ -125,11 +231,7 @@ def compiled_plan(
 def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     if Vm is None:
         raise NotCompiled("the compiled automaton is not built")
-    if selection != "all":
-        raise NotCompiled(f"selection {selection}")
     found = analysis.mode in ("aggregate", "grouped")  # each match's values are folded
-    if program.join_width:
-        raise NotCompiled("intersect")
     attributes: list[str] = []
     paths: list[tuple] = []
     terms = tuple(
@@ -142,7 +244,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         paths.append(((), P_XML, None))
         terms = ((T_PATH, end_slot, len(paths) - 1),)
     conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
-    entries = False  # whether a binding keeps where each group was entered (prev())
+    # whether a binding keeps where each group was entered (prev(); an intersect's context)
+    entries = bool(program.join_width)
     below = set()  # the conjuncts that read below nodes: pending checks, decided on captures
     for conjunct in conjuncts:  # what they read (open tags), the records keep
         for ref in A.walk(conjunct.cond):
@@ -159,6 +262,9 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
         if id(conjunct) in below and not _downward(conjunct.cond):
             raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
+    own = None  # a selection policy: the slots of the query's own variables (where it starts)
+    if selection != "all":
+        own = bytes(not v.startswith(HIDDEN) for v in analysis.variables).ljust(width, b"\0")
     empty = program.empty.slots + ((None,) if end_slot >= 0 else ())
     empty += (None,) * analysis.query.groups if entries else ()
     machine.ready()
@@ -211,6 +317,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     # per match state binding a plain variable: the per-match conditions on plain variables
     # that read it, decided as soon as all they read is bound (a thread that fails dies)
     early: list = [None] * len(states)
+    joins: list = [None] * len(states)  # intersect: per join (its group, operand, operands)
     plain = [c for c in per_match if not c.variables & analysis.kleene.keys()]
     for state in states:
         kind = _KINDS.get(state.kind)
@@ -251,8 +358,10 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
                     )
                     or None
                 )
-        elif state.kind == "enter" and entries:  # the binding's entry of the group
-            slot = width + state.group
+        elif (state.kind == "enter" and entries) or state.kind == "ienter":
+            slot = width + state.group  # the group's entry (an intersect's: its context)
+        elif state.kind == "join":
+            joins[state.id] = (state.group, int(state.mode), program.join_width[state.group])
         elif state.kind == "iter":
             at_iteration = iterate.get(state.group)
             if isinstance(at_iteration, int):  # read below nodes: a pending check
@@ -262,7 +371,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         elif state.kind == "accept" and matched:
             deep[state.id] = (-len(late),)
         kinds.append(kind)
-        modes.append(_MODES.get(state.mode, 0))
+        modes.append(_MODES.get(state.mode, 0) if state.kind != "join" else 0)
         sides.append(1 if state.frame == "sibling" else 0)
         kleene.append(many)
         slots.append(slot)
@@ -297,6 +406,8 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "early": early,
         "end_slot": end_slot,
         "self_tests": self_tests,
+        "own": own,
+        "joins": joins,
         "escape": escape,
         "quoteattr": quoteattr,
     }
