@@ -285,6 +285,41 @@ def test_intersects_equal_the_python_automaton(query, text, size, selection) -> 
     assert cut == expected, query
 
 
+ABOVE = ("parent::a", "ancestor::b[@k = 'q']", "../@x = 1", "@x = ../@x", "ancestor::*[@x > 1]")
+
+
+@st.composite
+def above_queries(draw) -> str:
+    """Paths with a step whose predicate reads above its node (its ancestors' tags and
+    attributes), between random steps that may bind variables."""
+    variables: list = []
+    head = draw(path(variables, False, True))
+    name = draw(st.sampled_from(("a", "b", "*", "$U")))
+    if name == "$U":
+        variables.append(("$U", False))
+    axis = draw(st.sampled_from(("/", "//", "\\ ")))
+    pred = draw(st.sampled_from(ABOVE))
+    tail = draw(st.lists(random_step(variables, False, False), max_size=1))
+    body = " ".join((head, f"{axis}{name}[{pred}]", *tail))
+    if not variables or draw(st.booleans()):
+        return body
+    return _query(draw, body, variables, draw(st.integers(1, 4)), None)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(query=above_queries(), text=documents(), size=st.integers(1, 30))
+@example(query="//a[ancestor::b[@k = 'q']]", text="<r><b k='q'><a/></b><a/></r>", size=3)
+@example(query="return $U@x from //$U[@x = ../@x]", text="<r x='1'><a x='1'/><a/></r>", size=4)
+def test_predicates_that_read_above_equal_the_python_automaton(query, text, size) -> None:
+    """Decided as the node opens, on it with its ancestors (their attributes kept in the
+    frames, also across a saved and resumed run)."""
+    expected = _compared(query, text, size)
+    if expected is None:
+        return
+    cut = _cut_and_resumed(query, _batches(text, size), {0, 2, 5}, runtime="compiled")
+    assert cut == expected, query
+
+
 @st.composite
 def upward_paths(draw) -> str:
     """Node selections with parent and ancestor steps, which the rewrite makes self steps

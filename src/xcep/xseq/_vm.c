@@ -78,6 +78,9 @@ typedef struct {
      * path's values) */
     Threads collect;
     long long serial; /* which frame this is (rows wait for it to close) */
+    /* predicates that read above their node: the element's attributes (a list of (name,
+     * value, node)), and once one was decided below it, its node (with its ancestors) */
+    PyObject *raw, *made;
 } Frame;
 
 typedef struct {
@@ -158,6 +161,9 @@ typedef struct {
     PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
     PyObject *self_tests; /* per state: a self step's test of the node it stands on — (the name
                            * or None for any element, whether a root passes) — or None */
+    /* predicates that read above their node (its ancestors' tags and attributes): per state
+     * a tuple of their numbers or None; what decides them on a node, what makes the nodes */
+    PyObject *up, *up_check, *make_node;
     PyObject *own; /* a selection policy: per variable slot whether it is the query's own (its
                     * nodes say where a match starts; bytes), or NULL: every match is kept */
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
@@ -711,7 +717,7 @@ static int push_frame(Vm *self, long long node, PyObject *tag)
     Frame *f = &c->frames[c->depth++];
     f->node = node;
     f->tag = Py_XNewRef(tag);
-    f->record = NULL;
+    f->record = f->raw = f->made = NULL;
     f->serial = self->serials++;
     return 0;
 }
@@ -723,6 +729,8 @@ static void frame_clear(Frame *f)
     threads_clear(&f->collect);
     Py_CLEAR(f->tag);
     Py_CLEAR(f->record);
+    Py_CLEAR(f->raw);
+    Py_CLEAR(f->made);
 }
 
 static void frame_free(Frame *f)
@@ -1418,6 +1426,36 @@ static int push_next(Vm *self, int32_t state, PyObject *binding)
 /* Follow the automaton from the threads in self->stack at the node of frame `here`: the
  * waits go to the frame of its children (`child`) or of its siblings (`sibling`, -1:
  * none), the matches that end here to the queue. */
+/* The node of frame f of the run (borrowed), made with its ancestors' the first time a
+ * predicate that reads above its node asks (a partition's root: the document node). */
+static PyObject *node_of(Vm *self, Py_ssize_t f)
+{
+    Frame *frame = &RUN->frames[f];
+    if (frame->made != NULL)
+        return frame->made;
+    PyObject *parent = f > 0 ? node_of(self, f - 1) : Py_None;
+    long long doc = f == 0 && RUN->key != NULL ? -1 : self->doc;
+    if (parent == NULL)
+        return NULL;
+    frame->made = PyObject_CallFunction(self->make_node, "OOOLL", parent, frame->tag ? frame->tag : Py_None,
+                                        frame->raw ? frame->raw : Py_None, frame->node, doc);
+    return frame->made;
+}
+
+/* Whether the predicates of state s that read above the node hold on the node at frame
+ * `here` (1), not (0), or -1 on an error. */
+static int holds_above(Vm *self, int32_t s, Py_ssize_t here)
+{
+    PyObject *ids = PyList_GET_ITEM(self->up, s);
+    if (ids == Py_None)
+        return 1;
+    PyObject *node = node_of(self, here);
+    PyObject *verdict = node ? PyObject_CallFunctionObjArgs(self->up_check, ids, node, NULL) : NULL;
+    int holds = verdict ? PyObject_IsTrue(verdict) : -1;
+    Py_XDECREF(verdict);
+    return holds;
+}
+
 /* Whether two tuples of pending checks hold the same checks. */
 static int same_checks(PyObject *x, PyObject *y)
 {
@@ -1601,6 +1639,13 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 PyObject *verdict = raw ? PyObject_CallOneArg(PyList_GET_ITEM(self->checks, s), raw) : NULL;
                 int holds = verdict ? PyObject_IsTrue(verdict) : -1;
                 Py_XDECREF(verdict);
+                if (holds <= 0) {
+                    failed = holds < 0;
+                    break;
+                }
+            }
+            if (self->up != NULL) { /* predicates that read above the node */
+                int holds = holds_above(self, s, here);
                 if (holds <= 0) {
                     failed = holds < 0;
                     break;
@@ -1935,6 +1980,11 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         return -1;
     }
     Frame *frame = &RUN->frames[RUN->depth - 1];
+    if (self->up != NULL && (frame->raw = Py_XNewRef(attrs_raw(attrs))) == NULL) {
+        threads_clear(found);
+        threads_clear(passed);
+        return -1;
+    }
     Threads swap = frame->collect; /* (empty: the collectors passed are its own now) */
     frame->collect = *passed, *passed = swap;
     if (found->len == 0)
@@ -2282,8 +2332,9 @@ static PyObject *frames_list(const Frame *frames, Py_ssize_t count)
         PyObject *a = threads_list(&f->lists[0]), *b = threads_list(&f->lists[1]),
                  *c = threads_list(&f->lists[2]), *e = threads_list(&f->collect);
         PyObject *item = a && b && c && e
-                             ? Py_BuildValue("(LOONNNNL)", f->node, f->tag ? f->tag : Py_None,
-                                             f->record ? f->record : Py_None, a, b, c, e, f->serial)
+                             ? Py_BuildValue("(LOONNNNLO)", f->node, f->tag ? f->tag : Py_None,
+                                             f->record ? f->record : Py_None, a, b, c, e, f->serial,
+                                             f->raw ? f->raw : Py_None)
                              : NULL;
         if (item == NULL) {
             Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c), Py_XDECREF(e);
@@ -2376,10 +2427,13 @@ static int load_threads(Threads *t, PyObject *items, long limit, Py_ssize_t size
 static int load_frame(Vm *self, Frame *f, PyObject *saved)
 {
     long long node, serial;
-    PyObject *tag, *record, *a, *b, *c, *e;
-    if (!PyArg_ParseTuple(saved, "LOOOOOOL", &node, &tag, &record, &a, &b, &c, &e, &serial))
+    PyObject *tag, *record, *a, *b, *c, *e, *raw;
+    if (!PyArg_ParseTuple(saved, "LOOOOOOLO", &node, &tag, &record, &a, &b, &c, &e, &serial, &raw))
         return -1;
+    if (raw != Py_None && !PyList_Check(raw))
+        return PyErr_SetString(PyExc_TypeError, "restore: a frame's attributes as a list"), -1;
     f->node = node, f->serial = serial;
+    f->raw = raw == Py_None ? NULL : Py_NewRef(raw);
     f->tag = tag == Py_None ? NULL : Py_NewRef(tag);
     f->record = record == Py_None ? NULL : Py_NewRef(record);
     long states = (long)self->nstates, codes = (long)self->npaths << 8;
@@ -2595,6 +2649,9 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->captures);
     Py_XDECREF(self->self_tests);
     Py_XDECREF(self->own);
+    Py_XDECREF(self->up);
+    Py_XDECREF(self->up_check);
+    Py_XDECREF(self->make_node);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2631,7 +2688,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
-                               "captures", "self_tests", "own", "joins", NULL};
+                               "captures", "self_tests", "own", "joins", "up", "up_check", "make_node", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2641,15 +2698,17 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None, *deep = NULL, *decide_check = Py_None;
     Py_ssize_t end_slot = -1, capture_path = -1;
     PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
+    PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OO:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
                                      &paths, &accept, &PyList_Type, &checks, &width, &route, &numbers,
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
-                                     &PyList_Type, &self_tests, &own, &PyList_Type, &joins))
+                                     &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
+                                     &up, &up_check, &make_node))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2845,6 +2904,13 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     self->own = own == Py_None ? NULL : Py_NewRef(own);
     self->joins = Py_XNewRef(joins);
+    if (up != NULL && (PyList_GET_SIZE(up) != n || !PyCallable_Check(up_check) || !PyCallable_Check(make_node))) {
+        PyErr_SetString(PyExc_ValueError, "Vm: up: per state the numbers of its predicates that read above "
+                                          "(or None), with up_check and make_node");
+        goto fail;
+    }
+    self->up = Py_XNewRef(up);
+    self->up_check = Py_NewRef(up_check), self->make_node = Py_NewRef(make_node);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);
     self->known = -1;

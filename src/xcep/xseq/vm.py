@@ -318,6 +318,10 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     # that read it, decided as soon as all they read is bound (a thread that fails dies)
     early: list = [None] * len(states)
     joins: list = [None] * len(states)  # intersect: per join (its group, operand, operands)
+    # per match state, its predicates decided on the node with its ancestors (those that
+    # read above it, or compare its attributes otherwise than a test of one): by number
+    up: list = [None] * len(states)
+    above: list = []
     plain = [c for c in per_match if not c.variables & analysis.kleene.keys()]
     for state in states:
         kind = _KINDS.get(state.kind)
@@ -342,8 +346,12 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
             for pred, reads_below, fast in preds:
                 if fast is not None:
                     continue
-                if not reads_below or not _downward(pred):
-                    raise NotCompiled("a predicate that reads above its node")
+                if not reads_below:  # (its ancestors and attributes: decided as it opens)
+                    above.append(pred)
+                    up[state.id] = (*(up[state.id] or ()), len(above) - 1)
+                    continue
+                if not _downward(pred):
+                    raise NotCompiled("a predicate that reads above its node and below it")
                 pending.append(pred)
                 deep[state.id] = (*(deep[state.id] or ()), len(pending) - 1)
             if preds and state.id not in opened:  # entered after a choice: tested there
@@ -408,9 +416,28 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "self_tests": self_tests,
         "own": own,
         "joins": joins,
+        **({"up": up, "up_check": _Above(above), "make_node": _ancestor} if above else {}),
         "escape": escape,
         "quoteattr": quoteattr,
     }
+
+
+class _Above:
+    """Decides predicates that read above their node (by number) on its node."""
+
+    def __init__(self, preds: list) -> None:
+        self.preds = preds
+
+    def __call__(self, numbers: tuple, node: Node) -> bool:
+        return all(holds(self.preds[number], node) for number in numbers)
+
+
+def _ancestor(parent: Node | None, tag, raw, ident: int, doc: int) -> Node:
+    """An element (or with no tag, the document node) of the compiled run's stack, as a
+    node under ``parent`` with its attributes, for the predicates that read above."""
+    if tag is None:
+        return Node(ROOT, None, doc, -1)
+    return Node.element(tag, doc, ident, parent, raw or [])
 
 
 def _downward(pred) -> bool:
