@@ -304,7 +304,7 @@ class SequencePattern:
         lead = 1 if self.anywhere else 0
         while lead < len(steps) and isinstance(steps[lead], A.Step) and steps[lead].axis == A.CHILD:
             lead += 1
-        prefix = steps[: lead - 1]
+        prefix = steps[: max(lead - 1, 0)]  # (none: the from clause begins otherwise)
         if not prefix or not all(_is_plain(s, s.axis) for s in prefix):
             raise NotFast("the from clause does not start with plain child steps to a list")
         return [*(s.name for s in prefix), A.WILDCARD], None, steps[lead - 1 :]
