@@ -285,6 +285,37 @@ def test_intersects_equal_the_python_automaton(query, text, size, selection) -> 
     assert cut == expected, query
 
 
+DEEPER = ("{v}//b", "{v}//b/text()", "{v}/*", "{v}//@x", "{v}/b[@x]/@x", "tag(last({v}))")
+
+
+@st.composite
+def python_terms(draw) -> str:
+    """Return clauses with terms the C run does not read itself (made in Python on the
+    captured nodes), beside terms it reads and aggregates."""
+    variables: list = []
+    body = draw(path(variables, False, True))
+    if not variables:
+        variables.append(("$E", False))
+        body += " //$E"
+    terms = []
+    for name, _ in variables[:2]:
+        term = draw(st.sampled_from(DEEPER)).format(v=name)
+        aggregate = draw(st.sampled_from(("", "", "count", "sum", "max")))
+        terms.append(f"{aggregate}({term})" if aggregate else term)
+        terms.append(draw(st.sampled_from((f"{name}@x", f"tag({name})", f"count({name})"))))
+    return f"return {', '.join(terms)} from {body}"
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(query=python_terms(), text=documents(), size=st.integers(1, 30), values=st.booleans())
+def test_terms_made_in_python_equal_the_python_automaton(query, text, size, values) -> None:
+    expected = _compared(query, text, size, values=values)
+    if expected is None:
+        return
+    cut = _cut_and_resumed(query, _batches(text, size), {1, 3}, runtime="compiled")
+    assert cut == list(_engines(query)[0].run(iter(_batches(text, size)))), query
+
+
 ABOVE = ("parent::a", "ancestor::b[@k = 'q']", "../@x = 1", "@x = ../@x", "ancestor::*[@x > 1]")
 
 
@@ -451,7 +482,8 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("return $Y@id, tag($X) from //person[@id = 'p1'] /\\ $X \\ $Y", "compiled automaton"),
         ("return $X/name/text(), $X/a/@k from //person $X", "compiled automaton"),  # below
         ("return $X/name from //person $X", "compiled automaton"),  # an element's value
-        ("return $X//name from //person $X", "pushdown automaton"),  # values deeper below
+        ("return $X//name from //person $X", "compiled automaton"),  # a term made in Python
+        ("//a\\b/text()", "pushdown automaton"),  # a text() step
         ("return count($X), max($X@x) from //a (/$X)*", "compiled automaton"),  # aggregates
         ("return sum($X/b) from //a (/$X)*", "compiled automaton"),  # an element below
         ("//a[b/@x = 1]", "path runtime"),

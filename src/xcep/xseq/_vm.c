@@ -22,6 +22,7 @@ enum { S_IENTER = 7, S_JOIN = 8 }; /* intersect: its context node kept; an opera
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
+enum { T_PY = 9 }; /* a term made in Python (`py_term`) on the match's nodes */
 /* what a path ends on: text children, an attribute, the element (its XML, or with as_text
  * its string value) */
 enum { P_TEXT = 0, P_ATTR = 1, P_XML = 2, P_EVENTS = 3 }; /* P_EVENTS: the element's events,
@@ -164,6 +165,7 @@ typedef struct {
     /* predicates that read above their node (its ancestors' tags and attributes): per state
      * a tuple of their numbers or None; what decides them on a node, what makes the nodes */
     PyObject *up, *up_check, *make_node;
+    PyObject *py_term; /* what makes a T_PY term: (its number, the binding, as values) -> it */
     PyObject *own; /* a selection policy: per variable slot whether it is the query's own (its
                     * nodes say where a match starts; bytes), or NULL: every match is kept */
     PyObject *early;      /* per state: the per-match conditions decided once it binds the
@@ -1012,6 +1014,15 @@ static PyObject *row_of(Vm *self, PyObject *binding)
     PyObject *row = PyList_New(n);
     for (Py_ssize_t t = 0; row != NULL && t < n; t++) {
         PyObject *term = PyTuple_GET_ITEM(self->terms, t);
+        if (PyLong_AsLong(PyTuple_GET_ITEM(term, 0)) == T_PY) { /* (its value, or its values) */
+            PyObject *made = PyObject_CallFunction(self->py_term, "OOi", PyTuple_GET_ITEM(term, 2), binding,
+                                                   self->as_values);
+            if (made == NULL)
+                Py_CLEAR(row);
+            else
+                PyList_SET_ITEM(row, t, made);
+            continue;
+        }
         int several;
         PyObject *values = term_values(self, term, binding, &several);
         if (values == NULL) {
@@ -2652,6 +2663,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->up);
     Py_XDECREF(self->up_check);
     Py_XDECREF(self->make_node);
+    Py_XDECREF(self->py_term);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2688,7 +2700,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "guards", "start", "attributes", "terms", "empty", "found", "paths",
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
-                               "captures", "self_tests", "own", "joins", "up", "up_check", "make_node", NULL};
+                               "captures", "self_tests", "own", "joins", "up", "up_check", "make_node",
+                               "py_term", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2698,9 +2711,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *early = NULL, *escape = Py_None, *quoteattr = Py_None, *deep = NULL, *decide_check = Py_None;
     Py_ssize_t end_slot = -1, capture_path = -1;
     PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
-    PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None;
+    PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None, *py_term = Py_None;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OO:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOO:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
@@ -2708,7 +2721,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
                                      &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
-                                     &up, &up_check, &make_node))
+                                     &up, &up_check, &make_node, &py_term))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2819,9 +2832,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyObject *term = PyTuple_GET_ITEM(terms, t);
         long op, slot, index;
         if (!PyTuple_Check(term) || !PyArg_ParseTuple(term, "lll", &op, &slot, &index) || op < 0 ||
-            op > T_PATH_LAST || slot < 0 || slot >= width ||
+            op > T_PY || slot < 0 || slot >= width || (op == T_PY && !PyCallable_Check(py_term)) ||
             (op < T_TAG && (index < 0 || index >= PyTuple_GET_SIZE(attributes))) ||
-            (op >= T_PATH && (index < 0 || index >= self->npaths))) {
+            (op >= T_PATH && op <= T_PATH_LAST && (index < 0 || index >= self->npaths))) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "Vm: terms: (op, slot, attribute index)");
             goto fail;
@@ -2910,6 +2923,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         goto fail;
     }
     self->up = Py_XNewRef(up);
+    self->py_term = Py_NewRef(py_term);
     self->up_check = Py_NewRef(up_check), self->make_node = Py_NewRef(make_node);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);

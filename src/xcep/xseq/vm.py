@@ -27,7 +27,7 @@ from xcep.xseq.dom import ROOT, TEXT_NODE, Node
 from xcep.xseq.emitters import select_starts
 from xcep.xseq.evaluate import holds
 from xcep.xseq.lifting import HIDDEN
-from xcep.xseq.matches import Aggregator, Binding, conditions_hold
+from xcep.xseq.matches import Aggregator, Binding, conditions_hold, term_output, term_values
 from xcep.xseq.program import PENDING
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
@@ -41,6 +41,7 @@ _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5
 _KINDS.update(ienter=7, join=8)  # intersect: its context node kept, an operand's end
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
+T_PY = 9  # a term made in Python on the match's nodes (``_PyTerms``)
 # what a path read below a node ends on: text children, an attribute, the element itself
 # (written out: its XML, or its string value with ``--values``)
 P_TEXT, P_ATTR, P_XML, P_EVENTS = 0, 1, 2, 3  # (P_EVENTS: its events, for pending checks)
@@ -222,20 +223,22 @@ def compiled_plan(
     """The plan of the query for the compiled automaton, or why it does not take it
     (``values_only``: elements in the output as their string values, not XML)."""
     try:
-        tables = _tables(analysis, program, machine, selection)
+        tables = _tables(analysis, program, machine, selection, values_only)
         return CompiledPlan({**tables, "as_text": values_only}, analysis, selection)
     except NotCompiled as why:
         return str(why)
 
 
-def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
+def _tables(analysis: Analysis, program, machine, selection: str, values_only: bool) -> dict:
     if Vm is None:
         raise NotCompiled("the compiled automaton is not built")
     found = analysis.mode in ("aggregate", "grouped")  # each match's values are folded
     attributes: list[str] = []
     paths: list[tuple] = []
+    in_python: list = []  # the terms made in Python, by number
     terms = tuple(
-        _term(analysis, term, attributes, paths, found) for term in analysis.query.returns or ()
+        _term(analysis, term, attributes, paths, found, in_python)
+        for term in analysis.query.returns or ()
     )
     width = len(program.empty.slots)
     end_slot = -1
@@ -275,13 +278,16 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
     late: list = []  # (the conditions of those checks: (conjuncts, at an iteration))
     deep_preds = any(fast is None for preds in machine.preds.values() for _, _, fast in preds)
     captures = bytearray(len(empty))
-    if deep_preds or below:
+    if deep_preds or below or in_python:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
         check = _PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
         capture = {"decide_check": check, "capture_path": len(paths) - 1}
     decide = _Decide(analysis, attributes, width, entries, HEAD + len(attributes) + len(paths))
     if capture:
         check.nodes, check.width, check.kept = decide.nodes, width, entries
+    for term in in_python:  # the nodes those read are captured
+        for name in _variables(term.expr):
+            captures[analysis.index[name]] = 1
     per_match = [c for c in analysis.per_match if id(c) not in below]
     accept = decide(per_match, False) if per_match else None
     iterate: dict = {}  # group -> its conditions, or the number of their pending check
@@ -417,6 +423,7 @@ def _tables(analysis: Analysis, program, machine, selection: str) -> dict:
         "own": own,
         "joins": joins,
         **({"up": up, "up_check": _Above(above), "make_node": _ancestor} if above else {}),
+        **({"py_term": _PyTerms(analysis, in_python, check, values_only)} if in_python else {}),
         "escape": escape,
         "quoteattr": quoteattr,
     }
@@ -445,6 +452,25 @@ def _downward(pred) -> bool:
     return all(s.axis in _DOWNWARD for s in A.walk(pred) if isinstance(s, A.Step))
 
 
+class _PyTerms:
+    """Makes the output terms the C run does not read itself (``$X//b``, ``tag(first($X))``,
+    a Kleene-* variable's values beside aggregates) on the match's nodes — built of their
+    captured events, or made of their records — as the automaton's rows make them: a
+    term's output, or with aggregates its values (a plain term's output as one value)."""
+
+    def __init__(self, analysis: Analysis, terms: list, check, values_only: bool) -> None:
+        self.analysis, self.terms, self.values_only = analysis, terms, values_only
+        self.check = check  # (its ``binding``: the nodes of a binding of the compiled run)
+
+    def __call__(self, number: int, binding: tuple, as_values: bool):
+        term, bound = self.terms[number], self.check.binding(binding)
+        if not as_values:
+            return term_output(self.analysis, term, bound, self.values_only)
+        if term.aggregate is None:
+            return [term_output(self.analysis, term, bound, self.values_only)]
+        return term_values(self.analysis, term.expr, bound, self.values_only)
+
+
 class _PendingCheck:
     """Decides a pending check once the nodes it reads closed: ``[record, number, verdict]``
     a step's predicate (its number) on the node built of the events the run captured, or
@@ -465,11 +491,13 @@ class _PendingCheck:
                 check[2] = holds(self.preds[check[1]], _subtree(check[0][self.at][0]))
             else:
                 conjuncts, iteration = self.late[-check[1] - 1]
-                bound = self._binding(check[0])
+                bound = self.binding(check[0])
                 check[2] = conditions_hold(self.analysis, conjuncts, bound, iteration)
         return check[2]
 
-    def _binding(self, binding: tuple) -> Binding:
+    def binding(self, binding: tuple) -> Binding:
+        """A binding of the compiled run as one of nodes: those it captured built of their
+        events, the others made of their records."""
         made: dict = {}  # id(record) -> its node: a record's events built into one once
 
         def node(record) -> Node:
@@ -520,19 +548,34 @@ def _route(path, key: str) -> tuple:
     return (tuple(route), key)
 
 
-def _term(analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, found: bool):
+def _term(
+    analysis: Analysis, term: A.OutTerm, attributes: list, paths: list, found: bool, py: list
+):
     """(op, slot, attribute index) of a term that reads bound nodes' open tags (or counts
-    the nodes)."""
+    the nodes), or of one made in Python (``T_PY``, its number in ``py``)."""
     expr = term.expr
     counts = term.aggregate == "count" and isinstance(expr, A.VarRef) and expr.path is None
     if counts and expr.func is None:  # count($X) counts the nodes
         return (T_NODES, analysis.index[expr.var], 0)
-    op = _reading(analysis, expr, attributes, paths)
-    kleene = (expr.ref if isinstance(expr, A.Tag) else expr).var in analysis.kleene
-    every = op[0] == T_ALL or (op[0] in (T_PATH, T_TAG) and kleene)
-    if found and term.aggregate is None and every:  # (a plain term: one value)
-        raise NotCompiled(f"the output {term.text or A.to_text(expr)} beside aggregates")
-    return op
+    try:
+        op = _reading(analysis, expr, attributes, paths)
+    except NotCompiled:  # ($X//b, tag(first($X)), ...)
+        op = None
+    if op is not None:
+        kleene = (expr.ref if isinstance(expr, A.Tag) else expr).var in analysis.kleene
+        every = op[0] == T_ALL or (op[0] in (T_PATH, T_TAG) and kleene)
+        if not (found and term.aggregate is None and every):  # (beside aggregates: one value)
+            return op
+    if not _variables(expr):
+        raise NotCompiled(f"the output {term.text or A.to_text(expr)}")
+    py.append(term)
+    return (T_PY, 0, len(py) - 1)
+
+
+def _variables(expr) -> set:
+    """The variables an expression reads."""
+    found = {ref.var for ref in A.walk(expr) if isinstance(ref, A.VarRef)}
+    return found | {t.ref.var for t in A.walk(expr) if isinstance(t, A.Tag)}
 
 
 def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
