@@ -160,6 +160,7 @@ typedef struct {
     PyObject *deep, *decide_check;
     Py_ssize_t capture_path;
     PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
+    PyObject *capture_names; /* the children a captured node keeps (a frozenset; NULL: all) */
     PyObject *self_tests; /* per state: a self step's test of the node it stands on — (the name
                            * or None for any element, whether a root passes) — or None */
     /* predicates that read above their node (its ancestors' tags and attributes): per state
@@ -1947,6 +1948,13 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
     Threads *collect = &parent->collect;
     for (Py_ssize_t i = 0; i < collect->len && !failed; i++) {
         int32_t code = collect->at[i].state, path = code >> 8, step = (code & 0xFF) - 1;
+        if ((code & 0xFF) == WRITING && path == self->capture_path && self->capture_names != NULL) {
+            int wanted = PySet_Contains(self->capture_names, tag); /* (a child the checks read) */
+            if (wanted <= 0) {
+                failed = wanted < 0;
+                continue;
+            }
+        }
         if ((code & 0xFF) >= WRITING_INSIDE) { /* inside an element written out: this one too */
             PyObject *parts = parts_of(self, collect->at[i].binding, path);
             failed = write_open(self, parts, self->path_kind[path], tag, attrs) < 0 ||
@@ -2664,6 +2672,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->up_check);
     Py_XDECREF(self->make_node);
     Py_XDECREF(self->py_term);
+    Py_XDECREF(self->capture_names);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2701,7 +2710,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
                                "captures", "self_tests", "own", "joins", "up", "up_check", "make_node",
-                               "py_term", NULL};
+                               "py_term", "capture_names", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2712,8 +2721,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Py_ssize_t end_slot = -1, capture_path = -1;
     PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
     PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None, *py_term = Py_None;
+    PyObject *capture_names = Py_None;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOO:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOO:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
@@ -2721,7 +2731,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
                                      &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
-                                     &up, &up_check, &make_node, &py_term))
+                                     &up, &up_check, &make_node, &py_term, &capture_names))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2924,6 +2934,11 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     self->up = Py_XNewRef(up);
     self->py_term = Py_NewRef(py_term);
+    if (capture_names != Py_None && !PyFrozenSet_Check(capture_names)) {
+        PyErr_SetString(PyExc_TypeError, "Vm: capture_names: a frozenset of names or None");
+        goto fail;
+    }
+    self->capture_names = capture_names == Py_None ? NULL : Py_NewRef(capture_names);
     self->up_check = Py_NewRef(up_check), self->make_node = Py_NewRef(make_node);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);

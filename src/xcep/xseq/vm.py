@@ -394,7 +394,10 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         next_at.append(len(targets))
     if capture:
         empty += ((),)
-        capture.update(deep=deep, captures=bytes(captures))
+        # a captured node keeps only the children its pending checks' predicates read,
+        # where those are all that is captured for
+        names = None if below or in_python else _child_names(pending)
+        capture.update(deep=deep, captures=bytes(captures), capture_names=names)
     return {
         **capture,
         "kinds": bytes(kinds),
@@ -445,6 +448,28 @@ def _ancestor(parent: Node | None, tag, raw, ident: int, doc: int) -> Node:
     if tag is None:
         return Node(ROOT, None, doc, -1)
     return Node.element(tag, doc, ident, parent, raw or [])
+
+
+def _child_names(preds: list) -> frozenset | None:
+    """The names of the children that predicates on a node read (the first steps of their
+    relative paths: its text children and attributes are kept anyway), or None where one
+    reads more (a ``//``, self, wildcard or backward step)."""
+    names: set = set()
+    for pred in preds:
+        for node in A.walk(pred):
+            if isinstance(node, A.Step) and node.axis in A.BACKWARD_AXES:
+                return None
+            if not isinstance(node, A.RelPath):
+                continue
+            first = node.path.items[0] if isinstance(node.path, A.Seq) else node.path
+            if not isinstance(first, A.Step):
+                return None
+            if first.axis == A.ATTRIBUTE or (first.axis, first.kind) == (A.CHILD, A.TEXT):
+                continue
+            if (first.axis, first.kind) != (A.CHILD, A.ELEMENT) or first.name == A.WILDCARD:
+                return None
+            names.add(first.name)
+    return frozenset(names)
 
 
 def _downward(pred) -> bool:
