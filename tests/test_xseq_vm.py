@@ -351,6 +351,20 @@ def test_predicates_that_read_above_equal_the_python_automaton(query, text, size
     assert cut == expected, query
 
 
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=path(None),
+    attribute=st.sampled_from(("/@x", "/@k", "//@x", "/@*")),
+    text=documents(),
+    size=st.integers(1, 30),
+    selection=st.sampled_from(("all", "maximal", "skip-past-last")),
+)
+def test_attribute_selections_equal_the_python_automaton(query, attribute, text, size, selection):
+    """A node selection whose last step goes to an attribute: its value, each element's
+    once (an attribute of any name: on the Python automaton)."""
+    _compared(query + attribute, text, size, selection=selection)
+
+
 @st.composite
 def upward_paths(draw) -> str:
     """Node selections with parent and ancestor steps, which the rewrite makes self steps

@@ -19,6 +19,7 @@
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4, S_ENTER = 5, S_ITER = 6 };
 enum { S_IENTER = 7, S_JOIN = 8 }; /* intersect: its context node kept; an operand's end */
+enum { S_ATTR = 9 }; /* a last step to an attribute (its name in tests): the element has it */
 enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
@@ -1701,6 +1702,14 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             Py_XDECREF(bound);
             break;
         }
+        case S_ATTR: { /* the node's attribute of the name: there or not */
+            PyObject *raw = attrs_raw(attrs), *name = PyList_GET_ITEM(self->tests, s);
+            int has = 0;
+            for (Py_ssize_t k = 0; raw != NULL && k < PyList_GET_SIZE(raw) && !has; k++)
+                has = PyUnicode_Compare(PyTuple_GET_ITEM(PyList_GET_ITEM(raw, k), 0), name) == 0;
+            failed = raw == NULL || (has && push_next(self, s, binding) < 0);
+            break;
+        }
         case S_JOIN: /* an operand's end: the run goes on once every operand reached here */
             failed = joined(self, s, binding) < 0;
             break;
@@ -2787,7 +2796,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                            "and context slot", s);
             goto fail;
         }
-        if (self->kind[s] > S_JOIN || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
+        if (self->kind[s] > S_ATTR || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
+            (self->kind[s] == S_ATTR && !PyUnicode_Check(PyList_GET_ITEM(tests, s))) ||
             self->next_at[s] > self->next_at[s + 1] || self->slot[s] >= limit ||
             (entry && self->slot[s] >= 0 && self->slot[s] < width) ||
             (self->kind[s] == S_WAIT && PyList_GET_ITEM(tests, s) != Py_None &&

@@ -39,6 +39,7 @@ except ImportError:  # built without a C compiler: the Python automaton runs eve
 
 _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5, "iter": 6}
 _KINDS.update(ienter=7, join=8)  # intersect: its context node kept, an operand's end
+_KINDS.update(attr=9)  # a last step to an attribute: the element has it
 _MODES = {"any": 0, "next": 1, "desc": 2}
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 T_PY = 9  # a term made in Python on the match's nodes (``_PyTerms``)
@@ -242,10 +243,22 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     )
     width = len(program.empty.slots)
     end_slot = -1
+    # a last step to an attribute (named, without predicates): the element is the end node
+    ends_at = {st.step for st in program.vpa.states if st.kind == "attr"}
+    if any(step.name == A.WILDCARD or step.preds for step in ends_at):
+        raise NotCompiled("a step to attributes of any name or with predicates")
     if analysis.mode == "nodes":  # the match's end node, bound at the accept, written out
         end_slot, width = width, width + 1
-        paths.append(((), P_XML, None))
-        terms = ((T_PATH, end_slot, len(paths) - 1),)
+        if len({step.name for step in ends_at}) > 1:
+            raise NotCompiled("node selections of attributes of several names")
+        if ends_at:  # (its attribute's value)
+            name = next(iter(ends_at)).name
+            if name not in attributes:
+                attributes.append(name)
+            terms = ((T_ATTR, end_slot, attributes.index(name)),)
+        else:
+            paths.append(((), P_XML, None))
+            terms = ((T_PATH, end_slot, len(paths) - 1),)
     conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
     # whether a binding keeps where each group was entered (prev(); an intersect's context)
     entries = bool(program.join_width)
@@ -389,7 +402,13 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         sides.append(1 if state.frame == "sibling" else 0)
         kleene.append(many)
         slots.append(slot)
-        tests.append(machine.tests[state.id][0] if state.kind == "wait" else None)
+        tests.append(
+            machine.tests[state.id][0]
+            if state.kind == "wait"
+            else state.step.name
+            if state.kind == "attr"
+            else None
+        )
         targets.extend(state.next)
         next_at.append(len(targets))
     if capture:
