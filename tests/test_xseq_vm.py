@@ -351,18 +351,26 @@ def test_predicates_that_read_above_equal_the_python_automaton(query, text, size
     assert cut == expected, query
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=path(None),
-    attribute=st.sampled_from(("/@x", "/@k", "//@x", "/@*")),
+    last=st.sampled_from(("/@x", "/@k", "//@x", "/@*", "/text()", "//text()")),
     text=documents(),
     size=st.integers(1, 30),
     selection=st.sampled_from(("all", "maximal", "skip-past-last")),
+    cuts=st.sets(st.integers(0, 40), max_size=3),
 )
-def test_attribute_selections_equal_the_python_automaton(query, attribute, text, size, selection):
-    """A node selection whose last step goes to an attribute: its value, each element's
-    once (an attribute of any name: on the Python automaton)."""
-    _compared(query + attribute, text, size, selection=selection)
+def test_attribute_and_text_selections_equal_the_python_automaton(
+    query, last, text, size, selection, cuts
+):
+    """A node selection whose last step goes to an attribute (its value, each element's
+    once; of any name: on the Python automaton) or to texts (each text's value, ready at
+    once), also when the run is saved and resumed."""
+    expected = _compared(query + last, text, size, selection=selection)
+    if expected is None:
+        return
+    options = {"runtime": "compiled", "selection": selection}
+    assert _cut_and_resumed(query + last, _batches(text, size), cuts, **options) == expected
 
 
 @st.composite
@@ -418,7 +426,9 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    query=st.one_of(compiled_queries(), partition_queries(), path(None)),
+    query=st.one_of(
+        compiled_queries(), partition_queries(), path(None), path(None).map("{}//text()".format)
+    ),
     text=documents(),
     cut=st.integers(1, 200),
 )
@@ -497,7 +507,8 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("return $X/name/text(), $X/a/@k from //person $X", "compiled automaton"),  # below
         ("return $X/name from //person $X", "compiled automaton"),  # an element's value
         ("return $X//name from //person $X", "compiled automaton"),  # a term made in Python
-        ("//a\\b/text()", "pushdown automaton"),  # a text() step
+        ("//a\\b/text()", "compiled automaton"),  # a text() step
+        ("//a/self::node()[b]", "pushdown automaton"),  # a self::node() step reading below
         ("return count($X), max($X@x) from //a (/$X)*", "compiled automaton"),  # aggregates
         ("return sum($X/b) from //a (/$X)*", "compiled automaton"),  # an element below
         ("//a[b/@x = 1]", "path runtime"),
@@ -525,7 +536,7 @@ def test_a_malformed_plan_is_refused() -> None:
         Vm(**tables).feed(b"", b"\x00", b"", [], b"", [])
     vm = Vm(**tables)
     with pytest.raises(ValueError, match="not a state of this plan"):
-        frame = (-1, None, None, [(999, ())], [], [], [], 0, None)  # a state it does not have
+        frame = (-1, None, None, [(999, ())], [], [], [], 0, None, [], [])  # a state it lacks
         vm.restore((0, 1, [(None, 0, [frame], [], [], None)], [], None, [], [], [], 1))
     with pytest.raises(ValueError, match="route"):
         Vm(**{**tables, "route": ((), "k")})

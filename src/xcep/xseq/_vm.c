@@ -20,7 +20,8 @@ enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4, S_ENTER = 5, S_ITER = 6 };
 enum { S_IENTER = 7, S_JOIN = 8 }; /* intersect: its context node kept; an operand's end */
 enum { S_ATTR = 9 }; /* a last step to an attribute (its name in tests): the element has it */
-enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2 };
+enum { W_ANY = 0, W_NEXT = 1, W_DESC = 2, W_TEXT = 3, W_DTEXT = 4 }; /* (text(): a child, below) */
+#define WAITS 5
 enum { T_ATTR = 0, T_FIRST = 1, T_LAST = 2, T_ALL = 3, T_TAG = 4, T_NODES = 5 };
 enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path's */
 enum { T_PY = 9 }; /* a term made in Python (`py_term`) on the match's nodes */
@@ -74,7 +75,8 @@ typedef struct {
     long long node;   /* the element's node id (-1: the document node) */
     PyObject *tag;    /* its name (NULL: the document node) */
     PyObject *record; /* its record, once a variable bound it */
-    Threads lists[3]; /* the threads waiting here: for any child, the next one, a descendant */
+    Threads lists[WAITS]; /* the threads waiting here: for any child, the next one, a
+                           * descendant, a text child, a text below */
     /* the paths read below bound nodes that go on here: per record (`binding`) the path and
      * the step it is at (`state` = path << 8 | step + 1; step -1: its text children are the
      * path's values) */
@@ -102,6 +104,7 @@ typedef struct {
 typedef struct {
     Frame *frames;
     Py_ssize_t depth, cap, skip, descs; /* descs: frames with threads waiting for descendants */
+    Py_ssize_t dtexts;                  /* frames with threads waiting for texts below */
     PyObject *key;                      /* its partition's key (NULL: a document's run) */
     Frame *saved;
     Py_ssize_t nsaved, saved_cap;
@@ -212,6 +215,9 @@ typedef struct {
     Py_ssize_t seen_hash_cap;
     PyObject **matches;
     Py_ssize_t nmatches, matches_cap;
+    PyObject *text_value; /* a closure at a text (text() steps): its value (else NULL), node, */
+    long long text_node;
+    PyObject *text_record; /* and record (one: the matches that end there are one) */
     /* intersect: per join state (its group, its operand, how many operands) or None; in a
      * closure, the bindings that reached a group's joins (state: the group) and per each
      * the operands that did (a bit mask) */
@@ -728,7 +734,7 @@ static int push_frame(Vm *self, long long node, PyObject *tag)
 
 static void frame_clear(Frame *f)
 {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < WAITS; k++)
         threads_clear(&f->lists[k]);
     threads_clear(&f->collect);
     Py_CLEAR(f->tag);
@@ -740,7 +746,7 @@ static void frame_clear(Frame *f)
 static void frame_free(Frame *f)
 {
     frame_clear(f);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < WAITS; k++)
         threads_free(&f->lists[k]);
     threads_free(&f->collect);
 }
@@ -750,6 +756,8 @@ static void pop_frame(Vm *self)
     Frame *f = &RUN->frames[--RUN->depth];
     if (f->lists[W_DESC].len)
         RUN->descs--;
+    if (f->lists[W_DTEXT].len)
+        RUN->dtexts--;
     frame_clear(f);
 }
 
@@ -770,6 +778,7 @@ static int suspend(Vm *self)
     c->cuts[c->ncuts++] = c->skip;
     c->depth = 1, c->skip = 0;
     c->descs = c->frames[0].lists[W_DESC].len > 0;
+    c->dtexts = c->frames[0].lists[W_DTEXT].len > 0;
     return 0;
 }
 
@@ -786,9 +795,11 @@ static int resume(Vm *self)
     memcpy(c->frames + 1, c->saved + c->nsaved - k, (size_t)k * sizeof *c->frames);
     c->nsaved -= k;
     memset(c->saved + c->nsaved, 0, (size_t)k * sizeof *c->saved);
-    c->depth = 1 + k, c->skip = skip, c->descs = 0;
-    for (Py_ssize_t d = 0; d < c->depth; d++)
+    c->depth = 1 + k, c->skip = skip, c->descs = c->dtexts = 0;
+    for (Py_ssize_t d = 0; d < c->depth; d++) {
         c->descs += c->frames[d].lists[W_DESC].len > 0;
+        c->dtexts += c->frames[d].lists[W_DTEXT].len > 0;
+    }
     return 0;
 }
 
@@ -863,7 +874,7 @@ static void set_floor(Vm *self, Py_ssize_t r)
     int set = 0;
     for (Py_ssize_t f = 0; f < c->depth + c->nsaved; f++) {
         Frame *frame = f < c->depth ? &c->frames[f] : &c->saved[f - c->depth];
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < WAITS; k++)
             for (Py_ssize_t i = 0; i < frame->lists[k].len; i++)
                 binding_start(self, frame->lists[k].at[i].binding, &doc, &node, &set);
     }
@@ -1633,6 +1644,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             Threads *list = &RUN->frames[f].lists[self->mode[s]];
             if (self->mode[s] == W_DESC && list->len == 0)
                 RUN->descs++;
+            if (self->mode[s] == W_DTEXT && list->len == 0)
+                RUN->dtexts++;
             failed = threads_push(list, s, binding) < 0;
             break;
         }
@@ -1748,7 +1761,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                     break;
             }
             if (self->end_slot >= 0) { /* nodes as output: the end node, bound */
-                PyObject *record = record_of(self, here, attrs);
+                PyObject *record = self->text_value ? self->text_record : record_of(self, here, attrs);
                 if ((failed = hold(self, record ? bind(binding, self->end_slot, record, 0) : NULL, &binding)))
                     break;
             }
@@ -1794,9 +1807,11 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             }
         }
         Py_INCREF(binding);
-        Entry entry = wait_of(self, binding, here, NULL); /* (its checks: decided at the pump) */
+        /* (its checks: decided at the pump; a text's: nothing to wait for) */
+        Entry entry = wait_of(self, binding, self->text_value ? 0 : here, NULL);
         entry.alts = alts;
-        entry.enode = RUN->frames[here].node; /* (a partition's root: (-1, -1)) */
+        entry.enode = self->text_value ? self->text_node : RUN->frames[here].node; /* (a
+                                                      * partition's root: (-1, -1)) */
         entry.edoc = here == 0 && RUN->key != NULL ? -1 : self->doc;
         failed = enqueue(self, entry) < 0;
         if (failed) {
@@ -1807,7 +1822,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     threads_clear(&self->seen);
     if (failed || PyErr_Occurred())
         return -1;
-    return pump(self);
+    return 0; /* (the rows go out at the next close, as the Python automaton pumps them) */
 }
 
 /* ----- events ----- */
@@ -1998,7 +2013,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         threads_clear(passed);
         return -1;
     }
-    if (found->len == 0 && RUN->descs == 0 && passed->len == 0) {
+    if (found->len == 0 && RUN->descs == 0 && RUN->dtexts == 0 && passed->len == 0) {
         RUN->skip = 1; /* nothing can happen below: skip the subtree */
         return 0;
     }
@@ -2022,9 +2037,58 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
 }
 
 /* A text: the value of the paths whose text children are read here. */
-static int text(Vm *self, PyObject *value)
+/* A record of a text node (the end of a match of a text() step): its node and document,
+ * its value as the nodes' output (a node selection's path; the others empty). */
+static PyObject *text_record(Vm *self)
 {
-    Threads *collect = &RUN->frames[RUN->depth - 1].collect;
+    Py_ssize_t nattr = PyTuple_GET_SIZE(self->attributes), at = HEAD + nattr;
+    Py_ssize_t size = at + self->npaths + (self->numbers ? nattr : 0), out_path = -1;
+    if (self->end_slot >= 0 && PyTuple_GET_SIZE(self->terms) == 1)
+        out_path = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->terms, 0), 2));
+    PyObject *record = PyTuple_New(size);
+    if (record == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(record, 0, PyLong_FromLongLong(self->text_node));
+    PyTuple_SET_ITEM(record, 1, PyLong_FromLong(0)); /* (no frame's: nothing waits for it) */
+    PyTuple_SET_ITEM(record, 2, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(record, 3, PyLong_FromLongLong(self->doc));
+    for (Py_ssize_t k = HEAD; k < size; k++) {
+        PyObject *item = k >= at && k < at + self->npaths
+                             ? PyList_New(k >= at && k - at == out_path ? 1 : 0)
+                             : Py_NewRef(Py_None);
+        if (item == NULL)
+            return Py_DECREF(record), NULL;
+        if (k >= at && k - at == out_path)
+            PyList_SET_ITEM(item, 0, Py_NewRef(self->text_value));
+        PyTuple_SET_ITEM(record, k, item);
+    }
+    return PyErr_Occurred() ? (Py_DECREF(record), NULL) : record;
+}
+
+static int text(Vm *self, PyObject *value, long long node)
+{
+    Py_ssize_t top = RUN->depth - 1;
+    if (RUN->frames[top].lists[W_TEXT].len || RUN->dtexts) { /* text() steps: this one */
+        Threads *lists[2] = {&RUN->frames[top].lists[W_TEXT], NULL};
+        for (Py_ssize_t f = top; f >= 0; f--) {
+            lists[1] = RUN->dtexts ? &RUN->frames[f].lists[W_DTEXT] : NULL;
+            for (int g = f == top ? 0 : 1; g < 2; g++)
+                for (Py_ssize_t i = 0; lists[g] != NULL && i < lists[g]->len; i++)
+                    if (push_next(self, lists[g]->at[i].state, lists[g]->at[i].binding) < 0)
+                        return -1;
+        }
+        if (self->stack.len) {
+            Attrs none = {0};
+            self->text_value = value, self->text_node = node;
+            self->text_record = self->end_slot >= 0 ? text_record(self) : NULL;
+            int failed = (self->end_slot >= 0 && self->text_record == NULL) || closure(self, top, -1, -1, &none) < 0;
+            self->text_value = NULL;
+            Py_CLEAR(self->text_record);
+            if (failed)
+                return -1;
+        }
+    }
+    Threads *collect = &RUN->frames[top].collect;
     for (Py_ssize_t i = 0; i < collect->len; i++) {
         int32_t code = collect->at[i].state;
         if ((code & 0xFF) >= WRITING_INSIDE) { /* in an element written out */
@@ -2090,14 +2154,14 @@ static int on_open(Vm *self, PyObject *tag, long long node, int32_t name, Attrs 
     return open_element(self, tag, node, name, attrs);
 }
 
-static int on_text(Vm *self, PyObject *value)
+static int on_text(Vm *self, PyObject *value, long long node)
 {
     if (self->nroute) {
         if (self->nrouting == 0)
             return 0;
         self->cur = self->routing[self->nrouting - 1];
     }
-    return RUN->skip ? 0 : text(self, value);
+    return RUN->skip ? 0 : text(self, value, node);
 }
 
 static int on_close(Vm *self)
@@ -2282,7 +2346,7 @@ static PyObject *vm_feed(Vm *self, PyObject *args)
         } else {
             if (k == CLOSE && on_close(self) < 0)
                 goto done;
-            if (k == TEXT && on_text(self, PyList_GET_ITEM(values, i)) < 0)
+            if (k == TEXT && on_text(self, PyList_GET_ITEM(values, i), node[i]) < 0)
                 goto done;
             i++;
         }
@@ -2358,14 +2422,15 @@ static PyObject *frames_list(const Frame *frames, Py_ssize_t count)
     for (Py_ssize_t d = 0; out != NULL && d < count; d++) {
         const Frame *f = &frames[d];
         PyObject *a = threads_list(&f->lists[0]), *b = threads_list(&f->lists[1]),
-                 *c = threads_list(&f->lists[2]), *e = threads_list(&f->collect);
-        PyObject *item = a && b && c && e
-                             ? Py_BuildValue("(LOONNNNLO)", f->node, f->tag ? f->tag : Py_None,
+                 *c = threads_list(&f->lists[2]), *e = threads_list(&f->collect),
+                 *t = threads_list(&f->lists[W_TEXT]), *u = threads_list(&f->lists[W_DTEXT]);
+        PyObject *item = a && b && c && e && t && u
+                             ? Py_BuildValue("(LOONNNNLONN)", f->node, f->tag ? f->tag : Py_None,
                                              f->record ? f->record : Py_None, a, b, c, e, f->serial,
-                                             f->raw ? f->raw : Py_None)
+                                             f->raw ? f->raw : Py_None, t, u)
                              : NULL;
         if (item == NULL) {
-            Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c), Py_XDECREF(e);
+            Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c), Py_XDECREF(e), Py_XDECREF(t), Py_XDECREF(u);
             Py_CLEAR(out);
         } else {
             PyList_SET_ITEM(out, d, item);
@@ -2455,8 +2520,8 @@ static int load_threads(Threads *t, PyObject *items, long limit, Py_ssize_t size
 static int load_frame(Vm *self, Frame *f, PyObject *saved)
 {
     long long node, serial;
-    PyObject *tag, *record, *a, *b, *c, *e, *raw;
-    if (!PyArg_ParseTuple(saved, "LOOOOOOLO", &node, &tag, &record, &a, &b, &c, &e, &serial, &raw))
+    PyObject *tag, *record, *a, *b, *c, *e, *raw, *t, *u;
+    if (!PyArg_ParseTuple(saved, "LOOOOOOLOOO", &node, &tag, &record, &a, &b, &c, &e, &serial, &raw, &t, &u))
         return -1;
     if (raw != Py_None && !PyList_Check(raw))
         return PyErr_SetString(PyExc_TypeError, "restore: a frame's attributes as a list"), -1;
@@ -2468,7 +2533,8 @@ static int load_frame(Vm *self, Frame *f, PyObject *saved)
     Py_ssize_t slots = PyTuple_GET_SIZE(self->empty);
     Py_ssize_t fields = HEAD + PyTuple_GET_SIZE(self->attributes) * (self->numbers ? 2 : 1) + self->npaths;
     if (load_threads(&f->lists[0], a, states, slots) < 0 || load_threads(&f->lists[1], b, states, slots) < 0 ||
-        load_threads(&f->lists[2], c, states, slots) < 0 || load_threads(&f->collect, e, codes, fields) < 0)
+        load_threads(&f->lists[2], c, states, slots) < 0 || load_threads(&f->collect, e, codes, fields) < 0 ||
+        load_threads(&f->lists[W_TEXT], t, states, slots) < 0 || load_threads(&f->lists[W_DTEXT], u, states, slots) < 0)
         return -1;
     return 0;
 }
@@ -2546,6 +2612,7 @@ static PyObject *vm_restore(Vm *self, PyObject *args)
                 goto fail;
             c->depth = d + 1;
             c->descs += c->frames[d].lists[W_DESC].len > 0;
+            c->dtexts += c->frames[d].lists[W_DTEXT].len > 0;
         }
         for (Py_ssize_t d = 0; d < nsaved; d++) {
             if (load_frame(self, &c->saved[d], PyList_GET_ITEM(saved, d)) < 0)
@@ -2796,7 +2863,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                            "and context slot", s);
             goto fail;
         }
-        if (self->kind[s] > S_ATTR || self->mode[s] > W_DESC || self->next_at[s] < 0 ||
+        if (self->kind[s] > S_ATTR || self->mode[s] > W_DTEXT || self->next_at[s] < 0 ||
             (self->kind[s] == S_ATTR && !PyUnicode_Check(PyList_GET_ITEM(tests, s))) ||
             self->next_at[s] > self->next_at[s + 1] || self->slot[s] >= limit ||
             (entry && self->slot[s] >= 0 && self->slot[s] < width) ||

@@ -40,7 +40,7 @@ except ImportError:  # built without a C compiler: the Python automaton runs eve
 _KINDS = {"wait": 0, "match": 1, "split": 2, "begin": 3, "accept": 4, "enter": 5, "iter": 6}
 _KINDS.update(ienter=7, join=8)  # intersect: its context node kept, an operand's end
 _KINDS.update(attr=9)  # a last step to an attribute: the element has it
-_MODES = {"any": 0, "next": 1, "desc": 2}
+_MODES = {"any": 0, "next": 1, "desc": 2, "text": 3, "dtext": 4}  # (text(): child, below)
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
 T_PY = 9  # a term made in Python on the match's nodes (``_PyTerms``)
 # what a path read below a node ends on: text children, an attribute, the element itself
@@ -249,8 +249,9 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         raise NotCompiled("a step to attributes of any name or with predicates")
     if analysis.mode == "nodes":  # the match's end node, bound at the accept, written out
         end_slot, width = width, width + 1
-        if len({step.name for step in ends_at}) > 1:
-            raise NotCompiled("node selections of attributes of several names")
+        texts = any(st.kind == "wait" and st.mode in ("text", "dtext") for st in program.vpa.states)
+        if len({step.name for step in ends_at}) > 1 or (ends_at and texts):
+            raise NotCompiled("node selections of attributes of several names, or and texts")
         if ends_at:  # (its attribute's value)
             name = next(iter(ends_at)).name
             if name not in attributes:
@@ -347,7 +348,9 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         if kind is None:
             raise NotCompiled(f"a step of the {state.kind} kind")
         if state.kind == "wait" and state.mode not in _MODES:
-            raise NotCompiled("a text() step")
+            raise NotCompiled(f"a wait of the {state.mode} kind")
+        if state.kind == "match" and state.step.kind == A.TEXT and state.step.preds:
+            raise NotCompiled("a text() step with a predicate")
         if state.kind == "split" and state.id in machine.fanout:
             raise NotCompiled("an indexed split")
         slot, many = -1, 0
@@ -404,7 +407,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         slots.append(slot)
         tests.append(
             machine.tests[state.id][0]
-            if state.kind == "wait"
+            if state.kind == "wait" and state.mode not in ("text", "dtext")
             else state.step.name
             if state.kind == "attr"
             else None
