@@ -427,7 +427,11 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=st.one_of(
-        compiled_queries(), partition_queries(), path(None), path(None).map("{}//text()".format)
+        compiled_queries(),
+        partition_queries(),
+        path(None),
+        path(None).map("{}//text()".format),
+        path(None).map("{}/@x".format),
     ),
     text=documents(),
     cut=st.integers(1, 200),

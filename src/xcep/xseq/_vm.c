@@ -215,9 +215,9 @@ typedef struct {
     Py_ssize_t seen_hash_cap;
     PyObject **matches;
     Py_ssize_t nmatches, matches_cap;
-    PyObject *text_value; /* a closure at a text (text() steps): its value (else NULL), node, */
-    long long text_node;
+    PyObject *text_value;  /* a closure at a text (text() steps): its value (else NULL) */
     PyObject *text_record; /* and record (one: the matches that end there are one) */
+    PyObject *leaves; /* in a closure, per attribute of the open tag its record, once made */
     /* intersect: per join state (its group, its operand, how many operands) or None; in a
      * closure, the bindings that reached a group's joins (state: the group) and per each
      * the operands that did (a bit mask) */
@@ -1582,6 +1582,8 @@ static void clear_joins(Vm *self)
     threads_clear(&self->joined);
 }
 
+static PyObject *leaf_record(Vm *self, long long node, PyObject *value);
+
 static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibling, Attrs *attrs)
 {
     int failed = 0;
@@ -1715,12 +1717,30 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             Py_XDECREF(bound);
             break;
         }
-        case S_ATTR: { /* the node's attribute of the name: there or not */
+        case S_ATTR: { /* the node's attributes of the name (None: any), each the end node */
             PyObject *raw = attrs_raw(attrs), *name = PyList_GET_ITEM(self->tests, s);
-            int has = 0;
-            for (Py_ssize_t k = 0; raw != NULL && k < PyList_GET_SIZE(raw) && !has; k++)
-                has = PyUnicode_Compare(PyTuple_GET_ITEM(PyList_GET_ITEM(raw, k), 0), name) == 0;
-            failed = raw == NULL || (has && push_next(self, s, binding) < 0);
+            failed = raw == NULL;
+            for (Py_ssize_t k = 0; !failed && k < PyList_GET_SIZE(raw); k++) {
+                PyObject *attr = PyList_GET_ITEM(raw, k);
+                if (name != Py_None && PyUnicode_Compare(PyTuple_GET_ITEM(attr, 0), name) != 0)
+                    continue;
+                if (self->leaves == NULL && (self->leaves = PyList_New(PyList_GET_SIZE(raw))) == NULL) {
+                    failed = 1;
+                    break;
+                }
+                PyObject *leaf = PyList_GET_ITEM(self->leaves, k); /* (one per attribute) */
+                if (leaf == NULL) {
+                    leaf = leaf_record(self, PyLong_AsLongLong(PyTuple_GET_ITEM(attr, 2)), PyTuple_GET_ITEM(attr, 1));
+                    if (leaf == NULL) {
+                        failed = 1;
+                        break;
+                    }
+                    PyList_SET_ITEM(self->leaves, k, leaf);
+                }
+                PyObject *bound = bind(binding, self->end_slot, leaf, 0);
+                failed = bound == NULL || push_next(self, s, bound) < 0;
+                Py_XDECREF(bound);
+            }
             break;
         }
         case S_JOIN: /* an operand's end: the run goes on once every operand reached here */
@@ -1760,7 +1780,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 if ((failed = hold(self, with_checks(ids, binding, binding), &binding)))
                     break;
             }
-            if (self->end_slot >= 0) { /* nodes as output: the end node, bound */
+            if (self->end_slot >= 0 && PyTuple_GET_ITEM(binding, self->end_slot) == Py_None) {
+                /* the end node, bound (an attribute's was, at its step) */
                 PyObject *record = self->text_value ? self->text_record : record_of(self, here, attrs);
                 if ((failed = hold(self, record ? bind(binding, self->end_slot, record, 0) : NULL, &binding)))
                     break;
@@ -1780,6 +1801,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
     }
     threads_clear(&self->stack);
     clear_joins(self);
+    Py_CLEAR(self->leaves);
     /* the matches that end here: each once (those of the same nodes are next to each other
      * once ordered: the variables' slots come first), in order, a row each */
     Py_ssize_t items = self->nmatches ? PyTuple_GET_SIZE(self->matches[0]) : 0;
@@ -1807,11 +1829,14 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             }
         }
         Py_INCREF(binding);
-        /* (its checks: decided at the pump; a text's: nothing to wait for) */
-        Entry entry = wait_of(self, binding, self->text_value ? 0 : here, NULL);
+        /* (its checks: decided at the pump; an end that is a text or an attribute: no
+         * frame's, nothing to wait for) */
+        PyObject *last = self->end_slot >= 0 ? PyTuple_GET_ITEM(binding, self->end_slot) : Py_None;
+        int leaf = last != Py_None && record_field(last, 1) == 0;
+        Entry entry = wait_of(self, binding, leaf ? 0 : here, NULL);
         entry.alts = alts;
-        entry.enode = self->text_value ? self->text_node : RUN->frames[here].node; /* (a
-                                                      * partition's root: (-1, -1)) */
+        entry.enode = leaf ? record_field(last, 0) : RUN->frames[here].node; /* (a partition's
+                                                                              * root: (-1, -1)) */
         entry.edoc = here == 0 && RUN->key != NULL ? -1 : self->doc;
         failed = enqueue(self, entry) < 0;
         if (failed) {
@@ -2037,18 +2062,21 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
 }
 
 /* A text: the value of the paths whose text children are read here. */
-/* A record of a text node (the end of a match of a text() step): its node and document,
- * its value as the nodes' output (a node selection's path; the others empty). */
-static PyObject *text_record(Vm *self)
+/* A record of a text or attribute node (the end of a match of a text() or attribute step):
+ * its node and document, its value as the nodes' output (a node selection's path; the
+ * others empty); its depth 0: no frame's, nothing waits for it. */
+static PyObject *leaf_record(Vm *self, long long node, PyObject *value)
 {
     Py_ssize_t nattr = PyTuple_GET_SIZE(self->attributes), at = HEAD + nattr;
     Py_ssize_t size = at + self->npaths + (self->numbers ? nattr : 0), out_path = -1;
-    if (self->end_slot >= 0 && PyTuple_GET_SIZE(self->terms) == 1)
-        out_path = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->terms, 0), 2));
+    PyObject *term = PyTuple_GET_SIZE(self->terms) == 1 ? PyTuple_GET_ITEM(self->terms, 0) : NULL;
+    if (term != NULL && PyLong_AsLong(PyTuple_GET_ITEM(term, 0)) == T_PATH &&
+        PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 1)) == self->end_slot) /* (a node selection's) */
+        out_path = PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 2));
     PyObject *record = PyTuple_New(size);
     if (record == NULL)
         return NULL;
-    PyTuple_SET_ITEM(record, 0, PyLong_FromLongLong(self->text_node));
+    PyTuple_SET_ITEM(record, 0, PyLong_FromLongLong(node));
     PyTuple_SET_ITEM(record, 1, PyLong_FromLong(0)); /* (no frame's: nothing waits for it) */
     PyTuple_SET_ITEM(record, 2, Py_NewRef(Py_None));
     PyTuple_SET_ITEM(record, 3, PyLong_FromLongLong(self->doc));
@@ -2059,7 +2087,7 @@ static PyObject *text_record(Vm *self)
         if (item == NULL)
             return Py_DECREF(record), NULL;
         if (k >= at && k - at == out_path)
-            PyList_SET_ITEM(item, 0, Py_NewRef(self->text_value));
+            PyList_SET_ITEM(item, 0, Py_NewRef(value));
         PyTuple_SET_ITEM(record, k, item);
     }
     return PyErr_Occurred() ? (Py_DECREF(record), NULL) : record;
@@ -2079,8 +2107,8 @@ static int text(Vm *self, PyObject *value, long long node)
         }
         if (self->stack.len) {
             Attrs none = {0};
-            self->text_value = value, self->text_node = node;
-            self->text_record = self->end_slot >= 0 ? text_record(self) : NULL;
+            self->text_value = value;
+            self->text_record = self->end_slot >= 0 ? leaf_record(self, node, value) : NULL;
             int failed = (self->end_slot >= 0 && self->text_record == NULL) || closure(self, top, -1, -1, &none) < 0;
             self->text_value = NULL;
             Py_CLEAR(self->text_record);
@@ -2864,7 +2892,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             goto fail;
         }
         if (self->kind[s] > S_ATTR || self->mode[s] > W_DTEXT || self->next_at[s] < 0 ||
-            (self->kind[s] == S_ATTR && !PyUnicode_Check(PyList_GET_ITEM(tests, s))) ||
+            (self->kind[s] == S_ATTR && (end_slot < 0 || (PyList_GET_ITEM(tests, s) != Py_None &&
+                                                          !PyUnicode_Check(PyList_GET_ITEM(tests, s))))) ||
             self->next_at[s] > self->next_at[s + 1] || self->slot[s] >= limit ||
             (entry && self->slot[s] >= 0 && self->slot[s] < width) ||
             (self->kind[s] == S_WAIT && PyList_GET_ITEM(tests, s) != Py_None &&

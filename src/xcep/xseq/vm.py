@@ -10,8 +10,8 @@ follows the ε-closure there; bindings and rows are Python tuples and lists.
 It takes most queries (docs/xseq.md, "The compiled automaton"): steps of the child,
 descendant, sibling and self axes with predicates on attributes and (pending checks) on
 subtrees, unions and Kleene-*, where conditions (a ``Conditions`` tree decided in C, or
-``_Conditions`` in Python), ``partition by``, rows, elements and aggregates as output,
-every selection policy (``_Selection``). ``compiled_plan`` says why it takes no other;
+``ConditionsInPython`` in Python), ``partition by``, rows, elements and aggregates as output,
+every selection policy (``Selection``). ``compiled_plan`` says why it takes no other;
 the Python automaton (``automaton.py``) runs those, and is the reference the tests
 compare it with.
 """
@@ -19,18 +19,23 @@ compare it with.
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from xml.sax.saxutils import escape, quoteattr
 
 from xcep.xseq import ast as A
-from xcep.xseq.dom import ROOT, TEXT_NODE, Node
-from xcep.xseq.emitters import select_starts
-from xcep.xseq.evaluate import holds
 from xcep.xseq.lifting import HIDDEN
-from xcep.xseq.matches import Aggregator, Binding, conditions_hold, term_output, term_values
-from xcep.xseq.program import PENDING
+from xcep.xseq.matches import Aggregator
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
+from xcep.xseq.vm_calls import (
+    HEAD,
+    Above,
+    ConditionsInPython,
+    PendingCheck,
+    PyTerms,
+    RecordNodes,
+    Selection,
+    ancestor,
+)
 
 try:
     from xcep.xseq._vm import Conditions, Vm
@@ -42,12 +47,11 @@ _KINDS.update(ienter=7, join=8)  # intersect: its context node kept, an operand'
 _KINDS.update(attr=9)  # a last step to an attribute: the element has it
 _MODES = {"any": 0, "next": 1, "desc": 2, "text": 3, "dtext": 4}  # (text(): child, below)
 T_ATTR, T_FIRST, T_LAST, T_ALL, T_TAG, T_NODES, T_PATH, T_PATH_FIRST, T_PATH_LAST = range(9)
-T_PY = 9  # a term made in Python on the match's nodes (``_PyTerms``)
+T_PY = 9  # a term made in Python on the match's nodes (``PyTerms``)
 # what a path read below a node ends on: text children, an attribute, the element itself
 # (written out: its XML, or its string value with ``--values``)
 P_TEXT, P_ATTR, P_XML, P_EVENTS = 0, 1, 2, 3  # (P_EVENTS: its events, for pending checks)
 _DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
-HEAD = 4  # a record's fields before its attributes' values: node, depth, tag, document
 # the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
 C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
 R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV = range(5)
@@ -67,7 +71,7 @@ class CompiledPlan:
     def __init__(self, tables: dict, analysis: Analysis, selection: str = "all") -> None:
         self.tables = tables
         self.analysis = analysis
-        self.selection = selection  # (a policy other than all: ``_Selection`` applies it)
+        self.selection = selection  # (a policy other than all: ``Selection`` applies it)
 
     def vm(self):
         return Vm(**self.tables)
@@ -86,7 +90,7 @@ class CompiledRun:
             self.aggregator = Aggregator(plan.analysis, values_only)
         self.selection = None
         if plan.tables["own"] is not None:
-            self.selection = _Selection(plan.selection)
+            self.selection = Selection(plan.selection)
 
     def feed(self, batch) -> list:
         out = self.vm.feed(
@@ -129,95 +133,6 @@ class CompiledRun:
             self.selection.restore(state[2])
 
 
-class _Selected:
-    """A match the compiled run handed out, awaiting the selection policy: its run, where
-    it starts and ends ((document, node) keys), what it gives (its row, or its values)."""
-
-    __slots__ = ("end", "number", "payload", "run", "selected", "start", "verdict")
-
-    def __init__(self, run, start, end, payload, number: int, selected=PENDING) -> None:
-        self.run, self.start, self.end, self.payload = run, start, end, payload
-        self.number = number  # (its place in the run's order: by end, then binding)
-        self.verdict = True  # (the compiled run hands out only the matches that hold)
-        self.selected = selected
-
-
-class _Selection:
-    """A selection policy over the matches the compiled run hands out — ``(run, start,
-    end, payload)`` in the order rows go out — decided per run by ``select_starts`` (as the
-    automaton's ``Emitter`` decides them) once the run's floor (``Vm.floors``: where its
-    threads and queued matches begin, as of its last close) is past their start; a
-    document that broke off — ``(run, None, document, floor)`` — drops the matches its
-    floor then left undecided (as the emitter abandons a broken document's run)."""
-
-    def __init__(self, policy: str) -> None:
-        self.policy = policy
-        self.queue: deque = deque()  # in the order they go out
-        self.waiting: dict = {}  # run -> its matches whose selection is undecided
-        self.last_end: dict = {}  # skip-past-last: per run, the end of the last selected
-        self.count = 0
-
-    def take(self, out: list, floors: list | None) -> list:
-        """What goes out of ``out`` and the matches waiting before it, in order, once
-        their selection is decided (``floors`` per run; None: the stream ended)."""
-        given: list = []
-        for run, start, end, payload in out:
-            if start is None:  # the document `end` broke off
-                self._decide(run, payload, given)
-                self._drop(run, end)
-                continue
-            self.count += 1
-            entry = _Selected(run, start, end, payload, self.count)
-            self.queue.append(entry)
-            self.waiting.setdefault(run, []).append(entry)
-        for run in list(self.waiting):
-            self._decide(run, None if floors is None else floors[run], given)
-        return given
-
-    def _decide(self, run, floor, given: list) -> None:
-        entries = self.waiting.get(run)
-        if entries:
-            last = select_starts(entries, floor, self.policy, self.last_end.get(run), _number, _end)
-            if last is not None:
-                self.last_end[run] = last
-            if not entries:
-                del self.waiting[run]
-        queue = self.queue
-        while queue and queue[0].selected is not PENDING:
-            entry = queue.popleft()
-            if entry.selected:
-                given.append(entry.payload)
-
-    def _drop(self, run, doc) -> None:
-        def kept(entry):
-            return entry.run != run or entry.end[0] != doc
-
-        self.queue = deque(filter(kept, self.queue))
-        if run in self.waiting:
-            self.waiting[run] = list(filter(kept, self.waiting[run]))
-
-    def state(self) -> tuple:
-        queued = [(e.run, e.start, e.end, e.payload, e.selected) for e in self.queue]
-        return queued, dict(self.last_end), self.count
-
-    def restore(self, state) -> None:
-        queued, self.last_end, self.count = state
-        self.queue, self.waiting = deque(), {}
-        for number, (run, start, end, payload, selected) in enumerate(queued):
-            entry = _Selected(run, start, end, payload, number, selected)
-            self.queue.append(entry)
-            if selected is PENDING:
-                self.waiting.setdefault(run, []).append(entry)
-
-
-def _number(entry: _Selected) -> int:
-    return entry.number
-
-
-def _end(entry: _Selected) -> tuple:
-    return entry.end
-
-
 def compiled_plan(
     analysis: Analysis, program, machine, selection: str, values_only: bool = False
 ) -> CompiledPlan | str:
@@ -243,23 +158,19 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     )
     width = len(program.empty.slots)
     end_slot = -1
-    # a last step to an attribute (named, without predicates): the element is the end node
-    ends_at = {st.step for st in program.vpa.states if st.kind == "attr"}
-    if any(step.name == A.WILDCARD or step.preds for step in ends_at):
-        raise NotCompiled("a step to attributes of any name or with predicates")
-    if analysis.mode == "nodes":  # the match's end node, bound at the accept, written out
+    # the match's end node, bound at the accept (an attribute's at its step) where it is
+    # written out (a node selection) or may be an attribute or a text (which no row waits for)
+    leaves = any(
+        st.kind == "attr" or (st.kind == "wait" and st.mode in ("text", "dtext"))
+        for st in program.vpa.states
+    )
+    if any(st.kind == "attr" and st.step.preds for st in program.vpa.states):
+        raise NotCompiled("a step to attributes with a predicate")
+    if analysis.mode == "nodes" or leaves:
         end_slot, width = width, width + 1
-        texts = any(st.kind == "wait" and st.mode in ("text", "dtext") for st in program.vpa.states)
-        if len({step.name for step in ends_at}) > 1 or (ends_at and texts):
-            raise NotCompiled("node selections of attributes of several names, or and texts")
-        if ends_at:  # (its attribute's value)
-            name = next(iter(ends_at)).name
-            if name not in attributes:
-                attributes.append(name)
-            terms = ((T_ATTR, end_slot, attributes.index(name)),)
-        else:
-            paths.append(((), P_XML, None))
-            terms = ((T_PATH, end_slot, len(paths) - 1),)
+    if analysis.mode == "nodes":  # (an element's XML or string value, a leaf's value)
+        paths.append(((), P_XML, None))
+        terms = ((T_PATH, end_slot, len(paths) - 1),)
     conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
     # whether a binding keeps where each group was entered (prev(); an intersect's context)
     entries = bool(program.join_width)
@@ -294,7 +205,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     captures = bytearray(len(empty))
     if deep_preds or below or in_python:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
-        check = _PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
+        check = PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
         capture = {"decide_check": check, "capture_path": len(paths) - 1}
     decide = _Decide(analysis, attributes, width, entries, HEAD + len(attributes) + len(paths))
     if capture:
@@ -408,7 +319,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         tests.append(
             machine.tests[state.id][0]
             if state.kind == "wait" and state.mode not in ("text", "dtext")
-            else state.step.name
+            else (None if state.step.name == A.WILDCARD else state.step.name)
             if state.kind == "attr"
             else None
         )
@@ -447,29 +358,11 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         "self_tests": self_tests,
         "own": own,
         "joins": joins,
-        **({"up": up, "up_check": _Above(above), "make_node": _ancestor} if above else {}),
-        **({"py_term": _PyTerms(analysis, in_python, check, values_only)} if in_python else {}),
+        **({"up": up, "up_check": Above(above), "make_node": ancestor} if above else {}),
+        **({"py_term": PyTerms(analysis, in_python, check, values_only)} if in_python else {}),
         "escape": escape,
         "quoteattr": quoteattr,
     }
-
-
-class _Above:
-    """Decides predicates that read above their node (by number) on its node."""
-
-    def __init__(self, preds: list) -> None:
-        self.preds = preds
-
-    def __call__(self, numbers: tuple, node: Node) -> bool:
-        return all(holds(self.preds[number], node) for number in numbers)
-
-
-def _ancestor(parent: Node | None, tag, raw, ident: int, doc: int) -> Node:
-    """An element (or with no tag, the document node) of the compiled run's stack, as a
-    node under ``parent`` with its attributes, for the predicates that read above."""
-    if tag is None:
-        return Node(ROOT, None, doc, -1)
-    return Node.element(tag, doc, ident, parent, raw or [])
 
 
 def _child_names(preds: list) -> frozenset | None:
@@ -497,87 +390,6 @@ def _child_names(preds: list) -> frozenset | None:
 def _downward(pred) -> bool:
     """Whether a predicate reads nothing but its node's subtree (and attributes)."""
     return all(s.axis in _DOWNWARD for s in A.walk(pred) if isinstance(s, A.Step))
-
-
-class _PyTerms:
-    """Makes the output terms the C run does not read itself (``$X//b``, ``tag(first($X))``,
-    a Kleene-* variable's values beside aggregates) on the match's nodes — built of their
-    captured events, or made of their records — as the automaton's rows make them: a
-    term's output, or with aggregates its values (a plain term's output as one value)."""
-
-    def __init__(self, analysis: Analysis, terms: list, check, values_only: bool) -> None:
-        self.analysis, self.terms, self.values_only = analysis, terms, values_only
-        self.check = check  # (its ``binding``: the nodes of a binding of the compiled run)
-
-    def __call__(self, number: int, binding: tuple, as_values: bool):
-        term, bound = self.terms[number], self.check.binding(binding)
-        if not as_values:
-            return term_output(self.analysis, term, bound, self.values_only)
-        if term.aggregate is None:
-            return [term_output(self.analysis, term, bound, self.values_only)]
-        return term_values(self.analysis, term.expr, bound, self.values_only)
-
-
-class _PendingCheck:
-    """Decides a pending check once the nodes it reads closed: ``[record, number, verdict]``
-    a step's predicate (its number) on the node built of the events the run captured, or
-    ``[binding, -number, verdict]`` conditions of the where clause (at an iteration, or per
-    match) on the binding's nodes, built of their captured events (or their records). The
-    verdict is cached in the check."""
-
-    def __init__(self, analysis: Analysis, preds: list, late: list, at: int) -> None:
-        self.analysis = analysis
-        self.preds, self.late = preds, late
-        self.at = at  # where a record's captured events are (a list of one list)
-        self.nodes = None  # the records' nodes, where nothing was captured (``_Nodes``)
-        self.width, self.kept = 0, False  # (as the plan's bindings are: ``_binding_of``)
-
-    def __call__(self, check: list) -> bool:
-        if check[2] is None:
-            if check[1] >= 0:
-                check[2] = holds(self.preds[check[1]], _subtree(check[0][self.at][0]))
-            else:
-                conjuncts, iteration = self.late[-check[1] - 1]
-                bound = self.binding(check[0])
-                check[2] = conditions_hold(self.analysis, conjuncts, bound, iteration)
-        return check[2]
-
-    def binding(self, binding: tuple) -> Binding:
-        """A binding of the compiled run as one of nodes: those it captured built of their
-        events, the others made of their records."""
-        made: dict = {}  # id(record) -> its node: a record's events built into one once
-
-        def node(record) -> Node:
-            found = made.get(id(record))
-            if found is None:
-                captured = record[self.at] if len(record) > self.at else None
-                found = _subtree(captured[0]) if captured else self.nodes(record)
-                made[id(record)] = found
-            return found
-
-        return _binding_of(binding, self.analysis, self.width, self.kept, node)
-
-
-def _subtree(events: list) -> Node:
-    """The element of captured events — (tag, attributes) an open, a str a text, None a
-    close — as a node (numbered in document order)."""
-    root = parent = None
-    for number, event in enumerate(events):
-        if event is None:
-            parent = parent.parent
-        elif isinstance(event, str):
-            text = Node(TEXT_NODE, None, 0, number, parent)
-            text.value = event
-            parent.children.append(text)
-        else:
-            node = Node.element(event[0], 0, number, parent, event[1])
-            node.closed = True
-            if parent is None:
-                root = node
-            else:
-                parent.children.append(node)
-            parent = node
-    return root
 
 
 def _route(path, key: str) -> tuple:
@@ -655,14 +467,14 @@ def _reading(analysis: Analysis, expr, attributes: list, paths: list) -> tuple:
 
 class _Decide:
     """Makes the test of a list of conjuncts on a binding: a ``Conditions`` tree decided in
-    C where ``_Program`` compiles them, else ``_Conditions`` in Python."""
+    C where ``_Program`` compiles them, else ``ConditionsInPython`` in Python."""
 
     def __init__(
         self, analysis: Analysis, attributes: list, width: int, kept: bool, numbers_at: int
     ):
         self.analysis, self.attributes = analysis, attributes
         self.width, self.kept, self.numbers_at = width, kept, numbers_at
-        self.nodes = _Nodes(attributes)
+        self.nodes = RecordNodes(attributes)
         self.numbers = False  # whether a Conditions tree reads the records' numbers
 
     def __call__(self, conjuncts: list, iteration: bool):
@@ -671,7 +483,7 @@ class _Decide:
             root = program.conjunction([c.cond for c in conjuncts])
         except NotCompiled:
             nodes, width = self.nodes, self.width
-            return _Conditions(self.analysis, conjuncts, iteration, nodes, width, self.kept)
+            return ConditionsInPython(self.analysis, conjuncts, iteration, nodes, width, self.kept)
         self.numbers = True
         return Conditions(tuple(program.nodes), root, self.width, self.numbers_at, as_string)
 
@@ -735,69 +547,6 @@ class _Program:
             at = -1 if cond.path is None else self.attributes.index(ref_attribute(cond))
             return self.add(C_EXISTS, ref=self.reference(cond), at=at)
         raise NotCompiled(A.to_text(cond))
-
-
-class _Nodes:
-    """Nodes made of records for conditions, one per record while it is recent (conditions
-    read the attributes a record keeps)."""
-
-    def __init__(self, attributes: list) -> None:
-        self.attributes = attributes  # (filled as the plan is made)
-        self.made: dict = {}  # id(record) -> (record, its node): the record kept alive
-
-    def __call__(self, record: tuple) -> Node:
-        found = self.made.get(id(record))
-        if found is not None:
-            return found[1]
-        if len(self.made) > 4096:
-            self.made.clear()
-        node_id, _, tag = record[:3]  # (and the document: HEAD fields before the values)
-        if node_id == -1:  # a document's (or partition's) root: a group's entry
-            node = Node(ROOT, None, -1, -1)
-        else:
-            values = zip(self.attributes, record[HEAD : HEAD + len(self.attributes)], strict=True)
-            raw = [(n, v, -1) for n, v in values if v is not None]
-            node = Node.element(tag, 0, node_id, None, raw)
-        node.closed = True
-        self.made[id(record)] = (record, node)
-        return node
-
-
-class _Conditions:
-    """Conditions on the open tags of a match's nodes (the where clause's per match,
-    decided as the match is found, or at every iteration of a group), on its binding's
-    records: each made a node (``_Nodes``), which ``conditions_hold`` reads as it reads the
-    automaton's nodes."""
-
-    def __init__(self, analysis: Analysis, conjuncts, iteration: bool, nodes, width, kept) -> None:
-        self.analysis = analysis
-        self.conjuncts = conjuncts
-        self.iteration = iteration
-        self.nodes = nodes
-        self.width = width  # the variables' slots
-        self.kept = kept  # whether the groups' entries follow them
-
-    def __call__(self, binding: tuple) -> bool:
-        bound = _binding_of(binding, self.analysis, self.width, self.kept, self.nodes)
-        return conditions_hold(self.analysis, self.conjuncts, bound, self.iteration)
-
-
-def _binding_of(binding: tuple, analysis: Analysis, width: int, kept: bool, node) -> Binding:
-    """A binding of the compiled run — per variable a record or a tuple of them (``width``
-    slots), then per group the record it was entered at where ``prev()`` reads it, then
-    its pending checks where it has some — as the automaton's ``Binding`` of nodes, each
-    record made a node by ``node``; ``kept``: whether it keeps the groups' entries."""
-    slots = tuple(
-        None
-        if slot is None
-        else tuple(map(node, slot))
-        if slot == () or isinstance(slot[0], tuple)
-        else node(slot)
-        for slot in binding[:width]
-    )
-    groups = analysis.query.groups
-    entries = binding[width : width + groups] if kept else (None,) * groups
-    return Binding(slots, tuple(None if e is None else node(e) for e in entries))
 
 
 def _child_path(path) -> tuple | None:
