@@ -258,6 +258,12 @@ def intersect_queries(draw) -> str:
     left, right = draw(path(None, False, False, 1)), draw(path(None, False, False, 1))
     tail = draw(st.lists(random_step(variables, False, False), max_size=2))
     body = " ".join((head, f"({left} intersect {right})", *tail))
+    return _selection_or_rows(draw, body, variables)
+
+
+def _selection_or_rows(draw, body: str, variables: list) -> str:
+    """The path as a node selection, or where it binds variables maybe with a random return
+    clause and conditions."""
     if not variables or draw(st.booleans()):
         return body
     return _query(draw, body, variables, draw(st.integers(1, 4)), None)
@@ -331,10 +337,7 @@ def above_queries(draw) -> str:
     axis = draw(st.sampled_from(("/", "//", "\\ ")))
     pred = draw(st.sampled_from(ABOVE))
     tail = draw(st.lists(random_step(variables, False, False), max_size=1))
-    body = " ".join((head, f"{axis}{name}[{pred}]", *tail))
-    if not variables or draw(st.booleans()):
-        return body
-    return _query(draw, body, variables, draw(st.integers(1, 4)), None)
+    return _selection_or_rows(draw, " ".join((head, f"{axis}{name}[{pred}]", *tail)), variables)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
