@@ -17,7 +17,7 @@ from tests.xseq_queries import step as random_step
 from xcep.events import EventStream, parse
 from xcep.testing.xseq_reference import evaluate
 from xcep.xseq import QuerySyntaxError, XSeqEngine
-from xcep.xseq.vm import CompiledPlan, Vm
+from xcep.xseq.vm import CompiledPlan, Conditions, Vm
 
 pytestmark = pytest.mark.skipif(Vm is None, reason="the compiled automaton is not built")
 
@@ -547,6 +547,9 @@ def test_a_malformed_plan_is_refused() -> None:
         vm.restore((0, 1, [(None, 0, [frame], [], [], None)], [], None, [], [], [], 1))
     with pytest.raises(ValueError, match="route"):
         Vm(**{**tables, "route": ((), "k")})
+    guard = Conditions(((10, 0, 0, 0, -1, 0, 0, 0, "x"),), 0, 0, 0, str)  # @x is there
+    with pytest.raises(ValueError, match="no open tag"):  # (a guard: decided at open tags)
+        guard(())
     with pytest.raises(ValueError, match="own"):  # a selection policy's slots
         Vm(**{**tables, "own": b"\x01" * (tables["width"] + 1)})
     partitioned = XSeqEngine("return $X@id from //a $X partition by //a@k").fast_path.tables

@@ -120,7 +120,7 @@ typedef struct {
 
 /* Where the attributes of the open tag being read are: the batch's columns from `first`
  * to `end`, or (across batches) the list `raw` of (name, value, node) already. */
-typedef struct {
+typedef struct Attrs {
     const uint8_t *kinds;
     const int32_t *names;
     const long long *nodes;
@@ -360,6 +360,7 @@ static PyObject *bind(PyObject *binding, Py_ssize_t slot, PyObject *record, int 
  * (the reference: the property tests compare the two). A Conditions object is also
  * callable from Python on a binding. */
 enum { C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS };
+enum { C_OPEN = 9, C_HAS = 10 }; /* a guard's: the open tag's attribute `obj` (its value; there) */
 enum { R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV };
 enum { A_ADD, A_SUB, A_MUL, A_DIV };
 
@@ -376,6 +377,7 @@ typedef struct {
     Py_ssize_t width;      /* the binding's variables (the groups' entries after them) */
     Py_ssize_t numbers_at; /* where a record's attributes' numbers begin */
     PyObject *as_string;   /* a number's string, as values.as_string */
+    struct Attrs *open;    /* a guard's: the open tag it is decided on (while it is) */
 } Conditions;
 
 static PyTypeObject ConditionsType;
@@ -383,7 +385,7 @@ static PyTypeObject ConditionsType;
 /* The values of an operand: the attribute `at` (-1: the tag) of records, or one number,
  * or one constant pair. */
 typedef struct {
-    int kind; /* 0: none, 1: records, 2: a number, 3: a pair */
+    int kind; /* 0: none, 1: records, 2: a number, 3: a pair, 4: a string (in pair) */
     PyObject *const *records;
     Py_ssize_t n;
     PyObject *one; /* (where records points for a single one) */
@@ -393,6 +395,25 @@ typedef struct {
 } CVal;
 
 /* A string's number (to_number): 1 and *x, or 0 when it does not read as one. */
+/* The value of the open tag's attribute `name` (borrowed), or NULL when it has none. */
+static PyObject *open_attribute(Attrs *a, PyObject *name)
+{
+    if (a->raw == NULL) {
+        for (Py_ssize_t i = a->first; i < a->end && a->kinds[i] == ATTR; i++) {
+            PyObject *key = PyList_GET_ITEM(a->symbols, a->names[i]);
+            if (key == name || PyUnicode_Compare(key, name) == 0)
+                return PyList_GET_ITEM(a->values, i);
+        }
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(a->raw); i++) {
+        PyObject *item = PyList_GET_ITEM(a->raw, i);
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(item, 0), name) == 0)
+            return PyTuple_GET_ITEM(item, 1);
+    }
+    return NULL;
+}
+
 static int string_number(PyObject *text, double *x)
 {
     if (!PyUnicode_Check(text))
@@ -443,6 +464,10 @@ static int cval_item(Conditions *c, CVal *v, Py_ssize_t i, PyObject **text, doub
         *text = NULL, *x = v->num;
         return 1;
     }
+    if (v->kind == 4) {
+        *text = v->pair;
+        return string_number(*text, x);
+    }
     if (v->kind == 3) {
         *text = PyTuple_GET_ITEM(v->pair, 0);
         PyObject *number = PyTuple_GET_ITEM(v->pair, 1);
@@ -472,6 +497,14 @@ static int cond_value(Conditions *c, int at, PyObject *binding, CVal *out)
     case C_CONST:
         out->kind = 3, out->pair = n->obj;
         return 0;
+    case C_OPEN: { /* (a guard's) */
+        if (c->open == NULL)
+            return PyErr_SetString(PyExc_ValueError, "Conditions: a guard's, on no open tag"), -1;
+        PyObject *value = open_attribute(c->open, n->obj);
+        if (value != NULL && value != Py_None)
+            out->kind = 4, out->pair = value;
+        return PyErr_Occurred() ? -1 : 0;
+    }
     case C_FIELD:
     case C_TAG:
         ref_records(c, n, binding, out);
@@ -571,6 +604,10 @@ static int cond_holds(Conditions *c, int at, PyObject *binding)
     case C_NOT:
         r = cond_holds(c, n->left, binding);
         return r < 0 ? r : !r;
+    case C_HAS: /* (a guard's) */
+        if (c->open == NULL)
+            return PyErr_SetString(PyExc_ValueError, "Conditions: a guard's, on no open tag"), -1;
+        return open_attribute(c->open, n->obj) != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
     case C_EXISTS: { /* the reference names nodes (with the attribute `at`, if any) */
         CVal v;
         ref_records(c, n, binding, &v);
@@ -625,8 +662,9 @@ static PyObject *conditions_new(PyTypeObject *type, PyObject *args, PyObject *kw
             return NULL;
         }
         int reads = n->kind == C_FIELD || n->kind == C_TAG || n->kind == C_EXISTS;
+        int opens = n->kind == C_OPEN || n->kind == C_HAS; /* (a guard's: obj the name) */
         int joins = n->kind == C_ARITH || n->kind == C_CMP || n->kind == C_AND || n->kind == C_OR;
-        int bad = n->kind < C_CONST || n->kind > C_EXISTS ||
+        int bad = n->kind < C_CONST || n->kind > C_HAS || (opens && !PyUnicode_Check(obj)) ||
                   (reads && (n->slot < 0 || n->slot >= width || n->which < R_ONE || n->which > R_PREV ||
                              n->group < 0)) ||
                   ((joins || n->kind == C_NOT) && (n->left < 0 || n->left >= i)) ||
@@ -698,6 +736,24 @@ static PyObject *attrs_raw(Attrs *a)
         Py_XDECREF(item);
     }
     return a->raw = raw;
+}
+
+/* Whether the open tag passes a guard: a Conditions tree decided on its attributes in C, or
+ * a test called with its attribute list; -1 on an error. */
+static int passes(PyObject *guard, Attrs *attrs)
+{
+    if (Py_TYPE(guard) == &ConditionsType) {
+        Conditions *c = (Conditions *)guard;
+        c->open = attrs;
+        int holds = cond_holds(c, c->root, NULL);
+        c->open = NULL;
+        return holds;
+    }
+    PyObject *raw = attrs_raw(attrs);
+    PyObject *verdict = raw ? PyObject_CallOneArg(guard, raw) : NULL;
+    int holds = verdict ? PyObject_IsTrue(verdict) : -1;
+    Py_XDECREF(verdict);
+    return holds;
 }
 
 /* ----- the frames and the queue ----- */
@@ -1663,10 +1719,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             if (self->checks != NULL && PyList_GET_ITEM(self->checks, s) != Py_None) {
                 /* a predicate on the open tag not tested there (the step is entered after a
                  * choice): tested here, on the same attributes */
-                PyObject *raw = attrs_raw(attrs);
-                PyObject *verdict = raw ? PyObject_CallOneArg(PyList_GET_ITEM(self->checks, s), raw) : NULL;
-                int holds = verdict ? PyObject_IsTrue(verdict) : -1;
-                Py_XDECREF(verdict);
+                int holds = passes(PyList_GET_ITEM(self->checks, s), attrs);
                 if (holds <= 0) {
                     failed = holds < 0;
                     break;
@@ -1979,10 +2032,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         PyObject *guard = PyList_GET_ITEM(self->guards, found->at[i].state);
         int passed = 1;
         if (guard != Py_None) {
-            PyObject *raw = attrs_raw(attrs);
-            PyObject *result = raw ? PyObject_CallOneArg(guard, raw) : NULL;
-            passed = result ? PyObject_IsTrue(result) : -1;
-            Py_XDECREF(result);
+            passed = passes(guard, attrs);
             failed = passed < 0;
         }
         if (passed > 0) {

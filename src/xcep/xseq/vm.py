@@ -22,6 +22,7 @@ from array import array
 from xml.sax.saxutils import escape, quoteattr
 
 from xcep.xseq import ast as A
+from xcep.xseq.evaluate import attribute_name
 from xcep.xseq.lifting import HIDDEN
 from xcep.xseq.matches import Aggregator
 from xcep.xseq.semantics import Analysis
@@ -54,6 +55,7 @@ P_TEXT, P_ATTR, P_XML, P_EVENTS = 0, 1, 2, 3  # (P_EVENTS: its events, for pendi
 _DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
 # the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
 C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
+C_OPEN, C_HAS = 9, 10  # a guard's: the open tag's attribute (its value; whether it is there)
 R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV = range(5)
 _COMPARE = {"<": 0, "<=": 1, "=": 2, "!=": 3, ">": 4, ">=": 5}  # as Python's Py_LT … Py_GE
 _ARITH = {"+": 0, "-": 1, "*": 2, "div": 3}
@@ -233,6 +235,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
                 if group is not None and entries and conjunct.group is not None:
                     captures[width + group] = 1  # (prev() of a first iteration)
     states = machine.states
+    guards = _guards(machine)
     # the states a thread enters at an open tag, where their guard is tested (through a
     # begin state: its one successor's): a match state with predicates must be one
     opened = {machine.tests[s.id][1] for s in states if s.kind == "wait"}
@@ -288,7 +291,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
                 pending.append(pred)
                 deep[state.id] = (*(deep[state.id] or ()), len(pending) - 1)
             if preds and state.id not in opened:  # entered after a choice: tested there
-                checks[state.id] = machine.guards[state.id]
+                checks[state.id] = guards[state.id]
             if step.var:
                 slot, many = program.index[step.var], int(step.var in program.kleene)
                 reading = [c for c in plain if step.var in c.variables]
@@ -341,7 +344,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         "next": targets,
         "slots": slots,
         "tests": tests,
-        "guards": list(machine.guards),
+        "guards": guards,
         "start": array("i", machine.start),
         "attributes": tuple(attributes),
         "terms": terms,
@@ -488,6 +491,26 @@ class _Decide:
         return Conditions(tuple(program.nodes), root, self.width, self.numbers_at, as_string)
 
 
+def _guards(machine) -> list:
+    """Per state, the machine's guard (the attribute predicates of a step, tested at the
+    open tag) as a ``Conditions`` tree on the open tag's attributes where ``_GuardProgram``
+    makes one, else as it is (a test called with the attribute list)."""
+    trees: dict = {}  # id(guard) -> its tree
+    for state in machine.states:
+        guard = machine.guards[state.id]
+        if state.kind != "match" or guard is None or id(guard) in trees:
+            continue
+        conds = [fast.cond for _, _, fast in machine.preds[state.id] if fast is not None]
+        program = _GuardProgram()
+        try:
+            root = program.conjunction(conds)
+        except NotCompiled:
+            trees[id(guard)] = guard
+            continue
+        trees[id(guard)] = Conditions(tuple(program.nodes), root, 0, 0, as_string)
+    return [None if g is None else trees.get(id(g), g) for g in machine.guards]
+
+
 class _Program:
     """Conditions as the nodes of a ``Conditions`` tree (``_vm.c``): each (kind, operator,
     which of a variable's nodes, its slot, the attribute's index, the Kleene-* group, left,
@@ -547,6 +570,31 @@ class _Program:
             at = -1 if cond.path is None else self.attributes.index(ref_attribute(cond))
             return self.add(C_EXISTS, ref=self.reference(cond), at=at)
         raise NotCompiled(A.to_text(cond))
+
+
+class _GuardProgram(_Program):
+    """A guard as the nodes of a ``Conditions`` tree on the open tag's attributes: ``@a``
+    its value (``C_OPEN``) or, as a condition, whether it is there (``C_HAS``), constants,
+    arithmetic, comparisons, and/or/not."""
+
+    def __init__(self) -> None:
+        super().__init__(None, [], False)
+
+    def value(self, expr) -> int:
+        name = attribute_name(expr)
+        if name is not None:
+            return self.add(C_OPEN, obj=name)
+        if not isinstance(expr, A.Const | A.Arith):
+            raise NotCompiled(A.to_text(expr))
+        return super().value(expr)
+
+    def condition(self, cond) -> int:
+        name = attribute_name(cond)
+        if name is not None:
+            return self.add(C_HAS, obj=name)
+        if not isinstance(cond, A.Compare | A.And | A.Or | A.Not):
+            raise NotCompiled(A.to_text(cond))
+        return super().condition(cond)
 
 
 def _child_path(path) -> tuple | None:
