@@ -8,7 +8,10 @@ automaton: only on the smaller input, where it is slow), writing rows to a file;
 of every runtime are checked equal. Inputs: the Figure 3 stock stream (``transactions``:
 ``<transaction company price buyer date/>``, 5 companies, 97 buyers) for the seed's
 sequence patterns S1-S5 under ``partition by`` and the same patterns' shapes without it,
-and XMark for node selections and a ``partition by //``. Knobs: the pattern's length
+and XMark for node selections and a ``partition by //``; and the xseq-paths family
+(``bench/xseq_paths.py``: node selections with attribute, child-value, ``or``/``not``
+predicates, attributes, elements, rows and aggregates as output, on its flat stock stream
+of 20 MB and on XMark). Knobs: the pattern's length
 (S2 one Kleene-* … S3 four), a condition at every iteration or per match (S5), the
 output (a count per partition, or a row per match).
 """
@@ -24,7 +27,8 @@ from pathlib import Path
 
 from bench.harness import write_results
 from bench.xseq import CEP_QUERIES, SEQUENCE_QUERIES, transactions
-from bench.xseq_paths import DATA, isolated
+from bench.xseq_paths import CASES as PATH_CASES
+from bench.xseq_paths import DATA, isolated, stock_stream
 
 _STOCKS = {**SEQUENCE_QUERIES, **CEP_QUERIES}
 # name -> (input, query)
@@ -41,7 +45,13 @@ CASES = {
         "xmark",
         "return $X@id, count($X) from // $X partition by //item@featured where tag($X) = 'item'",
     ),
+    # the xseq-paths family: node selections with predicates (its flat stream, 20 MB)
+    **{
+        f"paths: {name}": ("flat" if source == "stocks" else "xmark", query)
+        for name, (source, query, _) in PATH_CASES.items()
+    },
 }
+SMALL = ("stocks", "flat")  # (where the Python automaton reads a tenth)
 RUNTIMES = ("auto", "compiled", "automaton")
 
 
@@ -55,9 +65,14 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         with gzip.open(DATA / "xmark" / name) as src, xmark.open("wb") as dst:
             shutil.copyfileobj(src, dst)
         inputs["xmark"] = xmark
-        # the Python automaton on a tenth of the stocks (it is 10-100x slower there)
-        small = work / "stocks-small.xml"
-        transactions(small, inputs["stocks"].stat().st_size // 10)
+        elements = 16_000 if quick else 160_000
+        inputs["flat"] = stock_stream(work / "flat.xml", elements)
+        # the Python automaton on a tenth of the stock streams (it is 10-100x slower there)
+        tenth = inputs["stocks"].stat().st_size // 10
+        smalls = {
+            "stocks": transactions(work / "stocks-small.xml", tenth),
+            "flat": stock_stream(work / "flat-small.xml", elements // 10),
+        }
         out = str(work / "out.jsonl")
         xcep = [sys.executable, "-m", "xcep", "xseq"]
         times: dict = {}
@@ -65,12 +80,11 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
         for round_ in range(repeat):
             for case, (source, query) in CASES.items():
                 for runtime in RUNTIMES:
-                    path = small if runtime == "automaton" and source == "stocks" else None
-                    sizes = ("small",) if path else ("full",)
-                    if runtime != "automaton" and source == "stocks":
-                        sizes = ("full", "small")
+                    sizes = ("full",)
+                    if source in SMALL:
+                        sizes = ("small",) if runtime == "automaton" else ("full", "small")
                     for size in sizes:
-                        file = small if size == "small" else inputs[source]
+                        file = smalls[source] if size == "small" else inputs[source]
                         found = isolated([*xcep, "--runtime", runtime, query, str(file)], out)
                         key = (case, runtime, size)
                         times.setdefault(key, []).append(found["seconds"])
@@ -87,7 +101,7 @@ def run(repeat: int = 3, quick: bool = False) -> list[dict]:
             assert len(small_counts) <= 1 and len(full_counts) == 1, (case, counts)
             row["rows"] = full_counts.pop()
             row["compiled_vs_auto"] = row["auto_full_s"] / row["compiled_full_s"]
-            slow = "small" if source == "stocks" else "full"
+            slow = "small" if source in SMALL else "full"
             row["compiled_vs_automaton"] = row[f"automaton_{slow}_s"] / row[f"compiled_{slow}_s"]
             rows.append(row)
             print(
