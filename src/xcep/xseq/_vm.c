@@ -27,8 +27,9 @@ enum { T_PATH = 6, T_PATH_FIRST = 7, T_PATH_LAST = 8 }; /* values below: a path'
 enum { T_PY = 9 }; /* a term made in Python (`py_term`) on the match's nodes */
 /* what a path ends on: text children, an attribute, the element (its XML, or with as_text
  * its string value) */
-enum { P_TEXT = 0, P_ATTR = 1, P_XML = 2, P_EVENTS = 3 }; /* P_EVENTS: the element's events,
-                                                            * for a pending check */
+/* P_EVENTS: the element's events, for a pending check; P_STRING: its string value, for a
+ * pending check decided in C */
+enum { P_TEXT = 0, P_ATTR = 1, P_XML = 2, P_EVENTS = 3, P_STRING = 4 };
 /* a collector's step code while an element it reached is written out: in the element's own
  * frame, in those of its descendants */
 enum { WRITING = 0xFF, WRITING_INSIDE = 0xFE };
@@ -165,6 +166,7 @@ typedef struct {
     Py_ssize_t capture_path;
     PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
     PyObject *capture_names; /* the children a captured node keeps (a frozenset; NULL: all) */
+    PyObject *value_checks; /* per pending predicate a Conditions tree on the record (or None) */
     PyObject *self_tests; /* per state: a self step's test of the node it stands on — (the name
                            * or None for any element, whether a root passes) — or None */
     /* predicates that read above their node (its ancestors' tags and attributes): per state
@@ -361,6 +363,7 @@ static PyObject *bind(PyObject *binding, Py_ssize_t slot, PyObject *record, int 
  * callable from Python on a binding. */
 enum { C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS };
 enum { C_OPEN = 9, C_HAS = 10 }; /* a guard's: the open tag's attribute `obj` (its value; there) */
+enum { C_PATH = 11 }; /* a pending check's: the values of the record's path at item `at` */
 enum { R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV };
 enum { A_ADD, A_SUB, A_MUL, A_DIV };
 
@@ -378,6 +381,7 @@ typedef struct {
     Py_ssize_t numbers_at; /* where a record's attributes' numbers begin */
     PyObject *as_string;   /* a number's string, as values.as_string */
     struct Attrs *open;    /* a guard's: the open tag it is decided on (while it is) */
+    PyObject *record;      /* a pending check's: the record it is decided on (while it is) */
 } Conditions;
 
 static PyTypeObject ConditionsType;
@@ -385,7 +389,8 @@ static PyTypeObject ConditionsType;
 /* The values of an operand: the attribute `at` (-1: the tag) of records, or one number,
  * or one constant pair. */
 typedef struct {
-    int kind; /* 0: none, 1: records, 2: a number, 3: a pair, 4: a string (in pair) */
+    int kind; /* 0: none, 1: records, 2: a number, 3: a pair, 4: a string (in pair), 5: strings
+               * (a list, in pair) */
     PyObject *const *records;
     Py_ssize_t n;
     PyObject *one; /* (where records points for a single one) */
@@ -464,8 +469,8 @@ static int cval_item(Conditions *c, CVal *v, Py_ssize_t i, PyObject **text, doub
         *text = NULL, *x = v->num;
         return 1;
     }
-    if (v->kind == 4) {
-        *text = v->pair;
+    if (v->kind == 4 || v->kind == 5) {
+        *text = v->kind == 4 ? v->pair : PyList_GET_ITEM(v->pair, i);
         return string_number(*text, x);
     }
     if (v->kind == 3) {
@@ -485,7 +490,10 @@ static int cval_item(Conditions *c, CVal *v, Py_ssize_t i, PyObject **text, doub
     return number == Py_None ? 0 : (*x = PyFloat_AS_DOUBLE(number), 1);
 }
 
-static Py_ssize_t cval_count(CVal *v) { return v->kind == 0 ? 0 : v->kind == 1 ? v->n : 1; }
+static Py_ssize_t cval_count(CVal *v)
+{
+    return v->kind == 0 ? 0 : v->kind == 1 ? v->n : v->kind == 5 ? PyList_GET_SIZE(v->pair) : 1;
+}
 
 static int cond_holds(Conditions *c, int at, PyObject *binding);
 
@@ -496,6 +504,11 @@ static int cond_value(Conditions *c, int at, PyObject *binding, CVal *out)
     switch (n->kind) {
     case C_CONST:
         out->kind = 3, out->pair = n->obj;
+        return 0;
+    case C_PATH: /* (a pending check's) */
+        if (c->record == NULL)
+            return PyErr_SetString(PyExc_ValueError, "Conditions: a pending check's, on no record"), -1;
+        out->kind = 5, out->pair = PyTuple_GET_ITEM(c->record, n->at);
         return 0;
     case C_OPEN: { /* (a guard's) */
         if (c->open == NULL)
@@ -604,6 +617,10 @@ static int cond_holds(Conditions *c, int at, PyObject *binding)
     case C_NOT:
         r = cond_holds(c, n->left, binding);
         return r < 0 ? r : !r;
+    case C_PATH: /* (a pending check's: the path has a value) */
+        if (c->record == NULL)
+            return PyErr_SetString(PyExc_ValueError, "Conditions: a pending check's, on no record"), -1;
+        return PyList_GET_SIZE(PyTuple_GET_ITEM(c->record, n->at)) > 0;
     case C_HAS: /* (a guard's) */
         if (c->open == NULL)
             return PyErr_SetString(PyExc_ValueError, "Conditions: a guard's, on no open tag"), -1;
@@ -664,7 +681,8 @@ static PyObject *conditions_new(PyTypeObject *type, PyObject *args, PyObject *kw
         int reads = n->kind == C_FIELD || n->kind == C_TAG || n->kind == C_EXISTS;
         int opens = n->kind == C_OPEN || n->kind == C_HAS; /* (a guard's: obj the name) */
         int joins = n->kind == C_ARITH || n->kind == C_CMP || n->kind == C_AND || n->kind == C_OR;
-        int bad = n->kind < C_CONST || n->kind > C_HAS || (opens && !PyUnicode_Check(obj)) ||
+        int bad = n->kind < C_CONST || n->kind > C_PATH || (opens && !PyUnicode_Check(obj)) ||
+                  (n->kind == C_PATH && n->at < HEAD) ||
                   (reads && (n->slot < 0 || n->slot >= width || n->which < R_ONE || n->which > R_PREV ||
                              n->group < 0)) ||
                   ((joins || n->kind == C_NOT) && (n->left < 0 || n->left >= i)) ||
@@ -897,6 +915,7 @@ static int enqueue(Vm *self, Entry entry)
 
 static PyObject *row_of(Vm *self, PyObject *binding);
 static void consider(Context *c, PyObject *x, Py_ssize_t *best, int depth);
+static int decide_check(Vm *self, PyObject *check);
 
 /* ----- selection policies (the choice itself is Python's: emitters.select_starts) ----- */
 
@@ -988,7 +1007,7 @@ static int pump(Vm *self)
                         state = 2;
                         continue;
                     }
-                    int verdict = decide(self->decide_check, check);
+                    int verdict = decide_check(self, check);
                     if (verdict < 0)
                         return -1;
                     state = verdict ? state : 0;
@@ -1110,6 +1129,24 @@ static PyObject *row_of(Vm *self, PyObject *binding)
 static PyObject *with_item(PyObject *binding, Py_ssize_t i, PyObject *value);
 static int decide(PyObject *test, PyObject *binding);
 
+/* A pending check decided (once: its verdict kept in it): a predicate whose plan has a
+ * Conditions tree on the record's paths in C, the others by decide_check. */
+static int decide_check(Vm *self, PyObject *check)
+{
+    PyObject *number = PyList_GET_ITEM(check, 1), *verdict = PyList_GET_ITEM(check, 2);
+    Py_ssize_t k = PyLong_AsSsize_t(number);
+    if (verdict != Py_None || self->value_checks == NULL || k < 0 || k >= PyTuple_GET_SIZE(self->value_checks) ||
+        PyTuple_GET_ITEM(self->value_checks, k) == Py_None)
+        return decide(self->decide_check, check);
+    Conditions *c = (Conditions *)PyTuple_GET_ITEM(self->value_checks, k);
+    c->record = PyList_GET_ITEM(check, 0);
+    int holds = cond_holds(c, c->root, NULL);
+    c->record = NULL;
+    if (holds >= 0 && PyList_SetItem(check, 2, PyBool_FromLong(holds)) < 0)
+        return -1;
+    return holds;
+}
+
 /* The open node of a record, a tuple of records, a check or a binding inside a check that
  * closes last: *best, its place in the order frames close (see wait_of). */
 static void consider(Context *c, PyObject *x, Py_ssize_t *best, int depth)
@@ -1162,7 +1199,7 @@ static int prune_checks(Vm *self, PyObject **binding)
         Py_ssize_t best = PY_SSIZE_T_MAX;
         if (PyList_GET_ITEM(check, 2) == Py_None)
             consider(RUN, check, &best, 0);
-        int holds = best == PY_SSIZE_T_MAX ? decide(self->decide_check, check) : 2; /* 2: open */
+        int holds = best == PY_SSIZE_T_MAX ? decide_check(self, check) : 2; /* 2: open */
         if (holds <= 0) {
             Py_XDECREF(live);
             return holds;
@@ -1241,7 +1278,7 @@ static int write_open(Vm *self, PyObject *parts, int kind, PyObject *tag, Attrs 
         Py_XDECREF(open);
         return failed ? -1 : 0;
     }
-    if (self->as_text)
+    if (self->as_text || kind == P_STRING)
         return 0;
     if (PyList_GET_SIZE(parts) && PyList_GET_ITEM(parts, PyList_GET_SIZE(parts) - 1) == Py_None &&
         PyList_SetItem(parts, PyList_GET_SIZE(parts) - 1, PyUnicode_FromString(">")) < 0)
@@ -1265,7 +1302,7 @@ static int write_open(Vm *self, PyObject *parts, int kind, PyObject *tag, Attrs 
 
 static int write_text(Vm *self, PyObject *parts, int kind, PyObject *value)
 {
-    if (self->as_text || kind == P_EVENTS)
+    if (self->as_text || kind == P_EVENTS || kind == P_STRING)
         return PyList_Append(parts, value);
     Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
     if (last >= 0 && PyList_GET_ITEM(parts, last) == Py_None &&
@@ -1283,7 +1320,7 @@ static int write_close(Vm *self, PyObject *parts, int kind, PyObject *tag)
 {
     if (kind == P_EVENTS)
         return PyList_Append(parts, Py_None);
-    if (self->as_text)
+    if (self->as_text || kind == P_STRING)
         return 0;
     Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
     if (last >= 0 && PyList_GET_ITEM(parts, last) == Py_None) /* no content: <tag/> */
@@ -1318,7 +1355,8 @@ static int stop_writing(Vm *self)
         PyObject *record = frame->collect.at[i].binding, *parts = parts_of(self, record, path);
         if (write_close(self, parts, self->path_kind[path], frame->tag) < 0)
             return -1;
-        if ((code & 0xFF) == WRITING && self->path_kind[path] == P_XML) { /* (events stay a list) */
+        if ((code & 0xFF) == WRITING && (self->path_kind[path] == P_XML || self->path_kind[path] == P_STRING)) {
+            /* (events stay a list) */
             PyObject *empty = PyUnicode_FromString(""), *whole = empty ? PyUnicode_Join(empty, parts) : NULL;
             Py_XDECREF(empty);
             PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
@@ -2066,7 +2104,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         long end = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
         if (self->path_at[path] + step + 1 < self->path_at[path + 1]) { /* steps go on */
             failed = threads_push(passed, code + 1, collect->at[i].binding) < 0;
-        } else if (end == P_XML) { /* the element: written out */
+        } else if (end == P_XML || end == P_STRING) { /* the element: written out */
             failed = start_writing(self, passed, collect->at[i].binding, path, tag, attrs) < 0;
         } else if (end == P_TEXT) { /* its text children */
             failed = threads_push(passed, path << 8, collect->at[i].binding) < 0;
@@ -2827,6 +2865,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->make_node);
     Py_XDECREF(self->py_term);
     Py_XDECREF(self->capture_names);
+    Py_XDECREF(self->value_checks);
     Py_XDECREF(self->decide_check);
     Py_XDECREF(self->escape);
     Py_XDECREF(self->quoteattr);
@@ -2864,7 +2903,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
                                "captures", "self_tests", "own", "joins", "up", "up_check", "make_node",
-                               "py_term", "capture_names", NULL};
+                               "py_term", "capture_names", "value_checks", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2875,9 +2914,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Py_ssize_t end_slot = -1, capture_path = -1;
     PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
     PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None, *py_term = Py_None;
-    PyObject *capture_names = Py_None;
+    PyObject *capture_names = Py_None, *value_checks = NULL;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOO:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
@@ -2885,7 +2924,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &PyList_Type, &early, &end_slot, &as_text, &escape, &quoteattr,
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
                                      &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
-                                     &up, &up_check, &make_node, &py_term, &capture_names))
+                                     &up, &up_check, &make_node, &py_term, &capture_names, &PyTuple_Type,
+                                     &value_checks))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -2976,7 +3016,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyObject *spec = PyTuple_GET_ITEM(self->paths, p), *names, *attribute;
         int kind;
         if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "O!iO", &PyTuple_Type, &names, &kind, &attribute) ||
-            kind < P_TEXT || kind > P_EVENTS || PyTuple_GET_SIZE(names) > 250 ||
+            kind < P_TEXT || kind > P_STRING || PyTuple_GET_SIZE(names) > 250 ||
             (kind == P_XML && (!PyCallable_Check(escape) || !PyCallable_Check(quoteattr))) ||
             (kind == P_ATTR && (!PyUnicode_Check(attribute) || PyTuple_GET_SIZE(names) == 0))) {
             PyErr_Clear();
@@ -3095,6 +3135,14 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         goto fail;
     }
     self->capture_names = capture_names == Py_None ? NULL : Py_NewRef(capture_names);
+    for (Py_ssize_t k = 0; value_checks != NULL && k < PyTuple_GET_SIZE(value_checks); k++) {
+        PyObject *tree = PyTuple_GET_ITEM(value_checks, k);
+        if (tree != Py_None && Py_TYPE(tree) != &ConditionsType) {
+            PyErr_SetString(PyExc_TypeError, "Vm: value_checks: per pending predicate a Conditions or None");
+            goto fail;
+        }
+    }
+    self->value_checks = Py_XNewRef(value_checks);
     self->up_check = Py_NewRef(up_check), self->make_node = Py_NewRef(make_node);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);

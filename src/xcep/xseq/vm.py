@@ -52,10 +52,12 @@ T_PY = 9  # a term made in Python on the match's nodes (``PyTerms``)
 # what a path read below a node ends on: text children, an attribute, the element itself
 # (written out: its XML, or its string value with ``--values``)
 P_TEXT, P_ATTR, P_XML, P_EVENTS = 0, 1, 2, 3  # (P_EVENTS: its events, for pending checks)
+P_STRING = 4  # (its string value, for pending checks decided in C)
 _DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
 # the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
 C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
 C_OPEN, C_HAS = 9, 10  # a guard's: the open tag's attribute (its value; whether it is there)
+C_PATH = 11  # a pending check's: the values a record's path collected
 R_ONE, R_FIRST, R_LAST, R_ALL, R_PREV = range(5)
 _COMPARE = {"<": 0, "<=": 1, "=": 2, "!=": 3, ">": 4, ">=": 5}  # as Python's Py_LT … Py_GE
 _ARITH = {"+": 0, "-": 1, "*": 2, "div": 3}
@@ -205,6 +207,18 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     late: list = []  # (the conditions of those checks: (conjuncts, at an iteration))
     deep_preds = any(fast is None for preds in machine.preds.values() for _, _, fast in preds)
     captures = bytearray(len(empty))
+    # predicates on subtrees that compare values of child paths: decided in C on the values
+    # the node's record collects (``_CheckProgram``); the others on its captured events
+    trees: dict = {}  # id(predicate) -> (its Conditions nodes, root), or None
+    for preds in machine.preds.values():
+        for pred, reads_below, fast in preds:
+            if fast is None and reads_below and id(pred) not in trees:
+                checker = _CheckProgram(paths, HEAD + len(attributes))
+                try:
+                    trees[id(pred)] = (checker.nodes, checker.condition(pred))
+                except NotCompiled:
+                    trees[id(pred)] = None
+    value_checks: list = []  # per pending predicate (by number), its tree or None
     if deep_preds or below or in_python:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
         check = PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
@@ -289,6 +303,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
                 if not _downward(pred):
                     raise NotCompiled("a predicate that reads above its node and below it")
                 pending.append(pred)
+                value_checks.append(trees.get(id(pred)))
                 deep[state.id] = (*(deep[state.id] or ()), len(pending) - 1)
             if preds and state.id not in opened:  # entered after a choice: tested there
                 checks[state.id] = guards[state.id]
@@ -332,8 +347,13 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         empty += ((),)
         # a captured node keeps only the children its pending checks' predicates read,
         # where those are all that is captured for
-        names = None if below or in_python else _child_names(pending)
+        on_events = [pred for pred, tree in zip(pending, value_checks, strict=True) if not tree]
+        names = None if below or in_python else _child_names(on_events)
         capture.update(deep=deep, captures=bytes(captures), capture_names=names)
+        capture["value_checks"] = tuple(
+            None if tree is None else Conditions(tuple(tree[0]), tree[1], 0, 0, as_string)
+            for tree in value_checks
+        )
     return {
         **capture,
         "kinds": bytes(kinds),
@@ -592,6 +612,43 @@ class _GuardProgram(_Program):
         name = attribute_name(cond)
         if name is not None:
             return self.add(C_HAS, obj=name)
+        if not isinstance(cond, A.Compare | A.And | A.Or | A.Not):
+            raise NotCompiled(A.to_text(cond))
+        return super().condition(cond)
+
+
+class _CheckProgram(_Program):
+    """A predicate on a node's subtree that compares values of child paths (``note/text()
+    = 'x'``, ``bidder/increase > 10``, ``not(reserve)``) as the nodes of a ``Conditions``
+    tree on the node's record: a path's values (``C_PATH``: the texts, attributes or
+    elements' string values the record collects, at ``offset`` + its number in
+    ``paths``; as a condition: whether it has one), constants, arithmetic, comparisons,
+    and/or/not."""
+
+    def __init__(self, paths: list, offset: int) -> None:
+        super().__init__(None, [], False)
+        self.paths, self.offset = paths, offset
+
+    def path(self, rel) -> int:
+        found = _child_path(rel.path) if isinstance(rel, A.RelPath) else None
+        if found is None:
+            raise NotCompiled(A.to_text(rel))
+        names, end, attribute = found
+        found = (names, P_STRING if end == P_XML else end, attribute)
+        if found not in self.paths:
+            self.paths.append(found)
+        return self.add(C_PATH, at=self.offset + self.paths.index(found))
+
+    def value(self, expr) -> int:
+        if isinstance(expr, A.RelPath):
+            return self.path(expr)
+        if not isinstance(expr, A.Const | A.Arith):
+            raise NotCompiled(A.to_text(expr))
+        return super().value(expr)
+
+    def condition(self, cond) -> int:
+        if isinstance(cond, A.RelPath):
+            return self.path(cond)
         if not isinstance(cond, A.Compare | A.And | A.Or | A.Not):
             raise NotCompiled(A.to_text(cond))
         return super().condition(cond)
