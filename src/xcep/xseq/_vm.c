@@ -167,6 +167,8 @@ typedef struct {
     PyObject *captures; /* per binding item: whether its records are captured (bytes), or NULL */
     PyObject *capture_names; /* the children a captured node keeps (a frozenset; NULL: all) */
     PyObject *value_checks; /* per pending predicate a Conditions tree on the record (or None) */
+    int checks_on_events;   /* whether a step's pending checks need its node's events (some
+                             * predicate has no tree) */
     PyObject *self_tests; /* per state: a self step's test of the node it stands on — (the name
                            * or None for any element, whether a root passes) — or None */
     /* predicates that read above their node (its ancestors' tags and attributes): per state
@@ -1771,7 +1773,7 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
                 }
             }
             if (self->deep != NULL && PyList_GET_ITEM(self->deep, s) != Py_None) {
-                PyObject *record = capture(self, here, attrs);
+                PyObject *record = self->checks_on_events ? capture(self, here, attrs) : record_of(self, here, attrs);
                 PyObject *ids = PyList_GET_ITEM(self->deep, s);
                 if ((failed = hold(self, record ? with_checks(ids, record, binding) : NULL, &binding)))
                     break;
@@ -2903,7 +2905,8 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "accept", "checks", "width", "route", "numbers", "early", "end_slot",
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
                                "captures", "self_tests", "own", "joins", "up", "up_check", "make_node",
-                               "py_term", "capture_names", "value_checks", NULL};
+                               "py_term", "capture_names", "value_checks",
+                               "checks_on_events", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2915,8 +2918,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
     PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None, *py_term = Py_None;
     PyObject *capture_names = Py_None, *value_checks = NULL;
+    int checks_on_events = 1;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!p:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
@@ -2925,7 +2929,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
                                      &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
                                      &up, &up_check, &make_node, &py_term, &capture_names, &PyTuple_Type,
-                                     &value_checks))
+                                     &value_checks, &checks_on_events))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -3143,6 +3147,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
     }
     self->value_checks = Py_XNewRef(value_checks);
+    self->checks_on_events = checks_on_events;
     self->up_check = Py_NewRef(up_check), self->make_node = Py_NewRef(make_node);
     self->accept = Py_NewRef(accept);
     self->checks = Py_XNewRef(checks);

@@ -350,6 +350,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         on_events = [pred for pred, tree in zip(pending, value_checks, strict=True) if not tree]
         names = None if below or in_python else _child_names(on_events)
         capture.update(deep=deep, captures=bytes(captures), capture_names=names)
+        capture["checks_on_events"] = bool(on_events)  # (else its record's paths decide)
         capture["value_checks"] = tuple(
             None if tree is None else Conditions(tuple(tree[0]), tree[1], 0, 0, as_string)
             for tree in value_checks
