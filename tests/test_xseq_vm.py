@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from array import array
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -16,7 +17,7 @@ from tests.xseq_queries import step as random_step
 
 from xcep.events import EventStream, parse
 from xcep.testing.xseq_reference import evaluate
-from xcep.xseq import QuerySyntaxError, XSeqEngine
+from xcep.xseq import QuerySyntaxError, XSeqEngine, routing
 from xcep.xseq.vm import CompiledPlan, Conditions, Vm
 
 pytestmark = pytest.mark.skipif(Vm is None, reason="the compiled automaton is not built")
@@ -440,7 +441,11 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
     cut=st.integers(1, 200),
 )
 def test_a_document_cut_short_loses_the_rows_it_loses_on_the_python_automaton(query, text, cut):
-    """The events of a document that breaks off are dropped, the documents around it kept."""
+    """The events of a document that breaks off are dropped, the documents around it kept;
+    a row found before the break goes out at the next close, as on the Python automaton
+    reading every event itself (its quiet stretches, read in C, do not hand rows out: a
+    row whose nodes closed inside one waits for a close after it, which a broken
+    document may not have)."""
     engines = _engines(query)
     if engines is None:
         return
@@ -450,7 +455,9 @@ def test_a_document_cut_short_loses_the_rows_it_loses_on_the_python_automaton(qu
         stream = EventStream([io.BytesIO(broken.encode())], batch_size=5, errors="skip")
         return list(engine.run(stream.batches()))
 
-    assert rows(engines[0]) == rows(engines[1]), query
+    with patch.object(routing, "stretch", None):
+        expected = rows(engines[1])
+    assert rows(engines[0]) == expected, query
 
 
 def test_a_row_waits_for_its_nodes_to_close() -> None:

@@ -2224,9 +2224,9 @@ static int text(Vm *self, PyObject *value, long long node)
 
 static int close_element(Vm *self)
 {
-    if (RUN->skip) {
+    if (RUN->skip) { /* (rows go out at every close, as the Python automaton pumps them) */
         RUN->skip--;
-        return 0;
+        return pump(self);
     }
     if (RUN->depth <= 1)
         return 0; /* (a close with no open: the event source never gives one) */

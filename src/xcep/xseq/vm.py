@@ -213,11 +213,13 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     for preds in machine.preds.values():
         for pred, reads_below, fast in preds:
             if fast is None and reads_below and id(pred) not in trees:
-                checker = _CheckProgram(paths, HEAD + len(attributes))
+                checker = _CheckProgram(list(paths), HEAD + len(attributes))
                 try:
                     trees[id(pred)] = (checker.nodes, checker.condition(pred))
-                except NotCompiled:
+                except NotCompiled:  # (the paths it added stay out: every record collects them)
                     trees[id(pred)] = None
+                    continue
+                paths[:] = checker.paths
     value_checks: list = []  # per pending predicate (by number), its tree or None
     if deep_preds or below or in_python:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
