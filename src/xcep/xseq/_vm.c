@@ -2188,7 +2188,7 @@ static int text(Vm *self, PyObject *value, long long node)
     Py_ssize_t top = RUN->depth - 1;
     if (RUN->frames[top].lists[W_TEXT].len || RUN->dtexts) { /* text() steps: this one */
         Threads *lists[2] = {&RUN->frames[top].lists[W_TEXT], NULL};
-        for (Py_ssize_t f = top; f >= 0; f--) {
+        for (Py_ssize_t f = top; f >= (RUN->dtexts ? 0 : top); f--) { /* (below: only with dtexts) */
             lists[1] = RUN->dtexts ? &RUN->frames[f].lists[W_DTEXT] : NULL;
             for (int g = f == top ? 0 : 1; g < 2; g++)
                 for (Py_ssize_t i = 0; lists[g] != NULL && i < lists[g]->len; i++)
