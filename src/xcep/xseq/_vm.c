@@ -221,6 +221,7 @@ typedef struct {
     Py_ssize_t nmatches, matches_cap;
     PyObject *text_value;  /* a closure at a text (text() steps): its value (else NULL) */
     PyObject *text_record; /* and record (one: the matches that end there are one) */
+    long long text_node;   /* and node id (a text() step's predicates read the text node) */
     PyObject *leaves; /* in a closure, per attribute of the open tag its record, once made */
     /* intersect: per join state (its group, its operand, how many operands) or None; in a
      * closure, the bindings that reached a group's joins (state: the group) and per each
@@ -887,6 +888,9 @@ static int frame_open(Vm *self, Py_ssize_t run, Py_ssize_t depth, long long seri
         return 1;
     for (Py_ssize_t i = 0; i < c->nsaved; i++)
         if (c->saved[i].serial == serial)
+            return 1;
+    for (Py_ssize_t d = 1; d < c->depth && depth == 0; d++) /* (0: suspended then; resumed since?) */
+        if (c->frames[d].serial == serial)
             return 1;
     return 0;
 }
@@ -1569,8 +1573,11 @@ static int holds_above(Vm *self, int32_t s, Py_ssize_t here)
     PyObject *ids = PyList_GET_ITEM(self->up, s);
     if (ids == Py_None)
         return 1;
-    PyObject *node = node_of(self, here);
-    PyObject *verdict = node ? PyObject_CallFunctionObjArgs(self->up_check, ids, node, NULL) : NULL;
+    PyObject *node = node_of(self, here), *verdict = NULL;
+    if (node != NULL && self->text_value != NULL) /* a text() step's: on the text node */
+        verdict = PyObject_CallFunction(self->up_check, "OOOLL", ids, node, self->text_value, self->text_node, self->doc);
+    else if (node != NULL)
+        verdict = PyObject_CallFunctionObjArgs(self->up_check, ids, node, NULL);
     int holds = verdict ? PyObject_IsTrue(verdict) : -1;
     Py_XDECREF(verdict);
     return holds;
@@ -2197,7 +2204,7 @@ static int text(Vm *self, PyObject *value, long long node)
         }
         if (self->stack.len) {
             Attrs none = {0};
-            self->text_value = value;
+            self->text_value = value, self->text_node = node;
             self->text_record = self->end_slot >= 0 ? leaf_record(self, node, value) : NULL;
             int failed = (self->end_slot >= 0 && self->text_record == NULL) || closure(self, top, -1, -1, &none) < 0;
             self->text_value = NULL;

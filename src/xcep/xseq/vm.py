@@ -24,6 +24,7 @@ from xml.sax.saxutils import escape, quoteattr
 from xcep.xseq import ast as A
 from xcep.xseq.evaluate import attribute_name
 from xcep.xseq.lifting import HIDDEN
+from xcep.xseq.machine import needs_subtree
 from xcep.xseq.matches import Aggregator
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
@@ -279,8 +280,6 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
             raise NotCompiled(f"a step of the {state.kind} kind")
         if state.kind == "wait" and state.mode not in _MODES:
             raise NotCompiled(f"a wait of the {state.mode} kind")
-        if state.kind == "match" and state.step.kind == A.TEXT and state.step.preds:
-            raise NotCompiled("a text() step with a predicate")
         if state.kind == "split" and state.id in machine.fanout:
             raise NotCompiled("an indexed split")
         slot, many = -1, 0
@@ -291,14 +290,13 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
                 tested = (A.ELEMENT, A.NODE)
                 if step.axis == A.ATTRIBUTE or step.kind not in tested or step.var:
                     raise NotCompiled("a self step that is not an element's or binds")
-                if step.kind == A.NODE and any(fast is None for _, _, fast in preds):
-                    raise NotCompiled("a self::node() step with a predicate on the subtree")
                 name = None if step.kind == A.NODE or step.name == A.WILDCARD else step.name
                 self_tests[state.id] = (name, step.kind == A.NODE)  # (the root: node() only)
-            for pred, reads_below, fast in preds:
+            for pred, reads_below, fast in _apart(preds):
                 if fast is not None:
                     continue
-                if not reads_below:  # (its ancestors and attributes: decided as it opens)
+                # (its ancestors and attributes: decided as it opens; a text's: as it comes)
+                if not reads_below or step.kind == A.TEXT:
                     above.append(pred)
                     up[state.id] = (*(up[state.id] or ()), len(above) - 1)
                     continue
@@ -389,6 +387,18 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         "escape": escape,
         "quoteattr": quoteattr,
     }
+
+
+def _apart(preds: tuple) -> list:
+    """A step's predicates, those that read above their node and below it cut into their
+    conjuncts (``[../@k = 'p' and b]``: one decided as the node opens, one pending)."""
+    out = []
+    for pred, reads_below, fast in preds:
+        if fast is None and reads_below and not _downward(pred):
+            out += [(c, needs_subtree(c), None) for c in A.conjuncts(pred)]
+        else:
+            out.append((pred, reads_below, fast))
+    return out
 
 
 def _child_names(preds: list) -> frozenset | None:

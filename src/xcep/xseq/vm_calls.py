@@ -112,7 +112,10 @@ class Above:
     def __init__(self, preds: list) -> None:
         self.preds = preds
 
-    def __call__(self, numbers: tuple, node: Node) -> bool:
+    def __call__(self, numbers: tuple, node: Node, text=None, ident=0, doc=0) -> bool:
+        if text is not None:  # a text() step's predicates: on the text node, under ``node``
+            node = Node(TEXT_NODE, None, doc, ident, node)
+            node.value = text
         return all(holds(self.preds[number], node) for number in numbers)
 
 
