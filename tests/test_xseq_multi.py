@@ -16,6 +16,7 @@ from xcep.xseq import XSeqEngine, XSeqMultiEngine, compile_query
 from xcep.xseq.parser import QuerySyntaxError
 
 SELECTION = st.sampled_from(("all", "all", "maximal", "skip-past-last"))
+RUNTIME = st.sampled_from(("auto", "automaton"))  # (auto: compiled, where it takes them)
 
 
 def batches(text: str, batch_size: int = 7, chunk_size: int = 65536):
@@ -50,10 +51,13 @@ def streamable(queries: list[str]) -> dict:
     groups=st.lists(st.integers(1, 4).flatmap(families), min_size=1, max_size=4),
     text=documents(),
     selection=SELECTION,
+    runtime=RUNTIME,
 )
-def test_union_equals_each_query_alone(groups, text: str, selection: str) -> None:
+def test_union_equals_each_query_alone(groups, text: str, selection: str, runtime: str) -> None:
+    """On the Python automaton and (selection all) the compiled one: a compiled run per
+    template, its members' conditions and rows made in Python (xcep.xseq.vm_multi)."""
     queries = streamable([q for family in groups for q in family])
-    engine = XSeqMultiEngine(queries, selection=selection)
+    engine = XSeqMultiEngine(queries, selection=selection, runtime=runtime)
     got = per_query(engine.run(batches(text)))
     for qid, query in queries.items():
         assert got.get(qid, []) == alone(query, text, selection), query
@@ -78,8 +82,9 @@ FAMILY = {
 }
 
 
-def test_a_template_family_shares_its_automaton() -> None:
-    engine = XSeqMultiEngine(FAMILY)
+@pytest.mark.parametrize("runtime", ["auto", "automaton"])
+def test_a_template_family_shares_its_automaton(runtime: str) -> None:
+    engine = XSeqMultiEngine(FAMILY, runtime=runtime)
     stats = engine.stats()["none"]
     assert stats["queries"] == len(FAMILY)
     # the falls family is one template; so are the person filters, which differ in the
@@ -90,6 +95,7 @@ def test_a_template_family_shares_its_automaton() -> None:
     got = per_query(engine.run(batches(XMARKISH)))
     for qid, query in FAMILY.items():
         assert got.get(qid, []) == alone(query, XMARKISH)
+    assert (engine.not_compiled is None) == (runtime == "auto")  # (each template compiled)
 
 
 def stream_with(engine, text: str, actions: dict):
@@ -106,9 +112,10 @@ def stream_with(engine, text: str, actions: dict):
 DOCS = ["<site><people><person id='p1'><name>a</name></person></people></site>"] * 4
 
 
-def test_subscribe_while_running_starts_at_the_next_document() -> None:
+@pytest.mark.parametrize("runtime", ["auto", "automaton"])
+def test_subscribe_while_running_starts_at_the_next_document(runtime: str) -> None:
     text = "".join(DOCS)
-    engine = XSeqMultiEngine({"first": "//name/text()"})
+    engine = XSeqMultiEngine({"first": "//name/text()"}, runtime=runtime)
     late = "return $P@id from //$P where tag($P) = 'person'"
     actions = {2: lambda e: e.subscribe("late", late)}
     got = per_query(engine.run(stream_with(engine, text, actions)))
@@ -116,10 +123,13 @@ def test_subscribe_while_running_starts_at_the_next_document() -> None:
     assert got["late"] == alone(late, "".join(DOCS[2:]))  # documents 2 and 3 only
 
 
-def test_unsubscribe_while_running_stops_at_once() -> None:
+@pytest.mark.parametrize("runtime", ["auto", "automaton"])
+def test_unsubscribe_while_running_stops_at_once(runtime: str) -> None:
     text = "".join(DOCS)
     count = "return count($N) from //$N where tag($N) = 'name'"
-    engine = XSeqMultiEngine({"a": "//name/text()", "b": "//name/text()", "c": count})
+    engine = XSeqMultiEngine(
+        {"a": "//name/text()", "b": "//name/text()", "c": count}, runtime=runtime
+    )
     actions = {2: lambda e: (e.unsubscribe("b"), e.unsubscribe("c"))}
     got = per_query(engine.run(stream_with(engine, text, actions)))
     assert got["a"] == alone("//name/text()", text)
@@ -128,17 +138,35 @@ def test_unsubscribe_while_running_stops_at_once() -> None:
     assert engine.stats()["none"]["queries"] == 1
 
 
-def test_partitioned_query_joins_every_partition_from_the_next_document() -> None:
+@pytest.mark.parametrize("runtime", ["auto", "automaton"])
+def test_partitioned_query_joins_every_partition_from_the_next_document(runtime: str) -> None:
     docs = [
         "<s>" + "".join(f"<t c='{c}' p='{p}'/>" for c, p in zip("ABAB", ps, strict=True)) + "</s>"
         for ps in ((5, 9, 4, 8), (3, 7, 2, 6), (1, 5, 0, 4))
     ]
     falls = "return $Z@p, count($X) from /s/$Z (\\ $X)* where $X@p < prev($X)@p partition by /s/t@c"
-    engine = XSeqMultiEngine({"early": falls})
+    engine = XSeqMultiEngine({"early": falls}, runtime=runtime)
     actions = {1: lambda e: e.subscribe("late", falls)}
     got = per_query(engine.run(stream_with(engine, "".join(docs), actions)))
     assert got["early"] == alone(falls, "".join(docs))
     assert sorted(got["late"]) == sorted(alone(falls, "".join(docs[1:])))
+
+
+def test_a_query_the_compiled_runs_do_not_take_joins_on_its_own() -> None:
+    """Subscribed while the templates run compiled, a query they do not take (its
+    condition reads above its node) runs on a Python automaton of its own from the next
+    document; unsubscribed, it stops at once."""
+    docs = ["<r k='p'><a x='1'/><b><a x='2'/></b></r>"] * 4
+    above = "return $X@x from //$X where tag($X) = 'a' and $X/../@k = 'p'"
+    engine = XSeqMultiEngine({"a": "//a/@x"})
+    actions = {
+        1: lambda e: e.subscribe("above", above),
+        3: lambda e: e.unsubscribe("above"),
+    }
+    got = per_query(engine.run(stream_with(engine, "".join(docs), actions)))
+    assert engine.not_compiled is None  # (the templates ran compiled)
+    assert got["a"] == alone("//a/@x", "".join(docs))
+    assert got["above"] == alone(above, "".join(docs[1:3])) != []
 
 
 def test_ids_are_checked() -> None:
@@ -218,10 +246,11 @@ def test_indexed_thresholds_equal_each_comparison(items, conditions) -> None:
     groups=st.lists(st.integers(1, 3).flatmap(families), min_size=2, max_size=4),
     text=documents(),
     dropped=st.sets(st.integers(0, 11)),
+    runtime=RUNTIME,
 )
-def test_unsubscribed_queries_leave_the_others_intact(groups, text: str, dropped) -> None:
+def test_unsubscribed_queries_leave_the_others_intact(groups, text: str, dropped, runtime) -> None:
     queries = streamable([q for family in groups for q in family])
-    engine = XSeqMultiEngine(queries)
+    engine = XSeqMultiEngine(queries, runtime=runtime)
     states = sum(stats["states"] for stats in engine.stats().values())
     gone = [qid for i, qid in enumerate(queries) if i in dropped]
     for qid in gone:
@@ -253,7 +282,7 @@ def test_attribute_index_of_many_predicates(keys, extra) -> None:
     constants = [f"v{i}" for i in range(10)] + ["1", "v1 "]
     queries = {f"k{i}": f"/r/a[@k = '{c}']//b/@y" for i, c in enumerate(constants)}
     queries["extra"] = extra
-    engine = XSeqMultiEngine(queries)
+    engine = XSeqMultiEngine(queries, runtime="automaton")  # (the Python automaton's index)
     got = per_query(engine.run(batches(text)))
     assert engine.groups[None].machine.fanout  # the index is in use
     for qid, query in queries.items():

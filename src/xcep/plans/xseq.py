@@ -58,6 +58,8 @@ class XSeqPlan(Plan):
             return
         self.single_id = None
         self.engine = None
+        # the automaton of the others: compiled where it takes them (``XSeqMultiEngine``)
+        self.automaton = "automaton" if runtime == "automaton" or not fast else "auto"
         self.can = frozenset({"snapshot", "add", "remove"})
         self.engine_options = options
         XSeqMultiEngine(**options)  # the options are checked here
@@ -155,7 +157,9 @@ class XSeqPlan(Plan):
         several: their automata's statistics, per partition clause (JSON)."""
         if self.engine is None:
             own = {str(qid): engine.stats()["evaluator"] for qid, engine in self.own.items()}
-            automaton = self.start().multi.stats()
+            multi = self.start().multi
+            automaton = multi.stats()
+            why = multi.not_compiled
             paths = [str(qid) for qid in self.path_ids]
             groups = [[str(qid) for qid in group.ids] for group in self.groups]
             templates = [
@@ -166,6 +170,12 @@ class XSeqPlan(Plan):
             ]
             found = {"path runtime": paths, "sequence groups": groups}
             found |= {"sequence templates": templates, "own runtimes": own}
+            if multi.queries:
+                found["automaton runs on"] = (
+                    "the compiled automaton, a run per template (docs/xseq.md)"
+                    if why is None
+                    else f"the Python automaton ({why})"
+                )
             return json.dumps({**found, "automaton": automaton}, indent=2)
         if format == "dot":
             return self.engine.vpa.dot()
@@ -205,7 +215,7 @@ class XSeqRun(Run):
             return
         from xcep.xseq import XSeqMultiEngine
 
-        self.multi = XSeqMultiEngine(**plan.engine_options)
+        self.multi = XSeqMultiEngine(**plan.engine_options, runtime=plan.automaton)
         self.texts = dict(plan.queries)
         self.own = {qid: engine.start() for qid, engine in plan.own.items()}
         for qid, analysis in plan.analyses.items():

@@ -2166,7 +2166,7 @@ static PyObject *leaf_record(Vm *self, long long node, PyObject *value)
 {
     Py_ssize_t nattr = PyTuple_GET_SIZE(self->attributes), at = HEAD + nattr;
     Py_ssize_t size = at + self->npaths + (self->numbers ? nattr : 0), out_path = -1;
-    PyObject *term = PyTuple_GET_SIZE(self->terms) == 1 ? PyTuple_GET_ITEM(self->terms, 0) : NULL;
+    PyObject *term = PyTuple_GET_SIZE(self->terms) >= 1 ? PyTuple_GET_ITEM(self->terms, 0) : NULL;
     if (term != NULL && PyLong_AsLong(PyTuple_GET_ITEM(term, 0)) == T_PATH &&
         PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 1)) == self->end_slot) /* (a node selection's) */
         out_path = PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 2));

@@ -335,3 +335,16 @@ def pump(active: dict) -> None:
         emitter.pump()
         if not emitter.queue or emitter.park():
             del active[emitter]
+
+
+class Tagged:
+    """An emitter's sink in a run of many queries: its rows, tagged with the query's id."""
+
+    __slots__ = ("qid", "rows")
+
+    def __init__(self, rows: list, qid) -> None:
+        self.rows = rows
+        self.qid = qid
+
+    def __call__(self, row) -> None:
+        self.rows.append([self.qid, *row])

@@ -14,7 +14,7 @@ from dataclasses import replace
 from xcep.errors import StateError
 from xcep.events import EventBatch
 from xcep.xseq import ast as A
-from xcep.xseq.emitters import Emitter, Outputs, TemplateEmitter
+from xcep.xseq.emitters import Emitter, Outputs, Tagged, TemplateEmitter
 from xcep.xseq.lifting import HIDDEN, lift_predicates
 from xcep.xseq.matches import (
     check_selection,
@@ -29,7 +29,8 @@ from xcep.xseq.runs import XSeqRun
 from xcep.xseq.runs import load as load_run
 from xcep.xseq.semantics import Analysis, NotFast, analyze
 from xcep.xseq.sequence import SequencePattern, SequenceRun
-from xcep.xseq.vm import CompiledPlan, CompiledRun, compiled_plan
+from xcep.xseq.vm import CompiledPlan, CompiledRun, NotCompiled, compiled_plan
+from xcep.xseq.vm_multi import CompiledDriver
 from xcep.xseq.vpa import Vpa
 
 
@@ -287,12 +288,19 @@ class XSeqMultiEngine:
         values_only: bool = False,
         schema=None,
         opt: str = "all",
+        runtime: str = "auto",
     ) -> None:
+        """``runtime``: ``auto`` (the compiled automaton where each template compiles and
+        the selection is ``all``, else the Python automaton) or ``automaton``."""
         check_selection(selection)
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
         self.selection = selection
         self.values_only = values_only
         self.schema = schema
         self.opt = opt
+        self.runtime = runtime
+        self.not_compiled = None  # why the last start ran on the Python automaton
         self.groups: dict = {}  # partition key -> Group
         self.queries: dict = {}  # query id -> (group, owner, slot, analysis)
         self._slots = 0
@@ -316,8 +324,8 @@ class XSeqMultiEngine:
         if qid not in self.queries:
             raise KeyError(f"no query {qid!r} is subscribed")
         entry = self.queries.pop(qid)
-        if entry is None:  # subscribed while running, not in the machine yet
-            self._live.pending = [(q, a) for q, a in self._live.pending if q != qid]
+        if entry is None:  # subscribed while running, not in the machine (yet)
+            self._live.drop(qid)
             return
         group, owner, slot, _ = entry
         program = group.machine.programs[owner]
@@ -370,6 +378,16 @@ class XSeqMultiEngine:
         if self._live is not None:
             raise StateError("this engine is already running a stream")
         rows: list = []
+        self.not_compiled = "the Python automaton was asked for"
+        if self.runtime != "automaton" and self.selection != "all":
+            self.not_compiled = f"selection {self.selection}"
+        elif self.runtime != "automaton":
+            try:
+                driver = self._live = CompiledDriver(self, rows, _run_alone)
+                self.not_compiled = None
+                return driver
+            except NotCompiled as why:
+                self.not_compiled = str(why)
         live = self._live = _Live(self, rows)
         return Driver(live, live.active, rows)
 
@@ -404,7 +422,7 @@ class _Live:
         engine = self.engine
 
         emitter = Emitter(
-            analysis, engine.selection, engine.values_only, _Tagged(self.rows, qid), owner
+            analysis, engine.selection, engine.values_only, Tagged(self.rows, qid), owner
         )
         program = group.machine.programs[owner]
         if program.shared_output is None:
@@ -415,6 +433,10 @@ class _Live:
             template = TemplateEmitter(program, owner)
             stream.outputs.emitters[program.shared_output] = template
         template.join(slot, emitter)
+
+    def drop(self, qid) -> None:
+        """A query subscribed while running leaves before it joined."""
+        self.pending = [(q, a) for q, a in self.pending if q != qid]
 
     def forget(self, group: Group, owner: int | None, slot: int) -> None:
         stream = self.streams.get(group)
@@ -478,14 +500,6 @@ class _Live:
             stream.finish()
 
 
-class _Tagged:
-    """An emitter's sink in a run of many queries: its rows, tagged with the query's id."""
-
-    __slots__ = ("qid", "rows")
-
-    def __init__(self, rows: list, qid) -> None:
-        self.rows = rows
-        self.qid = qid
-
-    def __call__(self, row) -> None:
-        self.rows.append([self.qid, *row])
+def _run_alone(analysis: Analysis, values_only: bool):
+    """A run of one query on a Python automaton of its own (``CompiledDriver``)."""
+    return XSeqEngine(analysis, runtime="automaton", values_only=values_only).start()

@@ -26,12 +26,14 @@ from xcep.xseq.evaluate import attribute_name
 from xcep.xseq.lifting import HIDDEN
 from xcep.xseq.machine import needs_subtree
 from xcep.xseq.matches import Aggregator
+from xcep.xseq.program import ALL, TEXT
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
 from xcep.xseq.vm_calls import (
     HEAD,
     Above,
     ConditionsInPython,
+    Handout,
     PendingCheck,
     PyTerms,
     RecordNodes,
@@ -139,27 +141,36 @@ class CompiledRun:
 
 
 def compiled_plan(
-    analysis: Analysis, program, machine, selection: str, values_only: bool = False
+    analysis: Analysis,
+    program,
+    machine,
+    selection: str,
+    values_only: bool = False,
+    handout: Handout | None = None,
 ) -> CompiledPlan | str:
     """The plan of the query for the compiled automaton, or why it does not take it
-    (``values_only``: elements in the output as their string values, not XML)."""
+    (``values_only``: elements in the output as their string values, not XML).
+    ``handout``: each match handed out as nodes (``Handout``), not made a row in C."""
     try:
-        tables = _tables(analysis, program, machine, selection, values_only)
+        tables = _tables(analysis, program, machine, selection, values_only, handout)
         return CompiledPlan({**tables, "as_text": values_only}, analysis, selection)
     except NotCompiled as why:
         return str(why)
 
 
-def _tables(analysis: Analysis, program, machine, selection: str, values_only: bool) -> dict:
+def _tables(
+    analysis: Analysis, program, machine, selection: str, values_only: bool, handout
+) -> dict:
     if Vm is None:
         raise NotCompiled("the compiled automaton is not built")
-    found = analysis.mode in ("aggregate", "grouped")  # each match's values are folded
-    attributes: list[str] = []
+    # each match's values are folded (by the C run's; a match handed out: by Python's)
+    found = analysis.mode in ("aggregate", "grouped") and handout is None
+    attributes: list[str] = list(handout.attributes) if handout else []
     paths: list[tuple] = []
     in_python: list = []  # the terms made in Python, by number
     terms = tuple(
         _term(analysis, term, attributes, paths, found, in_python)
-        for term in analysis.query.returns or ()
+        for term in (analysis.query.returns or () if handout is None else ())
     )
     width = len(program.empty.slots)
     end_slot = -1
@@ -176,6 +187,8 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     if analysis.mode == "nodes":  # (an element's XML or string value, a leaf's value)
         paths.append(((), P_XML, None))
         terms = ((T_PATH, end_slot, len(paths) - 1),)
+    if handout is not None:  # (the match's nodes, after the end node's value if written)
+        terms += ((T_PY, 0, 0),)
     conjuncts = analysis.per_match + [c for cs in analysis.iteration.values() for c in cs]
     # whether a binding keeps where each group was entered (prev(); an intersect's context)
     entries = bool(program.join_width)
@@ -222,7 +235,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
                     continue
                 paths[:] = checker.paths
     value_checks: list = []  # per pending predicate (by number), its tree or None
-    if deep_preds or below or in_python:
+    if deep_preds or below or in_python or handout:
         paths.append(((), P_EVENTS, None))  # the captured nodes' events
         check = PendingCheck(analysis, pending, late, HEAD + len(attributes) + len(paths) - 1)
         capture = {"decide_check": check, "capture_path": len(paths) - 1}
@@ -232,6 +245,8 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
     for term in in_python:  # the nodes those read are captured
         for name in _variables(term.expr):
             captures[analysis.index[name]] = 1
+    for name in handout.captured if handout else ():
+        captures[analysis.index[name]] = 1
     per_match = [c for c in analysis.per_match if id(c) not in below]
     accept = decide(per_match, False) if per_match else None
     iterate: dict = {}  # group -> its conditions, or the number of their pending check
@@ -348,7 +363,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         # a captured node keeps only the children its pending checks' predicates read,
         # where those are all that is captured for
         on_events = [pred for pred, tree in zip(pending, value_checks, strict=True) if not tree]
-        names = None if below or in_python else _child_names(on_events)
+        names = _kept_children(on_events, program.captured_vars, captures, analysis, handout)
         capture.update(deep=deep, captures=bytes(captures), capture_names=names)
         capture["checks_on_events"] = bool(on_events)  # (else its record's paths decide)
         capture["value_checks"] = tuple(
@@ -384,6 +399,7 @@ def _tables(analysis: Analysis, program, machine, selection: str, values_only: b
         "joins": joins,
         **({"up": up, "up_check": Above(above), "make_node": ancestor} if above else {}),
         **({"py_term": PyTerms(analysis, in_python, check, values_only)} if in_python else {}),
+        **({"py_term": handout.made(check)} if handout else {}),
         "escape": escape,
         "quoteattr": quoteattr,
     }
@@ -399,6 +415,22 @@ def _apart(preds: tuple) -> list:
         else:
             out.append((pred, reads_below, fast))
     return out
+
+
+def _kept_children(on_events: list, reads: dict, captures, analysis, handout) -> frozenset | None:
+    """The children a captured node keeps: those its pending checks' predicates (on the
+    node's events) and the conditions and outputs that read its variable's subtree
+    (``Program.captured_vars``: what of each) begin with; None for all of them."""
+    names = _child_names(on_events)
+    captured = {v for v in analysis.variables if captures[analysis.index[v]]}
+    if handout is not None:
+        captured |= handout.captured
+    for var in captured:
+        read = reads.get(var, ALL)
+        if names is None or read is ALL:
+            return None
+        names = names | {name for name in read if name != TEXT}
+    return names
 
 
 def _child_names(preds: list) -> frozenset | None:

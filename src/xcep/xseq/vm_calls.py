@@ -146,6 +146,26 @@ class PyTerms:
         return term_values(self.analysis, term.expr, bound, self.values_only)
 
 
+class Handout:
+    """Hands each match of a template's compiled run out as the Python automaton's are: its
+    ``Binding`` of nodes (those whose subtrees its members read built of their captured
+    events, the others made of their records, which keep the ``attributes`` they read), for
+    the members' conditions and outputs in Python (``xcep.xseq.vm_multi``)."""
+
+    def __init__(self, analysis: Analysis, attributes: tuple, captured: frozenset) -> None:
+        self.analysis = analysis
+        self.attributes, self.captured = attributes, captured
+        self.check = None  # (the plan's ``PendingCheck``: it makes a binding's nodes)
+
+    def made(self, check: PendingCheck) -> Handout:
+        self.check = check
+        return self
+
+    def __call__(self, number: int, binding: tuple, as_values: bool) -> Binding:
+        bound = self.check.binding(binding)
+        return Binding(bound.slots[: len(self.analysis.variables)], bound.entries)
+
+
 class PendingCheck:
     """Decides a pending check once the nodes it reads closed: ``[record, number, verdict]``
     a step's predicate (its number) on the node built of the events the run captured, or
