@@ -358,7 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="what runs the query: auto (default: the path or flat-sequence runtime where "
         "one serves it, else the compiled automaton where it takes it, else the Python "
-        "automaton), compiled (the compiled automaton where it takes it) or automaton",
+        "automaton), compiled (the compiled automaton where it takes it; with --queries "
+        "every query on it, a run per template) or automaton",
     )
     xseq.set_defaults(run=cmd_xseq)
 

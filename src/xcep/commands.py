@@ -324,7 +324,7 @@ def cmd_xseq(args, stdout: TextIO, stderr: TextIO) -> int:
     runtime = "automaton" if args.automaton else args.runtime
     invalid = 0
     if args.queries is not None:
-        found = _query_plan(args.queries, args.strict, options, stderr)
+        found = _query_plan(args.queries, args.strict, {**options, "runtime": runtime}, stderr)
         if found is None:
             return EXIT_USAGE
         plan, invalid = found

@@ -58,8 +58,10 @@ class XSeqPlan(Plan):
             return
         self.single_id = None
         self.engine = None
-        # the automaton of the others: compiled where it takes them (``XSeqMultiEngine``)
+        # the automaton of the others: compiled where it takes them (``XSeqMultiEngine``);
+        # ``runtime="compiled"``: every query on it, none on the fast paths
         self.automaton = "automaton" if runtime == "automaton" or not fast else "auto"
+        paths_too = fast and runtime != "compiled"
         self.can = frozenset({"snapshot", "add", "remove"})
         self.engine_options = options
         XSeqMultiEngine(**options)  # the options are checked here
@@ -74,7 +76,9 @@ class XSeqPlan(Plan):
         for qid, text in self.queries.items():
             try:
                 analysis = compile_query(text, schema, opt)
-                found = compile_fast_path(analysis, selection, fields_by_shape) if fast else "off"
+                found = (
+                    compile_fast_path(analysis, selection, fields_by_shape) if paths_too else "off"
+                )
                 if isinstance(found, str):
                     self.analyses[qid] = compile_query(text, schema, opt, lift=True)
             except (QuerySyntaxError, ValueError) as error:

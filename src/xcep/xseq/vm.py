@@ -206,7 +206,7 @@ def _tables(
             if any(isinstance(x, A.VarRef) and x.path is None for x in operands):
                 below.add(id(conjunct))  # (a node's string value)
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
-        if id(conjunct) in below and not _downward(conjunct.cond):
+        if id(conjunct) in below and not reads_downward(conjunct.cond):
             raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
     own = None  # a selection policy: the slots of the query's own variables (where it starts)
     if selection != "all":
@@ -315,7 +315,7 @@ def _tables(
                     above.append(pred)
                     up[state.id] = (*(up[state.id] or ()), len(above) - 1)
                     continue
-                if not _downward(pred):
+                if not reads_downward(pred):
                     raise NotCompiled("a predicate that reads above its node and below it")
                 pending.append(pred)
                 value_checks.append(trees.get(id(pred)))
@@ -410,7 +410,7 @@ def _apart(preds: tuple) -> list:
     conjuncts (``[../@k = 'p' and b]``: one decided as the node opens, one pending)."""
     out = []
     for pred, reads_below, fast in preds:
-        if fast is None and reads_below and not _downward(pred):
+        if fast is None and reads_below and not reads_downward(pred):
             out += [(c, needs_subtree(c), None) for c in A.conjuncts(pred)]
         else:
             out.append((pred, reads_below, fast))
@@ -455,7 +455,7 @@ def _child_names(preds: list) -> frozenset | None:
     return frozenset(names)
 
 
-def _downward(pred) -> bool:
+def reads_downward(pred) -> bool:
     """Whether a predicate reads nothing but its node's subtree (and attributes)."""
     return all(s.axis in _DOWNWARD for s in A.walk(pred) if isinstance(s, A.Step))
 

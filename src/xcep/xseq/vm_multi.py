@@ -24,7 +24,7 @@ from xcep.xseq.dom import ELEMENT, Node
 from xcep.xseq.emitters import Emitter, Tagged, TemplateEmitter
 from xcep.xseq.matches import make_env
 from xcep.xseq.program import Program, Verdicts, single_machine
-from xcep.xseq.vm import CompiledPlan, NotCompiled, _downward, compiled_plan, ref_attribute
+from xcep.xseq.vm import CompiledPlan, NotCompiled, compiled_plan, reads_downward, ref_attribute
 from xcep.xseq.vm_calls import Handout
 
 
@@ -57,7 +57,7 @@ def reads(program) -> tuple:
     captured: set = set()
 
     def visit(expr) -> None:
-        if not _downward(expr):
+        if not reads_downward(expr):
             raise NotCompiled(f"a member reads above its nodes: {A.to_text(expr)}")
         for ref in _refs(expr):
             name = ref_attribute(ref)
@@ -95,7 +95,7 @@ class TemplateRun:
     def __init__(self, program, values_only: bool) -> None:
         self.values_only = values_only
         analysis = replace(program.analysis, per_match=program.per_match)
-        if any(not _downward(c.cond) for c in analysis.per_match):
+        if any(not reads_downward(c.cond) for c in analysis.per_match):
             raise NotCompiled("a condition reads above its nodes")
         attributes, captured = reads(program)
         handout = Handout(analysis, attributes, captured)
