@@ -315,6 +315,12 @@ def python_terms(draw) -> str:
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(query=python_terms(), text=documents(), size=st.integers(1, 30), values=st.booleans())
+@example(  # nested nodes of a Kleene-* variable: the b below both is one node, found once
+    query="return $V0//b, $V0@x, $V1//b, $V1@x from /$V0 ((/$V1)* /$V2[@x])*",
+    text='<r><a><a><b x="1"></b></a></a></r>',
+    size=1,
+    values=False,
+)
 def test_terms_made_in_python_equal_the_python_automaton(query, text, size, values) -> None:
     expected = _compared(query, text, size, values=values)
     if expected is None:

@@ -1276,10 +1276,10 @@ static PyObject *parts_of(Vm *self, PyObject *record, Py_ssize_t path)
 
 /* An open tag `<tag a="v"` written to parts (its '>' left open: None, until the next part
  * says whether it has content); nothing but texts count for a string value. */
-static int write_open(Vm *self, PyObject *parts, int kind, PyObject *tag, Attrs *attrs)
+static int write_open(Vm *self, PyObject *parts, int kind, PyObject *tag, Attrs *attrs, long long node)
 {
-    if (kind == P_EVENTS) { /* (tag, its attributes) */
-        PyObject *raw = attrs_raw(attrs), *open = raw ? PyTuple_Pack(2, tag, raw) : NULL;
+    if (kind == P_EVENTS) { /* (tag, its attributes, its node) */
+        PyObject *raw = attrs_raw(attrs), *open = raw ? Py_BuildValue("(OOL)", tag, raw, node) : NULL;
         int failed = open == NULL || PyList_Append(parts, open) < 0;
         Py_XDECREF(open);
         return failed ? -1 : 0;
@@ -1306,9 +1306,15 @@ static int write_open(Vm *self, PyObject *parts, int kind, PyObject *tag, Attrs 
     return failed || raw == NULL || PyList_Append(parts, Py_None) < 0 ? -1 : 0;
 }
 
-static int write_text(Vm *self, PyObject *parts, int kind, PyObject *value)
+static int write_text(Vm *self, PyObject *parts, int kind, PyObject *value, long long node)
 {
-    if (self->as_text || kind == P_EVENTS || kind == P_STRING)
+    if (kind == P_EVENTS) { /* (its value, its node) */
+        PyObject *text = Py_BuildValue("(OL)", value, node);
+        int failed = text == NULL || PyList_Append(parts, text) < 0;
+        Py_XDECREF(text);
+        return failed ? -1 : 0;
+    }
+    if (self->as_text || kind == P_STRING)
         return PyList_Append(parts, value);
     Py_ssize_t last = PyList_GET_SIZE(parts) - 1;
     if (last >= 0 && PyList_GET_ITEM(parts, last) == Py_None &&
@@ -1338,13 +1344,14 @@ static int write_close(Vm *self, PyObject *parts, int kind, PyObject *tag)
 }
 
 /* The element of the frame on top begins to be written as a value of the record's path. */
-static int start_writing(Vm *self, Threads *into, PyObject *record, Py_ssize_t path, PyObject *tag, Attrs *attrs)
+static int start_writing(Vm *self, Threads *into, PyObject *record, Py_ssize_t path, PyObject *tag, Attrs *attrs,
+                         long long node)
 {
     PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + path);
     PyObject *parts = PyList_New(0);
     int failed = parts == NULL || PyList_Append(values, parts) < 0;
     Py_XDECREF(parts);
-    if (failed || write_open(self, parts, self->path_kind[path], tag, attrs) < 0)
+    if (failed || write_open(self, parts, self->path_kind[path], tag, attrs, node) < 0)
         return -1;
     return threads_push(into, (int32_t)(path << 8 | WRITING), record);
 }
@@ -1384,7 +1391,8 @@ static PyObject *capture(Vm *self, Py_ssize_t f, Attrs *attrs)
         return NULL;
     PyObject *values = PyTuple_GET_ITEM(record, HEAD + PyTuple_GET_SIZE(self->attributes) + self->capture_path);
     if (PyList_GET_SIZE(values) == 0 &&
-        start_writing(self, &RUN->frames[f].collect, record, self->capture_path, RUN->frames[f].tag, attrs) < 0)
+        start_writing(self, &RUN->frames[f].collect, record, self->capture_path, RUN->frames[f].tag, attrs,
+                      RUN->frames[f].node) < 0)
         return NULL;
     return record;
 }
@@ -1474,7 +1482,7 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
         if (end == P_EVENTS)
             continue; /* (captured only for a pending check: capture) */
         int failed = self->path_at[p + 1] == self->path_at[p] && end == P_XML
-                         ? start_writing(self, &frame->collect, record, p, frame->tag, attrs) < 0 /* itself */
+                         ? start_writing(self, &frame->collect, record, p, frame->tag, attrs, frame->node) < 0
                          : threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
                                         record) < 0;
         if (failed)
@@ -2103,7 +2111,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         }
         if ((code & 0xFF) >= WRITING_INSIDE) { /* inside an element written out: this one too */
             PyObject *parts = parts_of(self, collect->at[i].binding, path);
-            failed = write_open(self, parts, self->path_kind[path], tag, attrs) < 0 ||
+            failed = write_open(self, parts, self->path_kind[path], tag, attrs, node) < 0 ||
                      threads_push(passed, path << 8 | WRITING_INSIDE, collect->at[i].binding) < 0;
             continue;
         }
@@ -2114,7 +2122,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         if (self->path_at[path] + step + 1 < self->path_at[path + 1]) { /* steps go on */
             failed = threads_push(passed, code + 1, collect->at[i].binding) < 0;
         } else if (end == P_XML || end == P_STRING) { /* the element: written out */
-            failed = start_writing(self, passed, collect->at[i].binding, path, tag, attrs) < 0;
+            failed = start_writing(self, passed, collect->at[i].binding, path, tag, attrs, node) < 0;
         } else if (end == P_TEXT) { /* its text children */
             failed = threads_push(passed, path << 8, collect->at[i].binding) < 0;
         } else { /* its attribute */
@@ -2218,7 +2226,7 @@ static int text(Vm *self, PyObject *value, long long node)
         int32_t code = collect->at[i].state;
         if ((code & 0xFF) >= WRITING_INSIDE) { /* in an element written out */
             PyObject *parts = parts_of(self, collect->at[i].binding, code >> 8);
-            if (write_text(self, parts, self->path_kind[code >> 8], value) < 0)
+            if (write_text(self, parts, self->path_kind[code >> 8], value, node) < 0)
                 return -1;
         } else if ((code & 0xFF) == 0) {
             Py_ssize_t at = HEAD + PyTuple_GET_SIZE(self->attributes) + (code >> 8);

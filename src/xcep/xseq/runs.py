@@ -21,7 +21,8 @@ from collections.abc import Iterable
 
 from xcep.errors import StateError
 
-VERSION = 5  # 5: a captured subtree keeps only what is read (Frame.keep); 4: flat-sequence
+VERSION = 6  # 6: the compiled run's captured events carry their node ids
+# 5: a captured subtree keeps only what is read (Frame.keep); 4: flat-sequence
 # runs keep their list reader apart (3: path runs of several queries; 2: flat-sequence policies)
 MAGIC = b"xcep-xseq-run"
 

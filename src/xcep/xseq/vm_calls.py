@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from xcep.xseq.dom import ROOT, TEXT_NODE, Node
+from xcep.xseq.dom import ELEMENT, ROOT, TEXT_NODE, Node
 from xcep.xseq.emitters import select_starts
 from xcep.xseq.evaluate import holds
 from xcep.xseq.matches import Binding, conditions_hold, term_output, term_values
@@ -183,7 +183,8 @@ class PendingCheck:
     def __call__(self, check: list) -> bool:
         if check[2] is None:
             if check[1] >= 0:
-                check[2] = holds(self.preds[check[1]], subtree(check[0][self.at][0]))
+                record = check[0]
+                check[2] = holds(self.preds[check[1]], subtree(record[self.at][0], record[3]))
             else:
                 conjuncts, iteration = self.late[-check[1] - 1]
                 bound = self.binding(check[0])
@@ -192,33 +193,64 @@ class PendingCheck:
 
     def binding(self, binding: tuple) -> Binding:
         """A binding of the compiled run as one of nodes: those it captured built of their
-        events, the others made of their records."""
+        events, the others made of their records. A node captured inside another one's
+        subtree is that subtree's node (one node, as on the Python automaton: ``$X//b``
+        of nested nodes finds each ``b`` once)."""
         made: dict = {}  # id(record) -> its node: a record's events built into one once
+        at = self.at
+        slots = self.width + (self.analysis.query.groups if self.kept else 0)  # (entries too)
+        records = [r for r in _records(binding[:slots]) if len(r) > at and r[at]]
+        if len(records) > 1:  # outer nodes first: they hold the inner ones
+            built: dict = {}  # (document, node id) -> a node of the subtrees built
+            for record in sorted(records, key=lambda r: (r[3], r[0])):
+                found = built.get((record[3], record[0]))
+                if found is None:
+                    found = subtree(record[at][0], record[3])
+                    built.update((n.key, n) for n in _elements(found))
+                made[id(record)] = found
 
         def node(record) -> Node:
             found = made.get(id(record))
             if found is None:
-                captured = record[self.at] if len(record) > self.at else None
-                found = subtree(captured[0]) if captured else self.nodes(record)
+                captured = record[at] if len(record) > at else None
+                found = subtree(captured[0], record[3]) if captured else self.nodes(record)
                 made[id(record)] = found
             return found
 
         return binding_of(binding, self.analysis, self.width, self.kept, node)
 
 
-def subtree(events: list) -> Node:
-    """The element of captured events — (tag, attributes) an open, a str a text, None a
-    close — as a node (numbered in document order)."""
+def _records(slots) -> list:
+    """The records of a binding's slots (a Kleene-* variable's: each)."""
+    out = []
+    for slot in slots:
+        if slot is None or slot == ():
+            continue
+        out += slot if isinstance(slot[0], tuple) else (slot,)
+    return out
+
+
+def _elements(root: Node):
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += [c for c in node.children if c.kind == ELEMENT]
+
+
+def subtree(events: list, doc: int = 0) -> Node:
+    """The element of captured events — (tag, attributes, node id) an open, (value, node
+    id) a text, None a close — as a node of document ``doc``."""
     root = parent = None
-    for number, event in enumerate(events):
+    for event in events:
         if event is None:
             parent = parent.parent
-        elif isinstance(event, str):
-            text = Node(TEXT_NODE, None, 0, number, parent)
-            text.value = event
+        elif len(event) == 2:
+            text = Node(TEXT_NODE, None, doc, event[1], parent)
+            text.value = event[0]
             parent.children.append(text)
         else:
-            node = Node.element(event[0], 0, number, parent, event[1])
+            node = Node.element(event[0], doc, event[2], parent, event[1])
             node.closed = True
             if parent is None:
                 root = node
