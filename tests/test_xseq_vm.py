@@ -67,6 +67,12 @@ def compiled_queries(draw) -> str:
         options += [f"tag({name}) = tag({other})" for other, _ in variables if other != name]
         # below the node: pending checks, decided once the nodes close
         options += [f"{name}/b/@x > 1", f"{name}/a = 't'", f"{name}[b]", f"not({name}/c)"]
+        # above the node: its ancestors' tags and attributes (records keep made nodes)
+        options += [
+            f"{name}/../@x >= 1",
+            f"{name}/ancestor::b/@k = 'q'",
+            f"{name}@x = {name}/../@x",
+        ]
         options += [f"last({name})@x >= first({name})@x"] if kleene else []
         # at every iteration of its group: the latest node, the one before it (prev())
         options += [f"{name}@x < prev({name})@x", f"prev({name})@k = {name}@k"] if kleene else []

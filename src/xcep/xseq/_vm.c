@@ -156,6 +156,7 @@ typedef struct {
     Py_ssize_t npaths;
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     int numbers;          /* records keep their attributes' numbers (for Conditions) */
+    int made;             /* records end with their node made with its ancestors (make_node) */
     PyObject *escape, *quoteattr; /* xml.sax.saxutils' (text and attributes that need them) */
     int as_text;          /* elements written out as their string values, not XML */
     Py_ssize_t end_slot;  /* nodes as output: the slot of the match's end node, or -1 */
@@ -1433,15 +1434,23 @@ static PyObject *with_checks(PyObject *ids, PyObject *subject, PyObject *binding
     return out;
 }
 
+static PyObject *node_of(Vm *self, Py_ssize_t f);
+
 static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
 {
     Frame *frame = &RUN->frames[f];
     if (frame->record != NULL)
         return frame->record;
     Py_ssize_t n = PyTuple_GET_SIZE(self->attributes);
-    PyObject *record = PyTuple_New(HEAD + n + self->npaths + (self->numbers ? n : 0));
+    PyObject *record = PyTuple_New(HEAD + n + self->npaths + (self->numbers ? n : 0) + self->made);
     if (record == NULL)
         return NULL;
+    if (self->made) { /* (for conditions that read above the node) */
+        PyObject *made = node_of(self, f);
+        if (made == NULL)
+            return Py_DECREF(record), NULL;
+        PyTuple_SET_ITEM(record, PyTuple_GET_SIZE(record) - 1, Py_NewRef(made));
+    }
     for (Py_ssize_t p = 0; p < self->npaths; p++) { /* the values of the paths below it */
         PyObject *values = PyList_New(0);
         if (values == NULL)
@@ -2153,7 +2162,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
         return -1;
     }
     Frame *frame = &RUN->frames[RUN->depth - 1];
-    if (self->up != NULL && (frame->raw = Py_XNewRef(attrs_raw(attrs))) == NULL) {
+    if ((self->up != NULL || self->made) && (frame->raw = Py_XNewRef(attrs_raw(attrs))) == NULL) {
         threads_clear(found);
         threads_clear(passed);
         return -1;
@@ -2173,7 +2182,7 @@ static int open_element(Vm *self, PyObject *tag, long long node, int32_t name, A
 static PyObject *leaf_record(Vm *self, long long node, PyObject *value)
 {
     Py_ssize_t nattr = PyTuple_GET_SIZE(self->attributes), at = HEAD + nattr;
-    Py_ssize_t size = at + self->npaths + (self->numbers ? nattr : 0), out_path = -1;
+    Py_ssize_t size = at + self->npaths + (self->numbers ? nattr : 0) + self->made, out_path = -1;
     PyObject *term = PyTuple_GET_SIZE(self->terms) >= 1 ? PyTuple_GET_ITEM(self->terms, 0) : NULL;
     if (term != NULL && PyLong_AsLong(PyTuple_GET_ITEM(term, 0)) == T_PATH &&
         PyLong_AsSsize_t(PyTuple_GET_ITEM(term, 1)) == self->end_slot) /* (a node selection's) */
@@ -2664,7 +2673,7 @@ static int load_frame(Vm *self, Frame *f, PyObject *saved)
     f->record = record == Py_None ? NULL : Py_NewRef(record);
     long states = (long)self->nstates, codes = (long)self->npaths << 8;
     Py_ssize_t slots = PyTuple_GET_SIZE(self->empty);
-    Py_ssize_t fields = HEAD + PyTuple_GET_SIZE(self->attributes) * (self->numbers ? 2 : 1) + self->npaths;
+    Py_ssize_t fields = HEAD + PyTuple_GET_SIZE(self->attributes) * (self->numbers ? 2 : 1) + self->npaths + self->made;
     if (load_threads(&f->lists[0], a, states, slots) < 0 || load_threads(&f->lists[1], b, states, slots) < 0 ||
         load_threads(&f->lists[2], c, states, slots) < 0 || load_threads(&f->collect, e, codes, fields) < 0 ||
         load_threads(&f->lists[W_TEXT], t, states, slots) < 0 || load_threads(&f->lists[W_DTEXT], u, states, slots) < 0)
@@ -2921,7 +2930,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
                                "captures", "self_tests", "own", "joins", "up", "up_check", "make_node",
                                "py_term", "capture_names", "value_checks",
-                               "checks_on_events", NULL};
+                               "checks_on_events", "made", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2933,9 +2942,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *captures = NULL, *self_tests = NULL, *own = Py_None, *joins = NULL;
     PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None, *py_term = Py_None;
     PyObject *capture_names = Py_None, *value_checks = NULL;
-    int checks_on_events = 1;
+    int checks_on_events = 1, made = 0;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!p:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!pp:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
@@ -2944,7 +2953,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
                                      &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
                                      &up, &up_check, &make_node, &py_term, &capture_names, &PyTuple_Type,
-                                     &value_checks, &checks_on_events))
+                                     &value_checks, &checks_on_events, &made))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -3148,6 +3157,11 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         goto fail;
     }
     self->up = Py_XNewRef(up);
+    if (made && !PyCallable_Check(make_node)) {
+        PyErr_SetString(PyExc_ValueError, "Vm: made: records with their nodes need make_node");
+        goto fail;
+    }
+    self->made = made;
     self->py_term = Py_NewRef(py_term);
     if (capture_names != Py_None && !PyFrozenSet_Check(capture_names)) {
         PyErr_SetString(PyExc_TypeError, "Vm: capture_names: a frozenset of names or None");

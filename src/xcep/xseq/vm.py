@@ -193,12 +193,15 @@ def _tables(
     # whether a binding keeps where each group was entered (prev(); an intersect's context)
     entries = bool(program.join_width)
     below = set()  # the conjuncts that read below nodes: pending checks, decided on captures
+    made = False  # whether one reads above nodes: records keep their nodes with ancestors
     for conjunct in conjuncts:  # what they read (open tags), the records keep
         for ref in A.walk(conjunct.cond):
             if isinstance(ref, A.RelPath):
                 raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
             reads = isinstance(ref, A.VarRef) and ref.path is not None
-            if isinstance(ref, A.VarTest) or (reads and ref_attribute(ref) is None):
+            if reads and ref_attribute(ref) is None and _above_only(ref.path):
+                made = True  # ($X/../@k: decided in Python on the node with its ancestors)
+            elif isinstance(ref, A.VarTest) or (reads and ref_attribute(ref) is None):
                 below.add(id(conjunct))
             if reads and ref_attribute(ref) not in (None, *attributes):
                 attributes.append(ref_attribute(ref))
@@ -370,6 +373,9 @@ def _tables(
             None if tree is None else Conditions(tuple(tree[0]), tree[1], 0, 0, as_string)
             for tree in value_checks
         )
+    if made:  # (a record's last field: after its attributes' numbers, where it has them)
+        numbers = len(attributes) if decide.numbers else 0
+        decide.nodes.made_at = HEAD + len(attributes) + len(paths) + numbers
     return {
         **capture,
         "kinds": bytes(kinds),
@@ -397,12 +403,24 @@ def _tables(
         "self_tests": self_tests,
         "own": own,
         "joins": joins,
-        **({"up": up, "up_check": Above(above), "make_node": ancestor} if above else {}),
+        **({"up": up, "up_check": Above(above)} if above else {}),
+        **({"make_node": ancestor} if above or made else {}),
+        "made": made,
         **({"py_term": PyTerms(analysis, in_python, check, values_only)} if in_python else {}),
         **({"py_term": handout.made(check)} if handout else {}),
         "escape": escape,
         "quoteattr": quoteattr,
     }
+
+
+def _above_only(path) -> bool:
+    """Whether a reference's path reads nothing but above its node (``$X/../@k``,
+    ``$X/ancestor::b/@id``): its ancestors' tags and attributes, no predicate."""
+    steps = path.items if isinstance(path, A.Seq) else (path,)
+    upward = (A.PARENT, A.ANCESTOR, A.SELF, A.ATTRIBUTE)
+    return all(isinstance(s, A.Step) and s.axis in upward and not s.preds for s in steps) and any(
+        s.axis in (A.PARENT, A.ANCESTOR) for s in steps
+    )
 
 
 def _apart(preds: tuple) -> list:

@@ -267,8 +267,11 @@ class RecordNodes:
     def __init__(self, attributes: list) -> None:
         self.attributes = attributes  # (filled as the plan is made)
         self.made: dict = {}  # id(record) -> (record, its node): the record kept alive
+        self.made_at = None  # where records keep their nodes made with ancestors, if they do
 
     def __call__(self, record: tuple) -> Node:
+        if self.made_at is not None and record[self.made_at] is not None:
+            return record[self.made_at]  # (conditions read above it)
         found = self.made.get(id(record))
         if found is not None:
             return found[1]
