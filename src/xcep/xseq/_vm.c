@@ -157,6 +157,7 @@ typedef struct {
     int as_values;        /* matches as their terms' values (aggregates), not rows */
     int numbers;          /* records keep their attributes' numbers (for Conditions) */
     int made;             /* records end with their node made with its ancestors (make_node) */
+    PyObject *xml_slots;  /* per slot whether its records write their node out (or NULL: all do) */
     PyObject *escape, *quoteattr; /* xml.sax.saxutils' (text and attributes that need them) */
     int as_text;          /* elements written out as their string values, not XML */
     Py_ssize_t end_slot;  /* nodes as output: the slot of the match's end node, or -1 */
@@ -1436,6 +1437,24 @@ static PyObject *with_checks(PyObject *ids, PyObject *subject, PyObject *binding
 
 static PyObject *node_of(Vm *self, Py_ssize_t f);
 
+/* The node of frame f (its record) begins to be written out, where slot `slot` writes its
+ * nodes out and it is not written yet: 0, or -1 on an error. */
+static int write_own(Vm *self, Py_ssize_t slot, Py_ssize_t f, PyObject *record, Attrs *attrs)
+{
+    if (self->xml_slots == NULL || !PyBytes_AS_STRING(self->xml_slots)[slot] || RUN->frames[f].node == -1)
+        return 0;
+    Py_ssize_t at = HEAD + PyTuple_GET_SIZE(self->attributes);
+    for (Py_ssize_t p = 0; p < self->npaths; p++) {
+        long end = PyLong_AsLong(PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->paths, p), 1));
+        if (self->path_at[p + 1] != self->path_at[p] || end != P_XML || PyList_GET_SIZE(PyTuple_GET_ITEM(record, at + p)))
+            continue;
+        Frame *frame = &RUN->frames[f];
+        if (start_writing(self, &frame->collect, record, p, frame->tag, attrs, frame->node) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
 {
     Frame *frame = &RUN->frames[f];
@@ -1490,8 +1509,10 @@ static PyObject *record_of(Vm *self, Py_ssize_t f, Attrs *attrs)
         long end = PyLong_AsLong(PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->paths, p), 1));
         if (end == P_EVENTS)
             continue; /* (captured only for a pending check: capture) */
-        int failed = self->path_at[p + 1] == self->path_at[p] && end == P_XML
-                         ? start_writing(self, &frame->collect, record, p, frame->tag, attrs, frame->node) < 0
+        int own = self->path_at[p + 1] == self->path_at[p] && end == P_XML; /* the node itself */
+        if (own && self->xml_slots != NULL)
+            continue; /* (written once a slot that writes it out binds it: write_own) */
+        int failed = own ? start_writing(self, &frame->collect, record, p, frame->tag, attrs, frame->node) < 0
                          : threads_push(&frame->collect, (int32_t)(p << 8 | (self->path_at[p + 1] > self->path_at[p])),
                                         record) < 0;
         if (failed)
@@ -1805,6 +1826,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             if (self->slot[s] >= 0) {
                 int captured = self->captures != NULL && PyBytes_AS_STRING(self->captures)[self->slot[s]];
                 PyObject *record = captured ? capture(self, here, attrs) : record_of(self, here, attrs);
+                if (record != NULL && write_own(self, self->slot[s], here, record, attrs) < 0)
+                    record = NULL;
                 PyObject *bound = record ? bind(binding, self->slot[s], record, self->kleene[s]) : NULL;
                 int holds = bound == NULL ? -1 : decided_early(self, s, bound);
                 failed = holds < 0 || (holds && push_next(self, s, bound) < 0);
@@ -1900,6 +1923,8 @@ static int closure(Vm *self, Py_ssize_t here, Py_ssize_t child, Py_ssize_t sibli
             if (self->end_slot >= 0 && PyTuple_GET_ITEM(binding, self->end_slot) == Py_None) {
                 /* the end node, bound (an attribute's was, at its step) */
                 PyObject *record = self->text_value ? self->text_record : record_of(self, here, attrs);
+                if (record != NULL && !self->text_value && write_own(self, self->end_slot, here, record, attrs) < 0)
+                    record = NULL;
                 if ((failed = hold(self, record ? bind(binding, self->end_slot, record, 0) : NULL, &binding)))
                     break;
             }
@@ -2889,6 +2914,7 @@ static void vm_dealloc(Vm *self)
     Py_XDECREF(self->up);
     Py_XDECREF(self->up_check);
     Py_XDECREF(self->make_node);
+    Py_XDECREF(self->xml_slots);
     Py_XDECREF(self->py_term);
     Py_XDECREF(self->capture_names);
     Py_XDECREF(self->value_checks);
@@ -2930,7 +2956,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                "as_text", "escape", "quoteattr", "deep", "decide_check", "capture_path",
                                "captures", "self_tests", "own", "joins", "up", "up_check", "make_node",
                                "py_term", "capture_names", "value_checks",
-                               "checks_on_events", "made", NULL};
+                               "checks_on_events", "made", "xml_slots", NULL};
     PyObject *kinds, *modes, *sides, *kleene, *next_at, *next, *slots, *tests, *guards, *start,
         *attributes, *terms, *empty;
     int found = 0;
@@ -2943,8 +2969,9 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *up = NULL, *up_check = Py_None, *make_node = Py_None, *py_term = Py_None;
     PyObject *capture_names = Py_None, *value_checks = NULL;
     int checks_on_events = 1, made = 0;
+    PyObject *xml_slots = Py_None;
     int as_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!pp:Vm", keywords, &kinds, &modes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!O!OO!O!O!|pO!OO!nOpO!npOOO!OnSO!OO!O!OOOOO!ppO:Vm", keywords, &kinds, &modes,
                                      &sides, &kleene, &next_at, &next, &slots, &PyList_Type, &tests,
                                      &PyList_Type, &guards, &start, &PyTuple_Type, &attributes,
                                      &PyTuple_Type, &terms, &PyTuple_Type, &empty, &found, &PyTuple_Type,
@@ -2953,7 +2980,7 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &PyList_Type, &deep, &decide_check, &capture_path, &captures,
                                      &PyList_Type, &self_tests, &own, &PyList_Type, &joins, &PyList_Type,
                                      &up, &up_check, &make_node, &py_term, &capture_names, &PyTuple_Type,
-                                     &value_checks, &checks_on_events, &made))
+                                     &value_checks, &checks_on_events, &made, &xml_slots))
         return NULL;
     if (width < 0)
         width = PyTuple_GET_SIZE(empty);
@@ -3162,6 +3189,11 @@ static PyObject *vm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         goto fail;
     }
     self->made = made;
+    if (xml_slots != Py_None && (!PyBytes_Check(xml_slots) || PyBytes_GET_SIZE(xml_slots) != PyTuple_GET_SIZE(empty))) {
+        PyErr_SetString(PyExc_ValueError, "Vm: xml_slots: per slot of the empty binding whether it writes its nodes out");
+        goto fail;
+    }
+    self->xml_slots = xml_slots == Py_None ? NULL : Py_NewRef(xml_slots);
     self->py_term = Py_NewRef(py_term);
     if (capture_names != Py_None && !PyFrozenSet_Check(capture_names)) {
         PyErr_SetString(PyExc_TypeError, "Vm: capture_names: a frozenset of names or None");

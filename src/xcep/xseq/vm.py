@@ -373,6 +373,13 @@ def _tables(
             None if tree is None else Conditions(tuple(tree[0]), tree[1], 0, 0, as_string)
             for tree in value_checks
         )
+    # the slots whose nodes a term writes out: only their records write them (not every
+    # record of the plan: those of pending checks and other variables too)
+    itself = [i for i, (names, kind, _) in enumerate(paths) if names == () and kind == P_XML]
+    xml_slots = bytearray(len(empty))
+    for op, slot, index in terms:
+        if op in (T_PATH, T_PATH_FIRST, T_PATH_LAST) and index in itself:
+            xml_slots[slot] = 1
     if made:  # (a record's last field: after its attributes' numbers, where it has them)
         numbers = len(attributes) if decide.numbers else 0
         decide.nodes.made_at = HEAD + len(attributes) + len(paths) + numbers
@@ -406,6 +413,7 @@ def _tables(
         **({"up": up, "up_check": Above(above)} if above else {}),
         **({"make_node": ancestor} if above or made else {}),
         "made": made,
+        "xml_slots": bytes(xml_slots),
         **({"py_term": PyTerms(analysis, in_python, check, values_only)} if in_python else {}),
         **({"py_term": handout.made(check)} if handout else {}),
         "escape": escape,
