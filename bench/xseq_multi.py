@@ -103,7 +103,7 @@ def run(repeat: int = 3, quick: bool = False) -> None:
             mine.setdefault(qid, []).append(row)
         assert all(mine.get(qid, []) == alone[qid] for qid in sample), "rows differ"
         stats = engine.stats()["none"]
-        cache = stats["transition cache"]
+        cache = python.stats()["none"]["transition cache"]  # (the Python automaton's)
         union_s = statistics.median(union)
         separate_s = statistics.median(separate) * count / len(sample)
         rows.append(
