@@ -156,15 +156,18 @@ def test_a_query_the_compiled_runs_do_not_take_joins_on_its_own() -> None:
     """Subscribed while the templates run compiled, a query they do not take (its
     condition reads above its node) runs on a Python automaton of its own from the next
     document; unsubscribed, it stops at once."""
-    docs = ["<r k='p'><a x='1'/><b><a x='2'/></b></r>"] * 4
-    above = "return $X@x from //$X where tag($X) = 'a' and $X/../@k = 'p'"
+    docs = ["<r k='p'><a x='1'><b>p</b></a><b><a x='2'/></b></r>"] * 4
+    above = "return $X@x from //$X where tag($X) = 'a' and $X/../@k = $X/b"  # (and below)
     engine = XSeqMultiEngine({"a": "//a/@x"})
+    alone_ones = []
     actions = {
         1: lambda e: e.subscribe("above", above),
+        2: lambda e: alone_ones.extend(e._live.alone),
         3: lambda e: e.unsubscribe("above"),
     }
     got = per_query(engine.run(stream_with(engine, "".join(docs), actions)))
     assert engine.not_compiled is None  # (the templates ran compiled)
+    assert alone_ones == ["above"]  # (on a Python automaton of its own)
     assert got["a"] == alone("//a/@x", "".join(docs))
     assert got["above"] == alone(above, "".join(docs[1:3])) != []
 

@@ -24,7 +24,14 @@ from xcep.xseq.dom import ELEMENT, Node
 from xcep.xseq.emitters import Emitter, Tagged, TemplateEmitter
 from xcep.xseq.matches import make_env
 from xcep.xseq.program import Program, Verdicts, single_machine
-from xcep.xseq.vm import CompiledPlan, NotCompiled, compiled_plan, reads_downward, ref_attribute
+from xcep.xseq.vm import (
+    CompiledPlan,
+    CompiledRun,
+    NotCompiled,
+    compiled_plan,
+    reads_downward,
+    ref_attribute,
+)
 from xcep.xseq.vm_calls import Handout
 
 
@@ -90,36 +97,51 @@ def _refs(expr):
 
 
 class TemplateRun:
-    """One template's compiled run: matches in, the template emitter's entries out."""
+    """One template's compiled run: matches in, the template emitter's entries out; a
+    template of one query (its conditions all the template's) makes its rows in C, as the
+    query alone does (``CompiledRun``)."""
 
     def __init__(self, program, values_only: bool) -> None:
         self.values_only = values_only
         analysis = replace(program.analysis, per_match=program.per_match)
-        if any(not reads_downward(c.cond) for c in analysis.per_match):
-            raise NotCompiled("a condition reads above its nodes")
-        attributes, captured = reads(program)
-        handout = Handout(analysis, attributes, captured)
+        handout = None
+        if len(program.members) > 1:
+            handout = Handout(analysis, *reads(program))
+        else:  # (all its conditions: those it shares went to the template, as it joined)
+            (member,) = program.members.values()
+            analysis = member.analysis
         found = compiled_plan(
             analysis, program, single_machine(program), "all", values_only, handout
         )
         if not isinstance(found, CompiledPlan):
             raise NotCompiled(found)
         self.program = program
-        self.vm = found.vm()
+        self.alone = CompiledRun(found, values_only) if handout is None else None
+        self.vm = found.vm() if handout is not None else self.alone.vm
         self.written = analysis.mode == "nodes"  # (the end node's value comes first)
         self.partitioned = found.tables["route"] is not None
 
     def feed(self, batch, emitter: TemplateEmitter) -> None:
+        if self.alone is not None:
+            return self._rows(self.alone.feed(batch), emitter)
         out = self.vm.feed(
             batch.docs, batch.kinds, batch.names, batch.values, batch.nodes, batch.symbols.names
         )
         self._hand(out, emitter)
 
     def end(self, final: bool, emitter: TemplateEmitter) -> None:
+        """The stream ended (``final``: the aggregates' rows too) or stops here."""
+        if self.alone is not None:
+            return self._rows(self.alone.end(final), emitter)
         self._hand(self.vm.finish(final), emitter)
+        if final and emitter is not None:
+            emitter.finish(self.vm.partitions() if self.partitioned else None)
 
-    def partitions(self) -> list | None:
-        return self.vm.partitions() if self.partitioned else None
+    def _rows(self, rows: list, emitter: TemplateEmitter | None) -> None:
+        """A template of one query: its rows, to its sink."""
+        for member in emitter.members.values() if emitter is not None else ():
+            for row in rows:
+                member.sink(row)
 
     def _hand(self, out: list, emitter: TemplateEmitter | None) -> None:
         if emitter is None:
@@ -145,11 +167,15 @@ class TemplateRun:
 
     def __getstate__(self) -> dict:
         """Saved as its program and its run's state (the plan is made again)."""
-        return {"program": self.program, "values_only": self.values_only, "run": self.vm.state()}
+        state = self.alone.state() if self.alone is not None else self.vm.state()
+        return {"program": self.program, "values_only": self.values_only, "run": state}
 
     def __setstate__(self, saved: dict) -> None:
         self.__init__(saved["program"], saved["values_only"])
-        self.vm.restore(saved["run"])
+        if self.alone is not None:
+            self.alone.restore(saved["run"])
+        else:
+            self.vm.restore(saved["run"])
 
 
 class _Partition:
@@ -219,10 +245,7 @@ class CompiledDriver:
 
     def finish(self, final: bool = True) -> list:
         for key, run in self.runs.items():
-            emitter = self.emitters.get(key)
-            run.end(final, emitter)
-            if final and emitter is not None:
-                emitter.finish(run.partitions())
+            run.end(final, self.emitters.get(key))
         for qid, run in self.alone.items():
             self.rows += [[qid, *row] for row in run.finish()]
         return self._taken()
