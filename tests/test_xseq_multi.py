@@ -172,6 +172,30 @@ def test_a_query_the_compiled_runs_do_not_take_joins_on_its_own() -> None:
     assert got["above"] == alone(above, "".join(docs[1:3])) != []
 
 
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(st.lists(st.integers(1, 6), max_size=6), min_size=1, max_size=3),
+    bounds=st.lists(st.integers(1, 6), min_size=2, max_size=4, unique=True),
+    selection=st.sampled_from(("maximal", "skip-past-last")),
+    runtime=RUNTIME,
+)
+def test_members_of_a_template_select_among_their_own_matches(runs, bounds, selection, runtime):
+    """Under maximal and skip-past-last each member of a template (queries differing in a
+    constant of a condition) selects among the matches its own condition passes, as it
+    does alone — on the compiled runs too, where the template hands every match out."""
+    text = "".join("<r>" + "".join(f"<a x='{x}'/>" for x in xs) + "</r>" for xs in runs)
+    queries = {
+        f"k{k}": f"return first($X)@x, last($X)@x from /r/a (\\ $X)* where last($X)@x >= {k}"
+        for k in bounds
+    }
+    engine = XSeqMultiEngine(queries, selection=selection, runtime=runtime)
+    got = per_query(engine.run(batches(text)))
+    assert engine.stats()["none"]["templates"] == 1
+    assert (engine.not_compiled is None) == (runtime == "auto")
+    for qid, query in queries.items():
+        assert got.get(qid, []) == alone(query, text, selection), query
+
+
 def test_ids_are_checked() -> None:
     engine = XSeqMultiEngine({"a": "//a"})
     with pytest.raises(ValueError, match="already subscribed"):

@@ -291,7 +291,7 @@ class XSeqMultiEngine:
         runtime: str = "auto",
     ) -> None:
         """``runtime``: ``auto`` (the compiled automaton where each template compiles and
-        the selection is ``all``, else the Python automaton) or ``automaton``."""
+        under every selection policy, else the Python automaton) or ``automaton``."""
         check_selection(selection)
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
@@ -379,9 +379,7 @@ class XSeqMultiEngine:
             raise StateError("this engine is already running a stream")
         rows: list = []
         self.not_compiled = "the Python automaton was asked for"
-        if self.runtime != "automaton" and self.selection != "all":
-            self.not_compiled = f"selection {self.selection}"
-        elif self.runtime != "automaton":
+        if self.runtime != "automaton":
             try:
                 driver = self._live = CompiledDriver(self, rows, _run_alone)
                 self.not_compiled = None
@@ -500,6 +498,7 @@ class _Live:
             stream.finish()
 
 
-def _run_alone(analysis: Analysis, values_only: bool):
+def _run_alone(analysis: Analysis, values_only: bool, selection: str):
     """A run of one query on a Python automaton of its own (``CompiledDriver``)."""
-    return XSeqEngine(analysis, runtime="automaton", values_only=values_only).start()
+    engine = XSeqEngine(analysis, runtime="automaton", values_only=values_only, selection=selection)
+    return engine.start()

@@ -32,7 +32,7 @@ from xcep.xseq.vm import (
     reads_downward,
     ref_attribute,
 )
-from xcep.xseq.vm_calls import Handout
+from xcep.xseq.vm_calls import Handout, Selection
 
 
 class Written(Node):
@@ -101,8 +101,8 @@ class TemplateRun:
     template of one query (its conditions all the template's) makes its rows in C, as the
     query alone does (``CompiledRun``)."""
 
-    def __init__(self, program, values_only: bool) -> None:
-        self.values_only = values_only
+    def __init__(self, program, values_only: bool, selection: str = "all") -> None:
+        self.values_only, self.selection = values_only, selection
         analysis = replace(program.analysis, per_match=program.per_match)
         handout = None
         if len(program.members) > 1:
@@ -111,7 +111,7 @@ class TemplateRun:
             (member,) = program.members.values()
             analysis = member.analysis
         found = compiled_plan(
-            analysis, program, single_machine(program), "all", values_only, handout
+            analysis, program, single_machine(program), selection, values_only, handout
         )
         if not isinstance(found, CompiledPlan):
             raise NotCompiled(found)
@@ -120,6 +120,8 @@ class TemplateRun:
         self.vm = found.vm() if handout is not None else self.alone.vm
         self.written = analysis.mode == "nodes"  # (the end node's value comes first)
         self.partitioned = found.tables["route"] is not None
+        # a policy other than all: each member selects among its own matches
+        self.selections: dict = {}  # slot -> its Selection
 
     def feed(self, batch, emitter: TemplateEmitter) -> None:
         if self.alone is not None:
@@ -127,13 +129,20 @@ class TemplateRun:
         out = self.vm.feed(
             batch.docs, batch.kinds, batch.names, batch.values, batch.nodes, batch.symbols.names
         )
-        self._hand(out, emitter)
+        if self.selection == "all":
+            self._hand(out, emitter)
+        else:
+            self._select(out, self.vm.floors(), emitter)
 
     def end(self, final: bool, emitter: TemplateEmitter) -> None:
         """The stream ended (``final``: the aggregates' rows too) or stops here."""
         if self.alone is not None:
             return self._rows(self.alone.end(final), emitter)
-        self._hand(self.vm.finish(final), emitter)
+        if self.selection == "all":
+            self._hand(self.vm.finish(final), emitter)
+        else:  # (at the end, every start is decided)
+            out = self.vm.finish(final)
+            self._select(out, None if final else self.vm.floors(), emitter)
         if final and emitter is not None:
             emitter.finish(self.vm.partitions() if self.partitioned else None)
 
@@ -165,13 +174,48 @@ class TemplateRun:
             emitter.add(_Partition(key), [(end, binding, checks)])
         emitter.pump()
 
+    def _select(self, out: list, floors, emitter: TemplateEmitter | None) -> None:
+        """Under ``maximal`` or ``skip-past-last``: each member's matches (those its own
+        conditions pass) through a ``Selection`` of its own, as the query alone selects
+        them; the template's floors hold for each (its matches are among the template's)."""
+        if emitter is None:
+            return
+        program = self.program
+        conditional = program.conditions.members
+        mine: dict = {slot: [] for slot in emitter.members}
+        for item in out:
+            if item[1] is None:  # a document broke off: every member drops its matches
+                for items in mine.values():
+                    items.append(item)
+                continue
+            _, row = item[3] if self.partitioned else (None, item[3])
+            passed = ()
+            if conditional:
+                env = make_env(program.analysis, row[-1], False, memo=True)
+                passed = program.conditions.decide(env)
+            for slot, items in mine.items():
+                if slot in passed or slot not in conditional:
+                    items.append(item)
+        for slot, items in mine.items():
+            selection = self.selections.get(slot)
+            if selection is None:
+                selection = self.selections[slot] = Selection(self.selection)
+            member = emitter.members[slot]
+            for payload in selection.take(items, floors):
+                key, row = payload if self.partitioned else (None, payload)
+                end = Written(row[0]) if self.written else END
+                member.add(_Partition(key), [(end, row[-1], ())])
+            member.pump()
+
     def __getstate__(self) -> dict:
         """Saved as its program and its run's state (the plan is made again)."""
         state = self.alone.state() if self.alone is not None else self.vm.state()
-        return {"program": self.program, "values_only": self.values_only, "run": state}
+        saved = {"program": self.program, "values_only": self.values_only, "run": state}
+        return {**saved, "selection": self.selection, "selections": self.selections}
 
     def __setstate__(self, saved: dict) -> None:
-        self.__init__(saved["program"], saved["values_only"])
+        self.__init__(saved["program"], saved["values_only"], saved["selection"])
+        self.selections = saved["selections"]
         if self.alone is not None:
             self.alone.restore(saved["run"])
         else:
@@ -210,9 +254,9 @@ class CompiledDriver:
             self._member(qid, group, owner, slot, analysis)
 
     def _compile(self, group, owner: int) -> None:
-        self.runs[(group, owner)] = TemplateRun(
-            group.machine.programs[owner], self.engine.values_only
-        )
+        engine = self.engine
+        program = group.machine.programs[owner]
+        self.runs[(group, owner)] = TemplateRun(program, engine.values_only, engine.selection)
 
     def _member(self, qid, group, owner: int, slot: int, analysis) -> None:
         emitter = self.emitters.get((group, owner))
@@ -257,7 +301,7 @@ class CompiledDriver:
             try:  # (alone first: a template it would join stays compiled)
                 TemplateRun(_alone(analysis), engine.values_only)
             except NotCompiled:
-                self.alone[qid] = self.run_alone(analysis, engine.values_only)
+                self.alone[qid] = self.run_alone(analysis, engine.values_only, engine.selection)
                 engine.queries[qid] = None  # (not in the machine)
                 continue
             # a partitioned query gets states of its own: no partial match of the others
