@@ -1,4 +1,4 @@
-"""Many queries on the compiled automaton (``XSeqMultiEngine`` under selection ``all``).
+"""Many queries on the compiled automaton (``XSeqMultiEngine``, every selection policy).
 
 Each template of the union (a program: the path its member queries share, with the
 per-match conditions they all have) runs on a compiled run of its own (``vm.py``): its
@@ -7,7 +7,9 @@ Python automaton hands it out — a ``Binding`` of nodes (``Handout``), the end 
 the value the run wrote of it — to the template's emitter. There, as on the Python
 automaton, each member's own conditions are decided at once for all members
 (``MemberConditions``) and each member that holds makes its row or feeds its aggregates
-(``TemplateEmitter``). A template is compiled with what its members read of the nodes
+(``TemplateEmitter``; under maximal and skip-past-last each member first selects among
+its own matches). A template of one query runs as that query alone does (its rows made
+in C). A template is compiled with what its members read of the nodes
 (the attributes its records keep, the variables whose subtrees are captured); one a
 member joins between documents is compiled again, and its run starts afresh at that
 document (a run without ``partition by`` keeps nothing from one document to the next;
