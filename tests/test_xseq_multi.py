@@ -178,20 +178,31 @@ def test_a_query_the_compiled_runs_do_not_take_joins_on_its_own() -> None:
     bounds=st.lists(st.integers(1, 6), min_size=2, max_size=4, unique=True),
     selection=st.sampled_from(("maximal", "skip-past-last")),
     runtime=RUNTIME,
+    cut=st.integers(0, 12),
 )
-def test_members_of_a_template_select_among_their_own_matches(runs, bounds, selection, runtime):
+def test_members_of_a_template_select_among_their_own_matches(
+    runs, bounds, selection, runtime, cut
+):
     """Under maximal and skip-past-last each member of a template (queries differing in a
     constant of a condition) selects among the matches its own condition passes, as it
-    does alone — on the compiled runs too, where the template hands every match out."""
+    does alone — on the compiled runs too, where the template hands every match out;
+    also when the run is saved and restored after batch ``cut``."""
+    import pickle
+
     text = "".join("<r>" + "".join(f"<a x='{x}'/>" for x in xs) + "</r>" for xs in runs)
     queries = {
         f"k{k}": f"return first($X)@x, last($X)@x from /r/a (\\ $X)* where last($X)@x >= {k}"
         for k in bounds
     }
     engine = XSeqMultiEngine(queries, selection=selection, runtime=runtime)
-    got = per_query(engine.run(batches(text)))
+    driver, rows = engine.start(), []
     assert engine.stats()["none"]["templates"] == 1
     assert (engine.not_compiled is None) == (runtime == "auto")
+    for i, batch in enumerate(batches(text, batch_size=3, chunk_size=8)):
+        rows += driver.feed(batch)
+        if i == cut:
+            engine, driver = pickle.loads(pickle.dumps((engine, driver)))
+    got = per_query(rows + driver.finish())
     for qid, query in queries.items():
         assert got.get(qid, []) == alone(query, text, selection), query
 

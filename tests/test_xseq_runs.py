@@ -111,20 +111,23 @@ def test_automaton_runs_resume_where_they_stopped(query, text, selection, size, 
     size=st.integers(1, 12),
     cuts=st.sets(st.integers(0, 40), max_size=6),
     runtime=st.sampled_from(("auto", "automaton")),
+    selection=st.sampled_from(("all", "all", "maximal", "skip-past-last")),
 )
-def test_runs_of_many_queries_resume_where_they_stopped(queries, text, size, cuts, runtime):
+def test_runs_of_many_queries_resume_where_they_stopped(
+    queries, text, size, cuts, runtime, selection
+):
     """An ``XSeqMultiEngine`` run (shared states, templates; on the Python automaton, or
     its templates each on a compiled run) pickled with its driver, against the Python
     automaton's uninterrupted run."""
     import pickle
 
     try:
-        engine = XSeqMultiEngine(dict(enumerate(queries)), runtime="automaton")
+        engine = XSeqMultiEngine(dict(enumerate(queries)), runtime="automaton", selection=selection)
     except QuerySyntaxError:
         return
     batches = _batches(text, size)
     expected = list(engine.run(iter(batches)))
-    engine = XSeqMultiEngine(dict(enumerate(queries)), runtime=runtime)
+    engine = XSeqMultiEngine(dict(enumerate(queries)), runtime=runtime, selection=selection)
     driver, rows = engine.start(), []
     kind = type(driver)
     assert (kind is Driver) == (runtime == "automaton" or engine.not_compiled is not None)
