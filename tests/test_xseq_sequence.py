@@ -249,6 +249,17 @@ def test_fast_path_values_and_prefixes(query: str, docs: list[str], cut: int, se
     removed=st.integers(0, 5),
     selection=SELECTION,
 )
+@example(  # a template of two, one removed, saved: restored as it ran (its matches handed out)
+    queries=[
+        "return count($Z) from /s/$Z[@p > 1] \\ t[@p != 'x'] partition by /s/t@k",
+        "return count($V1) from //s/t[v/text() = 3] (\\ t[@p != 'x'])* \\ $V1[@p != 'x']",
+        "return count($V1) from //s/t[v/text() = 3] (\\ t[@p != 'x'])* \\ $V1[@p != 'x']",
+    ],
+    docs=["<s></s>"],
+    cut=0,
+    removed=1,
+    selection="skip-past-last",
+)
 def test_sequence_groups_give_each_query_its_rows(
     queries: list[str], docs: list[str], cut: int, removed: int, selection: str
 ) -> None:

@@ -103,11 +103,15 @@ class TemplateRun:
     template of one query (its conditions all the template's) makes its rows in C, as the
     query alone does (``CompiledRun``)."""
 
-    def __init__(self, program, values_only: bool, selection: str = "all") -> None:
+    def __init__(
+        self, program, values_only: bool, selection: str = "all", several: bool | None = None
+    ) -> None:
+        """``several``: whether its matches are handed out to its members (by default:
+        whether it has several; a restored run keeps the way it was saved with)."""
         self.values_only, self.selection = values_only, selection
         analysis = replace(program.analysis, per_match=program.per_match)
         handout = None
-        if len(program.members) > 1:
+        if several if several is not None else len(program.members) > 1:
             handout = Handout(analysis, *reads(program))
         else:  # (all its conditions: those it shares went to the template, as it joined)
             (member,) = program.members.values()
@@ -213,10 +217,12 @@ class TemplateRun:
         """Saved as its program and its run's state (the plan is made again)."""
         state = self.alone.state() if self.alone is not None else self.vm.state()
         saved = {"program": self.program, "values_only": self.values_only, "run": state}
-        return {**saved, "selection": self.selection, "selections": self.selections}
+        saved |= {"selection": self.selection, "selections": self.selections}
+        return {**saved, "several": self.alone is None}
 
     def __setstate__(self, saved: dict) -> None:
-        self.__init__(saved["program"], saved["values_only"], saved["selection"])
+        options = saved["values_only"], saved["selection"], saved["several"]
+        self.__init__(saved["program"], *options)
         self.selections = saved["selections"]
         if self.alone is not None:
             self.alone.restore(saved["run"])
