@@ -161,24 +161,28 @@ class TemplateRun:
     def _hand(self, out: list, emitter: TemplateEmitter | None) -> None:
         if emitter is None:
             return
-        program = self.program
-        conditional = program.conditions.members
+        conditional = self.program.conditions.members
         for found in out:
-            key, row = found if self.partitioned else (None, found)
-            binding = row[-1]
-            end = Written(row[0]) if self.written else END
+            key, end, binding = self._match(found)
             checks: tuple = ()
             if conditional:
                 verdicts = Verdicts(None, [])
-                verdicts.passed = program.conditions.decide(
-                    make_env(program.analysis, binding, False, memo=True)
-                )
-                verdicts.state = True
-                if not verdicts.passed and len(conditional) == len(program.members):
+                verdicts.passed, verdicts.state = self._passed(binding), True
+                if not verdicts.passed and len(conditional) == len(self.program.members):
                     continue
                 checks = (verdicts,)
             emitter.add(_Partition(key), [(end, binding, checks)])
         emitter.pump()
+
+    def _match(self, found) -> tuple:
+        """(partition key, end node, binding) of a match handed out."""
+        key, row = found if self.partitioned else (None, found)
+        return key, Written(row[0]) if self.written else END, row[-1]
+
+    def _passed(self, binding) -> set:
+        """The members whose own conditions hold on a match (those with some)."""
+        env = make_env(self.program.analysis, binding, False, memo=True)
+        return self.program.conditions.decide(env)
 
     def _select(self, out: list, floors, emitter: TemplateEmitter | None) -> None:
         """Under ``maximal`` or ``skip-past-last``: each member's matches (those its own
@@ -186,19 +190,14 @@ class TemplateRun:
         them; the template's floors hold for each (its matches are among the template's)."""
         if emitter is None:
             return
-        program = self.program
-        conditional = program.conditions.members
+        conditional = self.program.conditions.members
         mine: dict = {slot: [] for slot in emitter.members}
         for item in out:
             if item[1] is None:  # a document broke off: every member drops its matches
                 for items in mine.values():
                     items.append(item)
                 continue
-            _, row = item[3] if self.partitioned else (None, item[3])
-            passed = ()
-            if conditional:
-                env = make_env(program.analysis, row[-1], False, memo=True)
-                passed = program.conditions.decide(env)
+            passed = self._passed(self._match(item[3])[2]) if conditional else ()
             for slot, items in mine.items():
                 if slot in passed or slot not in conditional:
                     items.append(item)
@@ -208,9 +207,8 @@ class TemplateRun:
                 selection = self.selections[slot] = Selection(self.selection)
             member = emitter.members[slot]
             for payload in selection.take(items, floors):
-                key, row = payload if self.partitioned else (None, payload)
-                end = Written(row[0]) if self.written else END
-                member.add(_Partition(key), [(end, row[-1], ())])
+                key, end, binding = self._match(payload)
+                member.add(_Partition(key), [(end, binding, ())])
             member.pump()
 
     def __getstate__(self) -> dict:
