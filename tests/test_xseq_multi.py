@@ -172,6 +172,26 @@ def test_a_query_the_compiled_runs_do_not_take_joins_on_its_own() -> None:
     assert got["above"] == alone(above, "".join(docs[1:3])) != []
 
 
+@pytest.mark.parametrize("runtime", ["auto", "automaton"])
+def test_a_query_subscribed_while_running_stays_for_the_next_stream(runtime: str) -> None:
+    """A query subscribed during a stream (joining at a next document, which here never
+    comes; or on an automaton of its own) is one of the engine's queries when the next
+    stream starts, and can be unsubscribed between streams."""
+    text = "<r k='p'><a x='1'><b>p</b></a></r>"
+    above = "return $X@x from //$X where tag($X) = 'a' and $X/../@k = $X/b"
+    for late in ("//a/@x", above):
+        engine = XSeqMultiEngine({"b": "//b/text()"}, runtime=runtime)
+        driver = engine.start()
+        (batch,) = list(batches(text, batch_size=1000))
+        driver.feed(batch)
+        engine.subscribe("late", late)  # (no document follows in this stream)
+        driver.finish()
+        engine._live = None  # (the stream is over: what run() does)
+        assert per_query(engine.run(batches(text)))["late"] == alone(late, text)
+        engine.unsubscribe("late")
+        assert "late" not in per_query(engine.run(batches(text)))
+
+
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(
     runs=st.lists(st.lists(st.integers(1, 6), max_size=6), min_size=1, max_size=3),

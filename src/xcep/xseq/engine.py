@@ -303,6 +303,10 @@ class XSeqMultiEngine:
         self.not_compiled = None  # why the last start ran on the Python automaton
         self.groups: dict = {}  # partition key -> Group
         self.queries: dict = {}  # query id -> (group, owner, slot, analysis)
+        # query id -> analysis of one subscribed while a stream ran and not in the machine:
+        # waiting for the next document, or on a Python automaton of its own (it joins
+        # the machine when the next stream starts)
+        self.outside: dict = {}
         self._slots = 0
         self._live = None  # while a stream runs: its _Live
         for qid, query in dict(queries).items():
@@ -317,6 +321,7 @@ class XSeqMultiEngine:
         if self._live is None:
             self._add(qid, analysis)
         else:
+            self.outside[qid] = analysis
             self._live.pending.append((qid, analysis))
 
     def unsubscribe(self, qid) -> None:
@@ -325,7 +330,9 @@ class XSeqMultiEngine:
             raise KeyError(f"no query {qid!r} is subscribed")
         entry = self.queries.pop(qid)
         if entry is None:  # subscribed while running, not in the machine (yet)
-            self._live.drop(qid)
+            del self.outside[qid]
+            if self._live is not None:
+                self._live.drop(qid)
             return
         group, owner, slot, _ = entry
         program = group.machine.programs[owner]
@@ -370,6 +377,7 @@ class XSeqMultiEngine:
         self._slots += 1
         group.machine.programs[owner].join(slot, analysis)
         self.queries[qid] = (group, owner, slot, analysis)
+        self.outside.pop(qid, None)
         return group, owner, slot
 
     def start(self) -> Driver:
@@ -377,6 +385,8 @@ class XSeqMultiEngine:
         driver, pickled together, save it (``xcep.plans``)."""
         if self._live is not None:
             raise StateError("this engine is already running a stream")
+        for qid, analysis in list(self.outside.items()):  # (subscribed during the last run)
+            self._add(qid, analysis)
         rows: list = []
         self.not_compiled = "the Python automaton was asked for"
         if self.runtime != "automaton":
