@@ -316,6 +316,10 @@ def test_section_6_4_monotonic_query(data_dir) -> None:
         ("//a (/b/..)*", "cannot use the parent axis"),
         ("//$X/parent::b", "$X cannot be followed by a parent step"),
         ("//a[following-sibling::b]", "outside the node's subtree"),
+        # (a where condition reads as a predicate does: its node's subtree and ancestors)
+        ("return $X from //$X where $X/../b = 1", "column 32: a where condition or output"),
+        ("return $X/preceding-sibling::b from //$X", "cannot use the preceding-sibling axis"),
+        ("return $X from //$X where $X[../b]", "a predicate cannot use the child axis"),
     ],
 )
 def test_query_errors_name_the_place(query: str, message: str) -> None:

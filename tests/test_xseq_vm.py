@@ -67,6 +67,9 @@ def compiled_queries(draw) -> str:
         options += [f"tag({name}) = tag({other})" for other, _ in variables if other != name]
         # below the node: pending checks, decided once the nodes close
         options += [f"{name}/b/@x > 1", f"{name}/a = 't'", f"{name}[b]", f"not({name}/c)"]
+        # $X[…] tests: of its attributes (on its record), reading below or above it
+        options += [f"{name}[@x = 2 or @k = 'q']", f"not({name}[@x > 1 and @k])"]
+        options += [f"{name}[b/@x = ../@x]", f"{name}[@x = ancestor::*/@x]"]
         # above the node: its ancestors' tags and attributes (records keep made nodes)
         options += [
             f"{name}/../@x >= 1",
@@ -338,6 +341,8 @@ def test_terms_made_in_python_equal_the_python_automaton(query, text, size, valu
 ABOVE = ("parent::a", "ancestor::b[@k = 'q']", "../@x = 1", "@x = ../@x", "ancestor::*[@x > 1]")
 # (and below it too: the conjuncts apart, one decided as it opens, one pending)
 ABOVE += ("parent::a and b", ".//b[@x = 1] and ../@x = 1 and not(c)")
+# (one conjunct reading both: its subtree under the node made with its ancestors)
+ABOVE += ("b/@x = ../@x", "not(a/@x = ancestor::*/@x)", ".//b[../@x = 2]", "c or . = ../@k")
 
 
 @st.composite
@@ -412,6 +417,28 @@ def test_self_steps_equal_the_python_automaton(query, text, size) -> None:
     _compared(query, text, size)  # (a query the language refuses: not compared)
 
 
+@st.composite
+def binding_self_steps(draw) -> str:
+    """Paths with a self step that binds a variable (once, or in a Kleene-* group)."""
+    variables: list = []
+    head = draw(path(variables, False, True))
+    bound = draw(st.sampled_from(["/self::$S", "/self::$S[@x > 1]", "(/a/self::$S)*"]))
+    bound += draw(st.sampled_from(["", " /b", "\\ $T", "//c/self::$T[b]"]))
+    variables += [("$S", "*" in bound)] + ([("$T", False)] if "$T" in bound else [])
+    return _selection_or_rows(draw, f"{head} {bound}", variables)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(query=binding_self_steps(), text=documents(), size=st.integers(1, 30))
+@example(query="return $S from /r/a/self::$S", text="<r><a x='1'><b/></a><b/></r>", size=2)
+def test_self_steps_that_bind_equal_the_python_automaton(query, text, size) -> None:
+    expected = _compared(query, text, size)
+    if expected is None:
+        return
+    cut = _cut_and_resumed(query, _batches(text, size), {0, 3}, runtime="compiled")
+    assert cut == expected, query
+
+
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=path(None),
@@ -472,6 +499,9 @@ def test_compiled_runs_resume_where_they_stopped(query, text, size, cuts) -> Non
     ),
     text=documents(),
     cut=st.integers(1, 200),
+)
+@example(  # a condition on the parent's attribute: decided as the node opens, on both
+    query="return $V0@x from //$V0 where $V0/../@x >= 1", text='<r><a x="1"><a></a></a></r>', cut=19
 )
 def test_a_document_cut_short_loses_the_rows_it_loses_on_the_python_automaton(query, text, cut):
     """The events of a document that breaks off are dropped, the documents around it kept;

@@ -99,6 +99,8 @@ def _conditions(draw, variables: list) -> list[str]:
             continue
         options = [f"tag({name}) = '{draw(st.sampled_from(TAGS))}'", f"{name}@x >= 2"]
         options += [f"{name}/b", f"{name}/a/@x = 2", f"{name}/c/b/text() = 't'"]
+        # above the node (its ancestors' attributes), and with its subtree
+        options += [f"{name}/../@x >= 2", f"{name}[a/@x = ../@x]", f"{name}[@k = 'p']"]
         if kleene:
             options += [
                 f"{name}@x > prev({name})@x",

@@ -37,10 +37,16 @@ class Check:
             self.decide = self.nodes = None
 
 
+_UP = (A.PARENT, A.ANCESTOR, A.SELF, A.ATTRIBUTE)
+
+
 def _ref_needs_subtree(ref: A.VarRef, as_value: bool) -> bool:
     if ref.path is None:
         return as_value
-    return any(isinstance(step, A.Step) and step.axis != A.ATTRIBUTE for step in A.walk(ref.path))
+    steps = [step for step in A.walk(ref.path) if isinstance(step, A.Step)]
+    if steps[-1].axis == A.ATTRIBUTE and all(s.axis in _UP for s in steps):
+        return False  # (its ancestors' attributes: known as it opens)
+    return any(step.axis != A.ATTRIBUTE for step in steps)
 
 
 def _subtree_refs(expr) -> list:

@@ -112,6 +112,9 @@ def analyze(query: A.Query | str) -> Analysis:
                 error(f"{ref.func}() needs a variable under a Kleene-*; ${ref.var} is not", ref.pos)
             if ref.path is not None:
                 visit(ref.path, None, True)
+                _check_streamable_path(ref.path, text, "a where condition or output")
+        for test in (n for n in A.walk(expr) if isinstance(n, A.VarTest)):
+            check_streamable(test.cond, text)
         return found
 
     for clause in (query.where, *(t.expr for t in query.returns or ())):
@@ -160,6 +163,30 @@ def analyze(query: A.Query | str) -> Analysis:
 def bound_variables(path) -> set:
     """The variables a path can bind."""
     return {n.var for n in A.walk(path) if isinstance(n, A.Step) and n.var}
+
+
+def check_streamable(pred, text: str) -> None:
+    """Predicates may look into the node's subtree and at its ancestors, not at its siblings."""
+    for node in A.walk(pred):
+        if isinstance(node, A.RelPath):
+            _check_streamable_path(node.path, text, "a predicate")
+
+
+def _check_streamable_path(path, text: str, what: str) -> None:
+    """A path from a node (a predicate's, or a variable's in the where clause) may go down
+    into its subtree, or up to its ancestors (and their attributes), not to siblings."""
+    steps = [n for n in A.walk(path) if isinstance(n, A.Step)]
+    backward = any(step.axis in A.BACKWARD_AXES for step in steps)
+    for step in steps:
+        if step.axis in (A.FOLLOWING_SIBLING, A.NEXT_SIBLING, A.PRECEDING_SIBLING) or (
+            backward and step.axis not in (*A.BACKWARD_AXES, A.SELF, A.ATTRIBUTE)
+        ):
+            raise QuerySyntaxError(
+                f"{what} cannot use the {step.axis} axis here in a stream: it looks "
+                "outside the node's subtree and its ancestors",
+                text,
+                step.pos,
+            )
 
 
 def _pos(path) -> int:

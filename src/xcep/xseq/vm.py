@@ -24,9 +24,18 @@ from xml.sax.saxutils import escape, quoteattr
 from xcep.xseq import ast as A
 from xcep.xseq.evaluate import attribute_name
 from xcep.xseq.lifting import HIDDEN
-from xcep.xseq.machine import needs_subtree
 from xcep.xseq.matches import Aggregator
 from xcep.xseq.program import ALL, TEXT
+from xcep.xseq.reads import (
+    above_only,
+    apart,
+    child_names,
+    outside_tests,
+    reads_downward,
+    ref_attribute,
+    tested_attributes,
+    up_to_attributes,
+)
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.values import as_string, to_number
 from xcep.xseq.vm_calls import (
@@ -56,7 +65,6 @@ T_PY = 9  # a term made in Python on the match's nodes (``PyTerms``)
 # (written out: its XML, or its string value with ``--values``)
 P_TEXT, P_ATTR, P_XML, P_EVENTS = 0, 1, 2, 3  # (P_EVENTS: its events, for pending checks)
 P_STRING = 4  # (its string value, for pending checks decided in C)
-_DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
 # the nodes of a Conditions tree (``_Program``), which of a variable's nodes a node reads
 C_CONST, C_FIELD, C_TAG, C_ARITH, C_CMP, C_AND, C_OR, C_NOT, C_EXISTS = range(9)
 C_OPEN, C_HAS = 9, 10  # a guard's: the open tag's attribute (its value; whether it is there)
@@ -193,14 +201,19 @@ def _tables(
     # whether a binding keeps where each group was entered (prev(); an intersect's context)
     entries = bool(program.join_width)
     below = set()  # the conjuncts that read below nodes: pending checks, decided on captures
-    made = False  # whether one reads above nodes: records keep their nodes with ancestors
+    # whether one reads above nodes: records keep their nodes made with their ancestors
+    made = handout is not None and handout.above
     for conjunct in conjuncts:  # what they read (open tags), the records keep
-        for ref in A.walk(conjunct.cond):
+        for ref in outside_tests(conjunct.cond):
             if isinstance(ref, A.RelPath):
                 raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
             reads = isinstance(ref, A.VarRef) and ref.path is not None
-            if reads and ref_attribute(ref) is None and _above_only(ref.path):
+            tested = tested_attributes(ref) if isinstance(ref, A.VarTest) else None
+            if reads and ref_attribute(ref) is None and above_only(ref.path):
                 made = True  # ($X/../@k: decided in Python on the node with its ancestors)
+            elif tested is not None:  # ($X[@k = 'p']: on its record, which keeps them)
+                attributes += [name for name in tested[0] if name not in attributes]
+                made = made or tested[1]
             elif isinstance(ref, A.VarTest) or (reads and ref_attribute(ref) is None):
                 below.add(id(conjunct))
             if reads and ref_attribute(ref) not in (None, *attributes):
@@ -210,7 +223,9 @@ def _tables(
                 below.add(id(conjunct))  # (a node's string value)
             entries = entries or (isinstance(ref, A.VarRef) and ref.func == "prev")
         if id(conjunct) in below and not reads_downward(conjunct.cond):
-            raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
+            if not up_to_attributes(conjunct.cond):
+                raise NotCompiled(f"the condition {A.to_text(conjunct.cond)}")
+            made = True  # ($X[b = ../@k]: its node's subtree under the node with ancestors)
     own = None  # a selection policy: the slots of the query's own variables (where it starts)
     if selection != "all":
         own = bytes(not v.startswith(HIDDEN) for v in analysis.variables).ljust(width, b"\0")
@@ -306,11 +321,11 @@ def _tables(
             preds = machine.preds.get(state.id, ())
             if state.test_here:  # a self step: the node it stands on tested in the closure
                 tested = (A.ELEMENT, A.NODE)
-                if step.axis == A.ATTRIBUTE or step.kind not in tested or step.var:
-                    raise NotCompiled("a self step that is not an element's or binds")
+                if step.axis == A.ATTRIBUTE or step.kind not in tested:
+                    raise NotCompiled("a self step that is not an element's")
                 name = None if step.kind == A.NODE or step.name == A.WILDCARD else step.name
                 self_tests[state.id] = (name, step.kind == A.NODE)  # (the root: node() only)
-            for pred, reads_below, fast in _apart(preds):
+            for pred, reads_below, fast in apart(preds):
                 if fast is not None:
                     continue
                 # (its ancestors and attributes: decided as it opens; a text's: as it comes)
@@ -318,8 +333,10 @@ def _tables(
                     above.append(pred)
                     up[state.id] = (*(up[state.id] or ()), len(above) - 1)
                     continue
-                if not reads_downward(pred):
-                    raise NotCompiled("a predicate that reads above its node and below it")
+                if not reads_downward(pred):  # (its node made with its ancestors)
+                    if not up_to_attributes(pred):
+                        raise NotCompiled("a predicate that reads above its node and below it")
+                    made = True
                 pending.append(pred)
                 value_checks.append(trees.get(id(pred)))
                 deep[state.id] = (*(deep[state.id] or ()), len(pending) - 1)
@@ -383,6 +400,8 @@ def _tables(
     if made:  # (a record's last field: after its attributes' numbers, where it has them)
         numbers = len(attributes) if decide.numbers else 0
         decide.nodes.made_at = HEAD + len(attributes) + len(paths) + numbers
+        if capture:
+            check.made_at = decide.nodes.made_at
     return {
         **capture,
         "kinds": bytes(kinds),
@@ -421,33 +440,11 @@ def _tables(
     }
 
 
-def _above_only(path) -> bool:
-    """Whether a reference's path reads nothing but above its node (``$X/../@k``,
-    ``$X/ancestor::b/@id``): its ancestors' tags and attributes, no predicate."""
-    steps = path.items if isinstance(path, A.Seq) else (path,)
-    upward = (A.PARENT, A.ANCESTOR, A.SELF, A.ATTRIBUTE)
-    return all(isinstance(s, A.Step) and s.axis in upward and not s.preds for s in steps) and any(
-        s.axis in (A.PARENT, A.ANCESTOR) for s in steps
-    )
-
-
-def _apart(preds: tuple) -> list:
-    """A step's predicates, those that read above their node and below it cut into their
-    conjuncts (``[../@k = 'p' and b]``: one decided as the node opens, one pending)."""
-    out = []
-    for pred, reads_below, fast in preds:
-        if fast is None and reads_below and not reads_downward(pred):
-            out += [(c, needs_subtree(c), None) for c in A.conjuncts(pred)]
-        else:
-            out.append((pred, reads_below, fast))
-    return out
-
-
 def _kept_children(on_events: list, reads: dict, captures, analysis, handout) -> frozenset | None:
     """The children a captured node keeps: those its pending checks' predicates (on the
     node's events) and the conditions and outputs that read its variable's subtree
     (``Program.captured_vars``: what of each) begin with; None for all of them."""
-    names = _child_names(on_events)
+    names = child_names(on_events)
     captured = {v for v in analysis.variables if captures[analysis.index[v]]}
     if handout is not None:
         captured |= handout.captured
@@ -457,33 +454,6 @@ def _kept_children(on_events: list, reads: dict, captures, analysis, handout) ->
             return None
         names = names | {name for name in read if name != TEXT}
     return names
-
-
-def _child_names(preds: list) -> frozenset | None:
-    """The names of the children that predicates on a node read (the first steps of their
-    relative paths: its text children and attributes are kept anyway), or None where one
-    reads more (a ``//``, self, wildcard or backward step)."""
-    names: set = set()
-    for pred in preds:
-        for node in A.walk(pred):
-            if isinstance(node, A.Step) and node.axis in A.BACKWARD_AXES:
-                return None
-            if not isinstance(node, A.RelPath):
-                continue
-            first = node.path.items[0] if isinstance(node.path, A.Seq) else node.path
-            if not isinstance(first, A.Step):
-                return None
-            if first.axis == A.ATTRIBUTE or (first.axis, first.kind) == (A.CHILD, A.TEXT):
-                continue
-            if (first.axis, first.kind) != (A.CHILD, A.ELEMENT) or first.name == A.WILDCARD:
-                return None
-            names.add(first.name)
-    return frozenset(names)
-
-
-def reads_downward(pred) -> bool:
-    """Whether a predicate reads nothing but its node's subtree (and attributes)."""
-    return all(s.axis in _DOWNWARD for s in A.walk(pred) if isinstance(s, A.Step))
 
 
 def _route(path, key: str) -> tuple:
@@ -745,12 +715,4 @@ def _child_path(path) -> tuple | None:
         return (names, P_ATTR, last.name)
     if (last.axis, last.kind) == plain and last.name != A.WILDCARD and not last.var:
         return (*names, last.name), P_XML, None
-    return None
-
-
-def ref_attribute(ref: A.VarRef) -> str | None:
-    """The attribute a reference reads (``$X@a``), or None when it reads otherwise."""
-    path = ref.path
-    if type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != A.WILDCARD:
-        return path.name
     return None

@@ -152,9 +152,12 @@ class Handout:
     events, the others made of their records, which keep the ``attributes`` they read), for
     the members' conditions and outputs in Python (``xcep.xseq.vm_multi``)."""
 
-    def __init__(self, analysis: Analysis, attributes: tuple, captured: frozenset) -> None:
+    def __init__(
+        self, analysis: Analysis, attributes: tuple, captured: frozenset, above: bool = False
+    ) -> None:
         self.analysis = analysis
         self.attributes, self.captured = attributes, captured
+        self.above = above  # whether members read above their nodes (their ancestors')
         self.check = None  # (the plan's ``PendingCheck``: it makes a binding's nodes)
 
     def made(self, check: PendingCheck) -> Handout:
@@ -179,17 +182,26 @@ class PendingCheck:
         self.at = at  # where a record's captured events are (a list of one list)
         self.nodes = None  # the records' nodes, where nothing was captured (``RecordNodes``)
         self.width, self.kept = 0, False  # (as the plan's bindings are: ``binding_of``)
+        self.made_at = None  # where records keep their nodes made with ancestors, if they do
 
     def __call__(self, check: list) -> bool:
         if check[2] is None:
             if check[1] >= 0:
                 record = check[0]
-                check[2] = holds(self.preds[check[1]], subtree(record[self.at][0], record[3]))
+                check[2] = holds(self.preds[check[1]], self.built(record))
             else:
                 conjuncts, iteration = self.late[-check[1] - 1]
                 bound = self.binding(check[0])
                 check[2] = conditions_hold(self.analysis, conjuncts, bound, iteration)
         return check[2]
+
+    def built(self, record: tuple) -> Node:
+        """The node of a record built of its captured events, under its ancestors where the
+        record keeps its node made with them (for conditions that read above it)."""
+        node = subtree(record[self.at][0], record[3])
+        if self.made_at is not None and record[self.made_at] is not None:
+            node.parent = record[self.made_at].parent
+        return node
 
     def binding(self, binding: tuple) -> Binding:
         """A binding of the compiled run as one of nodes: those it captured built of their
@@ -205,7 +217,7 @@ class PendingCheck:
             for record in sorted(records, key=lambda r: (r[3], r[0])):
                 found = built.get((record[3], record[0]))
                 if found is None:
-                    found = subtree(record[at][0], record[3])
+                    found = self.built(record)
                     built.update((n.key, n) for n in _elements(found))
                 made[id(record)] = found
 
@@ -213,7 +225,7 @@ class PendingCheck:
             found = made.get(id(record))
             if found is None:
                 captured = record[at] if len(record) > at else None
-                found = subtree(captured[0], record[3]) if captured else self.nodes(record)
+                found = self.built(record) if captured else self.nodes(record)
                 made[id(record)] = found
             return found
 
@@ -271,7 +283,9 @@ class RecordNodes:
 
     def __call__(self, record: tuple) -> Node:
         if self.made_at is not None and record[self.made_at] is not None:
-            return record[self.made_at]  # (conditions read above it)
+            node = record[self.made_at]  # (conditions read above it)
+            node.closed = True  # (as the others: a record's node is read for its open tag)
+            return node
         found = self.made.get(id(record))
         if found is not None:
             return found[1]

@@ -30,9 +30,11 @@ from xcep.xseq.vm import (
     CompiledPlan,
     CompiledRun,
     NotCompiled,
+    above_only,
     compiled_plan,
     reads_downward,
     ref_attribute,
+    up_to_attributes,
 )
 from xcep.xseq.vm_calls import Handout, Selection
 
@@ -60,19 +62,23 @@ END = Written("")  # the end node of a match whose row does not print it
 
 def reads(program) -> tuple:
     """(the attributes of bound nodes its members' conditions and outputs read, the
-    variables whose subtrees they read) of a template; NotCompiled where one reads above
-    its nodes."""
+    variables whose subtrees they read, whether one reads above its nodes) of a template;
+    NotCompiled where one reads more above them than their ancestors' attributes."""
     attributes: list = []
     captured: set = set()
+    above = False
 
     def visit(expr) -> None:
+        nonlocal above
         if not reads_downward(expr):
-            raise NotCompiled(f"a member reads above its nodes: {A.to_text(expr)}")
+            if not up_to_attributes(expr):
+                raise NotCompiled(f"a member reads above its nodes: {A.to_text(expr)}")
+            above = True  # (its records keep their nodes made with their ancestors)
         for ref in _refs(expr):
             name = ref_attribute(ref)
-            if name is None:
+            if name is None and not above_only(ref.path):
                 captured.add(ref.var)
-            elif name not in attributes:
+            elif name is not None and name not in attributes:
                 attributes.append(name)
 
     for member in program.members.values():
@@ -82,7 +88,7 @@ def reads(program) -> tuple:
             counted = term.aggregate == "count" and isinstance(term.expr, A.VarRef)
             if not (counted and term.expr.path is None):  # (count($X) counts its nodes)
                 visit(term.expr)
-    return tuple(attributes), frozenset(captured)
+    return tuple(attributes), frozenset(captured), above
 
 
 def _refs(expr):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from xcep.xseq import ast as A
 from xcep.xseq.parser import QuerySyntaxError
 from xcep.xseq.rewrite import without_backward_steps
-from xcep.xseq.semantics import Analysis
+from xcep.xseq.semantics import Analysis, check_streamable
 
 _WAITS = {
     A.CHILD: ("any", "child"),
@@ -146,7 +146,7 @@ def compile_to_vpa(analysis: Analysis, path=None) -> Vpa:
                 item.pos,
             )
         for pred in item.preds:
-            _check_streamable(pred, text)
+            check_streamable(pred, text)
         if item.axis == A.ATTRIBUTE:
             return [new("attr", next=follow, step=item).id]
         match = new("match", next=follow, step=item)
@@ -171,21 +171,3 @@ def compile_to_vpa(analysis: Analysis, path=None) -> Vpa:
 
 def _rest(step: A.Step) -> tuple:
     return (step.kind, step.name, step.preds, step.var, step.pos)
-
-
-def _check_streamable(pred, text: str) -> None:
-    """Predicates may look into the node's subtree and at its ancestors, not at its siblings."""
-    for node in A.walk(pred):
-        if isinstance(node, A.RelPath):
-            steps = [n for n in A.walk(node.path) if isinstance(n, A.Step)]
-            backward = any(step.axis in A.BACKWARD_AXES for step in steps)
-            for step in steps:
-                if step.axis in (A.FOLLOWING_SIBLING, A.NEXT_SIBLING, A.PRECEDING_SIBLING) or (
-                    backward and step.axis not in (*A.BACKWARD_AXES, A.SELF, A.ATTRIBUTE)
-                ):
-                    raise QuerySyntaxError(
-                        f"a predicate cannot use the {step.axis} axis here in a stream: it looks "
-                        "outside the node's subtree and its ancestors",
-                        text,
-                        step.pos,
-                    )

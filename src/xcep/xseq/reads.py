@@ -1,0 +1,117 @@
+"""What a condition or predicate reads of its node — its attributes, its subtree, its
+ancestors (and their attributes) — as the compiled automaton's plan (``vm.py``) and its
+template runs (``vm_multi.py``) sort them: decided at the open tag, on a record, on a
+node made with its ancestors, or on captured events."""
+
+from __future__ import annotations
+
+from xcep.xseq import ast as A
+from xcep.xseq.machine import needs_subtree
+
+_DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.SELF, A.ATTRIBUTE)
+
+
+def above_only(path) -> bool:
+    """Whether a reference's path reads nothing but above its node (``$X/../@k``,
+    ``$X/ancestor::b/@id``): its ancestors' tags and attributes, no predicate."""
+    steps = path.items if isinstance(path, A.Seq) else (path,)
+    upward = (A.PARENT, A.ANCESTOR, A.SELF, A.ATTRIBUTE)
+    return all(isinstance(s, A.Step) and s.axis in upward and not s.preds for s in steps) and any(
+        s.axis in (A.PARENT, A.ANCESTOR) for s in steps
+    )
+
+
+def up_to_attributes(expr) -> bool:
+    """Whether the relative paths of a condition that step up (``..``, ``ancestor::``) read
+    nothing but their ancestors' attributes (``[b = ../@k]``): what a node made with its
+    ancestors holds, beside its captured subtree."""
+    for node in A.walk(expr):
+        if isinstance(node, A.VarRef) and node.path is not None and above_only(node.path):
+            continue  # ($X/ancestor::b: on the node made with its ancestors)
+        path = node.path if isinstance(node, A.RelPath | A.VarRef) else None
+        steps = path.items if isinstance(path, A.Seq) else (path,)
+        up = any(isinstance(s, A.Step) and s.axis in A.BACKWARD_AXES for s in steps)
+        if up and not (above_only(path) and steps[-1].axis == A.ATTRIBUTE):
+            return False
+    return True
+
+
+def outside_tests(cond):
+    """The nodes of a condition, but not those inside ``$X[…]`` tests (whose relative paths
+    start from the tested node)."""
+    yield cond
+    if isinstance(cond, A.VarTest):
+        yield cond.ref
+        return
+    for name in getattr(cond, "__slots__", ()):
+        value = getattr(cond, name)
+        if hasattr(value, "__slots__"):
+            yield from outside_tests(value)
+
+
+def tested_attributes(test: A.VarTest) -> tuple | None:
+    """(the attributes of its node ``$X[…]`` reads, whether it reads its ancestors'
+    attributes too) where it reads nothing else — decided on the node's record —, else None."""
+    if test.ref.path is not None:
+        return None
+    names, above = [], False
+    for node in A.walk(test.cond):
+        if not isinstance(node, A.RelPath):
+            continue
+        steps = node.path.items if isinstance(node.path, A.Seq) else (node.path,)
+        last = steps[-1]
+        if not (isinstance(last, A.Step) and last.axis == A.ATTRIBUTE and last.name != A.WILDCARD):
+            return None
+        if last.preds or (len(steps) > 1 and not above_only(node.path)):
+            return None
+        if len(steps) == 1:
+            names.append(last.name)
+        above = above or len(steps) > 1
+    return names, above
+
+
+def apart(preds: tuple) -> list:
+    """A step's predicates, those that read above their node and below it cut into their
+    conjuncts (``[../@k = 'p' and b]``: one decided as the node opens, one pending)."""
+    out = []
+    for pred, reads_below, fast in preds:
+        if fast is None and reads_below and not reads_downward(pred):
+            out += [(c, needs_subtree(c), None) for c in A.conjuncts(pred)]
+        else:
+            out.append((pred, reads_below, fast))
+    return out
+
+
+def child_names(preds: list) -> frozenset | None:
+    """The names of the children that predicates on a node read (the first steps of their
+    relative paths: its text children and attributes are kept anyway), or None where one
+    reads more (a ``//``, self, wildcard or backward step)."""
+    names: set = set()
+    for pred in preds:
+        for node in A.walk(pred):
+            if isinstance(node, A.Step) and node.axis in A.BACKWARD_AXES:
+                return None
+            if not isinstance(node, A.RelPath):
+                continue
+            first = node.path.items[0] if isinstance(node.path, A.Seq) else node.path
+            if not isinstance(first, A.Step):
+                return None
+            if first.axis == A.ATTRIBUTE or (first.axis, first.kind) == (A.CHILD, A.TEXT):
+                continue
+            if (first.axis, first.kind) != (A.CHILD, A.ELEMENT) or first.name == A.WILDCARD:
+                return None
+            names.add(first.name)
+    return frozenset(names)
+
+
+def reads_downward(pred) -> bool:
+    """Whether a predicate reads nothing but its node's subtree (and attributes)."""
+    return all(s.axis in _DOWNWARD for s in A.walk(pred) if isinstance(s, A.Step))
+
+
+def ref_attribute(ref: A.VarRef) -> str | None:
+    """The attribute a reference reads (``$X@a``), or None when it reads otherwise."""
+    path = ref.path
+    if type(path) is A.Step and path.axis == A.ATTRIBUTE and path.name != A.WILDCARD:
+        return path.name
+    return None
