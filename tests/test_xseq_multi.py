@@ -154,10 +154,10 @@ def test_partitioned_query_joins_every_partition_from_the_next_document(runtime:
 
 def test_a_query_the_compiled_runs_do_not_take_joins_on_its_own() -> None:
     """Subscribed while the templates run compiled, a query they do not take (its
-    condition tests its node's parent) runs on a Python automaton of its own from the next
+    output prints its node's parent) runs on a Python automaton of its own from the next
     document; unsubscribed, it stops at once."""
     docs = ["<r k='p'><a x='1'><b>p</b></a><b><a x='2'/></b></r>"] * 4
-    above = "return $X@x from //$X where tag($X) = 'a' and $X[..]"
+    above = "return $X@x, $X/.. from //$X where tag($X) = 'a'"
     engine = XSeqMultiEngine({"a": "//a/@x"})
     alone_ones = []
     actions = {

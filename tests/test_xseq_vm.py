@@ -44,12 +44,15 @@ def compiled_queries(draw) -> str:
         # values below the node: paths of child steps to text() or an attribute
         options += [f"{name}/b/text()", f"{name}/text()", f"{name}/a/@x", f"{name}/c/b/text()"]
         options += [name, f"{name}/b", f"{name}/c/a"]  # elements: XML, or string values
+        options += [f"{name}/../@x", f"{name}/ancestor::*/@k"]  # above: its ancestors'
         options += [f"first({name})/b/text()", f"last({name})/a/@k"] if kleene else []
         terms.append(draw(st.sampled_from(options)))
     if draw(st.integers(0, 2)) == 0:  # aggregates (and a plain term of one value beside)
         name = variables[0][0]
         terms = [
-            draw(st.sampled_from([f"{a}({name}{r})" for a in AGGREGATES for r in READS]))
+            draw(
+                st.sampled_from([f"{a}({name}{r})" for a in AGGREGATES for r in (*READS, "/../@x")])
+            )
             for _ in range(draw(st.integers(0, 2)))
         ]
         terms.append(f"count({draw(st.sampled_from([n for n, _ in variables]))})")

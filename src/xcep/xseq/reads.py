@@ -21,19 +21,52 @@ def above_only(path) -> bool:
     )
 
 
-def up_to_attributes(expr) -> bool:
+def up_to_attributes(expr, output: bool = False) -> bool:
     """Whether the relative paths of a condition that step up (``..``, ``ancestor::``) read
     nothing but their ancestors' attributes (``[b = ../@k]``): what a node made with its
-    ancestors holds, beside its captured subtree."""
+    ancestors holds, beside its captured subtree (``output``: of an output term, which
+    reads ``$X/..`` as its XML, not made with ancestors)."""
+    tested = _tested(expr)
     for node in A.walk(expr):
-        if isinstance(node, A.VarRef) and node.path is not None and above_only(node.path):
+        up = isinstance(node, A.VarRef) and node.path is not None and above_only(node.path)
+        if up and not output:
             continue  # ($X/ancestor::b: on the node made with its ancestors)
         path = node.path if isinstance(node, A.RelPath | A.VarRef) else None
         steps = path.items if isinstance(path, A.Seq) else (path,)
         up = any(isinstance(s, A.Step) and s.axis in A.BACKWARD_AXES for s in steps)
-        if up and not (above_only(path) and steps[-1].axis == A.ATTRIBUTE):
+        if up and not _read_above(node, tested):
             return False
     return True
+
+
+def _read_above(rel, tested: set) -> bool:
+    """Whether a relative path that steps up reads its ancestors' attributes, or tests that
+    an ancestor is there (``..``, ``ancestor::b`` as a condition): no more than what a node
+    made with its ancestors holds (not their content)."""
+    steps = rel.path.items if isinstance(rel.path, A.Seq) else (rel.path,)
+    return above_only(rel.path) and (steps[-1].axis == A.ATTRIBUTE or id(rel) in tested)
+
+
+def _tested(expr) -> set:
+    """The ids of the relative paths a condition (and the predicates in it) tests for a
+    node, not compares or reads the value of."""
+    found = _as_condition(expr)
+    for node in A.walk(expr):
+        for pred in node.preds if isinstance(node, A.Step) else ():
+            found |= _as_condition(pred)
+        if isinstance(node, A.VarTest):
+            found |= _as_condition(node.cond)
+    return found
+
+
+def _as_condition(cond) -> set:
+    if isinstance(cond, A.RelPath):
+        return {id(cond)}
+    if isinstance(cond, A.And | A.Or):
+        return _as_condition(cond.left) | _as_condition(cond.right)
+    if isinstance(cond, A.Not):
+        return _as_condition(cond.arg)
+    return set()
 
 
 def outside_tests(cond):
@@ -54,19 +87,20 @@ def tested_attributes(test: A.VarTest) -> tuple | None:
     attributes too) where it reads nothing else — decided on the node's record —, else None."""
     if test.ref.path is not None:
         return None
-    names, above = [], False
+    names, above, tested = [], False, _tested(test.cond)
     for node in A.walk(test.cond):
         if not isinstance(node, A.RelPath):
             continue
         steps = node.path.items if isinstance(node.path, A.Seq) else (node.path,)
         last = steps[-1]
-        if not (isinstance(last, A.Step) and last.axis == A.ATTRIBUTE and last.name != A.WILDCARD):
+        if len(steps) > 1 or last.axis in A.BACKWARD_AXES:  # (above it: ``../@k``, ``..``)
+            if not _read_above(node, tested):
+                return None
+            above = True
+        elif last.axis != A.ATTRIBUTE or last.name == A.WILDCARD or last.preds:
             return None
-        if last.preds or (len(steps) > 1 and not above_only(node.path)):
-            return None
-        if len(steps) == 1:
+        else:
             names.append(last.name)
-        above = above or len(steps) > 1
     return names, above
 
 

@@ -112,9 +112,6 @@ def analyze(query: A.Query | str) -> Analysis:
                 error(f"{ref.func}() needs a variable under a Kleene-*; ${ref.var} is not", ref.pos)
             if ref.path is not None:
                 visit(ref.path, None, True)
-                _check_streamable_path(ref.path, text, "a where condition or output")
-        for test in (n for n in A.walk(expr) if isinstance(n, A.VarTest)):
-            check_streamable(test.cond, text)
         return found
 
     for clause in (query.where, *(t.expr for t in query.returns or ())):
@@ -170,6 +167,37 @@ def check_streamable(pred, text: str) -> None:
     for node in A.walk(pred):
         if isinstance(node, A.RelPath):
             _check_streamable_path(node.path, text, "a predicate")
+    check_no_ancestor_values(pred, text)
+
+
+def check_streamable_clauses(query: A.Query) -> None:
+    """The where clause and outputs read from their variables' nodes as predicates read
+    from theirs (``check_streamable``); outputs may print an ancestor (it waits to close)."""
+    conditions = A.conjuncts(query.where) if query.where is not None else []
+    for expr in (*conditions, *(t.expr for t in query.returns or ())):
+        for node in A.walk(expr):
+            if isinstance(node, A.VarRef) and node.path is not None:
+                _check_streamable_path(node.path, query.text, "a where condition or output")
+            if isinstance(node, A.VarTest):
+                check_streamable(node.cond, query.text)
+    for conjunct in conditions:
+        check_no_ancestor_values(conjunct, query.text)
+
+
+def check_no_ancestor_values(cond, text: str) -> None:
+    """A condition may test that an ancestor is there and compare its attributes, not its
+    value: its content is still to come in a stream."""
+    for node in A.walk(cond):
+        for operand in (node.left, node.right) if isinstance(node, A.Compare | A.Arith) else ():
+            path = operand.path if isinstance(operand, A.RelPath | A.VarRef) else None
+            steps = [s for s in A.walk(path) if isinstance(s, A.Step)] if path is not None else []
+            if any(s.axis in A.BACKWARD_AXES for s in steps) and steps[-1].axis != A.ATTRIBUTE:
+                raise QuerySyntaxError(
+                    "a condition cannot compare the value of an ancestor in a stream: its "
+                    "content is still to come; compare its attributes (../@name)",
+                    text,
+                    steps[-1].pos,
+                )
 
 
 def _check_streamable_path(path, text: str, what: str) -> None:

@@ -203,6 +203,7 @@ def _tables(
     below = set()  # the conjuncts that read below nodes: pending checks, decided on captures
     # whether one reads above nodes: records keep their nodes made with their ancestors
     made = handout is not None and handout.above
+    made = made or any(not reads_downward(t.expr) for t in analysis.query.returns or ())
     for conjunct in conjuncts:  # what they read (open tags), the records keep
         for ref in outside_tests(conjunct.cond):
             if isinstance(ref, A.RelPath):
@@ -480,6 +481,11 @@ def _term(
     counts = term.aggregate == "count" and isinstance(expr, A.VarRef) and expr.path is None
     if counts and expr.func is None:  # count($X) counts the nodes
         return (T_NODES, analysis.index[expr.var], 0)
+    if not reads_downward(expr):  # ($X/../@k: in Python, on the node made with ancestors)
+        if not up_to_attributes(expr, output=True):  # ($X/..: its XML, once it closed)
+            raise NotCompiled(f"the output {term.text or A.to_text(expr)}")
+        py.append(term)
+        return (T_PY, 0, len(py) - 1)
     try:
         op = _reading(analysis, expr, attributes, paths)
     except NotCompiled:  # ($X//b, tag(first($X)), ...)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from xcep.xseq import ast as A
 from xcep.xseq.parser import QuerySyntaxError
 from xcep.xseq.rewrite import without_backward_steps
-from xcep.xseq.semantics import Analysis, check_streamable
+from xcep.xseq.semantics import Analysis, check_streamable, check_streamable_clauses
 
 _WAITS = {
     A.CHILD: ("any", "child"),
@@ -104,6 +104,8 @@ def compile_to_vpa(analysis: Analysis, path=None) -> Vpa:
     """The automaton of ``path`` (default: the analysis' path) followed by acceptance."""
     states: list[State] = []
     text = analysis.query.text
+    if path is None:
+        check_streamable_clauses(analysis.query)
 
     def new(kind: str, **fields) -> State:
         state = State(len(states), kind, **fields)
