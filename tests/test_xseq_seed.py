@@ -322,6 +322,7 @@ def test_section_6_4_monotonic_query(data_dir) -> None:
         ("return $X from //$X where $X[../b]", "a predicate cannot use the child axis"),
         ("//a[.. = 't']", "column 5: a condition cannot compare the value of an ancestor"),
         ("return $X from //$X where $X/ancestor::b != 1", "the value of an ancestor"),
+        ("return $X/.. from //c/$X", "column 11: an output cannot be an ancestor's value"),
     ],
 )
 def test_query_errors_name_the_place(query: str, message: str) -> None:

@@ -45,6 +45,7 @@ def compiled_queries(draw) -> str:
         options += [f"{name}/b/text()", f"{name}/text()", f"{name}/a/@x", f"{name}/c/b/text()"]
         options += [name, f"{name}/b", f"{name}/c/a"]  # elements: XML, or string values
         options += [f"{name}/../@x", f"{name}/ancestor::*/@k"]  # above: its ancestors'
+        options += [f"tag({name}/..)", f"{name}/../@x + 1"]
         options += [f"first({name})/b/text()", f"last({name})/a/@k"] if kleene else []
         terms.append(draw(st.sampled_from(options)))
     if draw(st.integers(0, 2)) == 0:  # aggregates (and a plain term of one value beside)
@@ -56,6 +57,8 @@ def compiled_queries(draw) -> str:
             for _ in range(draw(st.integers(0, 2)))
         ]
         terms.append(f"count({draw(st.sampled_from([n for n, _ in variables]))})")
+        if draw(st.booleans()):
+            terms.append(f"count({name}/ancestor::*)")
         if draw(st.booleans()) and not variables[0][1]:
             terms.append(f"{name}@k")
     query = f"return {', '.join(terms)} from {body}"

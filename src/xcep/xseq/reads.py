@@ -21,15 +21,13 @@ def above_only(path) -> bool:
     )
 
 
-def up_to_attributes(expr, output: bool = False) -> bool:
+def up_to_attributes(expr) -> bool:
     """Whether the relative paths of a condition that step up (``..``, ``ancestor::``) read
     nothing but their ancestors' attributes (``[b = ../@k]``): what a node made with its
-    ancestors holds, beside its captured subtree (``output``: of an output term, which
-    reads ``$X/..`` as its XML, not made with ancestors)."""
+    ancestors holds, beside its captured subtree."""
     tested = _tested(expr)
     for node in A.walk(expr):
-        up = isinstance(node, A.VarRef) and node.path is not None and above_only(node.path)
-        if up and not output:
+        if isinstance(node, A.VarRef) and node.path is not None and above_only(node.path):
             continue  # ($X/ancestor::b: on the node made with its ancestors)
         path = node.path if isinstance(node, A.RelPath | A.VarRef) else None
         steps = path.items if isinstance(path, A.Seq) else (path,)

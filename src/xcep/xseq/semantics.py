@@ -172,7 +172,8 @@ def check_streamable(pred, text: str) -> None:
 
 def check_streamable_clauses(query: A.Query) -> None:
     """The where clause and outputs read from their variables' nodes as predicates read
-    from theirs (``check_streamable``); outputs may print an ancestor (it waits to close)."""
+    from theirs (``check_streamable``): an ancestor's tag, attributes, whether it is
+    there, how many there are, not its content (``$X/..`` as a value or output)."""
     conditions = A.conjuncts(query.where) if query.where is not None else []
     for expr in (*conditions, *(t.expr for t in query.returns or ())):
         for node in A.walk(expr):
@@ -182,6 +183,26 @@ def check_streamable_clauses(query: A.Query) -> None:
                 check_streamable(node.cond, query.text)
     for conjunct in conditions:
         check_no_ancestor_values(conjunct, query.text)
+    for term in query.returns or ():
+        if isinstance(term.expr, A.Tag) or term.aggregate == "count":
+            continue  # (its tag, how many: known as it opens)
+        for ref in A.walk(term.expr):
+            steps = _upward_steps(ref)
+            if steps and steps[-1].axis != A.ATTRIBUTE:
+                raise QuerySyntaxError(
+                    "an output cannot be an ancestor's value in a stream: its content came "
+                    "before the match was known; output its attributes (../@name) or tag()",
+                    query.text,
+                    steps[-1].pos,
+                )
+
+
+def _upward_steps(ref) -> list:
+    """The steps of a variable reference's path that steps up, or none."""
+    if not isinstance(ref, A.VarRef) or ref.path is None:
+        return []
+    steps = [s for s in A.walk(ref.path) if isinstance(s, A.Step)]
+    return steps if any(s.axis in A.BACKWARD_AXES for s in steps) else []
 
 
 def check_no_ancestor_values(cond, text: str) -> None:
@@ -190,8 +211,8 @@ def check_no_ancestor_values(cond, text: str) -> None:
     for node in A.walk(cond):
         for operand in (node.left, node.right) if isinstance(node, A.Compare | A.Arith) else ():
             path = operand.path if isinstance(operand, A.RelPath | A.VarRef) else None
-            steps = [s for s in A.walk(path) if isinstance(s, A.Step)] if path is not None else []
-            if any(s.axis in A.BACKWARD_AXES for s in steps) and steps[-1].axis != A.ATTRIBUTE:
+            steps = _upward_steps(A.VarRef("", path=path))
+            if steps and steps[-1].axis != A.ATTRIBUTE:
                 raise QuerySyntaxError(
                     "a condition cannot compare the value of an ancestor in a stream: its "
                     "content is still to come; compare its attributes (../@name)",

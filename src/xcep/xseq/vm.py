@@ -481,9 +481,7 @@ def _term(
     counts = term.aggregate == "count" and isinstance(expr, A.VarRef) and expr.path is None
     if counts and expr.func is None:  # count($X) counts the nodes
         return (T_NODES, analysis.index[expr.var], 0)
-    if not reads_downward(expr):  # ($X/../@k: in Python, on the node made with ancestors)
-        if not up_to_attributes(expr, output=True):  # ($X/..: its XML, once it closed)
-            raise NotCompiled(f"the output {term.text or A.to_text(expr)}")
+    if not reads_downward(expr):  # ($X/../@k, tag($X/..): on the node made with ancestors)
         py.append(term)
         return (T_PY, 0, len(py) - 1)
     try:
