@@ -51,6 +51,8 @@ PREDICATES = (
     ".//b[@x = 1]",
     "parent::a",
     "ancestor::b[@k = 'q']",
+    "b/@x = ../@x",
+    "not(ancestor::*[@x = 2]) and c",
 )
 
 
@@ -148,6 +150,7 @@ def _query(draw, body: str, variables: list, form: int, by: str | None) -> str:
     for name, kleene in variables[:3]:
         reads = [f"{name}@x", f"{name}", f"tag({name})"]  # and values below it: the child
         reads += [f"{name}/b/text()", f"{name}/a/@x", f"{name}/c/b", f"{name}/text()"]  # paths
+        reads += [f"{name}/../@x"]  # above it
         terms.append(draw(st.sampled_from(reads)))
         if kleene:
             terms.append(draw(st.sampled_from([f"last({name})@x", f"count({name})"])))
