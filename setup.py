@@ -14,8 +14,18 @@ KERNELS = [
     ),
     Extension("xcep.xpush._states", ["src/xcep/xpush/_states.c"], extra_compile_args=["-O2"]),
     Extension("xcep.xseq._quiet", ["src/xcep/xseq/_quiet.c"], extra_compile_args=["-O2"]),
-    Extension("xcep.xseq._lists", ["src/xcep/xseq/_lists.c"], extra_compile_args=["-O2"]),
-    Extension("xcep.xseq._vm", ["src/xcep/xseq/_vm.c"], extra_compile_args=["-O2"]),
+    Extension(
+        "xcep.xseq._lists",
+        ["src/xcep/xseq/_lists.c"],
+        depends=["src/xcep/xseq/numbers.h"],
+        extra_compile_args=["-O2"],
+    ),
+    Extension(
+        "xcep.xseq._vm",
+        ["src/xcep/xseq/_vm.c"],
+        depends=["src/xcep/xseq/numbers.h"],
+        extra_compile_args=["-O2"],
+    ),
 ]
 
 

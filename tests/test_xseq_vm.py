@@ -641,3 +641,16 @@ def test_a_malformed_plan_is_refused() -> None:
         vm.restore((0, 1, [(None, 0, [], [], [], None)], [], None, [], [1], [], 1))
     with pytest.raises(ValueError, match="not a state of this plan"):  # a run it lacks
         vm.restore((0, 1, [], [(-1, 3, 0, (), None, 0, 0)], None, [], [1], [], 1))
+
+
+NUMBER_TEXTS = ("1e3", " 7 ", "-2.5E1", "inf", "nan", "Infinity", "1_0", "e", "E5", "0x10")
+NUMBER_TEXTS += ("\u0661\u0662", "12abc", "+3.", ".5", "trade 7", "", "1e", "7\u00a0")
+
+
+@pytest.mark.parametrize("pred", ["b = 1000", "b > 5", "b != 7", "b < 'f'", "b = 'inf'"])
+def test_texts_read_as_numbers_as_the_python_automaton_reads_them(pred: str) -> None:
+    """Texts that read as numbers or not (a fast refusal skips float() for the plain
+    ones): the compiled automaton compares them as the Python automaton does."""
+    text = "<r>" + "".join(f"<a><b>{t}</b></a>" for t in NUMBER_TEXTS) + "</r>"
+    expected = _compared(f"return $A/b from /r/$A[{pred}]", text, 5)
+    assert expected is not None and expected != []

@@ -12,6 +12,8 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+
+#include "numbers.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -27,6 +29,8 @@ typedef struct {
  * reads '1_000'), else None; a new reference, NULL on an error other than not a number */
 static PyObject *string_number(PyObject *value)
 {
+    if (plainly_not_a_number(value))
+        Py_RETURN_NONE;
     PyObject *number = PyFloat_FromString(value);
     if (number == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_ValueError))

@@ -16,6 +16,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "numbers.h"
+
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { S_WAIT = 0, S_MATCH = 1, S_PASS = 2, S_BEGIN = 3, S_ACCEPT = 4, S_ENTER = 5, S_ITER = 6 };
 enum { S_IENTER = 7, S_JOIN = 8 }; /* intersect: its context node kept; an operand's end */
@@ -426,7 +428,7 @@ static PyObject *open_attribute(Attrs *a, PyObject *name)
 
 static int string_number(PyObject *text, double *x)
 {
-    if (!PyUnicode_Check(text))
+    if (!PyUnicode_Check(text) || plainly_not_a_number(text))
         return 0;
     PyObject *number = PyFloat_FromString(text);
     if (number == NULL) {
