@@ -112,13 +112,14 @@ def plain_paths(draw) -> str:
 
 def _rows(query: str, text: str, batch: int = 7, **options) -> list:
     stream = EventStream([io.BytesIO(text.encode())], batch_size=batch)
+    options.setdefault("runtime", "path")  # (fast=False: the Python automaton)
     return list(XSeqEngine(query, **options).run(stream.batches()))
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(query=plain_paths(), text=documents(), values_only=st.booleans(), batch=st.integers(1, 12))
 def test_plain_paths_equal_reference_and_automaton(query, text, values_only, batch) -> None:
-    engine = XSeqEngine(query)
+    engine = XSeqEngine(query, runtime="path")
     assert isinstance(engine.fast_path, PlainPath), (query, engine.fast_path)
     expected = evaluate(query, parse(text), values_only=values_only)
     assert _rows(query, text, batch, values_only=values_only) == expected, query
@@ -149,10 +150,10 @@ def test_xmark_paths_at_every_batch_size(data_dir, query: str) -> None:
     assert expected
     for size in (1, 7, 100, 500, 8192):
         stream = EventStream([path], batch_size=size)
-        assert list(XSeqEngine(query).run(stream.batches())) == expected, size
+        assert list(XSeqEngine(query, runtime="path").run(stream.batches())) == expected, size
     spaced = list(XSeqEngine(query, fast=False).run(_spaced(path, 8192)))
     for size in (1, 7, 100):  # whitespace text between the elements, at every level
-        assert list(XSeqEngine(query).run(_spaced(path, size))) == spaced, size
+        assert list(XSeqEngine(query, runtime="path").run(_spaced(path, size))) == spaced, size
 
 
 def _spaced(path, size: int):
@@ -163,7 +164,10 @@ def test_a_recursive_path_on_xmark(data_dir) -> None:
     """The seed's Q3 on XMark: the same rows as the automaton, nested listitems included."""
     query = "//parlist/listitem(/parlist/listitem)*"
     path = data_dir / "xmark" / "xmark-f0.01.xml"
-    rows = [list(XSeqEngine(query, fast=f).run(EventStream([path]).batches())) for f in (1, 0)]
+    rows = [
+        list(XSeqEngine(query, fast=f, runtime="path").run(EventStream([path]).batches()))
+        for f in (1, 0)
+    ]
     assert rows[0] == rows[1]
     assert len(rows[0]) > 100 and any(r[0].count("<listitem>") > 1 for r in rows[0])
 
@@ -175,7 +179,8 @@ def test_a_broken_document_loses_what_the_automaton_loses(tmp_path) -> None:
     for query in ("//a", "//a/@x", "/r/a", "//c/text()", "//b"):
         for size in (2, 5, 100):  # small batches release a broken document's first events
             rows = [
-                list(XSeqEngine(query, fast=f).run(_skipping(data, size))) for f in (True, False)
+                list(XSeqEngine(query, fast=f, runtime="path").run(_skipping(data, size)))
+                for f in (True, False)
             ]
             assert rows[0] == rows[1], (query, size)
 
@@ -208,7 +213,7 @@ def test_paths_that_are_not_plain_say_why(query: str, why: str) -> None:
 
 
 def test_explain_and_stats_name_the_evaluator() -> None:
-    engine = XSeqEngine("//a/b")
+    engine = XSeqEngine("//a/b", runtime="path")
     assert "evaluated on the path runtime" in engine.explain()
     stream = EventStream([io.BytesIO(b"<a><b/><a><b>t</b></a></a>")])
     assert list(engine.run(stream.batches())) == [["<b/>"], ["<b>t</b>"]]
@@ -225,7 +230,7 @@ def test_answers_survive_table_flushes(monkeypatch, data_dir) -> None:
     path = data_dir / "xmark" / "xmark-f0.01.xml"
     expected = list(XSeqEngine(query, fast=False).run(EventStream([path]).batches()))
     monkeypatch.setattr(paths, "TABLE_BUDGET", 4)
-    engine = XSeqEngine(query)
+    engine = XSeqEngine(query, runtime="path")
     assert list(engine.run(EventStream([path], batch_size=500).batches())) == expected
     assert engine.stats()["table flushes"] > 0
 

@@ -601,7 +601,7 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
         ("//a/text()[. = 'u']", "compiled automaton"),  # a text() step with a predicate
         ("return count($X), max($X@x) from //a (/$X)*", "compiled automaton"),  # aggregates
         ("return sum($X/b) from //a (/$X)*", "compiled automaton"),  # an element below
-        ("//a[b/@x = 1]", "path runtime"),
+        ("//a[b/@x = 1]", "compiled automaton"),  # (the path runtime by name: below)
         ("return $X@k from //a $X[.//b]", "compiled automaton"),  # a pending check
         ("return $X@k from //a $X[parent::r]", "compiled automaton"),  # reads above
         ("return $X@k from (//a intersect //*[@k]) $X", "compiled automaton"),  # intersect
@@ -614,6 +614,13 @@ def test_the_generator_reaches_the_compiled_automaton() -> None:
 )
 def test_explain_names_the_runtime(query: str, runtime: str) -> None:
     assert f"evaluated on the {runtime}" in XSeqEngine(query).explain()
+
+
+def test_the_path_runtime_runs_a_node_selection_asked_for_by_name() -> None:
+    explained = XSeqEngine("//a[b/@x = 1]", runtime="path").explain()
+    assert "evaluated on the path runtime" in explained
+    explained = XSeqEngine("return $X@k from //a $X[.//b]", runtime="path").explain()
+    assert "evaluated on the compiled automaton" in explained  # (not a node selection)
 
 
 def test_a_malformed_plan_is_refused() -> None:

@@ -348,18 +348,19 @@ def build_parser() -> argparse.ArgumentParser:
     xseq.add_argument(
         "--automaton",
         action="store_true",
-        help="always run the pushdown automaton, also for a query the path runtime or the "
-        "flat-sequence runtime serves (--explain says which runs it; docs/xseq.md); the "
-        "same as --runtime automaton",
+        help="always run the Python pushdown automaton, also for a query the compiled "
+        "automaton or the flat-sequence runtime serves (--explain says which runs it; "
+        "docs/xseq.md); the same as --runtime automaton",
     )
     xseq.add_argument(
         "--runtime",
-        choices=("auto", "compiled", "automaton"),
+        choices=("auto", "compiled", "path", "automaton"),
         default="auto",
-        help="what runs the query: auto (default: the path or flat-sequence runtime where "
-        "one serves it, else the compiled automaton where it takes it, else the Python "
-        "automaton), compiled (the compiled automaton where it takes it; with --queries "
-        "every query on it, a run per template) or automaton",
+        help="what runs the query: auto (default: the flat-sequence runtime where it "
+        "serves the query, else the compiled automaton; with --queries the node selections "
+        "share the path runtime), compiled (the compiled automaton; with --queries every "
+        "query on it, a run per template), path (the path runtime for a node selection: "
+        "faster on some flat streams) or automaton (the Python automaton)",
     )
     xseq.set_defaults(run=cmd_xseq)
 

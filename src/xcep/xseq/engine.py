@@ -74,7 +74,8 @@ def compile_fast_path(analysis: Analysis, selection: str = "all", fields_by_shap
     return reason
 
 
-RUNTIMES = ("auto", "compiled", "automaton")  # what runs a query (``XSeqEngine(runtime=…)``)
+# what runs a query (``XSeqEngine(runtime=…)``)
+RUNTIMES = ("auto", "compiled", "path", "automaton")
 
 
 class XSeqEngine:
@@ -100,12 +101,14 @@ class XSeqEngine:
     ) -> None:
         """``schema`` (a ``Dtd`` or ``LearnedSchema``) enables the rewrites of ``opt``
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
-        ``fast``: run a plain path (``xcep.xseq.paths``) or a flat sequence pattern
-        (``xcep.xseq.sequence``) on its fast path when it qualifies; False always runs
-        the automaton. ``runtime``: ``auto`` (those fast paths, else the compiled automaton
-        where it takes the query, else the Python automaton), ``compiled`` (the compiled
-        automaton where it takes the query) or ``automaton`` (the Python automaton, as
-        ``fast=False``)."""
+        ``fast``: run a flat sequence pattern (``xcep.xseq.sequence``) on its runtime when
+        it qualifies; False always runs the automaton. ``runtime``: ``auto`` (the
+        flat-sequence runtime where it takes the query, else the compiled automaton, else
+        the Python automaton), ``compiled`` (the compiled automaton where it takes the
+        query), ``path`` (the path runtime, ``xcep.xseq.paths``, where it takes a node
+        selection: faster than the compiled automaton on some flat streams, slower on
+        deep documents, bench/README.md *xseq-runtimes*; a file of queries shares it) or
+        ``automaton`` (the Python automaton, as ``fast=False``)."""
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
         runtime = runtime if fast else "automaton"
@@ -121,8 +124,12 @@ class XSeqEngine:
             self.fast_path = "the fast path is off"
         else:
             self.fast_path = "the compiled automaton was asked for"
-            if runtime == "auto":
+            if runtime in ("auto", "path"):
                 self.fast_path = compile_fast_path(self.analysis, selection)
+            if runtime == "auto" and isinstance(self.fast_path, PlainPath):
+                self.fast_path = "a node selection: the path runtime is asked for by name"
+            elif runtime == "path" and isinstance(self.fast_path, SequencePattern):
+                self.fast_path = "not a node selection"
             self.not_fast = self.fast_path if isinstance(self.fast_path, str) else None
             if isinstance(self.fast_path, str):  # the compiled automaton, where it takes it
                 machine = self.group.machine
