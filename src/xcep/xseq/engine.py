@@ -127,7 +127,7 @@ class XSeqEngine:
             if runtime in ("auto", "path"):
                 self.fast_path = compile_fast_path(self.analysis, selection)
             if runtime == "auto" and isinstance(self.fast_path, PlainPath):
-                self.fast_path = "a node selection: the path runtime is asked for by name"
+                self.fast_path = "the path runtime runs a node selection where asked for"
             elif runtime == "path" and isinstance(self.fast_path, SequencePattern):
                 self.fast_path = "not a node selection"
             self.not_fast = self.fast_path if isinstance(self.fast_path, str) else None
