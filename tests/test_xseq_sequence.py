@@ -158,7 +158,7 @@ def test_fast_path_equals_reference_and_automaton(
     query: str, docs: list[str], selection: str
 ) -> None:
     try:
-        engine = XSeqEngine(query, selection=selection)
+        engine = XSeqEngine(query, selection=selection, runtime="sequence")
     except QuerySyntaxError:
         return  # e.g. a condition relating two Kleene-* groups
     if selection == "skip-past-last" and " from //" in query:
@@ -167,7 +167,8 @@ def test_fast_path_equals_reference_and_automaton(
         assert isinstance(engine.fast_path, SequencePattern), (query, engine.fast_path)
     text = "".join(docs)
     expected = evaluate(query, parse(text), selection=selection)
-    assert _rows(query, text, selection=selection) == expected, query
+    assert _rows(query, text, selection=selection, runtime="sequence") == expected, query
+    assert _rows(query, text, selection=selection) == expected, query  # (auto: either)
     assert _rows(query, text, selection=selection, fast=False) == expected, query
 
 
@@ -463,13 +464,14 @@ def test_json_arrays_run_on_the_fast_path(prices: list, query: str) -> None:
     """A JSON array of objects is a list of elements whose fields are children's text."""
     import json
 
-    assert isinstance(XSeqEngine(query).fast_path, SequencePattern)
+    assert isinstance(XSeqEngine(query, runtime="sequence").fast_path, SequencePattern)
     objects = [{"c": "AB"[i % 2], "p": p} for i, p in enumerate(prices)]
     text = json.dumps({"s": objects})
     expected = evaluate(query, parse(text, format="json"))
     for fast in (True, False):
         stream = EventStream([io.BytesIO(text.encode())], format="json", batch_size=5)
-        assert list(XSeqEngine(query, fast=fast).run(stream.batches())) == expected, fast
+        engine = XSeqEngine(query, fast=fast, runtime="sequence")
+        assert list(engine.run(stream.batches())) == expected, fast
 
 
 @settings(max_examples=200)

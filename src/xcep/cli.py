@@ -354,13 +354,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     xseq.add_argument(
         "--runtime",
-        choices=("auto", "compiled", "path", "automaton"),
+        choices=("auto", "compiled", "path", "sequence", "automaton"),
         default="auto",
         help="what runs the query: auto (default: the flat-sequence runtime where it "
-        "serves the query, else the compiled automaton; with --queries the node selections "
-        "share the path runtime), compiled (the compiled automaton; with --queries every "
-        "query on it, a run per template), path (the path runtime for a node selection: "
-        "faster on some flat streams) or automaton (the Python automaton)",
+        "counts or makes rows of attributes, else the compiled automaton; with --queries "
+        "the node selections share the path runtime), compiled (the compiled automaton; "
+        "with --queries every query on it, a run per template), path (the path runtime for "
+        "a node selection: faster on some flat streams), sequence (the flat-sequence "
+        "runtime wherever it takes the query) or automaton (the Python automaton)",
     )
     xseq.set_defaults(run=cmd_xseq)
 

@@ -28,7 +28,7 @@ from xcep.xseq.routing import Driver, Group, Stream, drive, partition_key
 from xcep.xseq.runs import XSeqRun
 from xcep.xseq.runs import load as load_run
 from xcep.xseq.semantics import Analysis, NotFast, analyze
-from xcep.xseq.sequence import SequencePattern, SequenceRun
+from xcep.xseq.sequence import SequencePattern, SequenceRun, attribute_row
 from xcep.xseq.vm import CompiledPlan, CompiledRun, NotCompiled, compiled_plan
 from xcep.xseq.vm_multi import CompiledDriver
 from xcep.xseq.vpa import Vpa
@@ -75,7 +75,26 @@ def compile_fast_path(analysis: Analysis, selection: str = "all", fields_by_shap
 
 
 # what runs a query (``XSeqEngine(runtime=…)``)
-RUNTIMES = ("auto", "compiled", "path", "automaton")
+RUNTIMES = ("auto", "compiled", "path", "sequence", "automaton")
+
+
+def _chosen(found, runtime: str):
+    """The fast path ``runtime`` keeps of what ``compile_fast_path`` found, or why none
+    runs the query (then the compiled automaton does). ``auto`` keeps the flat-sequence
+    runtime where it counts or makes rows of attributes (its own code: faster than the
+    compiled automaton, bench/README.md *xseq-runtimes*), not where it makes outputs of
+    nodes in Python; it leaves node selections to the compiled automaton (faster on most
+    of them), and the path runtime to ``path``."""
+    if isinstance(found, str):
+        return found
+    if isinstance(found, PlainPath) and runtime != "path":
+        return "the path runtime runs a node selection where asked for"
+    if isinstance(found, SequencePattern) and runtime == "path":
+        return "not a node selection"
+    own = isinstance(found, SequencePattern) and (found.count_only or attribute_row(found))
+    if isinstance(found, SequencePattern) and runtime == "auto" and not own:
+        return "the flat-sequence runtime makes these outputs of nodes where asked for"
+    return found
 
 
 class XSeqEngine:
@@ -103,12 +122,14 @@ class XSeqEngine:
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
         ``fast``: run a flat sequence pattern (``xcep.xseq.sequence``) on its runtime when
         it qualifies; False always runs the automaton. ``runtime``: ``auto`` (the
-        flat-sequence runtime where it takes the query, else the compiled automaton, else
+        flat-sequence runtime where it takes the query and counts or makes rows of
+        attributes, else the compiled automaton, else
         the Python automaton), ``compiled`` (the compiled automaton where it takes the
         query), ``path`` (the path runtime, ``xcep.xseq.paths``, where it takes a node
         selection: faster than the compiled automaton on some flat streams, slower on
-        deep documents, bench/README.md *xseq-runtimes*; a file of queries shares it) or
-        ``automaton`` (the Python automaton, as ``fast=False``)."""
+        deep documents, bench/README.md *xseq-runtimes*; a file of queries shares it),
+        ``sequence`` (the flat-sequence runtime where it takes the query, whatever its
+        outputs) or ``automaton`` (the Python automaton, as ``fast=False``)."""
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
         runtime = runtime if fast else "automaton"
@@ -124,12 +145,8 @@ class XSeqEngine:
             self.fast_path = "the fast path is off"
         else:
             self.fast_path = "the compiled automaton was asked for"
-            if runtime in ("auto", "path"):
-                self.fast_path = compile_fast_path(self.analysis, selection)
-            if runtime == "auto" and isinstance(self.fast_path, PlainPath):
-                self.fast_path = "the path runtime runs a node selection where asked for"
-            elif runtime == "path" and isinstance(self.fast_path, SequencePattern):
-                self.fast_path = "not a node selection"
+            if runtime != "compiled":
+                self.fast_path = _chosen(compile_fast_path(self.analysis, selection), runtime)
             self.not_fast = self.fast_path if isinstance(self.fast_path, str) else None
             if isinstance(self.fast_path, str):  # the compiled automaton, where it takes it
                 machine = self.group.machine
