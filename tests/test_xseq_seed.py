@@ -383,13 +383,14 @@ def test_flat_streams_run_in_constant_memory(tmp_path, query: str, flat: bool) -
 
     from xcep.xseq.sequence import SequencePattern
 
-    assert isinstance(XSeqEngine(query).fast_path, SequencePattern) == flat
+    assert isinstance(XSeqEngine(query, runtime="sequence").fast_path, SequencePattern) == flat
     peaks = []
     for count in (2_000, 16_000):
         path = _stock_file(tmp_path / f"s{count}.xml", count)
         tracemalloc.start()
         rows = 0
-        for _ in XSeqEngine(query).run(EventStream([path], batch_size=1024).batches()):
+        engine = XSeqEngine(query, runtime="sequence")  # (the flat-sequence runtime: asked for)
+        for _ in engine.run(EventStream([path], batch_size=1024).batches()):
             rows += 1
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()

@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "compiled", "path", "sequence", "automaton"),
         default="auto",
         help="what runs the query: auto (default: the flat-sequence runtime where it "
-        "counts or makes rows of attributes, else the compiled automaton; with --queries "
+        "counts the matches of a sequence pattern, else the compiled automaton; with --queries "
         "the node selections share the path runtime), compiled (the compiled automaton; "
         "with --queries every query on it, a run per template), path (the path runtime for "
         "a node selection: faster on some flat streams), sequence (the flat-sequence "

@@ -28,7 +28,7 @@ from xcep.xseq.routing import Driver, Group, Stream, drive, partition_key
 from xcep.xseq.runs import XSeqRun
 from xcep.xseq.runs import load as load_run
 from xcep.xseq.semantics import Analysis, NotFast, analyze
-from xcep.xseq.sequence import SequencePattern, SequenceRun, attribute_row
+from xcep.xseq.sequence import SequencePattern, SequenceRun
 from xcep.xseq.vm import CompiledPlan, CompiledRun, NotCompiled, compiled_plan
 from xcep.xseq.vm_multi import CompiledDriver
 from xcep.xseq.vpa import Vpa
@@ -81,19 +81,19 @@ RUNTIMES = ("auto", "compiled", "path", "sequence", "automaton")
 def _chosen(found, runtime: str):
     """The fast path ``runtime`` keeps of what ``compile_fast_path`` found, or why none
     runs the query (then the compiled automaton does). ``auto`` keeps the flat-sequence
-    runtime where it counts or makes rows of attributes (its own code: faster than the
-    compiled automaton, bench/README.md *xseq-runtimes*), not where it makes outputs of
-    nodes in Python; it leaves node selections to the compiled automaton (faster on most
-    of them), and the path runtime to ``path``."""
+    runtime where it counts the matches (folded in its step function: faster than the
+    compiled automaton, bench/README.md *xseq-runtimes*), not where it makes a row or an
+    aggregate per match in Python (the compiled automaton makes them in C: faster); it
+    leaves node selections to the compiled automaton (faster on most of them), and the
+    path runtime to ``path``."""
     if isinstance(found, str):
         return found
     if isinstance(found, PlainPath) and runtime != "path":
         return "the path runtime runs a node selection where asked for"
     if isinstance(found, SequencePattern) and runtime == "path":
         return "not a node selection"
-    own = isinstance(found, SequencePattern) and (found.count_only or attribute_row(found))
-    if isinstance(found, SequencePattern) and runtime == "auto" and not own:
-        return "the flat-sequence runtime makes these outputs of nodes where asked for"
+    if isinstance(found, SequencePattern) and runtime == "auto" and not found.count_only:
+        return "the flat-sequence runtime makes rows where asked for (it counts faster)"
     return found
 
 
@@ -122,8 +122,8 @@ class XSeqEngine:
         (``xcep.xseq.optimize``: none, prefix, loops, where or all; where needs no schema).
         ``fast``: run a flat sequence pattern (``xcep.xseq.sequence``) on its runtime when
         it qualifies; False always runs the automaton. ``runtime``: ``auto`` (the
-        flat-sequence runtime where it takes the query and counts or makes rows of
-        attributes, else the compiled automaton, else
+        flat-sequence runtime where it takes the query and counts its matches, else the
+        compiled automaton, else
         the Python automaton), ``compiled`` (the compiled automaton where it takes the
         query), ``path`` (the path runtime, ``xcep.xseq.paths``, where it takes a node
         selection: faster than the compiled automaton on some flat streams, slower on
