@@ -250,9 +250,21 @@ def test_node_selections_equal_the_python_automaton(query, text, size, values, c
     cuts=st.sets(st.integers(0, 40), max_size=4),
     cut=st.integers(1, 200),
 )
+@example(  # a row of the broken document found before the break: at a close in a subtree
+    # nobody waits in, which the Python automaton reads as a quiet stretch unless told not to
+    query="return first($Y)@x from /r/a $X (\\ b $Y)* where $Y@x < prev($Y)@x",
+    text='<r><a k="p"><a k="p"></a>t</a><a x="1" k="p"><a k="p"></a></a>'
+    '<c k="p"><a x="1" k="p"></a>t</c></r>',
+    size=1,
+    selection="maximal",
+    cuts=set(),
+    cut=90,
+)
 def test_selection_policies_equal_the_python_automaton(query, text, size, selection, cuts, cut):
     """Under maximal and skip-past-last: the same rows as the Python automaton and the
-    reference, also when the run is saved and resumed, and on a document cut short."""
+    reference, also when the run is saved and resumed, and on a document cut short (the
+    Python automaton reading every event itself, as in the test of documents cut short
+    below: rows found in a quiet stretch wait for a close after it)."""
     expected = _compared(query, text, size, selection=selection)
     if expected is None:
         return
@@ -261,8 +273,10 @@ def test_selection_policies_equal_the_python_automaton(query, text, size, select
     broken = text + text[: cut % max(len(text), 1)]  # and a document cut short, then more
     sources = [io.BytesIO(broken.encode()), io.BytesIO(text.encode())]
     batches = list(EventStream(sources, batch_size=size, errors="skip").batches())
-    rows = [list(engine.run(iter(batches))) for engine in _engines(query, selection=selection)]
-    assert rows[0] == rows[1], query
+    compiled, python = _engines(query, selection=selection)
+    with patch.object(routing, "stretch", None):
+        expected = list(python.run(iter(batches)))
+    assert list(compiled.run(iter(batches))) == expected, query
 
 
 @st.composite
