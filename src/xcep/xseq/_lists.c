@@ -11,11 +11,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "numbers.h"
-#include <stddef.h>
-#include <string.h>
 
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 enum { WILDCARD = -1 }; /* a path step for any name (a name the batch lacks: -2) */

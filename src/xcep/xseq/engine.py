@@ -123,11 +123,11 @@ class XSeqEngine:
         ``fast``: run a flat sequence pattern (``xcep.xseq.sequence``) on its runtime when
         it qualifies; False always runs the automaton. ``runtime``: ``auto`` (the
         flat-sequence runtime where it takes the query and counts its matches, else the
-        compiled automaton, else
-        the Python automaton), ``compiled`` (the compiled automaton where it takes the
-        query), ``path`` (the path runtime, ``xcep.xseq.paths``, where it takes a node
-        selection: faster than the compiled automaton on some flat streams, slower on
-        deep documents, bench/README.md *xseq-runtimes*; a file of queries shares it),
+        compiled automaton, else the Python automaton), ``compiled`` (the compiled
+        automaton where it takes the query), ``path`` (the path runtime,
+        ``xcep.xseq.paths``, where it takes a node selection: faster than the compiled
+        automaton on some flat streams, slower on deep documents, bench/README.md
+        *xseq-runtimes*; a file of queries shares it),
         ``sequence`` (the flat-sequence runtime where it takes the query, whatever its
         outputs) or ``automaton`` (the Python automaton, as ``fast=False``)."""
         if runtime not in RUNTIMES:
