@@ -13,6 +13,7 @@ from xcep.xseq.machine import Machine, needs_subtree
 from xcep.xseq.matches import (
     Binding,
 )
+from xcep.xseq.reads import above_only
 from xcep.xseq.semantics import Analysis
 from xcep.xseq.vpa import Vpa, compile_to_vpa
 
@@ -37,14 +38,11 @@ class Check:
             self.decide = self.nodes = None
 
 
-_UP = (A.PARENT, A.ANCESTOR, A.SELF, A.ATTRIBUTE)
-
-
 def _ref_needs_subtree(ref: A.VarRef, as_value: bool) -> bool:
     if ref.path is None:
         return as_value
     steps = [step for step in A.walk(ref.path) if isinstance(step, A.Step)]
-    if steps[-1].axis == A.ATTRIBUTE and all(s.axis in _UP for s in steps):
+    if steps[-1].axis == A.ATTRIBUTE and above_only(ref.path):
         return False  # (its ancestors' attributes: known as it opens)
     return any(step.axis != A.ATTRIBUTE for step in steps)
 
