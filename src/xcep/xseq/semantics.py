@@ -187,7 +187,7 @@ def check_streamable_clauses(query: A.Query) -> None:
         if isinstance(term.expr, A.Tag) or term.aggregate == "count":
             continue  # (its tag, how many: known as it opens)
         for ref in A.walk(term.expr):
-            steps = _upward_steps(ref)
+            steps = _upward_steps(ref.path if isinstance(ref, A.VarRef) else None)
             if steps and steps[-1].axis != A.ATTRIBUTE:
                 raise QuerySyntaxError(
                     "an output cannot be an ancestor's value in a stream: its content came "
@@ -197,11 +197,11 @@ def check_streamable_clauses(query: A.Query) -> None:
                 )
 
 
-def _upward_steps(ref) -> list:
-    """The steps of a variable reference's path that steps up, or none."""
-    if not isinstance(ref, A.VarRef) or ref.path is None:
+def _upward_steps(path) -> list:
+    """The steps of a path (a variable's or a predicate's) that steps up, or none."""
+    if path is None:
         return []
-    steps = [s for s in A.walk(ref.path) if isinstance(s, A.Step)]
+    steps = [s for s in A.walk(path) if isinstance(s, A.Step)]
     return steps if any(s.axis in A.BACKWARD_AXES for s in steps) else []
 
 
@@ -211,7 +211,7 @@ def check_no_ancestor_values(cond, text: str) -> None:
     for node in A.walk(cond):
         for operand in (node.left, node.right) if isinstance(node, A.Compare | A.Arith) else ():
             path = operand.path if isinstance(operand, A.RelPath | A.VarRef) else None
-            steps = _upward_steps(A.VarRef("", path=path))
+            steps = _upward_steps(path)
             if steps and steps[-1].axis != A.ATTRIBUTE:
                 raise QuerySyntaxError(
                     "a condition cannot compare the value of an ancestor in a stream: its "
