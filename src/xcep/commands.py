@@ -264,9 +264,11 @@ def cmd_filter(args, stdout: TextIO, stderr: TextIO) -> int:
         run = plan.start()
         gc.freeze()
 
-    def write(rows: list) -> None:  # one write per row: an answer can be megabytes
+    def write(rows: list) -> None:  # an answer can be megabytes: written, not copied
         for _, doc, ids in rows:
-            stdout.write(f'{{"doc":{doc},"matches":{ids}}}\n')
+            stdout.write(f'{{"doc":{doc},"matches":')
+            stdout.write(ids)
+            stdout.write("}\n")
 
     def consume(stream: EventStream) -> None:
         for batch in stream.batches():

@@ -35,14 +35,15 @@ def scan(text: str, pattern: re.Pattern, error: Callable[[str, int], Exception])
     ``bad``) raises ``error(message, position)``."""
     tokens, pos, make = [], 0, tuple.__new__  # (a named tuple made the fast way)
     for match in pattern.finditer(text):
-        if match.start() != pos or match.end() == pos:  # text no token takes
+        begin, end = match.span()
+        if begin != pos or end == pos:  # text no token takes
             break
         kind = match.lastgroup
-        start = match.start(kind)
+        start, stop = match.span(kind)
         if kind == "bad":
             raise error(f"unexpected character {text[start]!r}", start)
-        tokens.append(make(Token, (kind, match.group(kind), start, match.end(kind))))
-        pos = match.end()
+        tokens.append(make(Token, (kind, text[start:stop], start, stop)))
+        pos = end
     rest = text[pos:]
     if rest.strip():
         at = pos + len(rest) - len(rest.lstrip())
@@ -70,7 +71,8 @@ class TokenReader:
         return self.tokens[self.i]
 
     def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+        at, tokens = self.i + ahead, self.tokens
+        return tokens[at] if at < len(tokens) else tokens[-1]
 
     def next(self) -> Token:
         token = self.tokens[self.i]

@@ -18,6 +18,7 @@ split doubles per condition).
 
 from __future__ import annotations
 
+import operator
 from itertools import product
 
 from xcep.errors import QueryError
@@ -51,12 +52,15 @@ class UnsupportedFilter(QueryError):
 
 
 def simplify(expr: Expr) -> Expr:
-    """Fold constants through and/or/not; flatten nested and/or."""
+    """Fold constants through and/or/not; flatten nested and/or. What is already simple
+    comes back as it is (the same object, not a copy)."""
     if isinstance(expr, Not):
         item = simplify(expr.item)
         if isinstance(item, Const):
             return Const(not item.value)
-        return item.item if isinstance(item, Not) else Not(item)
+        if isinstance(item, Not):
+            return item.item
+        return expr if item is expr.item else Not(item)
     if isinstance(expr, And | Or):
         unit = isinstance(expr, And)  # the neutral element: true for and, false for or
         items: list[Expr] = []
@@ -69,8 +73,15 @@ def simplify(expr: Expr) -> Expr:
         items = list(dict.fromkeys(items))
         if not items:
             return Const(unit)
-        return items[0] if len(items) == 1 else type(expr)(tuple(items))
+        if len(items) == 1:
+            return items[0]
+        return expr if _same(items, expr.items) else type(expr)(tuple(items))
     return expr
+
+
+def _same(items, before) -> bool:
+    """Whether a rule left a node's children as they were (the same objects)."""
+    return len(items) == len(before) and all(map(operator.is_, items, before))
 
 
 def _parent_refs(expr: Expr) -> list[Expr]:
@@ -275,7 +286,8 @@ def _parent_steps(node, or_hoisted: bool = False) -> bool:
 
 
 def _simplify_path(path: Path) -> Path | None:
-    """Simplify every predicate; ``None`` when a step's predicate is false (no match)."""
+    """Simplify every predicate; ``None`` when a step's predicate is false (no match). A
+    path with nothing to simplify comes back as it is (most filters: no tree rebuilt)."""
     steps = []
     for step in path.steps:
         predicates = []
@@ -286,15 +298,21 @@ def _simplify_path(path: Path) -> Path | None:
                     return None
                 continue
             predicates.append(q)
-        steps.append(Step(step.axis, step.test, step.name, tuple(predicates)))
-    return Path(tuple(steps), path.absolute)
+        if not _same(predicates, step.predicates):
+            step = Step(step.axis, step.test, step.name, tuple(predicates))
+        steps.append(step)
+    return path if _same(steps, path.steps) else Path(tuple(steps), path.absolute)
 
 
 def _simplify_deep(expr: Expr) -> Expr:
     if isinstance(expr, And | Or):
-        expr = type(expr)(tuple(map(_simplify_deep, expr.items)))
+        items = list(map(_simplify_deep, expr.items))
+        if not _same(items, expr.items):
+            expr = type(expr)(tuple(items))
     elif isinstance(expr, Not):
-        expr = Not(_simplify_deep(expr.item))
+        item = _simplify_deep(expr.item)
+        if item is not expr.item:
+            expr = Not(item)
     elif isinstance(expr, Exists | Compare):
         path = _simplify_path(expr.path)
         if path is None:
@@ -303,7 +321,8 @@ def _simplify_deep(expr: Expr) -> Expr:
         alone = len(steps) == 1 and steps[0].test == SELF and steps[0].axis == CHILD
         if isinstance(expr, Exists) and alone:  # `.[Q]` as a condition is Q
             return simplify(And(steps[0].predicates)) if steps[0].predicates else Const(True)
-        expr = Exists(path) if isinstance(expr, Exists) else Compare(path, expr.op, expr.value)
+        if path is not expr.path:
+            expr = Exists(path) if isinstance(expr, Exists) else Compare(path, expr.op, expr.value)
     return simplify(expr)
 
 
