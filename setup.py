@@ -12,7 +12,12 @@ KERNELS = [
     Extension(
         "xcep.events._tokenizer", ["src/xcep/events/_tokenizer.c"], extra_compile_args=["-O2"]
     ),
-    Extension("xcep.xpush._states", ["src/xcep/xpush/_states.c"], extra_compile_args=["-O2"]),
+    Extension(
+        "xcep.xpush._states",
+        ["src/xcep/xpush/_states.c", "src/xcep/xpush/plan_reader.c"],
+        depends=["src/xcep/xpush/filter_text.h"],
+        extra_compile_args=["-O2"],
+    ),
     Extension("xcep.xseq._quiet", ["src/xcep/xseq/_quiet.c"], extra_compile_args=["-O2"]),
     Extension(
         "xcep.xseq._lists",

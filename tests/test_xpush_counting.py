@@ -11,7 +11,7 @@ from lxml import etree
 from tests.test_xpush import ATTRS, CONSTANTS, LABELS, documents, lxml_answer
 
 from xcep.events import EventStream
-from xcep.xpush import MachineOptions, XPushMachine, parse_filter
+from xcep.xpush import MachineOptions, XPushMachine, parse_filter, workload
 from xcep.xpush.ast import (
     ATTRIBUTE,
     CHILD,
@@ -27,9 +27,11 @@ from xcep.xpush.ast import (
     Path,
     Step,
     to_text,
+    walk,
 )
-from xcep.xpush.counting import CountedFilters, evaluate, plan_of
-from xcep.xpush.rewrite import normalize
+from xcep.xpush.counting import CountedFilters, Plan, evaluate, plan_of
+from xcep.xpush.parser import FilterSyntaxError
+from xcep.xpush.rewrite import UnsupportedFilter, normalize
 from xcep.xpush.workload import compile_filter, filter_plan, filter_template
 
 
@@ -128,6 +130,19 @@ def test_counted_filters_answer_as_the_machine_and_lxml(paths, trees, cuts):
 HEADS = ["/a", "/a/b", "/c/a/b"]
 
 
+def assert_same_plan(plan: Plan, whole: Plan, text: str) -> None:
+    """``plan`` says what ``whole`` says: the same head and atoms, the same value on every
+    choice of atoms."""
+    assert plan.head == whole.head, text
+    assert set(plan.atoms) == set(whole.atoms), text
+    atoms = sorted(set(whole.atoms), key=repr)
+    for values in itertools.islice(itertools.product((False, True), repeat=len(atoms)), 64):
+        true = {atom for atom, value in zip(atoms, values, strict=False) if value}
+        assert evaluate(plan.formula, lambda k, true=true: plan.atoms[k] in true) == evaluate(
+            whole.formula, lambda k, true=true: whole.atoms[k] in true
+        ), (text, true)
+
+
 @settings(max_examples=200)
 @given(
     st.sampled_from(HEADS),
@@ -135,21 +150,70 @@ HEADS = ["/a", "/a/b", "/c/a/b"]
 )
 def test_a_conjunctions_plan_is_its_trees(head, conjuncts):
     """``HEAD[C1 and C2 …]``'s plan is put together from those of ``HEAD[C1]``, … where it
-    can be (``counting.conjunction``): it must say what the plan of the whole parsed and
-    rewritten tree says (the same head, the same value on every choice of atoms)."""
+    can be (``counting.conjunction``; where the compiled core is not built): it must say
+    what the plan of the whole parsed and rewritten tree says."""
     text = f"{head}[{' and '.join(to_text(c) for c in conjuncts)}]"
     whole = plan_of(normalize(parse_filter(text)))
-    plan = filter_plan(text)
-    assert (plan is None) == (whole is None)
-    if plan is None:
+    plan = workload._conjunction_plan(text)
+    assert (plan is None) == (whole is None), text
+    if plan is not None:
+        assert_same_plan(plan, whole, text)
+
+
+def _read(text: str) -> Plan | None:
+    if workload.read_plan is None:
+        pytest.skip("the kernel is not built")
+    read = workload.read_plan(text)
+    return None if read is None else Plan(*read)
+
+
+@settings(max_examples=300)
+@given(counted_filters())
+def test_a_plan_read_from_its_text_is_the_rewritten_trees(path):
+    """``read_plan`` (C) reads a filter of the counted form straight into its plan: it
+    must say what the plan of the parsed and rewritten tree says, and read every filter
+    plainly of the form (it leaves ``true()``, ``false()`` and a bare ``.`` to the parser,
+    whose rewrite folds them)."""
+    text = to_text(path)
+    read, whole = _read(text), plan_of(normalize(parse_filter(text)))
+    folded = any(
+        type(node) is Const or (type(node) is Exists and node.path.steps[0].test == SELF)
+        for node in walk(path)
+    )
+    if read is None:
+        assert folded, text
+    else:
+        assert whole is not None, text
+        assert_same_plan(read, whole, text)
+
+
+@settings(max_examples=600)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *("a", "b:c", "é", "x-1", "@", "@x", "text()", "text", "(", ")", "[", "]"),
+                *("/", "//", ".", "..", "*", "=", "!=", "<", ">=", "and", "or", "not("),
+                *("starts-with(", "contains(", ",", "'s'", '"t"', "'", "1", "-2.5", ".5"),
+                *("\u0661", " ", "\t", "::", "true()", "self::node()", "\u00a0", "@*"),
+            ]
+        ),
+        max_size=14,
+    )
+)
+def test_a_plan_read_from_any_text_is_the_parsers_or_none(pieces):
+    """On any text ``read_plan`` reads the plan the parser and the rewrite make, or says
+    None (the parser's to read, or refuse): never a plan for a text the parser refuses."""
+    text = "/" + "".join(pieces)
+    read = _read(text)
+    try:
+        whole = plan_of(normalize(parse_filter(text)))
+    except (FilterSyntaxError, UnsupportedFilter):
+        assert read is None, text
         return
-    assert plan.head == whole.head
-    atoms = sorted(set(plan.atoms) | set(whole.atoms), key=repr)
-    for values in itertools.islice(itertools.product((False, True), repeat=len(atoms)), 64):
-        true = {atom for atom, value in zip(atoms, values, strict=False) if value}
-        assert evaluate(plan.formula, lambda k, true=true: plan.atoms[k] in true) == evaluate(
-            whole.formula, lambda k, true=true: whole.atoms[k] in true
-        ), (text, true)
+    if read is not None:
+        assert whole is not None, text
+        assert_same_plan(read, whole, text)
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,8 @@
 #include <string.h>
 #include <structmember.h>
 
+#include "filter_text.h"
+
 enum { OR = 0, AND = 1, NOT = 2 };
 enum { OPEN = 0, ATTR = 1, TEXT = 2, CLOSE = 3 };
 
@@ -3872,24 +3874,7 @@ out:
 
 /* ----- filter_shape: a filter's text with its constants and names cut out (workload.py) ----- */
 
-/* The character classes of workload.py's _PIECE, as Python's re reads them on str. */
-static int shape_name_char(Py_UCS4 c)
-{
-    if (c < 128) /* ASCII: no table lookup */
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '.' || c == '-';
-    return Py_UNICODE_ISALNUM(c) || c == 0xB7 || (c >= 0xC0 && c <= 0xFFFF);
-}
-
-static int shape_digit(Py_UCS4 c) /* \d of Python's re on str */
-{
-    return c < 128 ? c >= '0' && c <= '9' : Py_UNICODE_ISDECIMAL(c);
-}
-
-static int shape_name_start(Py_UCS4 c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || (c >= 0xC0 && c <= 0xFFFF);
-}
+/* The character classes: filter_text.h. */
 
 /* The end of a string, number or name piece starting at `pos` (its kind in *kind: 1, 2, 3),
  * or -1: the alternatives of _PIECE tried in order, as re.split does at `pos`. */
@@ -4196,6 +4181,9 @@ out:
 }
 
 static PyMethodDef module_methods[] = {
+    {"read_plan", read_plan, METH_O,
+     "read_plan(text) -> (head, atoms, formula) of a filter of the counted form (counting.py's "
+     "Plan), read straight from its text; None for any other filter (plan_reader.c)"},
     {"filter_shape", filter_shape, METH_O,
      "filter_shape(text) -> (shape, constants, names): workload.py's _shape, the text cut "
      "at its string constants, numbers and names, in C"},

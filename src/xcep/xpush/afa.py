@@ -442,10 +442,11 @@ def conjunction_program(parts: list[tuple], constants: tuple, names: tuple) -> P
     """The program of a filter ``HEAD[C1 and … and Cn]`` (its distinct ``constants`` and
     ``names``) put together from those of ``HEAD[C1]``, …, ``HEAD[Cn]`` (``parts``: each
     ``(program, the constants it uses, the names it uses)``), step for step the program
-    ``Recorder.program`` records from the filter's tree: each conjunct's steps (equal ones
-    once), an ``all_of`` of them, then the head's steps (``true``, ``own`` and the path)
-    as the first part has them. None where the tree would not be that: a conjunct that is
-    a constant or an ``and`` of its own (the rewrite folds and flattens them)."""
+    ``Recorder.program`` records from the filter's tree: each conjunct's steps, an
+    ``all_of`` of them, then the head's steps (``true``, ``own`` and the path) as the first
+    part has them. None where the tree would not be that, or might not: a conjunct that is
+    a constant or an ``and`` of its own (the rewrite folds and flattens them), two that
+    compile alike (the rewrite folds equal trees only)."""
     place = {value: k for k, value in enumerate(constants)}
     name_place = {value: k for k, value in enumerate(names)}
     used: dict[int, int] = {}  # the filter's place of a constant → its index in the program
@@ -477,8 +478,8 @@ def conjunction_program(parts: list[tuple], constants: tuple, names: tuple) -> P
         if body[-1][0] in ("true", "false", "all_of"):
             return None
         key = (body, values, step_names)
-        if key in seen:
-            continue
+        if key in seen:  # folded where the trees are equal (a and a), not where only the
+            return None  # programs are (a and a/.): the tree's to say
         seen.add(key)
         moves = (len(steps).__add__, *numbering(values, step_names))
         steps += [(op, _MOVE[op](args, *moves)) for op, args in body]

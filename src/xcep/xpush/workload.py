@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path as FilePath
 
 from xcep.collector import collector_paused
-from xcep.idlines import FilterError, iter_filters_file
+from xcep.idlines import FilterError, FilterLine, iter_filters_file
 from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
 from xcep.xpush.counting import Plan, Template, conjunction, plan_of
@@ -59,24 +59,30 @@ def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
     key, constants, names = shape_of(text)
     found = _by_shape.get(key)
     if found is None:
-        plan = _conjunction_plan(text)
-        program = None if plan is not None else _conjunction_program(text, constants, names)
-        try:  # (a program or plan put together has no tree: ``compile_filter`` parses it)
-            tree = (
-                None if program is not None or plan is not None else normalize(parse_filter(text))
-            )
-            plan = plan or plan_of(tree)
-            found = _Shape(
-                tree, constants, names, program, plan and Template.of(plan, constants, names)
-            )
-        except FilterSyntaxError as exc:
-            raise FilterError(exc.message, fid, column=exc.position) from None
-        except UnsupportedFilter as exc:
-            raise FilterError(str(exc), fid) from None
-        if len(_by_shape) >= SHAPE_LIMIT:
-            _by_shape.clear(), _names_used.clear()
-        _by_shape[key] = found
+        found = _new_shape(key, text, fid, constants, names)
     return found, constants, names
+
+
+def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
+    """The shape ``key`` of a filter first seen in ``text``: its plan put together from its
+    conjuncts' or its program from theirs where it can be, else its text parsed and
+    rewritten; kept for the filters of the shape to come. Or raise ``FilterError``."""
+    plan = _read_plan(text)
+    program = None if plan is not None else _conjunction_program(text, constants, names)
+    try:  # (a program or plan put together has no tree: ``compile_filter`` parses it)
+        tree = None if program is not None or plan is not None else normalize(parse_filter(text))
+        plan = plan or plan_of(tree)
+        found = _Shape(
+            tree, constants, names, program, plan and Template.of(plan, constants, names)
+        )
+    except FilterSyntaxError as exc:
+        raise FilterError(exc.message, fid, column=exc.position) from None
+    except UnsupportedFilter as exc:
+        raise FilterError(str(exc), fid) from None
+    if len(_by_shape) >= SHAPE_LIMIT:
+        _by_shape.clear(), _names_used.clear()
+    _by_shape[key] = found
+    return found
 
 
 def compile_filter(text: str, fid=None) -> Path:
@@ -264,8 +270,21 @@ def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
 
 try:  # the same cut in C: ``_shape`` is what it must equal (tested)
     from xcep.xpush._states import filter_shape as shape_of
+    from xcep.xpush._states import read_plan
 except ImportError:  # built without a C compiler
-    shape_of = _shape
+    shape_of, read_plan = _shape, None
+
+
+def _read_plan(text: str) -> Plan | None:
+    """The plan of a filter of the counted form: read straight from its text by the
+    compiled core (``plan_reader.c``: a plan as ``plan_of`` makes it of the parsed and
+    rewritten filter, tested so; about 2 µs where putting it together from its conjuncts'
+    takes 20), or put together from its conjuncts' (``_conjunction_plan``); None when it
+    is not of the form (or not plainly: the parser reads it)."""
+    if read_plan is None:
+        return _conjunction_plan(text)
+    read = read_plan(text)
+    return None if read is None else Plan(*read)
 
 
 def _put(node, values: dict, names: dict | None = None):
@@ -323,25 +342,41 @@ class Workload:
         return {fid: compile_filter(text, fid) for fid, text in self.texts.items()}
 
     def add(self, fid, text: str, line: int | None = None) -> None:
-        if fid in self.texts:
-            raise FilterError("duplicate filter id", fid, line)
-        try:
-            shape, constants, names = _known_shape(text, fid)
-            plan = program = None
-            if shape.plan is not None and shape.plan.counted:
-                plan = (shape.plan, constants, _names_used.setdefault(names, names))
-            else:
-                program = _program(text, shape, constants, names)
-        except FilterError as exc:
-            exc.line = line
-            raise
-        number = len(self.names_of)
-        self.names_of.append(fid)
-        self.texts[fid], self.numbers[fid], self._uncompiled[fid] = text, number, program
-        if plan is not None:
-            self.plans[fid] = plan
-        if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the programs can go
-            self.compile(*self._afa_flags)
+        """Add one filter, or raise ``FilterError`` (a bad or duplicate one)."""
+        self.add_lines((FilterLine(line, fid, text),))
+
+    def add_lines(self, lines: Iterable[FilterLine], errors: list | None = None) -> None:
+        """Add filters (a filters file's ``FilterLine``s) in order: a bad or duplicate one
+        goes to ``errors`` with its line and costs only itself (raised where ``errors`` is
+        None). One loop for all of them, each filter's shape looked up (``_known_shape``,
+        inlined: a million filters are a million turns of it)."""
+        texts, numbers, names_of, plans = self.texts, self.numbers, self.names_of, self.plans
+        by_shape, names_used = _by_shape, _names_used
+        for item in lines:
+            fid, text = item.fid, item.text
+            try:
+                if fid in texts:
+                    raise FilterError("duplicate filter id", fid)
+                key, constants, names = shape_of(text)
+                shape = by_shape.get(key) or _new_shape(key, text, fid, constants, names)
+                template = shape.plan
+                if template is not None and template.counted:
+                    plans[fid] = (template, constants, names_used.setdefault(names, names))
+                    made = None
+                else:
+                    made = _program(text, shape, constants, names)
+            except FilterError as exc:
+                exc.line = item.line
+                if errors is None:
+                    raise
+                errors.append(exc)
+                continue
+            numbers[fid] = len(names_of)
+            names_of.append(fid)
+            texts[fid] = text
+            self._uncompiled[fid] = made
+            if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the programs can go
+                self.compile(*self._afa_flags)
 
     def remove(self, fid) -> None:
         if fid not in self.texts:
@@ -382,16 +417,13 @@ class Workload:
         """Load a filters file: (workload, errors). With ``strict`` the first error raises."""
         errors: list[FilterError] = []
         workload = cls()
-        with collector_paused():  # parsing many filters: every object new
-            for item in iter_filters_file(path, None if strict else errors):
-                try:
-                    workload.add(item.fid, item.text, item.line)
-                except FilterError as exc:
-                    if strict:
-                        raise
-                    errors.append(exc)
-        # the shapes served this load; a running machine adds filters one at a time, and
-        # a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
-        _by_shape.clear(), _names_used.clear()
+        try:
+            with collector_paused():  # parsing many filters: every object new
+                lines = iter_filters_file(path, None if strict else errors)
+                workload.add_lines(lines, None if strict else errors)
+        finally:
+            # the shapes served this load; a running machine adds filters one at a time,
+            # and a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
+            _by_shape.clear(), _names_used.clear()
         errors.sort(key=lambda e: e.line or 0)
         return workload, errors
