@@ -10,9 +10,20 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xcep
-from xcep.errors import CODES, EXIT_INPUT, EXIT_USAGE, QueryError, XcepError
+from xcep.errors import (
+    CODES,
+    EXIT_INPUT,
+    EXIT_USAGE,
+    QueryError,
+    XcepError,
+    _not_utf8,
+    text_blocks,
+    text_lines,
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
 
@@ -80,3 +91,42 @@ def test_exit_codes_come_from_the_class(tmp_path):
     assert main(["xseq", "/a/b", str(bad)]) == EXIT_INPUT  # a bad document
     assert main(["xquery", "1 idiv 0", str(bad)]) == EXIT_INPUT  # a dynamic error
     assert main(["xquery", "1 +", str(bad)]) == EXIT_USAGE  # a static one
+
+
+def _lines_one_at_a_time(path):
+    """The reference of ``text_lines``: the file's lines as the file object splits them,
+    each decoded alone."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if number == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield number, raw.decode("utf-8").rstrip("\r\n"), None
+            except UnicodeDecodeError as exc:
+                _, column, message = _not_utf8(exc, raw)
+                yield number, None, (column, message)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"a", b"\n", b"\r\n", b"\r", b"\xef\xbb\xbf", b"\xff", b"\xc3\xa9", b"\xc3", b" x"]
+        ),
+        max_size=30,
+    ),
+    st.sampled_from([1, 2, 3, 4, 7, 1 << 22]),
+)
+def test_text_read_a_block_at_a_time_is_read_line_by_line(tmp_path_factory, pieces, size):
+    """``text_blocks`` decodes a block of lines at once (a line by itself only where the
+    block is not UTF-8): the same lines, numbers and errors as decoding each line alone,
+    whatever the block size."""
+    path = tmp_path_factory.mktemp("lines") / "text"
+    path.write_bytes(b"".join(pieces))
+    blocks = [
+        (number, text, bad.get(number))
+        for first, texts, bad in text_blocks(path, size)
+        for number, text in enumerate(texts, first)
+    ]
+    assert blocks == list(_lines_one_at_a_time(path))
+    assert list(text_lines(path)) == blocks

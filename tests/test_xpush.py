@@ -857,6 +857,57 @@ def test_workload_errors_name_id_line_and_column(tmp_path):
         Workload.from_file(path, strict=True)
 
 
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["1", "2", "3", "x", "-4", "#", ""]),
+            st.sampled_from(
+                ["/a/b", "/a[b = 1]", "/a[@x = 'ab']", "//x[../../y]", "/a[b=]", "/a[", "", "/c"]
+            ),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([1, 2, 5]),
+    st.booleans(),
+)
+def test_a_file_is_added_as_each_of_its_filters_would_be(tmp_path_factory, lines, block, strict):
+    """``Workload.from_file`` adds a file's filters a block at a time: the same filters,
+    numbered alike, and the same errors (the first in line order where ``strict``) as
+    adding them one by one (``Workload.add``), whatever the block."""
+    from xcep.idlines import parse_id
+    from xcep.xpush import Workload
+    from xcep.xpush import workload as module
+
+    path = tmp_path_factory.mktemp("filters") / "filters.txt"
+    path.write_bytes(b"".join(f"{fid} {text}\n".encode() for fid, text in lines) + b"\xff\n")
+    one_by_one, expected = Workload(), []
+    for number, (fid, text) in enumerate(lines, 1):
+        line = f"{fid} {text}".strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if len(parts) < 2:
+            expected.append((number, "expected an id and a filter"))
+            continue
+        try:
+            one_by_one.add(parse_id(parts[0]), parts[1], number)
+        except FilterError as error:
+            expected.append((error.line, error.message))
+    expected.append((len(lines) + 1, "not UTF-8: invalid start byte (byte 0xff)"))
+    with mock.patch.object(module, "BLOCK", block), mock.patch.object(module, "COMPILE_EVERY", 3):
+        if strict:
+            with pytest.raises(FilterError) as raised:
+                Workload.from_file(path, strict=True)
+            assert (raised.value.line, raised.value.message) == expected[0]
+            return
+        workload, errors = Workload.from_file(path)
+    assert [(e.line, e.message) for e in errors] == expected
+    assert workload.numbers == one_by_one.numbers
+    assert workload.texts == one_by_one.texts
+    assert set(workload.plans) == set(one_by_one.plans)
+
+
 @settings(max_examples=25)
 @given(
     st.integers(0, 10_000),

@@ -167,12 +167,57 @@ def text_lines(path):
     """``(line number, text, None)`` per line of a UTF-8 text file (without its end of
     line), or ``(line number, None, (column, message))`` for a line that is not UTF-8:
     one bad line costs only itself."""
+    for first, texts, bad in text_blocks(path):
+        for number, text in enumerate(texts, first):
+            yield number, text, bad.get(number)
+
+
+def text_blocks(path, size: int = 1 << 20):
+    """The lines of a UTF-8 text file a block at a time (``size`` bytes, whole lines):
+    ``(the first line's number, its lines' texts without their ends, {line number:
+    (column, message)} of the lines that are not UTF-8, whose text is None)``. A block
+    is decoded at once; one that is not UTF-8 line by line (one bad line costs only
+    itself)."""
+    number = 1
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number == 1:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")
+        head = handle.read(3)
+        rest = head.removeprefix(b"\xef\xbb\xbf")
+        while True:
+            data = handle.read(size)
+            data, end = rest + data, not data
+            cut = len(data) if end else data.rfind(b"\n") + 1
+            if end and not data:
+                if head and number == 1:  # a byte order mark alone: one empty line
+                    yield 1, [""], {}
+                return
+            if cut == 0:  # no end of line yet: a longer block
+                rest = data
+                continue
+            block, rest = data[:cut], data[cut:]
+            raws = block.split(b"\n")
+            if block.endswith(b"\n"):
+                raws.pop()
             try:
-                yield number, raw.decode("utf-8").rstrip("\r\n"), None
-            except UnicodeDecodeError as exc:
-                _, column, message = _not_utf8(exc, raw)
-                yield number, None, (column, message)
+                texts = block.decode("utf-8").split("\n")[: len(raws)]
+                bad: dict = {}
+            except UnicodeDecodeError:
+                ends = [b"\n"] * len(raws)
+                if not block.endswith(b"\n"):
+                    ends[-1] = b""
+                texts, bad = _decode_lines(list(map(bytes.__add__, raws, ends)), number)
+            yield number, [text.rstrip("\r") if text else text for text in texts], bad
+            number += len(raws)
+
+
+def _decode_lines(raws: list[bytes], first: int) -> tuple[list, dict]:
+    """Lines (with their ends) decoded one by one: their texts (None where not UTF-8) and
+    what is wrong with those, by line number."""
+    texts, bad = [], {}
+    for number, raw in enumerate(raws, first):
+        try:
+            texts.append(raw.decode("utf-8").removesuffix("\n"))
+        except UnicodeDecodeError as exc:
+            _, column, message = _not_utf8(exc, raw)
+            texts.append(None)
+            bad[number] = (column, message)
+    return texts, bad

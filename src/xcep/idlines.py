@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from xcep.errors import EXIT_INPUT, QueryError, located, text_lines
+from xcep.errors import EXIT_INPUT, QueryError, located, text_blocks
 
 
 class FilterError(QueryError):
@@ -64,21 +64,34 @@ def iter_filters_file(
 ) -> Iterator[FilterLine]:
     """``read_filters_file``, one line at a time (a million filters need not be held as
     lines besides the workload)."""
-    for number, raw, bad in text_lines(path):
-        if bad is not None:
-            error = FilterError(bad[1], None, number, bad[0])
+    for numbers, ids, texts in filter_blocks(path, errors, what):
+        yield from map(FilterLine, numbers, ids, texts)
+
+
+def filter_blocks(
+    path, errors: list[FilterError] | None = None, what: str = "filter"
+) -> Iterator[tuple[list[int], list, list[str]]]:
+    """The ``ID TEXT`` lines of a filters (or queries) file a block at a time, as columns:
+    (their line numbers, ids, texts). A malformed line goes to ``errors`` (raised where
+    it is None, once the lines before it are given)."""
+    for first, lines, bad in text_blocks(path):
+        numbers, ids, texts = [], [], []
+        failed = None
+        for number, raw in enumerate(lines, first):
+            if raw is None:
+                failed = FilterError(bad[number][1], None, number, bad[number][0])
+            else:
+                line = raw.strip()
+                if not line or line[0] == "#":
+                    continue
+                parts = line.split(None, 1)
+                if len(parts) == 2:
+                    numbers.append(number), ids.append(parts[0]), texts.append(parts[1])
+                    continue
+                failed = FilterError(f"expected an id and a {what}", parse_id(parts[0]), number)
             if errors is None:
-                raise error
-            errors.append(error)
-            continue
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)
-        if len(parts) < 2:
-            error = FilterError(f"expected an id and a {what}", parse_id(parts[0]), number)
-            if errors is None:
-                raise error
-            errors.append(error)
-            continue
-        yield FilterLine(number, parse_id(parts[0]), parts[1])
+                break
+            errors.append(failed)
+        yield numbers, list(map(parse_id, ids)), texts
+        if failed is not None and errors is None:
+            raise failed

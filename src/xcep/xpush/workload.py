@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path as FilePath
 
 from xcep.collector import collector_paused
-from xcep.idlines import FilterError, FilterLine, iter_filters_file
+from xcep.idlines import FilterError, filter_blocks
 from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
 from xcep.xpush.counting import Plan, Template, conjunction, plan_of
@@ -22,6 +22,7 @@ from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 
 COMPILE_EVERY = 50_000  # filters added before they are compiled into the AFA (and dropped)
+BLOCK = 2_048  # filters added together (what a block holds stays in the processor's caches)
 SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is cleared
 
 
@@ -39,6 +40,7 @@ class _Shape:
     names: tuple
     program: Program | None = None
     plan: Template | None = None
+    counted: bool = False  # its filters' values are counted (its plan tests values)
 
 
 _by_shape: dict[tuple, _Shape] = {}
@@ -72,9 +74,9 @@ def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
     try:  # (a program or plan put together has no tree: ``compile_filter`` parses it)
         tree = None if program is not None or plan is not None else normalize(parse_filter(text))
         plan = plan or plan_of(tree)
-        found = _Shape(
-            tree, constants, names, program, plan and Template.of(plan, constants, names)
-        )
+        template = plan and Template.of(plan, constants, names)
+        counted = template is not None and template.counted
+        found = _Shape(tree, constants, names, program, template, counted)
     except FilterSyntaxError as exc:
         raise FilterError(exc.message, fid, column=exc.position) from None
     except UnsupportedFilter as exc:
@@ -343,40 +345,61 @@ class Workload:
 
     def add(self, fid, text: str, line: int | None = None) -> None:
         """Add one filter, or raise ``FilterError`` (a bad or duplicate one)."""
-        self.add_lines((FilterLine(line, fid, text),))
+        self.add_columns([line], [fid], [text])
 
-    def add_lines(self, lines: Iterable[FilterLine], errors: list | None = None) -> None:
-        """Add filters (a filters file's ``FilterLine``s) in order: a bad or duplicate one
-        goes to ``errors`` with its line and costs only itself (raised where ``errors`` is
-        None). One loop for all of them, each filter's shape looked up (``_known_shape``,
-        inlined: a million filters are a million turns of it)."""
-        texts, numbers, names_of, plans = self.texts, self.numbers, self.names_of, self.plans
-        by_shape, names_used = _by_shape, _names_used
-        for item in lines:
-            fid, text = item.fid, item.text
-            try:
-                if fid in texts:
-                    raise FilterError("duplicate filter id", fid)
-                key, constants, names = shape_of(text)
-                shape = by_shape.get(key) or _new_shape(key, text, fid, constants, names)
-                template = shape.plan
-                if template is not None and template.counted:
-                    plans[fid] = (template, constants, names_used.setdefault(names, names))
-                    made = None
-                else:
-                    made = _program(text, shape, constants, names)
-            except FilterError as exc:
-                exc.line = item.line
-                if errors is None:
-                    raise
-                errors.append(exc)
-                continue
-            numbers[fid] = len(names_of)
-            names_of.append(fid)
-            texts[fid] = text
-            self._uncompiled[fid] = made
+    def add_columns(self, lines: list, fids: list, texts: list, errors: list | None = None):
+        """Add filters given as columns (their lines, ids and texts: ``filter_blocks``) in
+        order; a bad or duplicate one goes to ``errors`` with its line and costs only
+        itself (where ``errors`` is None the first in line order raises, the good ones
+        before it added). Column by column, not filter by filter: a million filters are
+        a million turns of whatever a filter costs in Python."""
+        for start in range(0, len(fids), BLOCK):
+            block = slice(start, start + BLOCK)
+            bad = self._add_block(lines[block], fids[block], texts[block])
+            if bad and errors is None:
+                raise min(bad, key=lambda e: e.line or 0)
+            if errors is not None:
+                errors += bad
             if len(self._uncompiled) >= COMPILE_EVERY:  # into the AFA: the programs can go
                 self.compile(*self._afa_flags)
+
+    def _add_block(self, lines: list, fids: list, texts: list) -> list[FilterError]:
+        """``add_columns`` of a block of filters: the errors of those not added."""
+        keys, constants, names = zip(*map(shape_of, texts), strict=True) if texts else ((),) * 3
+        shapes = list(map(_by_shape.get, keys))
+        bad: dict[int, FilterError] = {}  # position → why it is not added
+        for k in [k for k, shape in enumerate(shapes) if shape is None]:
+            try:  # (a shape new in this block is new at its first filter only)
+                shapes[k] = _by_shape.get(keys[k]) or _new_shape(
+                    keys[k], texts[k], fids[k], constants[k], names[k]
+                )
+            except FilterError as exc:
+                exc.line = lines[k]
+                bad[k] = exc
+        if not self.texts.keys().isdisjoint(fids) or len(set(fids)) < len(fids):
+            seen = set(self.texts)  # a duplicate of a filter added (a bad one is not)
+            for k, fid in enumerate(fids):
+                if fid in seen:
+                    bad[k] = FilterError("duplicate filter id", fid, lines[k])
+                elif k not in bad:
+                    seen.add(fid)
+        kept = [k for k in range(len(fids)) if k not in bad] if bad else range(len(fids))
+        names = list(map(_names_used.setdefault, names, names))  # one tuple per naming
+        plans, made = self.plans, {}  # made: the programs of the machine's filters
+        for k in kept:
+            shape = shapes[k]
+            if shape.counted:
+                plans[fids[k]] = (shape.plan, constants[k], names[k])
+            else:
+                made[fids[k]] = _program(texts[k], shape, constants[k], names[k])
+        if bad:
+            fids, texts = [fids[k] for k in kept], [texts[k] for k in kept]
+        first = len(self.names_of)
+        self.numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
+        self.names_of += fids
+        self.texts.update(zip(fids, texts, strict=True))
+        self._uncompiled.update(zip(fids, map(made.get, fids), strict=True))  # None: counted
+        return list(bad.values())
 
     def remove(self, fid) -> None:
         if fid not in self.texts:
@@ -419,11 +442,17 @@ class Workload:
         workload = cls()
         try:
             with collector_paused():  # parsing many filters: every object new
-                lines = iter_filters_file(path, None if strict else errors)
-                workload.add_lines(lines, None if strict else errors)
+                for lines, fids, texts in filter_blocks(path, errors):
+                    workload.add_columns(lines, fids, texts, None if strict else errors)
+                    if strict and errors:  # a line read wrong
+                        break
+        except FilterError as exc:  # with ``strict``: the first bad filter of its block
+            errors.append(exc)
         finally:
             # the shapes served this load; a running machine adds filters one at a time,
             # and a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
             _by_shape.clear(), _names_used.clear()
         errors.sort(key=lambda e: e.line or 0)
+        if strict and errors:
+            raise errors[0]
         return workload, errors
