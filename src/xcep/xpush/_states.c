@@ -135,8 +135,8 @@ static uint64_t *bitmap_new(Py_ssize_t limit)
 
 /* Sort the items in `v` (all in [0, limit)) and drop the repeated ones. Already in order
  * (often: one state's filters) costs one pass; few items: insertion sort; more: `bits`
- * (bitmap_new(limit)), set and read back in order — over the words the items span when
- * that is narrow, else through the summary of the words they touch — and left zeroed. */
+ * (bitmap_new(limit)), set with a summary bit per word set, read back in order through the
+ * summary (limit / 4096 words) and left zeroed. */
 static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
 {
     int32_t *d = v->data;
@@ -145,11 +145,6 @@ static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
         ordered = d[i - 1] < d[i];
     if (ordered)
         return;
-    int32_t low = d[0], high = d[0];
-    for (Py_ssize_t i = 1; i < n; i++) {
-        low = d[i] < low ? d[i] : low;
-        high = d[i] > high ? d[i] : high;
-    }
     if (n < 24) { /* insertion sort */
         for (Py_ssize_t i = 1; i < n; i++) {
             int32_t x = d[i];
@@ -164,33 +159,21 @@ static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
         v->len = kept;
         return;
     }
-    uint64_t *summary = bits + bitmap_words(limit);
-    int narrow = (high >> 6) - (low >> 6) <= n;
+    Py_ssize_t words = bitmap_words(limit);
+    uint64_t *summary = bits + words;
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t w = d[i] >> 6;
         bits[w] |= (uint64_t)1 << (d[i] & 63);
-        if (!narrow)
-            summary[w >> 6] |= (uint64_t)1 << (w & 63);
+        summary[w >> 6] |= (uint64_t)1 << (w & 63);
     }
-    if (narrow) {
-        for (int32_t w = low >> 6; w <= high >> 6; w++) {
-            uint64_t b = bits[w];
-            if (b == 0)
-                continue;
-            bits[w] = 0;
-            for (; b; b &= b - 1)
+    for (Py_ssize_t u = 0; u <= (words - 1) >> 6; u++) {
+        for (uint64_t a = summary[u]; a; a &= a - 1) {
+            int32_t w = (int32_t)(u << 6) + __builtin_ctzll(a);
+            for (uint64_t b = bits[w]; b; b &= b - 1)
                 d[kept++] = (w << 6) + __builtin_ctzll(b);
+            bits[w] = 0;
         }
-    } else {
-        for (int32_t u = low >> 12; u <= high >> 12; u++) {
-            for (uint64_t a = summary[u]; a; a &= a - 1) {
-                int32_t w = (u << 6) + __builtin_ctzll(a);
-                for (uint64_t b = bits[w]; b; b &= b - 1)
-                    d[kept++] = (w << 6) + __builtin_ctzll(b);
-                bits[w] = 0;
-            }
-            summary[u] = 0;
-        }
+        summary[u] = 0;
     }
     v->len = kept;
 }
@@ -3492,17 +3475,19 @@ static PyObject *merge_ranks(PyObject *module, PyObject *args)
     return out;
 }
 
-/* json_list(ranks, texts, ends, ascii, more=None) -> str: "[" the texts of the ranks
+/* json_list(ranks, texts, ends, ascii, widest, more=None) -> str: "[" the texts of the ranks
  * (int32 bytes) joined by "," "]". texts holds every filter's id as JSON text (UTF-8), one
- * after the other; ends (int64) where each ends; ascii: texts holds ASCII only. more: other
- * ranks, merged in (both ascending, none in both). */
+ * after the other; ends (int64) where each ends; ascii: texts holds ASCII only; widest: the
+ * longest text. more: other ranks, merged in (both ascending, none in both). One pass: the
+ * text is made as long as the widest ids would make it, then cut to its length. */
 static PyObject *json_list(PyObject *module, PyObject *args)
 {
     Py_buffer ranks, texts, ends, more = {0};
     PyObject *more_ranks = Py_None;
     int ascii;
+    Py_ssize_t widest;
     PyObject *out = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*p|O", &ranks, &texts, &ends, &ascii, &more_ranks))
+    if (!PyArg_ParseTuple(args, "y*y*y*pn|O", &ranks, &texts, &ends, &ascii, &widest, &more_ranks))
         return NULL;
     if (more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&ranks);
@@ -3514,48 +3499,57 @@ static PyObject *json_list(PyObject *module, PyObject *args)
     const int64_t *end = ends.buf;
     const char *text = texts.buf;
     Py_ssize_t count = ranks.len / 4, count2 = more.len / 4, n = ends.len / 8;
-    Py_ssize_t total = 2 + (count + count2 > 0 ? count + count2 - 1 : 0);
-    if (ranks.len % 4 || more.len % 4 || ends.len % 8 || (n && end[n - 1] != texts.len)) {
-        PyErr_SetString(PyExc_ValueError, "json_list: ranks int32, ends int64 ending at texts");
+    if (ranks.len % 4 || more.len % 4 || ends.len % 8 || (n && end[n - 1] != texts.len) ||
+        widest < 0 || widest > texts.len) {
+        PyErr_SetString(PyExc_ValueError,
+                        "json_list: ranks int32, ends int64 ending at texts, widest in texts");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < count + count2; i++) {
-        int32_t r = i < count ? rank[i] : extra[i - count];
-        if (r < 0 || r >= n) {
-            PyErr_Format(PyExc_ValueError, "filter %d out of range", r);
-            goto done;
+    Py_ssize_t room = 2 + count + count2; /* at most: the widest ids, or (long ones) each's */
+    if (widest <= 32) {
+        room += (count + count2) * widest;
+    } else {
+        for (Py_ssize_t i = 0; i < count + count2; i++) {
+            int32_t r = i < count ? rank[i] : extra[i - count];
+            room += r >= 0 && r < n ? end[r] - (r ? end[r - 1] : 0) : 0;
         }
-        total += end[r] - (r ? end[r - 1] : 0);
     }
-    char *buffer = ascii ? NULL : PyMem_Malloc((size_t)total);
-    if (ascii) {
-        out = PyUnicode_New(total, 127);
-        if (out == NULL)
-            goto done;
-        buffer = (char *)PyUnicode_1BYTE_DATA(out);
-    } else if (buffer == NULL) {
-        PyErr_NoMemory();
+    out = ascii ? PyUnicode_New(room, 127) : NULL;
+    char *buffer = ascii ? (out ? (char *)PyUnicode_1BYTE_DATA(out) : NULL)
+                         : PyMem_Malloc((size_t)room),
+         *at = buffer;
+    if (buffer == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         goto done;
     }
-    char *at = buffer;
-    Py_ssize_t last = total - 16; /* an id may be copied 16 bytes at a time before this */
     *at++ = '[';
     for (Py_ssize_t i = 0, j = 0; i < count || j < count2;) { /* the two merged, ascending */
         int32_t r = next_merged(rank, count, &i, extra, count2, &j);
+        if (r < 0 || r >= n) {
+            PyErr_Format(PyExc_ValueError, "filter %d out of range", r);
+            if (!ascii)
+                PyMem_Free(buffer);
+            Py_CLEAR(out);
+            goto done;
+        }
         int64_t start = r ? end[r - 1] : 0, length = end[r] - start;
         if (at > buffer + 1)
             *at++ = ',';
         /* most ids are short: one fixed 16-byte copy (inlined) where both sides have room,
          * the bytes past the id overwritten by what follows */
-        if (length <= 16 && at - buffer <= last && start + 16 <= texts.len)
+        if (length <= 16 && buffer + room - at >= 16 && start + 16 <= texts.len)
             memcpy(at, text + start, 16);
         else
             memcpy(at, text + start, (size_t)length);
         at += length;
     }
-    *at = ']';
-    if (!ascii) {
-        out = PyUnicode_DecodeUTF8(buffer, total, "strict");
+    *at++ = ']';
+    if (ascii) {
+        if (PyUnicode_Resize(&out, at - buffer) < 0)
+            Py_CLEAR(out);
+    } else {
+        out = PyUnicode_DecodeUTF8(buffer, at - buffer, "strict");
         PyMem_Free(buffer);
     }
 done:
@@ -4203,9 +4197,10 @@ static PyMethodDef module_methods[] = {
     {"merge_ranks", merge_ranks, METH_VARARGS,
      "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,
-     "json_list(ranks, texts, ends, ascii, more=None) -> str: the JSON list of the ids of ranks "
-     "(int32 bytes) and of more (merged: both ascending); texts: every id as JSON text (UTF-8) "
-     "one after the other, ends (int64 bytes) where each ends; ascii: texts is ASCII"},
+     "json_list(ranks, texts, ends, ascii, widest, more=None) -> str: the JSON list of the ids "
+     "of ranks (int32 bytes) and of more (merged: both ascending); texts: every id as JSON text "
+     "(UTF-8) one after the other, ends (int64 bytes) where each ends; ascii: texts is ASCII; "
+     "widest: the longest id's text"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -81,12 +81,13 @@ class CompiledWorkload:
         return back
 
     @cached_property
-    def json_ids(self) -> tuple[bytes, array, bool]:
+    def json_ids(self) -> tuple[bytes, array, bool, int]:
         """Every id as JSON text (UTF-8), by rank, one after the other; where each ends
-        (int64); whether all are ASCII: what ``json_list`` joins into an answer."""
+        (int64); whether all are ASCII; the longest: what ``json_list`` joins into an
+        answer."""
         texts = [id_json(fid).encode() for fid in self.ids]
-        blob = b"".join(texts)
-        return blob, array("q", accumulate(map(len, texts))), blob.isascii()
+        blob, lengths = b"".join(texts), list(map(len, texts))
+        return blob, array("q", accumulate(lengths)), blob.isascii(), max(lengths, default=0)
 
     @cached_property
     def early_states(self) -> frozenset[int]:
