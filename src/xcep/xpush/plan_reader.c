@@ -302,28 +302,28 @@ static int read_unary(Reader *r)
     return emit_atom(r, labels, PyUnicode_Substring(r->text, op->start, op->end), constant);
 }
 
-static int read_conjunction(Reader *r)
+/* Items read by `item` joined by `word`, each join emitted as `op` (left to right: the
+ * parser's and/or). */
+static int read_joined(Reader *r, int (*item)(Reader *), const char *word, long op)
 {
-    if (read_unary(r) < 0)
+    if (item(r) < 0)
         return -1;
-    while (word_is(r, 0, "and")) {
+    while (word_is(r, 0, word)) {
         r->at++;
-        if (read_unary(r) < 0 || emit(r, F_AND) < 0)
+        if (item(r) < 0 || emit(r, op) < 0)
             return -1;
     }
     return 0;
 }
 
+static int read_conjunction(Reader *r)
+{
+    return read_joined(r, read_unary, "and", F_AND);
+}
+
 static int read_expr(Reader *r)
 {
-    if (read_conjunction(r) < 0)
-        return -1;
-    while (word_is(r, 0, "or")) {
-        r->at++;
-        if (read_conjunction(r) < 0 || emit(r, F_OR) < 0)
-            return -1;
-    }
-    return 0;
+    return read_joined(r, read_conjunction, "or", F_OR);
 }
 
 /* The plan's head (a new tuple), its atoms and formula in the reader; NULL (not_form or an
