@@ -66,9 +66,10 @@ def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
 
 
 def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
-    """The shape ``key`` of a filter first seen in ``text``: its plan put together from its
-    conjuncts' or its program from theirs where it can be, else its text parsed and
-    rewritten; kept for the filters of the shape to come. Or raise ``FilterError``."""
+    """The shape ``key`` of a filter first seen in ``text``: its plan read from the text
+    (``_read_plan``) or its program put together from its conjuncts' where it can be,
+    else its text parsed and rewritten; kept for the filters of the shape to come. Or
+    raise ``FilterError``."""
     plan = _read_plan(text)
     program = None if plan is not None else _conjunction_program(text, constants, names)
     try:  # (a program or plan put together has no tree: ``compile_filter`` parses it)
@@ -280,9 +281,9 @@ except ImportError:  # built without a C compiler
 def _read_plan(text: str) -> Plan | None:
     """The plan of a filter of the counted form: read straight from its text by the
     compiled core (``plan_reader.c``: a plan as ``plan_of`` makes it of the parsed and
-    rewritten filter, tested so; about 2 µs where putting it together from its conjuncts'
-    takes 20), or put together from its conjuncts' (``_conjunction_plan``); None when it
-    is not of the form (or not plainly: the parser reads it)."""
+    rewritten filter, tested so; about 3 µs where putting it together from its conjuncts'
+    takes 20), else put together from its conjuncts' (``_conjunction_plan``); None when
+    it is not of the form (or not plainly: the parser reads it)."""
     if read_plan is None:
         return _conjunction_plan(text)
     read = read_plan(text)
@@ -350,9 +351,10 @@ class Workload:
     def add_columns(self, lines: list, fids: list, texts: list, errors: list | None = None):
         """Add filters given as columns (their lines, ids and texts: ``filter_blocks``) in
         order; a bad or duplicate one goes to ``errors`` with its line and costs only
-        itself (where ``errors`` is None the first in line order raises, the good ones
-        before it added). Column by column, not filter by filter: a million filters are
-        a million turns of whatever a filter costs in Python."""
+        itself (where ``errors`` is None the first in line order raises, once the good
+        ones of its block are added). Column by column, ``BLOCK`` filters at a time, not
+        filter by filter: a million filters are a million turns of whatever a filter
+        costs in Python."""
         for start in range(0, len(fids), BLOCK):
             block = slice(start, start + BLOCK)
             bad = self._add_block(lines[block], fids[block], texts[block])
