@@ -259,6 +259,22 @@ def _outside_predicates(node):
             yield from _outside_predicates(value)
 
 
+_DOWNWARD = (A.CHILD, A.DESCENDANT, A.DESCENDANT_OR_SELF, A.FIRST_CHILD)
+
+
+def nested_bindings(path, var: str) -> bool:
+    """Whether one node bound to the Kleene-* variable ``var`` can be below another: a
+    Kleene-* group that binds it steps down (``(/$X)*``; siblings, ``(\\$X)*``, do not
+    nest). Then what a path reads below its nodes, node after node, is not in document
+    order."""
+    return any(
+        isinstance(node, A.Star)
+        and any(step.var == var for step in path_steps(node.body))
+        and any(step.axis in _DOWNWARD for step in path_steps(node.body))
+        for node in A.walk(path)
+    )
+
+
 def path_steps(path):
     """The steps of a path, not those inside its predicates."""
     if isinstance(path, A.Step):

@@ -36,7 +36,7 @@ from xcep.xseq.reads import (
     tested_attributes,
     up_to_attributes,
 )
-from xcep.xseq.semantics import Analysis
+from xcep.xseq.semantics import Analysis, nested_bindings
 from xcep.xseq.values import as_string, to_number
 from xcep.xseq.vm_calls import (
     HEAD,
@@ -488,6 +488,8 @@ def _term(
         op = _reading(analysis, expr, attributes, paths)
     except NotCompiled:  # ($X//b, tag(first($X)), ...)
         op = None
+    if op is not None and op[0] == T_PATH and nested_bindings(analysis.query.path, expr.var):
+        op = None  # values below nodes that nest: in document order, not node by node
     if op is not None:
         kleene = (expr.ref if isinstance(expr, A.Tag) else expr).var in analysis.kleene
         every = op[0] == T_ALL or (op[0] in (T_PATH, T_TAG) and kleene)
