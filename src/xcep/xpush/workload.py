@@ -133,7 +133,7 @@ def filter_template(text: str, fid=None) -> tuple[Template, tuple, tuple] | None
     ``CountedFilters`` compiles without a plan per filter; None when it is not counted:
     not of the form, or with no value to test (``Template.counted``)."""
     shape, constants, names = _known_shape(text, fid)
-    if shape.plan is None or not shape.plan.counted:
+    if not shape.counted:
         return None
     return shape.plan, constants, _names_used.setdefault(names, names)
 
