@@ -297,15 +297,17 @@ def test_the_watchers_made_in_c_are_the_reference_s(paths, order):
 @given(st.lists(filters, min_size=1, max_size=5), st.lists(documents(), min_size=1, max_size=3))
 def test_answers_as_json_are_the_answers(paths, trees):
     """``run(..., as_json=True)`` writes the ids in C: the same ids, in the same order,
-    whatever they are (integers, strings needing escapes, beyond ASCII)."""
+    whatever they are (integers, strings needing escapes, beyond ASCII, longer than 32
+    bytes), an answer seen first (written from the states) or again (from its ranks)."""
     import json
 
-    names = [7, 'f"1', "s\u00e9", -3, "\U0001f600", "a b"]
+    names = [7, "long" * 9, 'f"1', "s\u00e9", -3, "\U0001f600", "a b"]
     workload = {
         names[i % len(names)] if i < len(names) else i: to_text(p)
         for i, p in enumerate(p for p in paths if usable(p))
     }
-    data = b"".join(etree.tostring(t) + b"\n" for t in trees)
+    workload.update({f"c{t}": f"/{t}[not(@x = 2)]" for t in LABELS})  # counted ones too
+    data = b"".join(etree.tostring(t) + b"\n" for t in trees) * 2
     for compiled in (True, False):
         machine = XPushMachine(workload, MachineOptions(compiled=compiled))
         as_lists = [ids for _, ids in machine.run(EventStream([io.BytesIO(data)]).batches())]

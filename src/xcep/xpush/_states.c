@@ -178,6 +178,117 @@ static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
     v->len = kept;
 }
 
+/* ----- answers as JSON lists of filter ids (json_list, StateKernel.answer_json) ----- */
+
+/* Every filter's id as JSON text (UTF-8), by rank, one after the other (text, size bytes);
+ * end[r]: where id r's ends (int64); n ids; ascii: all ASCII; widest: the longest. */
+typedef struct {
+    const char *text;
+    const int64_t *end;
+    Py_ssize_t size, n, widest;
+    int ascii;
+} JsonIds;
+
+/* The JsonIds of texts and ends (buffers), or -1 with an error where they disagree. */
+static int json_ids_of(const Py_buffer *texts, const Py_buffer *ends, int ascii,
+                       Py_ssize_t widest, JsonIds *ids)
+{
+    *ids = (JsonIds){texts->buf, ends->buf, texts->len, ends->len / 8, widest, ascii};
+    if (ends->len % 8 || (ids->n && ids->end[ids->n - 1] != texts->len) || widest < 0 ||
+        widest > texts->len) {
+        PyErr_SetString(PyExc_ValueError, "ids: ends int64 ending at texts, widest in texts");
+        return -1;
+    }
+    return 0;
+}
+
+static inline Py_ssize_t json_id_length(const JsonIds *ids, int32_t r)
+{
+    return ids->end[r] - (r ? ids->end[r - 1] : 0);
+}
+
+/* Room for a list of `count` ids, brackets and commas: at most the widest each (short
+ * ids); 0 when they are too long for a bound (the caller sums their lengths). */
+static Py_ssize_t json_room(const JsonIds *ids, Py_ssize_t count)
+{
+    return ids->widest <= 32 ? 2 + count + count * ids->widest : 0;
+}
+
+/* A buffer of `room` bytes for a list's text: the data of a new str where the ids are ASCII
+ * (*out), else memory of its own; NULL with an error. */
+static char *json_buffer(const JsonIds *ids, Py_ssize_t room, PyObject **out)
+{
+    *out = ids->ascii ? PyUnicode_New(room, 127) : NULL;
+    char *buffer = ids->ascii ? (*out ? (char *)PyUnicode_1BYTE_DATA(*out) : NULL)
+                              : PyMem_Malloc((size_t)room);
+    if (buffer == NULL && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return buffer;
+}
+
+/* The str of a list written into `buffer` up to `at` (json_buffer's; freed or cut). */
+static PyObject *json_done(const JsonIds *ids, PyObject *out, char *buffer, const char *at)
+{
+    if (!ids->ascii) {
+        out = PyUnicode_DecodeUTF8(buffer, at - buffer, "strict");
+        PyMem_Free(buffer);
+    } else if (PyUnicode_Resize(&out, at - buffer) < 0) {
+        Py_CLEAR(out);
+    }
+    return out;
+}
+
+/* Write id r (in range) at `at`, after a ',' unless `at` is just past the list's '['
+ * (buffer + 1); `stop` ends the buffer: the new end. Most ids are short: one fixed 16-byte
+ * copy (inlined) where both sides have room, the bytes past the id overwritten by what
+ * follows. */
+static inline char *put_json_id(const JsonIds *ids, int32_t r, char *at, const char *buffer,
+                                const char *stop)
+{
+    int64_t start = r ? ids->end[r - 1] : 0, length = ids->end[r] - start;
+    if (at > buffer + 1)
+        *at++ = ',';
+    if (length <= 16 && stop - at >= 16 && start + 16 <= ids->size)
+        memcpy(at, ids->text + start, 16);
+    else
+        memcpy(at, ids->text + start, (size_t)length);
+    return at + length;
+}
+
+/* The JSON list of the ids whose bits are set in `bits` (ranks in [0, ids->n), a summary
+ * bit per word set, as sort_unique leaves them: left zeroed), at most `count` of them. */
+static PyObject *json_from_bits(const JsonIds *ids, uint64_t *bits, Py_ssize_t count)
+{
+    Py_ssize_t words = bitmap_words(ids->n), room = json_room(ids, count);
+    uint64_t *summary = bits + words;
+    if (room == 0) { /* long ids: their lengths summed */
+        room = 2;
+        for (Py_ssize_t u = 0; u <= (words - 1) >> 6; u++)
+            for (uint64_t a = summary[u]; a; a &= a - 1) {
+                int32_t w = (int32_t)(u << 6) + __builtin_ctzll(a);
+                for (uint64_t b = bits[w]; b; b &= b - 1)
+                    room += 1 + json_id_length(ids, (w << 6) + __builtin_ctzll(b));
+            }
+    }
+    PyObject *out;
+    char *buffer = json_buffer(ids, room, &out), *at = buffer;
+    if (buffer != NULL)
+        *at++ = '[';
+    for (Py_ssize_t u = 0; u <= (words - 1) >> 6; u++) {
+        for (uint64_t a = summary[u]; a; a &= a - 1) {
+            int32_t w = (int32_t)(u << 6) + __builtin_ctzll(a);
+            for (uint64_t b = bits[w]; b && buffer; b &= b - 1)
+                at = put_json_id(ids, (w << 6) + __builtin_ctzll(b), at, buffer, buffer + room);
+            bits[w] = 0;
+        }
+        summary[u] = 0;
+    }
+    if (buffer == NULL)
+        return NULL;
+    *at++ = ']';
+    return json_done(ids, out, buffer, at);
+}
+
 /* The ints of an iterable appended to `out`, each checked to be in [low, limit); -1 with
  * an error. */
 static int read_ints(PyObject *items, long low, long limit, IntVec *out)
@@ -1968,23 +2079,39 @@ static PyObject *kernel_add(StateKernel *self, PyObject *args)
     return PyLong_FromSsize_t(sum);
 }
 
-/* A document's answer: the ranks of the filters proven by the states found at the
- * document node (initial and early) and proven on the way (early: a tuple of sets), all
- * interned sets; sorted, as bytes of native int32. */
-static PyObject *kernel_answer(StateKernel *self, PyObject *args)
+/* Mark the items of state s in `lists` in `bits` (a bitmap of sort_unique's), with their
+ * words in its summary `summary`; their number added to *count. */
+static inline void mark_items(const Lists *lists, int32_t s, uint64_t *bits, uint64_t *summary,
+                              Py_ssize_t *count)
 {
-    PyObject *found, *proven;
-    if (!PyArg_ParseTuple(args, "OO!", &found, &PyTuple_Type, &proven))
-        return NULL;
+    const int32_t *items = lists->items + lists->at[s], *stop = lists->items + lists->at[s + 1];
+    *count += stop - items;
+    for (; items < stop; items++) {
+        int32_t w = *items >> 6;
+        bits[w] |= (uint64_t)1 << (*items & 63);
+        summary[w >> 6] |= (uint64_t)1 << (w & 63);
+    }
+}
+
+/* The filters proven by a document's states: those found at the document node (initial
+ * and early) and the early ones proven on the way (a tuple of sets), all interned sets.
+ * Appended to self->found, or with `bits` set in self->filter_bits as sort_unique sets
+ * them (their number, repeats counted, in *count); -1 with an error (nothing set). */
+static int answer_filters(StateKernel *self, PyObject *found, PyObject *proven, int bits,
+                          Py_ssize_t *count)
+{
+    for (Py_ssize_t k = -1; k < PyTuple_GET_SIZE(proven); k++)
+        if (store_id(self->states, k < 0 ? found : PyTuple_GET_ITEM(proven, k)) < 0)
+            return -1;
     next_generation(self); /* seen: early states already counted */
     self->found.len = 0;
+    uint64_t *summary = self->filter_bits + bitmap_words(self->nfilters);
     for (Py_ssize_t k = -1; k < PyTuple_GET_SIZE(proven); k++) {
-        Py_ssize_t set = store_id(self->states, k < 0 ? found : PyTuple_GET_ITEM(proven, k)), count;
-        if (set < 0)
-            return NULL;
-        const int32_t *x = store_items(self->states, set, &count);
-        for (Py_ssize_t i = 0; i < count; i++) {
-            if (i + 8 < count && x[i + 8] >= 0) { /* scattered: asked for ahead */
+        Py_ssize_t n;
+        const int32_t *x = store_items(
+            self->states, store_id(self->states, k < 0 ? found : PyTuple_GET_ITEM(proven, k)), &n);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i + 8 < n && x[i + 8] >= 0) { /* scattered: asked for ahead */
                 __builtin_prefetch(&self->info[x[i + 8]]);
                 __builtin_prefetch(&self->early.at[x[i + 8]]);
             }
@@ -1992,14 +2119,77 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
                 continue;
             self->seen[x[i]] = self->gen;
             const StateInfo *info = &self->info[x[i]];
-            if ((k < 0 && info->initial && append_items(&self->initial, x[i], &self->found) < 0) ||
-                (info->early && append_items(&self->early, x[i], &self->found) < 0))
-                return NULL;
+            if (bits) {
+                if (k < 0 && info->initial)
+                    mark_items(&self->initial, x[i], self->filter_bits, summary, count);
+                if (info->early)
+                    mark_items(&self->early, x[i], self->filter_bits, summary, count);
+            } else if ((k < 0 && info->initial &&
+                        append_items(&self->initial, x[i], &self->found) < 0) ||
+                       (info->early && append_items(&self->early, x[i], &self->found) < 0)) {
+                return -1;
+            }
         }
     }
+    return 0;
+}
+
+/* A document's answer (answer_filters): the ranks of its filters, sorted, as bytes of
+ * native int32. */
+static PyObject *kernel_answer(StateKernel *self, PyObject *args)
+{
+    PyObject *found, *proven;
+    if (!PyArg_ParseTuple(args, "OO!", &found, &PyTuple_Type, &proven) ||
+        answer_filters(self, found, proven, 0, NULL) < 0)
+        return NULL;
     sort_unique(&self->found, self->filter_bits, self->nfilters);
     return PyBytes_FromStringAndSize((const char *)self->found.data,
                                      self->found.len * (Py_ssize_t)sizeof(int32_t));
+}
+
+/* A document's answer (answer_filters) with more ranks (int32 bytes, or None) as the text
+ * of the JSON list of their ids (json_list's): the ranks go straight to a bitmap and are
+ * written from it, with no list of them made or sorted. */
+static PyObject *kernel_answer_json(StateKernel *self, PyObject *args)
+{
+    PyObject *found, *proven, *more_ranks = Py_None, *out = NULL;
+    Py_buffer texts, ends, more = {0};
+    int ascii;
+    Py_ssize_t widest, count = 0;
+    JsonIds ids;
+    if (!PyArg_ParseTuple(args, "OO!y*y*pn|O", &found, &PyTuple_Type, &proven, &texts, &ends,
+                          &ascii, &widest, &more_ranks))
+        return NULL;
+    if ((more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0) ||
+        json_ids_of(&texts, &ends, ascii, widest, &ids) < 0)
+        goto done;
+    const int32_t *extra = more.buf;
+    Py_ssize_t count2 = more.len / 4;
+    if (ids.n != self->nfilters || more.len % 4) {
+        PyErr_Format(PyExc_ValueError, "answer_json: ids of %zd filters, ranks int32",
+                     self->nfilters);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count2; i++)
+        if (extra[i] < 0 || extra[i] >= ids.n) {
+            PyErr_Format(PyExc_ValueError, "filter %d out of range", extra[i]);
+            goto done;
+        }
+    if (answer_filters(self, found, proven, 1, &count) < 0)
+        goto done;
+    uint64_t *bits = self->filter_bits, *summary = bits + bitmap_words(self->nfilters);
+    for (Py_ssize_t i = 0; i < count2; i++) {
+        int32_t w = extra[i] >> 6;
+        bits[w] |= (uint64_t)1 << (extra[i] & 63);
+        summary[w >> 6] |= (uint64_t)1 << (w & 63);
+    }
+    out = json_from_bits(&ids, bits, count + count2);
+done:
+    PyBuffer_Release(&texts);
+    PyBuffer_Release(&ends);
+    if (more.obj != NULL)
+        PyBuffer_Release(&more);
+    return out;
 }
 
 /* ids_of(ranks, ids) -> a new list of the ids (a list, by rank) of the ranks (int32 bytes). */
@@ -2638,6 +2828,9 @@ static PyMethodDef kernel_methods[] = {
     {"answer", (PyCFunction)kernel_answer, METH_VARARGS,
      "answer(found, proven) -> bytes: the sorted int32 ranks of the filters proven by the "
      "initial and early states found and the early states proven (a tuple of sets)"},
+    {"answer_json", (PyCFunction)kernel_answer_json, METH_VARARGS,
+     "answer_json(found, proven, texts, ends, ascii, widest, more=None) -> str: answer's "
+     "ranks, with more (int32 bytes) merged in, as json_list writes them"},
     {"ids_of", (PyCFunction)kernel_ids_of, METH_VARARGS,
      "ids_of(ranks, ids) -> list: the ids (a list, by rank) of ranks (int32 bytes)"},
     {"walk", (PyCFunction)kernel_walk, METH_VARARGS,
@@ -3476,10 +3669,9 @@ static PyObject *merge_ranks(PyObject *module, PyObject *args)
 }
 
 /* json_list(ranks, texts, ends, ascii, widest, more=None) -> str: "[" the texts of the ranks
- * (int32 bytes) joined by "," "]". texts holds every filter's id as JSON text (UTF-8), one
- * after the other; ends (int64) where each ends; ascii: texts holds ASCII only; widest: the
- * longest text. more: other ranks, merged in (both ascending, none in both). One pass: the
- * text is made as long as the widest ids would make it, then cut to its length. */
+ * (int32 bytes) joined by "," "]" (the ids: JsonIds). more: other ranks, merged in (both
+ * ascending, none in both). One pass: the text is made as long as the widest ids would make
+ * it, then cut to its length. */
 static PyObject *json_list(PyObject *module, PyObject *args)
 {
     Py_buffer ranks, texts, ends, more = {0};
@@ -3487,71 +3679,41 @@ static PyObject *json_list(PyObject *module, PyObject *args)
     int ascii;
     Py_ssize_t widest;
     PyObject *out = NULL;
+    JsonIds ids;
     if (!PyArg_ParseTuple(args, "y*y*y*pn|O", &ranks, &texts, &ends, &ascii, &widest, &more_ranks))
         return NULL;
-    if (more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&ranks);
-        PyBuffer_Release(&texts);
-        PyBuffer_Release(&ends);
-        return NULL;
-    }
+    if (more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0)
+        goto done;
     const int32_t *rank = ranks.buf, *extra = more.buf;
-    const int64_t *end = ends.buf;
-    const char *text = texts.buf;
-    Py_ssize_t count = ranks.len / 4, count2 = more.len / 4, n = ends.len / 8;
-    if (ranks.len % 4 || more.len % 4 || ends.len % 8 || (n && end[n - 1] != texts.len) ||
-        widest < 0 || widest > texts.len) {
-        PyErr_SetString(PyExc_ValueError,
-                        "json_list: ranks int32, ends int64 ending at texts, widest in texts");
+    Py_ssize_t count = ranks.len / 4, count2 = more.len / 4;
+    if (json_ids_of(&texts, &ends, ascii, widest, &ids) < 0)
+        goto done;
+    if (ranks.len % 4 || more.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "json_list: ranks int32");
         goto done;
     }
-    Py_ssize_t room = 2 + count + count2; /* at most: the widest ids, or (long ones) each's */
-    if (widest <= 32) {
-        room += (count + count2) * widest;
-    } else {
-        for (Py_ssize_t i = 0; i < count + count2; i++) {
-            int32_t r = i < count ? rank[i] : extra[i - count];
-            room += r >= 0 && r < n ? end[r] - (r ? end[r - 1] : 0) : 0;
-        }
-    }
-    out = ascii ? PyUnicode_New(room, 127) : NULL;
-    char *buffer = ascii ? (out ? (char *)PyUnicode_1BYTE_DATA(out) : NULL)
-                         : PyMem_Malloc((size_t)room),
-         *at = buffer;
-    if (buffer == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
-        goto done;
-    }
-    *at++ = '[';
-    for (Py_ssize_t i = 0, j = 0; i < count || j < count2;) { /* the two merged, ascending */
-        int32_t r = next_merged(rank, count, &i, extra, count2, &j);
-        if (r < 0 || r >= n) {
+    for (Py_ssize_t i = 0; i < count + count2; i++) {
+        int32_t r = i < count ? rank[i] : extra[i - count];
+        if (r < 0 || r >= ids.n) {
             PyErr_Format(PyExc_ValueError, "filter %d out of range", r);
-            if (!ascii)
-                PyMem_Free(buffer);
-            Py_CLEAR(out);
             goto done;
         }
-        int64_t start = r ? end[r - 1] : 0, length = end[r] - start;
-        if (at > buffer + 1)
-            *at++ = ',';
-        /* most ids are short: one fixed 16-byte copy (inlined) where both sides have room,
-         * the bytes past the id overwritten by what follows */
-        if (length <= 16 && buffer + room - at >= 16 && start + 16 <= texts.len)
-            memcpy(at, text + start, 16);
-        else
-            memcpy(at, text + start, (size_t)length);
-        at += length;
     }
+    Py_ssize_t room = json_room(&ids, count + count2);
+    if (room == 0) { /* long ids: their lengths summed */
+        room = 2;
+        for (Py_ssize_t i = 0; i < count + count2; i++)
+            room += 1 + json_id_length(&ids, i < count ? rank[i] : extra[i - count]);
+    }
+    char *buffer = json_buffer(&ids, room, &out), *at = buffer;
+    if (buffer == NULL)
+        goto done;
+    *at++ = '[';
+    for (Py_ssize_t i = 0, j = 0; i < count || j < count2;) /* the two merged, ascending */
+        at = put_json_id(&ids, next_merged(rank, count, &i, extra, count2, &j), at, buffer,
+                         buffer + room);
     *at++ = ']';
-    if (ascii) {
-        if (PyUnicode_Resize(&out, at - buffer) < 0)
-            Py_CLEAR(out);
-    } else {
-        out = PyUnicode_DecodeUTF8(buffer, at - buffer, "strict");
-        PyMem_Free(buffer);
-    }
+    out = json_done(&ids, out, buffer, at);
 done:
     PyBuffer_Release(&ranks);
     PyBuffer_Release(&texts);
