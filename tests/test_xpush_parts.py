@@ -149,3 +149,33 @@ def test_a_filter_id_is_an_integer_exactly_when_it_reads_as_one(text):
     expected = int(text) if re.fullmatch(r"-?\d+", text) else text
     found = parse_id(text)
     assert found == expected and type(found) is type(expected)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["starts-with", "contains"]), st.text("abcab\u00e9", max_size=5)),
+        max_size=20,
+    ),
+    st.lists(st.text("abcab\u00e9x", max_size=12), max_size=8),
+    st.sampled_from([1, 7, 40, 2**23]),
+)
+def test_text_matcher_rows_under_any_budget(specs, values, rows):
+    """The contains automaton read as a DFA where its rows fit the budget and by its edges
+    and failures elsewhere: the same states as str's own tests, whatever the budget."""
+    from xcep.xpush import compiled
+
+    if compiled.StateKernel is None:
+        return  # the compiled core is not built here
+    from xcep.xpush._states import TextMatcher
+
+    patterns: tuple[dict, dict] = ({}, {})
+    for state, (op, pattern) in enumerate(specs):
+        patterns[op == "contains"].setdefault(pattern.encode(), []).append(state)
+    matcher = TextMatcher(len(specs), *patterns, rows=rows)
+    for value in values:
+        want = {
+            state
+            for state, (op, pattern) in enumerate(specs)
+            if (pattern in value if op == "contains" else value.startswith(pattern))
+        }
+        assert set(matcher(value)) == want, value

@@ -631,10 +631,15 @@ typedef struct {
     IntVec fail, output, ends, first_child, next_sibling, byte; /* per node */
     IntVec end_state, end_next;                                  /* the lists of ends */
     EdgeMap edges;                                               /* (node << 8 | byte) + 1 → child */
-    /* the infix automaton's moves from its root and the root's children as a DFA's rows
-     * (failures followed already): 256 next nodes per row; row[node] is the node's row or
-     * -1. Scanning text, the automaton is mostly there. */
-    int32_t *rows, *row;
+    /* the infix automaton as a DFA (failures followed already) over byte classes: a row
+     * of `classes` entries per node that has one (row[node], else -1), the root's and then
+     * breadth first while they fit the budget; a byte's class cls[byte]. An entry is the
+     * next node's row, or -1 - the next node where that has none; hit[row]: the first node
+     * on the row's node's output chain where patterns end (itself, if they end there), or
+     * -1. Scanning a text is then one load per byte, where the rows are. */
+    int32_t *rows, *row, *hit, classes;
+    int32_t cls[256];
+    Py_ssize_t budget; /* at most so many entries (int32) in rows */
 } TextMatcher;
 
 static PyTypeObject TextMatcherType;
@@ -726,34 +731,56 @@ static int tm_links(TextMatcher *t)
     return 0;
 }
 
-/* The DFA rows of the infix root and its children (after tm_links). */
+/* The rows of the infix automaton (after tm_links): every byte that no contains pattern
+ * has is class 0 (from anywhere it leads to the root), every other byte a class of its
+ * own. A node's row is its failure's with its own children put in; a node's failure is
+ * nearer the root, so breadth first it has its row already. */
 static int tm_rows(TextMatcher *t)
 {
-    Py_ssize_t count = 1;
-    for (int32_t c = t->first_child.data[INFIX_ROOT]; c >= 0; c = t->next_sibling.data[c])
-        count++;
+    IntVec order = {NULL, 0, 0}; /* the infix nodes, breadth first */
+    t->classes = 1;
+    if (vec_push(&order, INFIX_ROOT) < 0)
+        return -1;
+    for (Py_ssize_t k = 0; k < order.len; k++)
+        for (int32_t c = t->first_child.data[order.data[k]]; c >= 0; c = t->next_sibling.data[c]) {
+            uint8_t b = (uint8_t)t->byte.data[c];
+            if (t->cls[b] == 0)
+                t->cls[b] = t->classes++;
+            if (vec_push(&order, c) < 0) {
+                PyMem_Free(order.data);
+                return -1;
+            }
+        }
+    Py_ssize_t count = order.len < t->budget / t->classes ? order.len : t->budget / t->classes;
+    count = count > 0 ? count : 1; /* the root's row, whatever the budget */
     if (!(t->row = PyMem_Malloc((size_t)t->fail.len * sizeof(int32_t))) ||
-        !(t->rows = PyMem_Malloc((size_t)count * 256 * sizeof(int32_t)))) {
+        !(t->hit = PyMem_Malloc((size_t)count * sizeof(int32_t))) ||
+        !(t->rows = PyMem_Malloc((size_t)count * (size_t)t->classes * sizeof(int32_t)))) {
+        PyMem_Free(order.data);
         PyErr_NoMemory();
         return -1;
     }
     for (Py_ssize_t k = 0; k < t->fail.len; k++)
         t->row[k] = -1;
-    int32_t *root = t->rows;
-    t->row[INFIX_ROOT] = 0;
-    for (int b = 0; b < 256; b++) {
-        int32_t g = tm_child(t, INFIX_ROOT, (uint8_t)b);
-        root[b] = g >= 0 ? g : INFIX_ROOT;
+    for (int32_t k = 0; k < count; k++) {
+        int32_t node = order.data[k], *row = t->rows + (Py_ssize_t)k * t->classes;
+        t->row[node] = k;
+        if (node == INFIX_ROOT)
+            for (int32_t c = 0; c < t->classes; c++)
+                row[c] = INFIX_ROOT;
+        else
+            memcpy(row, t->rows + (Py_ssize_t)t->row[t->fail.data[node]] * t->classes,
+                   (size_t)t->classes * sizeof(int32_t));
+        for (int32_t c = t->first_child.data[node]; c >= 0; c = t->next_sibling.data[c])
+            row[t->cls[t->byte.data[c]]] = c;
     }
-    int32_t next = 1;
-    for (int32_t c = t->first_child.data[INFIX_ROOT]; c >= 0; c = t->next_sibling.data[c]) {
-        int32_t *row = t->rows + 256 * next;
-        t->row[c] = next++;
-        for (int b = 0; b < 256; b++) { /* its child, else where its failure goes (the root) */
-            int32_t g = tm_child(t, c, (uint8_t)b);
-            row[b] = g >= 0 ? g : root[b];
-        }
+    for (int32_t k = 0; k < count; k++) { /* next nodes as their rows, where they have one */
+        int32_t node = order.data[k], *row = t->rows + (Py_ssize_t)k * t->classes;
+        t->hit[k] = t->ends.data[node] >= 0 ? node : t->output.data[node];
+        for (int32_t c = 0; c < t->classes; c++)
+            row[c] = t->row[row[c]] >= 0 ? t->row[row[c]] : -1 - row[c];
     }
+    PyMem_Free(order.data);
     return 0;
 }
 
@@ -786,14 +813,20 @@ static int tm_search(const TextMatcher *t, PyObject *value, IntVec *out)
         failed = tm_append_ends(t, node, out) < 0;
     }
     if (t->first_child.data[INFIX_ROOT] >= 0) {
-        int32_t node = INFIX_ROOT;
+        /* d: the row of the node the automaton is at, or -1 (then `node` is where it is) */
+        int32_t d = t->row[INFIX_ROOT], node = INFIX_ROOT, o, g;
         for (Py_ssize_t i = 0; !failed && i < n; i++) {
-            int32_t g;
-            while (t->row[node] < 0 && (g = tm_child(t, node, at[i])) < 0)
-                node = t->fail.data[node]; /* (a failure ends at the root at the latest) */
-            node = t->row[node] >= 0 ? t->rows[256 * t->row[node] + at[i]] : g;
-            for (int32_t o = t->ends.data[node] >= 0 ? node : t->output.data[node]; o >= 0 && !failed;
-                 o = t->output.data[o])
+            if (d < 0) { /* a node without a row: its edges, then its failures' */
+                while (t->row[node] < 0 && (g = tm_child(t, node, at[i])) < 0)
+                    node = t->fail.data[node]; /* (a failure ends at the root at the latest) */
+                d = t->row[node];
+                if (d < 0)
+                    node = g;
+            }
+            if (d >= 0 && (d = t->rows[(Py_ssize_t)d * t->classes + t->cls[at[i]]]) < 0)
+                node = -1 - d;
+            for (o = d >= 0 ? t->hit[d] : t->ends.data[node] >= 0 ? node : t->output.data[node];
+                 o >= 0 && !failed; o = t->output.data[o])
                 failed = tm_append_ends(t, o, out) < 0;
         }
     }
@@ -810,21 +843,24 @@ static void text_matcher_dealloc(TextMatcher *t)
     edges_free(&t->edges);
     PyMem_Free(t->rows);
     PyMem_Free(t->row);
+    PyMem_Free(t->hit);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
 static PyObject *text_matcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"limit", "prefixes", "infixes", NULL};
+    static char *keywords[] = {"limit", "prefixes", "infixes", "rows", NULL};
     int limit;
+    Py_ssize_t budget = 1 << 23; /* 32 MB of rows */
     PyObject *prefixes, *infixes;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!O!", keywords, &limit, &PyDict_Type,
-                                     &prefixes, &PyDict_Type, &infixes))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!O!|n", keywords, &limit, &PyDict_Type,
+                                     &prefixes, &PyDict_Type, &infixes, &budget))
         return NULL;
     TextMatcher *t = (TextMatcher *)type->tp_alloc(type, 0);
     if (t == NULL)
         return NULL;
     t->limit = limit;
+    t->budget = budget;
     if (limit < 0 || tm_new_node(t, 0) < 0 || tm_new_node(t, 0) < 0 ||
         tm_add(t, PREFIX_ROOT, prefixes) < 0 || tm_add(t, INFIX_ROOT, infixes) < 0 ||
         tm_links(t) < 0 || tm_rows(t) < 0) {
@@ -856,9 +892,10 @@ static PyTypeObject TextMatcherType = {
     .tp_basicsize = sizeof(TextMatcher),
     .tp_dealloc = (destructor)text_matcher_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "TextMatcher(limit, prefixes, infixes): starts-with and contains predicates "
-              "({pattern as UTF-8 bytes: [states]}); matcher(value) -> the states that hold "
-              "(a list, may repeat)",
+    .tp_doc = "TextMatcher(limit, prefixes, infixes, rows=2**23): starts-with and contains "
+              "predicates ({pattern as UTF-8 bytes: [states]}); matcher(value) -> the states "
+              "that hold (a list, may repeat). rows: at most so many DFA entries (int32), the "
+              "nodes nearest the root first",
     .tp_new = text_matcher_new,
     .tp_call = (ternaryfunc)text_matcher_call,
 };
