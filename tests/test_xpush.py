@@ -211,6 +211,9 @@ def test_a_filter_without_parent_steps_skips_the_rewrite(path):
 
     if not _parent_steps(path, or_hoisted=True):
         assert _simplify_path(rewrite_path(path)) == _simplify_path(path)
+    text = to_text(path)  # a text with no "." and no "::" is plain (workload._tree)
+    if "." not in text and "::" not in text:
+        assert not _parent_steps(parse_filter(text), or_hoisted=True), text
 
 
 HEADS = ["/a", "//b", "/a/*", "/*//c", "/a/b", "/a/.", "a", "/a/@x", "//a/text()", "/a = 1 or /b"]
@@ -366,6 +369,39 @@ def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces):
             workload.shape_of(text)
         return
     assert workload.shape_of(text) == expected, text
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *("a", "b:c", "(", ")", "'", '"', "-", ".", "..", "1", "2.5", " ", "\t", "é"),
+                *("_", "@", "/", "//", "[", "]", "=", "!=", "<=", "and", "\u0661", "\uff11"),
+                *("\U0001d400", ":", "::", "x\u00c0", "\x1c", "\u00a0", "#", "*", ",", "!"),
+            ]
+        ),
+        max_size=16,
+    )
+)
+def test_the_compiled_tokenizer_is_the_regular_expression_s(pieces):
+    """``filter_tokens`` (C) reads a filter's tokens as ``TOKEN`` does (the same kinds,
+    values and offsets, as ``Token``s), or leaves a text it cannot read to it (None):
+    never a list of tokens for a text the regular expression refuses."""
+    from xcep.lexing import scan
+    from xcep.xpush import parser
+
+    if parser.filter_tokens is None:
+        pytest.skip("the kernel is not built")
+    text = "".join(pieces)
+    got = parser.filter_tokens(text, parser.Token)
+    try:
+        expected = scan(text, parser.TOKEN, lambda message, at: ValueError(message))
+    except ValueError:
+        assert got is None, text
+        return
+    assert got is None or (got == expected and {type(t) for t in got} == {parser.Token}), text
+    assert got is not None or not text.isascii(), text  # ASCII text: read in C
 
 
 @settings(max_examples=400)

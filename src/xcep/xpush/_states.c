@@ -4374,6 +4374,9 @@ out:
 }
 
 static PyMethodDef module_methods[] = {
+    {"filter_tokens", filter_tokens, METH_VARARGS,
+     "filter_tokens(text, token) -> the tokens of a filter (parser.tokenize's), or None where "
+     "a character starts no token"},
     {"read_plan", read_plan, METH_O,
      "read_plan(text) -> (head, atoms, formula) of a filter of the counted form (counting.py's "
      "Plan), read straight from its text; None for any other filter (plan_reader.c)"},

@@ -28,5 +28,7 @@ static inline int shape_name_start(Py_UCS4 c)
 
 /* read_plan(text) -> (head, atoms, formula) or None (plan_reader.c) */
 PyObject *read_plan(PyObject *module, PyObject *text);
+/* filter_tokens(text, token) -> a filter's tokens or None (plan_reader.c) */
+PyObject *filter_tokens(PyObject *module, PyObject *args);
 
 #endif

@@ -33,6 +33,8 @@ typedef struct {
     PyObject *atoms;      /* list of (labels, op, value) */
     PyObject *code;       /* list of ints: the formula, postfix */
     int not_form;         /* set where the text is not plainly of the form: None */
+    int all_tokens;       /* tokenize every token of TOKEN's (filter_tokens), not only the
+                           * counted form's ("::", digits outside ASCII) */
 } Reader;
 
 #define CH(i) PyUnicode_READ(r->ukind, r->data, (i))
@@ -80,9 +82,11 @@ static int tokenize(Reader *r, Py_ssize_t n)
             end = p;
         }
         if (end >= 0) {
-            for (Py_ssize_t i = pos; i < end; i++)
+            for (Py_ssize_t i = pos; i < end && !r->all_tokens; i++)
                 if (CH(i) >= 128) /* a digit outside ASCII: the parser's */
                     return not_form(r);
+        } else if (r->all_tokens && c == ':' && pos + 1 < n && CH(pos + 1) == ':') {
+            kind = K_OP, end = pos + 2;
         } else if (c == '\'' || c == '"') {
             for (p = pos + 1; p < n && CH(p) != c; p++)
                 ;
@@ -385,6 +389,55 @@ done:
     Py_DECREF(labels);
     Py_XDECREF(rest);
     return head;
+}
+
+/* filter_tokens(text, token) -> the tokens of a filter (parser.tokenize's: instances of
+ * `token`, a NamedTuple (kind, value, start, end), then an end token), or None where a
+ * character starts no token (the parser's tokenizer says which). */
+PyObject *filter_tokens(PyObject *module, PyObject *args)
+{
+    static const char *names[] = {"end", "number", "string", "op", "name"};
+    static PyObject *kinds[5];
+    PyObject *text, *result = NULL;
+    PyTypeObject *cls;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UO!:filter_tokens", &text, &PyType_Type, &cls))
+        return NULL;
+    if (!PyType_IsSubtype(cls, &PyTuple_Type) || cls->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        cls->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_SetString(PyExc_TypeError, "filter_tokens: a tuple type with no fields of its own");
+        return NULL;
+    }
+    for (int k = 0; k < 5; k++)
+        if (kinds[k] == NULL && (kinds[k] = PyUnicode_InternFromString(names[k])) == NULL)
+            return NULL;
+    Reader reader = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, 0, 0, NULL, NULL, 0, 1};
+    Reader *r = &reader;
+    if (tokenize(r, PyUnicode_GET_LENGTH(text)) < 0) {
+        PyMem_Free(r->tokens);
+        return r->not_form && !PyErr_Occurred() ? Py_NewRef(Py_None) : NULL;
+    }
+    if ((result = PyList_New(r->count + 1)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i <= r->count; i++) {
+        const Token *t = &r->tokens[i];
+        PyObject *value = PyUnicode_Substring(text, t->start, t->end),
+                 *start = PyLong_FromSsize_t(t->start), *end = PyLong_FromSsize_t(t->end),
+                 *token = value && start && end ? cls->tp_alloc(cls, 4) : NULL;
+        if (token == NULL || value == NULL || start == NULL || end == NULL) {
+            Py_XDECREF(token), Py_XDECREF(value), Py_XDECREF(start), Py_XDECREF(end);
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(token, 0, Py_NewRef(kinds[t->kind]));
+        PyTuple_SET_ITEM(token, 1, value);
+        PyTuple_SET_ITEM(token, 2, start);
+        PyTuple_SET_ITEM(token, 3, end);
+        PyList_SET_ITEM(result, i, token);
+    }
+done:
+    PyMem_Free(r->tokens);
+    return result;
 }
 
 /* read_plan(text) -> (head, atoms, formula) of a filter of the counted form, else None. */

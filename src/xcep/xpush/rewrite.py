@@ -326,12 +326,15 @@ def _simplify_deep(expr: Expr) -> Expr:
     return simplify(expr)
 
 
-def normalize(path: Path) -> Path:
-    """All rules, in order: the tree the AFA compiler accepts."""
-    result = rewrite_path(path) if _parent_steps(path, or_hoisted=True) else path
+def normalize(path: Path, plain: bool = False) -> Path:
+    """All rules, in order: the tree the AFA compiler accepts. ``plain``: the tree is known
+    to have no ``..`` step and no ``.[C]`` or ``self::node()[C]`` step (its text has no
+    ``.`` and no ``::``), so nothing for ``rewrite_path`` to do or to refuse."""
+    plain = plain or not _parent_steps(path, or_hoisted=True)
+    result = path if plain else rewrite_path(path)
     simplified = _simplify_path(result)
     # a filter that can never match keeps a predicate that says so
     result = simplified or Path((Step(CHILD, SELF, None, (Const(False),)),), True)
-    if _parent_steps(result):
+    if not plain and _parent_steps(result):
         raise UnsupportedFilter("this use of '..' is not supported")
     return result

@@ -73,7 +73,7 @@ def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
     plan = _read_plan(text)
     program = None if plan is not None else _conjunction_program(text, constants, names)
     try:  # (a program or plan put together has no tree: ``compile_filter`` parses it)
-        tree = None if program is not None or plan is not None else normalize(parse_filter(text))
+        tree = None if program is not None or plan is not None else _tree(text)
         plan = plan or plan_of(tree)
         template = plan and Template.of(plan, constants, names)
         counted = template is not None and template.counted
@@ -88,12 +88,19 @@ def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
     return found
 
 
+def _tree(text: str) -> Path:
+    """A filter's text parsed and rewritten (``normalize``: plain where the text has no
+    ``.`` and no axis, so no ``..``, ``.[C]`` or ``self::node()[C]`` step), or raise
+    ``FilterSyntaxError`` or ``UnsupportedFilter``."""
+    return normalize(parse_filter(text), plain="." not in text and "::" not in text)
+
+
 def compile_filter(text: str, fid=None) -> Path:
     """Parse and rewrite one filter (a filter of a known shape is that shape's tree with
     its own constants and names put in), or raise ``FilterError``."""
     shape, constants, names = _known_shape(text, fid)
     if shape.path is None:  # its program was put together from its conjuncts'
-        return normalize(parse_filter(text))
+        return _tree(text)
     if shape.constants == constants and shape.names == names:
         return shape.path
     values = dict(zip(shape.constants, constants, strict=True))
@@ -110,7 +117,7 @@ def filter_program(text: str, fid=None) -> tuple[Program, tuple, tuple, tuple]:
 def _program(text: str, shape: _Shape, constants: tuple, names: tuple) -> tuple:
     """``filter_program`` of a filter whose shape is known."""
     if shape.program is None and shape.path is None:  # a plan put together: this filter's tree
-        shape.program = Recorder.program(normalize(parse_filter(text)), constants, names)
+        shape.program = Recorder.program(_tree(text), constants, names)
     elif shape.program is None:
         shape.program = Recorder.program(shape.path, shape.constants, shape.names)
     program = shape.program
