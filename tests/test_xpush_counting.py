@@ -295,11 +295,11 @@ def test_trace_answers_for_the_counted_filters_too():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(counted_filters(), min_size=1, max_size=10))
 def test_the_plans_made_in_c_are_the_references(paths):
-    """``_states.plan_filters`` makes each filter's atoms, formula and postings as
-    ``CountedFilters._plan`` does: the same arrays for Counter, item for item."""
+    """``_states.plan_counted`` makes the trie and each filter's atoms, formula and postings as
+    ``CountedFilters._plan_in_python`` does: the same arrays for Counter, item for item."""
     from xcep.xpush import counting
 
-    if counting.plan_filters is None:
+    if counting.plan_counted is None:
         pytest.skip("the compiled core is not built here (no C compiler)")
     planned = {k: filter_template(to_text(p)) for k, p in enumerate(paths)}
     planned = {k: v for k, v in planned.items() if v is not None}

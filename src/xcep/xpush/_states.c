@@ -3441,22 +3441,231 @@ static PyTypeObject CounterType = {
     .tp_new = counter_new,
 };
 
-/* plan_filters(filter_shapes, constants, slots, formulas, choices, shape_heads,
- *              shape_defaults, heads, slot_atoms, slot_costs, new_atom)
- *   -> (postings, code, defaults, head_defaults)
- * counting.CountedFilters._plan in C (its reference): per filter, its atoms (a dict
- * lookup of each constant in its slot's atoms; new_atom(slot, value) makes a missing one
- * and must number atoms in order), its formula over them (operators after the atoms, as
- * Counter takes it), and the atoms it is found by: of its shape's sets, the one with the
- * least summed cost (a slot's cost times one plus a hundredth of the filters that use
- * the atom; the first such set), or all of its atoms where the shape has none. Shapes are
- * flat int32 lists (offsets, items): slots as (slot, place + 1) pairs, 0 for no place;
- * formulas with the operators 0-4 and atom k as 5 + k; choices as a count, then each
- * set's size and atoms. postings, code and head_defaults come back as (offsets, items)
- * pairs of int32 bytes, defaults as bytes. */
-static int plan_list(PyObject *pair, Lists *lists, Py_ssize_t n, const char *what)
+/* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
+
+/* plan_counted(plans, labels, tests, costs)
+ *   -> (children, head_of, is_element, heads, atom_head, atom_tests, constants, exists,
+ *       values, postings, code, defaults, head_defaults)
+ *
+ * CountedFilters built (its reference: CountedFilters._shape, then _plan). plans: per
+ * filter, by rank, (template, constants, names), a template a counting.Template (its plan's
+ * head, atoms and formula, names, places, default and choices are read once); labels: the
+ * trie's {label: id}, extended here; tests: the atoms' tests by number (None: existence),
+ * costs (float64) theirs.
+ *
+ * First the trie, for each (template, names) met: the nodes of its head (the anchor) and of
+ * its atoms' paths (a template's labels read as places of its names, the filter's names
+ * put in), and a slot per (anchor, node, test). Then each filter's atoms (per slot, one per
+ * constant, numbered as met), its formula over them (the operators after the atoms, as
+ * Counter takes it) and the atoms it is found by: of its template's sets the one with the
+ * least summed cost (the test's cost times one plus a hundredth of the filters using the
+ * atom; the first such), or all of its atoms. Lists come back as (offsets, items) pairs of
+ * int32 bytes: exists and values the existence and the value atoms by node, postings the
+ * filters by atom, code the formulas by filter, head_defaults by head the filters true
+ * with no atom; children as int32 (node, label, child) triples in the order made, head_of
+ * and heads (a head's anchor) and atom_head as int32, is_element, atom_tests and defaults
+ * as bytes, constants a list (None for existence). A template that names what its names do
+ * not is a ValueError. */
+typedef struct {
+    PyObject *labels, *text_label;
+    PyObject *attributes; /* name -> "@name" */
+    EdgeMap children;     /* (node << 32 | label) + 1 -> child */
+    IntVec child_keys, head_of, is_element, heads;
+} Trie;
+
+/* The id of the label coded `code` for a filter with `names` (-1 with an error). */
+static int32_t trie_label(Trie *t, PyObject *names, int32_t code)
 {
-    return load_lists(lists, pair, n, INT32_MAX, what) < 0 ? -1 : 0;
+    PyObject *label = t->text_label;
+    if (code != 0) {
+        Py_ssize_t place = (code - 2) >> 1;
+        if (code < 2 || place >= PyTuple_GET_SIZE(names) ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(names, place))) {
+            PyErr_SetString(PyExc_ValueError, "plan_counted: a label's name");
+            return -1;
+        }
+        label = PyTuple_GET_ITEM(names, place);
+        if (code & 1) {
+            PyObject *name = label;
+            if ((label = PyDict_GetItemWithError(t->attributes, name)) == NULL) {
+                if (PyErr_Occurred() || (label = PyUnicode_FromFormat("@%U", name)) == NULL)
+                    return -1;
+                int failed = PyDict_SetItem(t->attributes, name, label);
+                Py_DECREF(label); /* (the dict holds it) */
+                if (failed < 0)
+                    return -1;
+            }
+        }
+    }
+    PyObject *id = PyDict_GetItemWithError(t->labels, label);
+    if (id != NULL)
+        return (int32_t)PyLong_AsLong(id);
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *number = PyLong_FromSsize_t(PyDict_GET_SIZE(t->labels)); /* the next id */
+    int failed = number == NULL || PyDict_SetItem(t->labels, label, number) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : (int32_t)(PyDict_GET_SIZE(t->labels) - 1);
+}
+
+/* The node `codes` lead to from `node` (made where missing), or -1 with an error. */
+static int32_t trie_walk(Trie *t, int32_t node, PyObject *names, const int32_t *codes,
+                         const int32_t *end)
+{
+    for (; codes < end; codes++) {
+        if (!t->is_element.data[node]) {
+            PyErr_SetString(PyExc_ValueError, "a path below an attribute or text");
+            return -1;
+        }
+        int32_t label = trie_label(t, names, *codes);
+        if (label < 0)
+            return -1;
+        uint64_t key = ((uint64_t)(uint32_t)node << 32 | (uint32_t)label) + 1;
+        int32_t child = edges_get(&t->children, key);
+        if (child < 0) {
+            child = (int32_t)t->head_of.len;
+            if (vec_push(&t->head_of, -1) < 0 || vec_push(&t->is_element, *codes % 2 == 0 && *codes) < 0 ||
+                vec_push(&t->child_keys, node) < 0 || vec_push(&t->child_keys, label) < 0 ||
+                vec_push(&t->child_keys, child) < 0 || edges_put(&t->children, key, child) < 0)
+                return -1;
+        }
+        node = child;
+    }
+    return node;
+}
+
+/* Templates as read by plan_counted: per template its head's label codes (0: text(), 2 + 2k
+ * the element names[k], 3 + 2k the attribute names[k]), its atoms (each its labels' codes,
+ * test and constant's place, -1 for none), its formula (operators 0-4, atom k as C_OPS + k),
+ * its choices (a count, then each set's size and atoms; none: all atoms), its default. */
+typedef struct {
+    PyObject *ids; /* template -> its number */
+    IntVec head_at, head, atom_at, label_at, labels, test, place, formula_at, formula,
+        choice_at, choice, fallback;
+} Templates;
+
+/* The code of a label of a template with `names`, or -1 (none of them). */
+static int32_t label_code(PyObject *names, PyObject *label)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(label);
+    int attribute = length > 0 && PyUnicode_READ_CHAR(label, 0) == '@';
+    if (!attribute && PyUnicode_CompareWithASCIIString(label, "#text") == 0)
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names) && k < (INT32_MAX - 3) / 2; k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        if (PyUnicode_Check(name) && PyUnicode_GET_LENGTH(name) == length - attribute &&
+            PyUnicode_Tailmatch(label, name, attribute, length, -1) == 1)
+            return 2 + 2 * (int32_t)k + attribute;
+    }
+    return -1;
+}
+
+/* Push the codes of a tuple of labels; -1 with an error. */
+static int push_labels(IntVec *out, PyObject *names, PyObject *labels)
+{
+    if (!PyTuple_Check(labels))
+        return PyErr_SetString(PyExc_TypeError, "plan_counted: labels are a tuple"), -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(labels); i++) {
+        PyObject *label = PyTuple_GET_ITEM(labels, i);
+        int32_t code = PyUnicode_Check(label) ? label_code(names, label) : -1;
+        if (code < 0) {
+            PyErr_SetString(PyExc_ValueError, "plan_counted: a label that is none of the names");
+            return -1;
+        }
+        if (vec_push(out, code) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A tuple of ints attribute's items (ints), or NULL with an error. */
+static PyObject *int_tuple(PyObject *of, const char *name)
+{
+    PyObject *value = PyObject_GetAttrString(of, name);
+    if (value != NULL && !PyTuple_Check(value)) {
+        Py_CLEAR(value);
+        PyErr_Format(PyExc_TypeError, "plan_counted: %s is a tuple", name);
+    }
+    return value;
+}
+
+/* The number of `template` (read when new), or -1 with an error. */
+static int32_t template_of(Templates *ts, PyObject *template, PyObject *tests)
+{
+    PyObject *known = PyDict_GetItemWithError(ts->ids, template);
+    if (known != NULL)
+        return (int32_t)PyLong_AsLong(known);
+    if (PyErr_Occurred())
+        return -1;
+    int32_t k = (int32_t)ts->head_at.len - 1, failed = 1;
+    PyObject *plan = PyObject_GetAttrString(template, "plan");
+    PyObject *names = int_tuple(template, "names"), *places = int_tuple(template, "places");
+    PyObject *head = plan ? int_tuple(plan, "head") : NULL;
+    PyObject *atoms = plan ? int_tuple(plan, "atoms") : NULL;
+    PyObject *formula = plan ? int_tuple(plan, "formula") : NULL;
+    PyObject *choices = PyObject_GetAttrString(template, "choices");
+    PyObject *fallback = PyObject_GetAttrString(template, "default");
+    int is_default = fallback ? PyObject_IsTrue(fallback) : -1;
+    if (names == NULL || places == NULL || head == NULL || atoms == NULL || formula == NULL ||
+        choices == NULL || is_default < 0 || push_labels(&ts->head, names, head) < 0 ||
+        vec_push(&ts->head_at, (int32_t)ts->head.len) < 0)
+        goto done;
+    if (PyTuple_GET_SIZE(places) != PyTuple_GET_SIZE(atoms)) {
+        PyErr_SetString(PyExc_ValueError, "plan_counted: a place per atom");
+        goto done;
+    }
+    for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(atoms); a++) {
+        PyObject *atom = PyTuple_GET_ITEM(atoms, a);
+        if (!PyTuple_Check(atom) || PyTuple_GET_SIZE(atom) != 3) {
+            PyErr_SetString(PyExc_TypeError, "plan_counted: atoms of (labels, test, constant)");
+            goto done;
+        }
+        Py_ssize_t test = PySequence_Index(tests, PyTuple_GET_ITEM(atom, 1));
+        long place = PyLong_AsLong(PyTuple_GET_ITEM(places, a));
+        if (test < 0 || (place == -1 && PyErr_Occurred()) || place < -1 || place > INT32_MAX ||
+            push_labels(&ts->labels, names, PyTuple_GET_ITEM(atom, 0)) < 0 ||
+            vec_push(&ts->label_at, (int32_t)ts->labels.len) < 0 ||
+            vec_push(&ts->test, (int32_t)test) < 0 || vec_push(&ts->place, (int32_t)place) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "plan_counted: an atom's place");
+            goto done;
+        }
+    }
+    if (vec_push(&ts->atom_at, (int32_t)ts->test.len) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(formula); i++) {
+        long op = PyLong_AsLong(PyTuple_GET_ITEM(formula, i));
+        if ((op == -1 && PyErr_Occurred()) || op < -C_OPS || op > INT32_MAX - C_OPS)
+            goto done;
+        if (vec_push(&ts->formula, (int32_t)(op < 0 ? -1 - op : C_OPS + op)) < 0)
+            goto done;
+    }
+    if (vec_push(&ts->formula_at, (int32_t)ts->formula.len) < 0)
+        goto done;
+    if (choices != Py_None) { /* a count, then each set's size and atoms */
+        if (!PyTuple_Check(choices) || vec_push(&ts->choice, (int32_t)PyTuple_GET_SIZE(choices)) < 0)
+            goto done;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(choices); j++) {
+            PyObject *set = PyTuple_GET_ITEM(choices, j);
+            if (!PyTuple_Check(set) || vec_push(&ts->choice, (int32_t)PyTuple_GET_SIZE(set)) < 0)
+                goto done;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(set); i++) {
+                long atom = PyLong_AsLong(PyTuple_GET_ITEM(set, i));
+                if (atom < 0 || atom >= PyTuple_GET_SIZE(atoms) || vec_push(&ts->choice, (int32_t)atom) < 0)
+                    goto done;
+            }
+        }
+    }
+    PyObject *number = PyLong_FromLong(k);
+    failed = number == NULL || vec_push(&ts->choice_at, (int32_t)ts->choice.len) < 0 ||
+             vec_push(&ts->fallback, is_default) < 0 || PyDict_SetItem(ts->ids, template, number) < 0;
+    Py_XDECREF(number);
+done:
+    if (failed && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "plan_counted: a template");
+    Py_XDECREF(plan), Py_XDECREF(names), Py_XDECREF(places), Py_XDECREF(head);
+    Py_XDECREF(atoms), Py_XDECREF(formula), Py_XDECREF(choices), Py_XDECREF(fallback);
+    return failed ? -1 : k;
 }
 
 static PyObject *ints_bytes(const int32_t *items, Py_ssize_t count)
@@ -3464,113 +3673,192 @@ static PyObject *ints_bytes(const int32_t *items, Py_ssize_t count)
     return PyBytes_FromStringAndSize((const char *)items, count * 4);
 }
 
-static PyObject *plan_filters(PyObject *module, PyObject *args)
+static PyObject *vec_bytes(const IntVec *v)
 {
-    PyObject *constants, *slots_arg, *formulas_arg, *choices_arg, *slot_atoms, *new_atom;
-    Py_buffer shapes_of, heads_of, defaults_of, costs;
-    Py_ssize_t heads;
-    if (!PyArg_ParseTuple(args, "y*O!OOOy*y*nO!y*O:plan_filters", &shapes_of, &PyList_Type,
-                          &constants, &slots_arg, &formulas_arg, &choices_arg, &heads_of,
-                          &defaults_of, &heads, &PyList_Type, &slot_atoms, &costs, &new_atom))
+    return ints_bytes(v->data, v->len);
+}
+
+/* (offsets, items) of int32 bytes: the lists of the items i < count with keep[i] by their
+ * key[i] < n, ascending in each list. */
+static PyObject *grouped(const int32_t *key, const uint8_t *keep, Py_ssize_t count, Py_ssize_t n)
+{
+    int32_t *at = PyMem_Calloc((size_t)n + 2, sizeof(int32_t));
+    int32_t *items = at ? PyMem_Malloc(((size_t)count + 1) * sizeof(int32_t)) : NULL;
+    if (items == NULL) {
+        PyMem_Free(at);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        at[key[i] + 2] += keep[i];
+    for (Py_ssize_t k = 0; k < n; k++)
+        at[k + 2] += at[k + 1];
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (keep[i])
+            items[at[key[i] + 1]++] = (int32_t)i;
+    PyObject *result = Py_BuildValue("(NN)", ints_bytes(at, n + 1), ints_bytes(items, at[n]));
+    PyMem_Free(at);
+    PyMem_Free(items);
+    return result;
+}
+
+static PyObject *plan_counted(PyObject *module, PyObject *args)
+{
+    PyObject *plans, *labels, *tests;
+    Py_buffer costs;
+    if (!PyArg_ParseTuple(args, "O!O!O!y*:plan_counted", &PyList_Type, &plans, &PyDict_Type,
+                          &labels, &PyTuple_Type, &tests, &costs))
         return NULL;
-    PyObject *result = NULL;
-    Lists slots = {NULL, NULL}, formulas = {NULL, NULL}, choices = {NULL, NULL};
-    IntVec numbers = {NULL, 0, 0}, numbers_at = {NULL, 0, 0}, atom_slot = {NULL, 0, 0};
-    int32_t *uses = NULL, *post_at = NULL, *post_items = NULL, *fill = NULL;
-    int32_t *code_at = NULL, *code_items = NULL, *hd_at = NULL, *hd_items = NULL;
+    PyObject *result = NULL, *combos = PyDict_New(), *slot_atoms = PyList_New(0);
+    PyObject *constants = PyList_New(0), *defaults = NULL;
+    Trie t = {labels, PyUnicode_FromString("#text"), PyDict_New()};
+    Templates ts = {PyDict_New()};
+    EdgeMap slot_of = {0};
+    IntVec combo_template = {0}, combo_head = {0}, combo_slots = {0}, combo_at = {0},
+           filter_combo = {0}, slot_head = {0}, slot_node = {0}, slot_op = {0}, numbers = {0},
+           numbers_at = {0}, atom_slot = {0}, atom_node = {0}, atom_head = {0}, chosen = {0},
+           chosen_at = {0};
+    int32_t *uses = NULL, *post_at = NULL, *post_items = NULL, *fill = NULL, *code_at = NULL,
+            *code_items = NULL, *hd_at = NULL, *hd_items = NULL;
+    uint8_t *atom_op = NULL, *exists_keep = NULL;
     double *atom_cost = NULL;
-    IntVec chosen = {NULL, 0, 0}, chosen_at = {NULL, 0, 0};
-    const int32_t *shape_of = shapes_of.buf, *shape_head = heads_of.buf;
-    const uint8_t *shape_default = defaults_of.buf;
-    const double *slot_cost = costs.buf;
-    Py_ssize_t filters = shapes_of.len / 4, shapes = heads_of.len / 4;
-    Py_ssize_t nslots = PyList_GET_SIZE(slot_atoms);
-    if (shapes_of.len % 4 || heads_of.len % 4 || defaults_of.len != shapes ||
-        costs.len != nslots * (Py_ssize_t)sizeof(double) || PyList_GET_SIZE(constants) != filters ||
-        heads < 0) {
-        PyErr_SetString(PyExc_ValueError, "plan_filters: one shape and constants per filter, "
-                                          "one head and default per shape, one cost per slot");
+    const double *op_cost = costs.buf;
+    Py_ssize_t filters = PyList_GET_SIZE(plans);
+    if (combos == NULL || slot_atoms == NULL || constants == NULL || t.text_label == NULL ||
+        t.attributes == NULL || ts.ids == NULL)
+        goto done;
+    if (costs.len != PyTuple_GET_SIZE(tests) * (Py_ssize_t)sizeof(double) || PyTuple_GET_SIZE(tests) > 255) {
+        PyErr_SetString(PyExc_ValueError, "plan_counted: a cost per test");
         goto done;
     }
-    if (plan_list(slots_arg, &slots, shapes, "slots") < 0 ||
-        plan_list(formulas_arg, &formulas, shapes, "formulas") < 0 ||
-        plan_list(choices_arg, &choices, shapes, "choices") < 0)
-        goto done;
-    for (Py_ssize_t s = 0; s < shapes; s++)
-        if (shape_head[s] < 0 || shape_head[s] >= heads || (slots.at[s + 1] - slots.at[s]) % 2) {
-            PyErr_SetString(PyExc_ValueError, "plan_filters: a shape's head or slots");
+    IntVec *starts[] = {&ts.head_at, &ts.atom_at, &ts.label_at, &ts.formula_at, &ts.choice_at};
+    for (size_t k = 0; k < sizeof starts / sizeof *starts; k++)
+        if (vec_push(starts[k], 0) < 0)
             goto done;
-        }
-    /* each filter's atoms */
-    if (vec_push(&numbers_at, 0) < 0)
+    if (vec_push(&t.head_of, -1) < 0 || vec_push(&t.is_element, 1) < 0 || /* the document */
+        vec_push(&combo_at, 0) < 0 || vec_push(&numbers_at, 0) < 0 || vec_push(&chosen_at, 0) < 0)
         goto done;
+    /* the trie, and each filter's (template, names) */
     for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t s = shape_of[f];
-        PyObject *values = PyList_GET_ITEM(constants, f);
-        if (s < 0 || s >= shapes || !PyTuple_Check(values)) {
-            PyErr_SetString(PyExc_ValueError, "plan_filters: a filter's shape or constants");
+        PyObject *plan = PyList_GET_ITEM(plans, f);
+        if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 3 ||
+            !PyTuple_Check(PyTuple_GET_ITEM(plan, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(plan, 2))) {
+            PyErr_SetString(PyExc_TypeError, "plan_counted: plans of (template, constants, names)");
             goto done;
         }
-        for (int32_t i = slots.at[s]; i < slots.at[s + 1]; i += 2) {
-            int32_t slot = slots.items[i], place = slots.items[i + 1] - 1;
-            if (slot >= nslots || place >= PyTuple_GET_SIZE(values)) {
-                PyErr_SetString(PyExc_ValueError, "plan_filters: a slot or place out of range");
+        PyObject *names = PyTuple_GET_ITEM(plan, 2);
+        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(plan, 0), names);
+        PyObject *combo = key ? PyDict_GetItemWithError(combos, key) : NULL;
+        if (combo != NULL) {
+            Py_DECREF(key);
+            if (vec_push(&filter_combo, (int32_t)PyLong_AsLong(combo)) < 0)
+                goto done;
+            continue;
+        }
+        int32_t k = key && !PyErr_Occurred() ? template_of(&ts, PyTuple_GET_ITEM(plan, 0), tests) : -1;
+        if (k < 0) {
+            Py_XDECREF(key);
+            goto done;
+        }
+        int32_t anchor = trie_walk(&t, 0, names, ts.head.data + ts.head_at.data[k],
+                                   ts.head.data + ts.head_at.data[k + 1]);
+        if (anchor >= 0 && t.head_of.data[anchor] < 0) {
+            t.head_of.data[anchor] = (int32_t)t.heads.len;
+            if (vec_push(&t.heads, anchor) < 0)
+                anchor = -1;
+        }
+        for (int32_t a = ts.atom_at.data[k]; anchor >= 0 && a < ts.atom_at.data[k + 1]; a++) {
+            int32_t node = trie_walk(&t, anchor, names, ts.labels.data + ts.label_at.data[a],
+                                     ts.labels.data + ts.label_at.data[a + 1]);
+            if (node < 0 || node >= (1 << 28)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_OverflowError, "plan_counted: too many nodes");
+                anchor = -1;
+                break;
+            }
+            uint64_t slot_key = ((uint64_t)anchor << 36 | (uint64_t)node << 8 | (uint64_t)ts.test.data[a]) + 1;
+            int32_t slot = edges_get(&slot_of, slot_key);
+            if (slot < 0) {
+                PyObject *atoms = PyDict_New();
+                slot = (int32_t)slot_head.len;
+                if (atoms == NULL || PyList_Append(slot_atoms, atoms) < 0 ||
+                    edges_put(&slot_of, slot_key, slot) < 0 ||
+                    vec_push(&slot_head, t.head_of.data[anchor]) < 0 ||
+                    vec_push(&slot_node, node) < 0 || vec_push(&slot_op, ts.test.data[a]) < 0)
+                    anchor = -1;
+                Py_XDECREF(atoms);
+            }
+            if (anchor >= 0 && vec_push(&combo_slots, slot) < 0)
+                anchor = -1;
+        }
+        PyObject *id = anchor >= 0 ? PyLong_FromSsize_t(combo_head.len) : NULL;
+        int failed = id == NULL || PyDict_SetItem(combos, key, id) < 0 ||
+                     vec_push(&filter_combo, (int32_t)combo_head.len) < 0 ||
+                     vec_push(&combo_template, (int32_t)k) < 0 ||
+                     vec_push(&combo_head, t.head_of.data[anchor]) < 0 ||
+                     vec_push(&combo_at, (int32_t)combo_slots.len) < 0;
+        Py_XDECREF(id);
+        Py_DECREF(key);
+        if (failed)
+            goto done;
+    }
+    /* each filter's atoms: one per slot and constant */
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        int32_t c = filter_combo.data[f], k = combo_template.data[c];
+        PyObject *values = PyTuple_GET_ITEM(PyList_GET_ITEM(plans, f), 1);
+        for (int32_t a = ts.atom_at.data[k], i = combo_at.data[c]; a < ts.atom_at.data[k + 1]; a++, i++) {
+            int32_t slot = combo_slots.data[i], place = ts.place.data[a];
+            if (place >= PyTuple_GET_SIZE(values)) {
+                PyErr_SetString(PyExc_ValueError, "plan_counted: a constant's place");
                 goto done;
             }
             PyObject *value = place < 0 ? Py_None : PyTuple_GET_ITEM(values, place);
             PyObject *atoms = PyList_GET_ITEM(slot_atoms, slot);
-            PyObject *found = PyDict_Check(atoms) ? PyDict_GetItemWithError(atoms, value) : NULL;
-            long atom;
-            if (found != NULL)
-                atom = PyLong_AsLong(found);
-            else if (PyErr_Occurred() || !PyDict_Check(atoms)) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "plan_filters: a dict of atoms per slot");
+            PyObject *found = PyDict_GetItemWithError(atoms, value);
+            int32_t atom;
+            if (found != NULL) {
+                atom = (int32_t)PyLong_AsLong(found);
+            } else if (PyErr_Occurred()) {
                 goto done;
-            } else {
-                PyObject *slot_number = PyLong_FromLong(slot);
-                PyObject *made = slot_number ? PyObject_CallFunctionObjArgs(new_atom, slot_number, value, NULL) : NULL;
-                Py_XDECREF(slot_number);
-                atom = made ? PyLong_AsLong(made) : -1;
-                Py_XDECREF(made);
-                if (atom != atom_slot.len) {
-                    if (!PyErr_Occurred())
-                        PyErr_SetString(PyExc_ValueError, "plan_filters: new atoms in order");
-                    goto done;
-                }
-                if (vec_push(&atom_slot, slot) < 0)
+            } else { /* a new atom: the slot's test of this constant */
+                atom = (int32_t)atom_slot.len;
+                PyObject *number = PyLong_FromLong(atom);
+                int failed = number == NULL || PyDict_SetItem(atoms, value, number) < 0 ||
+                             PyList_Append(constants, value) < 0 ||
+                             vec_push(&atom_slot, slot) < 0 ||
+                             vec_push(&atom_node, slot_node.data[slot]) < 0 ||
+                             vec_push(&atom_head, slot_head.data[slot]) < 0;
+                Py_XDECREF(number);
+                if (failed)
                     goto done;
             }
-            if (atom == -1 && PyErr_Occurred())
-                goto done;
-            if (atom < 0 || atom >= atom_slot.len) {
-                PyErr_SetString(PyExc_ValueError, "plan_filters: an atom out of range");
-                goto done;
-            }
-            if (vec_push(&numbers, (int32_t)atom) < 0)
+            if (vec_push(&numbers, atom) < 0)
                 goto done;
         }
         if (vec_push(&numbers_at, (int32_t)numbers.len) < 0)
             goto done;
     }
-    Py_ssize_t atoms = atom_slot.len;
+    Py_ssize_t natoms = atom_slot.len, nheads = t.heads.len;
     /* the costs of the atoms, from the filters that use them */
-    if (!(uses = PyMem_Calloc((size_t)atoms + 1, sizeof(int32_t))) ||
-        !(atom_cost = PyMem_Malloc(((size_t)atoms + 1) * sizeof(double))))
+    if (!(uses = PyMem_Calloc((size_t)natoms + 1, sizeof(int32_t))) ||
+        !(atom_cost = PyMem_Malloc(((size_t)natoms + 1) * sizeof(double))) ||
+        !(atom_op = PyMem_Malloc((size_t)natoms + 1)) ||
+        !(exists_keep = PyMem_Malloc((size_t)natoms + 1)))
         goto nomemory;
     for (Py_ssize_t i = 0; i < numbers.len; i++)
         uses[numbers.data[i]]++;
-    for (Py_ssize_t a = 0; a < atoms; a++)
-        atom_cost[a] = slot_cost[atom_slot.data[a]] * (1.0 + (double)uses[a] / 100.0);
+    for (Py_ssize_t a = 0; a < natoms; a++) {
+        atom_op[a] = (uint8_t)slot_op.data[atom_slot.data[a]];
+        exists_keep[a] = atom_op[a] == 0;
+        atom_cost[a] = op_cost[atom_op[a]] * (1.0 + (double)uses[a] / 100.0);
+    }
     /* the atoms each filter is found by */
-    if (vec_push(&chosen_at, 0) < 0)
-        goto done;
     for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t s = shape_of[f], from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
-        const int32_t *c = choices.items + choices.at[s], *end = choices.items + choices.at[s + 1];
+        int32_t k = combo_template.data[filter_combo.data[f]];
+        int32_t from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
+        const int32_t *c = ts.choice.data + ts.choice_at.data[k], *end = ts.choice.data + ts.choice_at.data[k + 1];
         if (c == end) { /* all of its atoms */
-            for (int32_t k = 0; k < local; k++)
-                if (vec_push(&chosen, numbers.data[from + k]) < 0)
+            for (int32_t i = 0; i < local; i++)
+                if (vec_push(&chosen, numbers.data[from + i]) < 0)
                     goto done;
         } else {
             const int32_t *best = NULL;
@@ -3578,101 +3866,128 @@ static PyObject *plan_filters(PyObject *module, PyObject *args)
             int32_t sets = *c++;
             for (int32_t j = 0; j < sets; j++) {
                 if (c >= end || c + 1 + *c > end) {
-                    PyErr_SetString(PyExc_ValueError, "plan_filters: a shape's choices");
+                    PyErr_SetString(PyExc_ValueError, "plan_counted: a template's choices");
                     goto done;
                 }
                 double total = 0;
-                for (int32_t k = 1; k <= *c; k++) {
-                    if (c[k] < 0 || c[k] >= local) {
-                        PyErr_SetString(PyExc_ValueError, "plan_filters: a choice's atom");
+                for (int32_t i = 1; i <= *c; i++) {
+                    if (c[i] >= local) {
+                        PyErr_SetString(PyExc_ValueError, "plan_counted: a choice's atom");
                         goto done;
                     }
-                    total += atom_cost[numbers.data[from + c[k]]];
+                    total += atom_cost[numbers.data[from + c[i]]];
                 }
                 if (best == NULL || total < least)
                     best = c, least = total;
                 c += 1 + *c;
             }
-            for (int32_t k = 1; best != NULL && k <= *best; k++)
-                if (vec_push(&chosen, numbers.data[from + best[k]]) < 0)
+            for (int32_t i = 1; best != NULL && i <= *best; i++)
+                if (vec_push(&chosen, numbers.data[from + best[i]]) < 0)
                     goto done;
         }
         if (vec_push(&chosen_at, (int32_t)chosen.len) < 0)
             goto done;
     }
     /* postings: by atom, its filters ascending (a counting sort) */
-    if (!(post_at = PyMem_Calloc((size_t)atoms + 1, sizeof(int32_t))) ||
+    if (!(post_at = PyMem_Calloc((size_t)natoms + 1, sizeof(int32_t))) ||
         !(post_items = PyMem_Malloc(((size_t)chosen.len + 1) * sizeof(int32_t))) ||
-        !(fill = PyMem_Malloc(((size_t)atoms + 1) * sizeof(int32_t))))
+        !(fill = PyMem_Malloc(((size_t)natoms + (size_t)nheads + 1) * sizeof(int32_t))))
         goto nomemory;
     for (Py_ssize_t i = 0; i < chosen.len; i++)
         post_at[chosen.data[i] + 1]++;
-    for (Py_ssize_t a = 0; a < atoms; a++)
+    for (Py_ssize_t a = 0; a < natoms; a++)
         post_at[a + 1] += post_at[a];
-    memcpy(fill, post_at, (size_t)atoms * sizeof(int32_t));
+    memcpy(fill, post_at, (size_t)natoms * sizeof(int32_t));
     for (Py_ssize_t f = 0; f < filters; f++)
         for (int32_t i = chosen_at.data[f]; i < chosen_at.data[f + 1]; i++)
             post_items[fill[chosen.data[i]]++] = (int32_t)f;
     /* formulas over the atoms, operators after them; the filters true with none, by head */
     Py_ssize_t code_count = 0;
-    for (Py_ssize_t f = 0; f < filters; f++)
-        code_count += formulas.at[shape_of[f] + 1] - formulas.at[shape_of[f]];
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        int32_t k = combo_template.data[filter_combo.data[f]];
+        code_count += ts.formula_at.data[k + 1] - ts.formula_at.data[k];
+    }
     if (!(code_at = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))) ||
         !(code_items = PyMem_Malloc(((size_t)code_count + 1) * sizeof(int32_t))) ||
-        !(hd_at = PyMem_Calloc((size_t)heads + 1, sizeof(int32_t))) ||
+        !(hd_at = PyMem_Calloc((size_t)nheads + 1, sizeof(int32_t))) ||
         !(hd_items = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))))
         goto nomemory;
-    PyObject *defaults = PyBytes_FromStringAndSize(NULL, filters);
-    if (defaults == NULL)
+    if ((defaults = PyBytes_FromStringAndSize(NULL, filters)) == NULL)
         goto done;
     char *default_of = PyBytes_AS_STRING(defaults);
     Py_ssize_t at = 0;
     code_at[0] = 0;
     for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t s = shape_of[f], from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
-        for (int32_t i = formulas.at[s]; i < formulas.at[s + 1]; i++) {
-            int32_t op = formulas.items[i];
+        int32_t c = filter_combo.data[f], k = combo_template.data[c];
+        int32_t from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
+        for (int32_t i = ts.formula_at.data[k]; i < ts.formula_at.data[k + 1]; i++) {
+            int32_t op = ts.formula.data[i];
             if (op >= C_OPS && op - C_OPS >= local) {
-                Py_DECREF(defaults);
-                PyErr_SetString(PyExc_ValueError, "plan_filters: a formula's atom");
+                PyErr_SetString(PyExc_ValueError, "plan_counted: a formula's atom");
                 goto done;
             }
-            code_items[at++] = op < C_OPS ? (int32_t)atoms + op : numbers.data[from + op - C_OPS];
+            code_items[at++] = op < C_OPS ? (int32_t)natoms + op : numbers.data[from + op - C_OPS];
         }
         code_at[f + 1] = (int32_t)at;
-        default_of[f] = (char)(shape_default[s] != 0);
-        if (shape_default[s])
-            hd_at[shape_head[s] + 1]++;
+        default_of[f] = (char)(ts.fallback.data[k] != 0);
+        if (ts.fallback.data[k])
+            hd_at[combo_head.data[c] + 1]++;
     }
-    for (Py_ssize_t h = 0; h < heads; h++)
+    for (Py_ssize_t h = 0; h < nheads; h++)
         hd_at[h + 1] += hd_at[h];
-    if (heads > atoms + 1) { /* (fill has atoms + 1 items) */
-        PyMem_Free(fill);
-        if (!(fill = PyMem_Malloc(((size_t)heads + 1) * sizeof(int32_t)))) {
-            Py_DECREF(defaults);
-            goto nomemory;
-        }
+    memcpy(fill, hd_at, (size_t)nheads * sizeof(int32_t));
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        int32_t c = filter_combo.data[f];
+        if (ts.fallback.data[combo_template.data[c]])
+            hd_items[fill[combo_head.data[c]]++] = (int32_t)f;
     }
-    memcpy(fill, hd_at, (size_t)heads * sizeof(int32_t));
-    for (Py_ssize_t f = 0; f < filters; f++)
-        if (shape_default[shape_of[f]])
-            hd_items[fill[shape_head[shape_of[f]]]++] = (int32_t)f;
-    result = Py_BuildValue("(NN)(NN)N(NN)", ints_bytes(post_at, atoms + 1),
-                           ints_bytes(post_items, chosen.len), ints_bytes(code_at, filters + 1),
-                           ints_bytes(code_items, at), defaults, ints_bytes(hd_at, heads + 1),
-                           ints_bytes(hd_items, hd_at[heads]));
+    Py_ssize_t nodes = t.head_of.len;
+    uint8_t *is_element = PyMem_Malloc((size_t)nodes);
+    if (is_element == NULL)
+        goto nomemory;
+    for (Py_ssize_t n = 0; n < nodes; n++)
+        is_element[n] = (uint8_t)t.is_element.data[n];
+    PyObject *exists = grouped(atom_node.data, exists_keep, natoms, nodes), *values = NULL;
+    for (Py_ssize_t a = 0; a < natoms; a++)
+        exists_keep[a] = atom_op[a] != 0;
+    if (exists == NULL || (values = grouped(atom_node.data, exists_keep, natoms, nodes)) == NULL) {
+        Py_XDECREF(exists);
+        PyMem_Free(is_element);
+        goto done;
+    }
+    result = Py_BuildValue(
+        "(NNNNNNONN(NN)(NN)O(NN))", vec_bytes(&t.child_keys), vec_bytes(&t.head_of),
+        PyBytes_FromStringAndSize((const char *)is_element, nodes), vec_bytes(&t.heads),
+        vec_bytes(&atom_head), PyBytes_FromStringAndSize((const char *)atom_op, natoms),
+        constants, exists, values, ints_bytes(post_at, natoms + 1),
+        ints_bytes(post_items, chosen.len), ints_bytes(code_at, filters + 1),
+        ints_bytes(code_items, at), defaults, ints_bytes(hd_at, nheads + 1),
+        ints_bytes(hd_items, hd_at[nheads]));
+    PyMem_Free(is_element);
     goto done;
 nomemory:
     PyErr_NoMemory();
 done:
-    PyBuffer_Release(&shapes_of);
-    PyBuffer_Release(&heads_of);
-    PyBuffer_Release(&defaults_of);
     PyBuffer_Release(&costs);
-    void *blocks[] = {slots.at, slots.items, formulas.at, formulas.items, choices.at,
-                      choices.items, numbers.data, numbers_at.data, atom_slot.data, uses,
-                      atom_cost, chosen.data, chosen_at.data, post_at, post_items, fill,
-                      code_at, code_items, hd_at, hd_items};
+    Py_XDECREF(ts.ids);
+    Py_XDECREF(combos);
+    Py_XDECREF(slot_atoms);
+    Py_XDECREF(constants);
+    Py_XDECREF(defaults);
+    Py_XDECREF(t.text_label);
+    Py_XDECREF(t.attributes);
+    edges_free(&t.children);
+    edges_free(&slot_of);
+    IntVec *vecs[] = {&t.child_keys, &t.head_of, &t.is_element, &t.heads, &combo_template,
+                      &combo_head, &combo_slots, &combo_at, &filter_combo, &slot_head,
+                      &slot_node, &slot_op, &numbers, &numbers_at, &atom_slot, &atom_node,
+                      &atom_head, &chosen, &chosen_at, &ts.head_at, &ts.head, &ts.atom_at,
+                      &ts.label_at, &ts.labels, &ts.test, &ts.place, &ts.formula_at,
+                      &ts.formula, &ts.choice_at, &ts.choice, &ts.fallback};
+    for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
+        PyMem_Free(vecs[k]->data);
+    void *blocks[] = {uses, post_at, post_items, fill, code_at, code_items, hd_at, hd_items,
+                      atom_op, exists_keep, atom_cost};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     return result;
@@ -4392,10 +4707,10 @@ static PyMethodDef module_methods[] = {
      "watch_lists(kind, eps, targets, values) -> ((offsets, items), (offsets, items)): the "
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
-    {"plan_filters", plan_filters, METH_VARARGS,
-     "plan_filters(filter_shapes, constants, slots, formulas, choices, shape_heads, "
-     "shape_defaults, heads, slot_atoms, slot_costs, new_atom) -> (postings, code, defaults, "
-     "head_defaults): counted filters' atoms, formulas and postings (counting.CountedFilters)"},
+    {"plan_counted", plan_counted, METH_VARARGS,
+     "plan_counted(plans, labels, tests, costs) -> (children, head_of, is_element, heads, "
+     "atom_head, atom_tests, constants, exists, values, postings, code, defaults, "
+     "head_defaults): counted filters planned (counting.CountedFilters)"},
     {"merge_ranks", merge_ranks, METH_VARARGS,
      "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,

@@ -64,9 +64,9 @@ from xcep.xpush.ast import TEXT as TEXT_TEST
 from xcep.xpush.predicates import Predicate, PredicateIndex
 
 try:
-    from xcep.xpush._states import Counter, plan_filters
+    from xcep.xpush._states import Counter, plan_counted
 except ImportError:  # built without a C compiler: ``CountingRun`` does it
-    Counter = plan_filters = None
+    Counter = plan_counted = None
 
 # formula operators (postfix; an atom is its number, >= 0); in C the operators are
 # numbered 0-4 (-1 - op) and the atoms follow them (``_C_OPS``)
@@ -85,6 +85,8 @@ _OP_COST = {
     "!=": 0.9,
 }
 TEXT_LABEL = "#text"
+# the tests by their codes in ``_states.plan_counted`` (0: existence)
+_TESTS = (None, *_OP_COST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +319,16 @@ class CountedFilters:
         self, planned: dict[int, tuple[Template, tuple, tuple]], compiled: bool = True
     ) -> None:
         self.labels: dict[str, int] = {TEXT_LABEL: 0}
+        self.ranks: list[int] = sorted(planned)
+        self.arguments = None  # what Counter is built from, where planned in C
+        if compiled and plan_counted is not None:
+            self._plan_in_c([planned[rank] for rank in self.ranks])
+        if self.arguments is None:
+            self._plan_in_python(planned)
+
+    def _plan_in_python(self, planned: dict) -> None:
+        """The trie, its heads and slots (``_shape`` per template and names), then each
+        filter's atoms (``_plan``): the reference of ``_states.plan_counted``."""
         self.children: dict[tuple[int, int], int] = {}  # (node, label) → node
         self.head_of: list[int] = [-1]  # node → its head number, or -1 (node 0: the document)
         self.is_element: list[bool] = [True]
@@ -325,7 +337,6 @@ class CountedFilters:
         self.heads: list[int] = []  # head number → its node
         self.atom_head: list[int] = []
         self.ops: list[str | None] = []  # atom → its test's operator (None: existence)
-        self.ranks: list[int] = sorted(planned)
         # an atom's test without its constant: (anchor, node, op) → slot, and per slot
         # its atoms by constant (one dict lookup of the constant per atom of a filter)
         self._slot_of: dict[tuple, int] = {}
@@ -334,7 +345,7 @@ class CountedFilters:
         # what the filters of one template with one set of names share, numbered
         shape_of: dict[tuple, int] = {}
         self._shapes: list[tuple] = []  # (head, slots as (slot, place), formula, default, choices)
-        filter_shapes = array("i")
+        filter_shapes = []
         constants = []
         for rank in self.ranks:
             template, values, names = planned[rank]
@@ -344,11 +355,7 @@ class CountedFilters:
                 self._shapes.append(self._shape(template, names))
             filter_shapes.append(shape)
             constants.append(values)
-        self.arrays = None  # what Counter is built from, where planned in C
-        if compiled and plan_filters is not None:
-            self._plan_in_c(filter_shapes, constants)
-        else:
-            self._plan(filter_shapes, constants)
+        self._plan(filter_shapes, constants)
         self.indexes = [PredicateIndex(values) if values else None for values in self.values]
 
     def _shape(self, template: Template, names: tuple) -> tuple:
@@ -370,8 +377,7 @@ class CountedFilters:
         return head, tuple(slots), plan.formula, template.default, template.choices
 
     def _plan(self, filter_shapes, constants: list) -> None:
-        """Each filter's atoms, formula and the atoms it is found by (``access``); the
-        reference of ``_states.plan_filters``."""
+        """Each filter's atoms, formula and the atoms it is found by (``access``)."""
         self.codes: list[tuple[int, ...]] = []  # filter → its formula over atom numbers
         self.defaults: list[bool] = []  # filter → whether it holds with no atom true
         self.head_defaults: list[list[int]] = [[] for _ in self.heads]
@@ -402,36 +408,42 @@ class CountedFilters:
             for atom in self.access(numbers, choices):
                 self.postings[atom].append(f)
 
-    def _plan_in_c(self, filter_shapes, constants: list) -> None:
-        """``_plan`` done by ``_states.plan_filters``, into the arrays ``Counter`` takes:
-        the shapes given as flat int32 lists (their slots and places + 1, their formulas with
-        the operators first, their sets of atoms to be found by: a count, then each set's
-        size and atoms; none for all atoms), a new atom made here when a constant is new."""
-        shapes = self._shapes
-        slots = offsets([[x for s, p in shape[1] for x in (s, p + 1)] for shape in shapes])
-        formulas = offsets(
-            [[-1 - op if op < 0 else _C_OPS + op for op in shape[2]] for shape in shapes]
+    def _plan_in_c(self, plans: list) -> None:
+        """``_plan_in_python`` done by ``_states.plan_counted`` (the trie too, each template
+        read once), into the arguments of ``Counter`` (``arguments``); a template that
+        names what its names do not (none does: ``Template``) has them planned in Python."""
+        costs = array("d", (_OP_COST.get(test, 1.0) for test in _TESTS))
+        try:
+            out = plan_counted(plans, self.labels, _TESTS, costs)
+        except ValueError:
+            self.labels = {TEXT_LABEL: 0}
+            return
+        children, head_of, is_element, _, atom_head, atom_ops, constants, exists, values = out[:9]
+        postings, code, defaults, head_defaults = out[9:]
+        values_at, value_atoms = array("i", values[0]), array("i", values[1])
+        indexes = [None] * (len(values_at) - 1)
+        for node in range(len(indexes)):
+            if values_at[node] < values_at[node + 1]:
+                at = value_atoms[values_at[node] : values_at[node + 1]]
+                indexes[node] = PredicateIndex(
+                    {a: Predicate(_TESTS[atom_ops[a]], constants[a]) for a in at}
+                )
+        self.arguments = dict(
+            children=children,
+            head_of=head_of,
+            collect=bytes(
+                index is not None and element
+                for index, element in zip(indexes, is_element, strict=True)
+            ),
+            exists=exists,
+            atom_head=atom_head,
+            postings=postings,
+            code=code,
+            defaults=defaults,
+            head_defaults=head_defaults,
         )
-        choices = offsets(
-            [
-                [len(sets), *(x for choice in sets for x in (len(choice), *choice))] if sets else []
-                for *_, sets in shapes
-            ]
-        )
-        slot_costs = array("d", (_OP_COST.get(op, 1.0) for *_, op in self._slots))
-        self.arrays = plan_filters(
-            filter_shapes,
-            constants,
-            slots,
-            formulas,
-            choices,
-            array("i", (shape[0] for shape in shapes)),
-            bytes(shape[3] for shape in shapes),
-            len(self.heads),
-            [slot[0] for slot in self._slots],
-            slot_costs,
-            self._atom,
-        )
+        self.atom_count = len(atom_ops)
+        self.indexes = indexes
 
     def _atom(self, slot: int, value) -> int:
         """A new atom: the test of ``slot`` with the constant ``value``."""
@@ -503,7 +515,7 @@ class CountedFilters:
             "head_defaults",
             "children",
             "head_of",
-            "arrays",
+            "arguments",
             "_slot_of",
             "_nodes",
             "_shapes",
@@ -516,13 +528,15 @@ class CountedFilters:
 
     def counter_arguments(self) -> dict:
         """What ``_states.Counter`` is built from: these tables as flat int32 arrays."""
+        if self.arguments is not None:  # planned in C
+            return dict(
+                self.arguments,
+                indexes=[None if i is None else i.compiled(self.atom_count) for i in self.indexes],
+                ranks=array("i", self.ranks),
+            )
         atoms = len(self.atom_head)
-        if self.arrays is not None:  # planned in C
-            postings, code, defaults, head_defaults = self.arrays
-        else:  # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
-            codes = [[op if op >= 0 else atoms - 1 - op for op in code] for code in self.codes]
-            postings, code = offsets(self.postings), offsets(codes)
-            defaults, head_defaults = bytes(self.defaults), offsets(self.head_defaults)
+        # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
+        codes = [[op if op >= 0 else atoms - 1 - op for op in code] for code in self.codes]
         keys = array("i")
         for (node, label), child in self.children.items():
             keys.extend((node, label, child))
@@ -533,10 +547,10 @@ class CountedFilters:
             exists=offsets(self.exists),
             indexes=[None if index is None else index.compiled(atoms) for index in self.indexes],
             atom_head=array("i", self.atom_head),
-            postings=postings,
-            code=code,
-            defaults=defaults,
-            head_defaults=head_defaults,
+            postings=offsets(self.postings),
+            code=offsets(codes),
+            defaults=bytes(self.defaults),
+            head_defaults=offsets(self.head_defaults),
             ranks=array("i", self.ranks),
         )
 
