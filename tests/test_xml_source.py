@@ -33,6 +33,23 @@ def test_concatenated_documents_are_numbered_in_order(trees, separator, declared
     assert as_tuples(got) == want
 
 
+@given(st.lists(elements(max_leaves=5), min_size=1, max_size=5), st.integers(1, 40))
+def test_a_batchs_depth_facts_are_its_events(trees, batch_size):
+    """``EventBatch.depth_facts`` (the events kernel where built, else Python): the largest
+    depth and the closes at depth 1 of the batch's events, both ways."""
+    from unittest import mock
+
+    from xcep.events import model
+
+    text = "".join(to_xml(t) for t in trees).encode()
+    for batch in EventStream([io.BytesIO(text)], batch_size=batch_size).batches():
+        pairs = list(zip(batch.kinds, batch.depths, strict=True))
+        want = (max(d for _, d in pairs), sum(k == Kind.CLOSE and d == 1 for k, d in pairs))
+        assert batch.depth_facts() == want
+        with mock.patch.object(model, "depth_facts", None):
+            assert batch.depth_facts() == want
+
+
 def _corrupt(xml: str, how: int) -> str:
     if how == 0:  # truncated
         return xml[: len(xml) // 2]

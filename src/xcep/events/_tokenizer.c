@@ -1712,7 +1712,37 @@ out:
     return result;
 }
 
+/* depth_facts(kinds, depths) -> (the largest depth, how many closes at depth 1): of a
+ * batch's columns (bytes-like: uint8 kinds, int32 depths), for its stream's statistics and
+ * the documents it ends (EventBatch.depth_facts). */
+static PyObject *depth_facts(PyObject *module, PyObject *args)
+{
+    Py_buffer kinds, depths;
+    if (!PyArg_ParseTuple(args, "y*y*:depth_facts", &kinds, &depths))
+        return NULL;
+    PyObject *result = NULL;
+    if (depths.len != kinds.len * 4) {
+        PyErr_SetString(PyExc_ValueError, "depth_facts: a uint8 kind and an int32 depth per event");
+    } else {
+        const uint8_t *kind = kinds.buf;
+        const int32_t *depth = depths.buf;
+        int32_t deepest = 0;
+        Py_ssize_t roots = 0;
+        for (Py_ssize_t i = 0; i < kinds.len; i++) {
+            deepest = depth[i] > deepest ? depth[i] : deepest;
+            roots += kind[i] == K_CLOSE && depth[i] == 1;
+        }
+        result = Py_BuildValue("(in)", deepest, roots);
+    }
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&depths);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"depth_facts", depth_facts, METH_VARARGS,
+     "depth_facts(kinds, depths) -> (the largest depth, how many closes at depth 1) of a "
+     "batch's columns"},
     {"scan", scan, METH_VARARGS,
      "scan(buffer, pos, final, phase, doc, next_node, columns, symbols, stack, parts, "
      "keep_whitespace, max_depth, max_attributes, namespaces=False) -> (status, pos, next_node, root_at)\n\n"

@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-import numpy as np
-
 from xcep.errors import InputError
 from xcep.events.model import EventBatch, EventBuilder, Kind
 from xcep.events.options import SourceOptions
@@ -33,7 +31,7 @@ class StreamStats:
         for kind in Kind:
             self.events[str(kind)] += kinds.count(kind)
         if len(batch):
-            self.max_depth = max(self.max_depth, int(np.frombuffer(batch.depths, np.int32).max()))
+            self.max_depth = max(self.max_depth, batch.depth_facts()[0])
 
     def to_dict(self) -> dict:
         total = sum(self.events.values())

@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
+try:
+    from xcep.events._tokenizer import depth_facts
+except ImportError:  # the events kernel is not built: Python counts
+    depth_facts = None
+
 
 class Kind(IntEnum):
     """The four kinds of event of a nested word."""
@@ -98,6 +103,18 @@ class EventBatch:
 
     def __len__(self) -> int:
         return len(self.kinds)
+
+    def depth_facts(self) -> tuple[int, int]:
+        """(the largest depth, how many documents end here: closes at depth 1), in the
+        events kernel where it is built."""
+        if depth_facts is not None:
+            return depth_facts(self.kinds, self.depths)
+        deepest = max(self.depths, default=0)
+        return max(deepest, 0), sum(
+            1
+            for kind, depth in zip(self.kinds, self.depths, strict=True)
+            if kind == CLOSE and depth == 1
+        )
 
     def document_runs(self) -> Iterator[tuple[int, int, int]]:
         """(document, first, end) for each run of one document's events in the batch."""

@@ -14,8 +14,6 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 
-import numpy as np
-
 from xcep.events.model import CLOSE, OPEN, EventBatch
 
 
@@ -32,6 +30,8 @@ def parse_record_path(path: str) -> tuple[str, ...]:
 
 def records(batches: Iterable[EventBatch], record_path: str) -> Iterator[EventBatch]:
     """The records at ``record_path`` of the documents of ``batches`` (see the module)."""
+    import numpy as np  # (here: a stream without records need not load it)
+
     steps = parse_record_path(record_path)
     depth = len(steps)
     on_path = [True] * (depth + 1)  # on_path[d]: the open element at depth d is on the path
@@ -94,9 +94,9 @@ def records(batches: Iterable[EventBatch], record_path: str) -> Iterator[EventBa
 def _end(start: int, closes, cuts, size: int, carried: bool = False) -> tuple:
     """(start, end) of the record that opened at ``start`` (or before the batch,
     ``carried``): just past its close, at the first cut after it, or None (it goes on)."""
-    spot = np.searchsorted(closes, start)
+    spot = closes.searchsorted(start)
     close = int(closes[spot]) + 1 if spot < len(closes) else None
-    spot = np.searchsorted(cuts, start if carried else start + 1)
+    spot = cuts.searchsorted(start if carried else start + 1)
     cut = int(cuts[spot]) if spot < len(cuts) else None
     ends = [e for e in (close, cut) if e is not None]
     return start, (min(ends) if ends else None)

@@ -10,8 +10,6 @@ from collections.abc import Iterable
 from itertools import repeat
 from typing import ClassVar, NamedTuple
 
-import numpy as np
-
 from xcep.collector import collector_paused
 from xcep.errors import StateError
 from xcep.events.model import CLOSE, EventBatch
@@ -171,9 +169,7 @@ class Run:
 
 def documents_ended(batch: EventBatch) -> int:
     """How many documents end in ``batch`` (their root closes)."""
-    kinds = np.frombuffer(batch.kinds, np.uint8)
-    depths = np.frombuffer(batch.depths, np.int32)
-    return int(np.count_nonzero((kinds == CLOSE) & (depths == 1)))
+    return batch.depth_facts()[1]
 
 
 class OpenDocument:

@@ -38,13 +38,12 @@ parts share its state; the AFA is in ``afa.py``, the C core in ``_states.c``.
 from __future__ import annotations
 
 import io
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
-
-import numpy as np
 
 from xcep.collector import collector_paused
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT, EventBatch
@@ -60,8 +59,6 @@ from xcep.xpush.compiled import (
 from xcep.xpush.counting import Counting, Labels
 from xcep.xpush.predicates import PredicateIndex
 from xcep.xpush.workload import Workload
-
-_NO_RANKS = np.zeros(0, np.int32)
 
 try:
     from xcep.xpush._states import json_list, merge_ranks
@@ -174,7 +171,7 @@ class XPushMachine:
         self._pending_change = False
         self._delta: XPushMachine | None = None  # runs the filters added since the build
         self._dropped: frozenset = frozenset()  # filters removed since: left out of answers
-        self._dropped_ranks = _NO_RANKS  # their ranks (int32, ascending)
+        self._dropped_ranks: tuple = ()  # their ranks, ascending
         self._build()
 
     # ----- building and flushing -----
@@ -295,7 +292,7 @@ class XPushMachine:
             self._pending_change = True
             return
         self._dropped = self._dropped | {fid}  # a new set: a run reads it per document
-        self._dropped_ranks = np.union1d(self._dropped_ranks, [self._rank_of(fid)])
+        self._dropped_ranks = tuple(sorted({*self._dropped_ranks, self._rank_of(fid)}))
         if len(self._dropped) > max(DELTA_SMALL, len(self) // DELTA_SHARE):
             self._merge()
 
@@ -307,7 +304,7 @@ class XPushMachine:
         if self._delta is not None:
             for fid, text in self._delta.filters().items():
                 self.workload.add(fid, text)
-        self._delta, self._dropped, self._dropped_ranks = None, frozenset(), _NO_RANKS
+        self._delta, self._dropped, self._dropped_ranks = None, frozenset(), ()
         self._pending_change = True
 
     # ----- set operations behind the tables -----
@@ -588,7 +585,7 @@ class XPushMachine:
 
     @staticmethod
     def _rank_list(ranks) -> list | tuple:
-        return np.frombuffer(ranks, np.int32).tolist() if type(ranks) is bytes else ranks
+        return array("i", ranks).tolist() if type(ranks) is bytes else ranks
 
     def _combined(
         self, found: int, proven: tuple, more: list, as_json: bool, counted=None
@@ -596,12 +593,15 @@ class XPushMachine:
         """A document's answer while filters change: its own, less the removed filters,
         with ``more`` (the delta's answer, ids ascending) merged in. Done on ranks, in
         time in the changes, not in the size of the answer (which can hold thousands)."""
+        import numpy as np  # (here: only a machine whose filters change loads it)
+
         answer = self._all_ranks(found, proven, counted)  # int32 bytes, or a tuple
         ranks = (
             np.frombuffer(answer, np.int32) if type(answer) is bytes else np.array(answer, np.int32)
         )
         if self._dropped and len(ranks):
-            ranks = ranks[~np.isin(ranks, self._dropped_ranks, assume_unique=True)]
+            dropped = np.array(self._dropped_ranks, np.int32)
+            ranks = ranks[~np.isin(ranks, dropped, assume_unique=True)]
         ids = self.compiled.ids
         # where each of ``more`` goes among the ranks: before the first filter above it
         cuts = ranks.searchsorted([self._rank_of(fid) for fid in more]).tolist()
