@@ -341,19 +341,20 @@ def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_e
         assert getattr(by_program, column) == getattr(by_tree, column), column
 
 
-@settings(max_examples=500)
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                *("a", "b:c", "(", ")", "'", '"', "-", ".", "1", "2.5", " ", "\t", "é", "·"),
-                *("_", "@", "/", "[", "]", "=", "<", "and", "or", "\u0661", "\U0001d400", ":"),
-                "x\u00c0",
-            ]
-        ),
-        max_size=16,
-    )
+# filters as soups of tokens and pieces of tokens: the compiled readers of filter text (the
+# shape cut, the tokenizer, read_plan) against their references on any text
+FILTER_PIECES = (
+    *("a", "b:c", "(", ")", "'", '"', "-", ".", "..", "1", "2.5", "-2.5", ".5", " ", "\t"),
+    *("é", "·", "_", "@", "@x", "@*", "/", "//", "[", "]", "=", "!=", "<", "<=", ">="),
+    *("and", "or", "not(", "text()", "text", "starts-with(", "contains(", ",", "'s'", '"t"'),
+    *("true()", "self::node()", "\u0661", "\uff11", "\U0001d400", ":", "::", "x\u00c0"),
+    *("\x1c", "\u00a0", "#", "*", "!", "x-1"),
 )
+filter_soups = st.lists(st.sampled_from(FILTER_PIECES), max_size=16)
+
+
+@settings(max_examples=500)
+@given(filter_soups)
 def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces):
     """``filter_shape`` (C) cuts a filter's text exactly as ``_shape`` (its regular
     expression) does: the same parts, places, constants and names, or the same error."""
@@ -372,18 +373,7 @@ def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces):
 
 
 @settings(max_examples=500)
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                *("a", "b:c", "(", ")", "'", '"', "-", ".", "..", "1", "2.5", " ", "\t", "é"),
-                *("_", "@", "/", "//", "[", "]", "=", "!=", "<=", "and", "\u0661", "\uff11"),
-                *("\U0001d400", ":", "::", "x\u00c0", "\x1c", "\u00a0", "#", "*", ",", "!"),
-            ]
-        ),
-        max_size=16,
-    )
-)
+@given(filter_soups)
 def test_the_compiled_tokenizer_is_the_regular_expression_s(pieces):
     """``filter_tokens`` (C) reads a filter's tokens as ``TOKEN`` does (the same kinds,
     values and offsets, as ``Token``s), or leaves a text it cannot read to it (None):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
-from tests.test_xpush import ATTRS, CONSTANTS, LABELS, documents, lxml_answer
+from tests.test_xpush import ATTRS, CONSTANTS, LABELS, documents, filter_soups, lxml_answer
 
 from xcep.events import EventStream
 from xcep.xpush import MachineOptions, XPushMachine, parse_filter, workload
@@ -188,19 +188,7 @@ def test_a_plan_read_from_its_text_is_the_rewritten_trees(path):
 
 
 @settings(max_examples=600)
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                *("a", "b:c", "é", "x-1", "@", "@x", "text()", "text", "(", ")", "[", "]"),
-                *("/", "//", ".", "..", "*", "=", "!=", "<", ">=", "and", "or", "not("),
-                *("starts-with(", "contains(", ",", "'s'", '"t"', "'", "1", "-2.5", ".5"),
-                *("\u0661", " ", "\t", "::", "true()", "self::node()", "\u00a0", "@*"),
-            ]
-        ),
-        max_size=14,
-    )
-)
+@given(filter_soups)
 def test_a_plan_read_from_any_text_is_the_parsers_or_none(pieces):
     """On any text ``read_plan`` reads the plan the parser and the rewrite make, or says
     None (the parser's to read, or refuse): never a plan for a text the parser refuses."""
