@@ -354,15 +354,16 @@ filter_soups = st.lists(st.sampled_from(FILTER_PIECES), max_size=16)
 
 
 @settings(max_examples=500)
-@given(filter_soups)
-def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces):
+@given(filter_soups, filter_soups)
+def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces, more):
     """``filter_shape`` (C) cuts a filter's text exactly as ``_shape`` (its regular
-    expression) does: the same parts, places, constants and names, or the same error."""
+    expression) does: the same parts, places, constants and names, or the same error;
+    ``filter_shapes`` cuts a list of texts as ``_shapes`` does."""
     from xcep.xpush import workload
 
     if workload.shape_of is workload._shape:
         pytest.skip("the kernel is not built")
-    text = "".join(pieces)
+    text, other = "".join(pieces), "".join(more)
     try:
         expected = workload._shape(text)
     except ValueError as error:  # a number float() does not read
@@ -370,6 +371,14 @@ def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces):
             workload.shape_of(text)
         return
     assert workload.shape_of(text) == expected, text
+    try:
+        expected = workload._shapes([text, other, text])
+    except ValueError as error:
+        with pytest.raises(type(error)):
+            workload.shapes_of([text, other, text])
+        return
+    got = workload.shapes_of([text, other, text])
+    assert got == expected and [type(x) for x in got[1][0]] == [type(x) for x in expected[1][0]]
 
 
 @settings(max_examples=500)

@@ -4439,55 +4439,101 @@ static Py_ssize_t shape_piece(int ukind, const void *data, Py_ssize_t n, Py_ssiz
 #undef CH
 }
 
-/* Append `table`'s place of `piece` (a new one when unseen) to the key as NUL, `kind`,
- * chr(1 + place); -1 with an error. */
-static int shape_place(PyObject *table, PyObject *piece, Py_UCS4 kind, Py_UCS4 *key,
-                       Py_ssize_t *length)
+/* A piece cut out of a filter: its span in the text (a string's without its quotes), its
+ * kind (1 string, 2 number, 3 name), its object and, for a number, its value. */
+typedef struct {
+    Py_ssize_t start, end;
+    int kind;
+    PyObject *object;
+    double number;
+} ShapePiece;
+
+/* Names met in filters, kept as one object each (NAME_CACHE slots by a hash of their text,
+ * a newer name taking an older one's slot): the many filters naming alike share their
+ * names' objects, made and hashed once. */
+enum { NAME_CACHE = 4096 };
+static PyObject *name_cache[NAME_CACHE];
+
+/* Whether text[start:end] (of kind ukind, at data) reads as str. */
+static int same_text(int ukind, const void *data, Py_ssize_t start, Py_ssize_t end, PyObject *str)
 {
-    PyObject *found = PyDict_GetItemWithError(table, piece);
-    Py_ssize_t at;
-    if (found != NULL) {
-        at = PyLong_AsSsize_t(found);
-    } else {
-        at = PyDict_GET_SIZE(table);
-        PyObject *number = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(at);
-        if (number == NULL || PyDict_SetItem(table, piece, number) < 0) {
-            Py_XDECREF(number);
+    if (PyUnicode_GET_LENGTH(str) != end - start)
+        return 0;
+    if (PyUnicode_KIND(str) == ukind)
+        return memcmp(PyUnicode_DATA(str), (const char *)data + start * ukind,
+                      (size_t)((end - start) * ukind)) == 0;
+    for (Py_ssize_t i = start; i < end; i++)
+        if (PyUnicode_READ(ukind, data, i) != PyUnicode_READ_CHAR(str, i - start))
+            return 0;
+    return 1;
+}
+
+/* The str of text[start:end] (a new reference), the cached one for a name. */
+static PyObject *shape_text(PyObject *text, int ukind, const void *data, Py_ssize_t start,
+                            Py_ssize_t end, int name)
+{
+    if (!name)
+        return PyUnicode_Substring(text, start, end);
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = start; i < end; i++)
+        h = (h ^ PyUnicode_READ(ukind, data, i)) * 1099511628211ULL;
+    PyObject **slot = &name_cache[h & (NAME_CACHE - 1)];
+    if (*slot != NULL && same_text(ukind, data, start, end, *slot))
+        return Py_NewRef(*slot);
+    PyObject *made = PyUnicode_Substring(text, start, end);
+    if (made != NULL)
+        Py_XSETREF(*slot, Py_NewRef(made));
+    return made;
+}
+
+/* A number piece's value as float() reads it: its characters (ASCII digits, '-', '.') read
+ * here, any other (digits beyond ASCII) by float(). -1 with an error. */
+static int shape_number(PyObject *text, int ukind, const void *data, ShapePiece *piece)
+{
+    char digits[64];
+    Py_ssize_t length = piece->end - piece->start;
+    int ascii = length < (Py_ssize_t)sizeof digits;
+    for (Py_ssize_t i = 0; ascii && i < length; i++) {
+        Py_UCS4 c = PyUnicode_READ(ukind, data, piece->start + i);
+        ascii = c < 128;
+        digits[i] = (char)c;
+    }
+    if (ascii) {
+        digits[length] = 0;
+        char *stop;
+        piece->number = PyOS_string_to_double(digits, &stop, NULL);
+        if (piece->number == -1.0 && PyErr_Occurred())
             return -1;
-        }
-        Py_DECREF(number);
+        if (*stop == 0)
+            return 0;
     }
-    if (at < 0 || at >= 0x10FFFF) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "filter_shape: too many constants or names");
+    PyObject *str = PyUnicode_Substring(text, piece->start, piece->end);
+    piece->object = str ? PyFloat_FromString(str) : NULL;
+    Py_XDECREF(str);
+    if (piece->object == NULL)
         return -1;
-    }
-    key[(*length)++] = 0;
-    key[(*length)++] = kind;
-    key[(*length)++] = (Py_UCS4)(1 + at);
+    piece->number = PyFloat_AS_DOUBLE(piece->object);
     return 0;
 }
 
-static PyObject *filter_shape(PyObject *module, PyObject *text)
+/* A tuple of the pieces' objects. */
+static PyObject *shape_tuple(ShapePiece *pieces, Py_ssize_t count)
 {
-    (void)module;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "filter_shape: a str");
-        return NULL;
-    }
+    PyObject *tuple = PyTuple_New(count);
+    for (Py_ssize_t i = 0; tuple != NULL && i < count; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(pieces[i].object));
+    return tuple;
+}
+
+/* (shape, constants, names) of one filter's text (filter_shape), or NULL with an error.
+ * pieces: room for as many pieces as the text has characters. */
+static PyObject *shape_one(PyObject *text, Py_UCS4 *key, ShapePiece *constants, ShapePiece *names)
+{
     int ukind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), pos = 0, length = 0;
-    /* the key: at most the text and 3 characters per piece, a piece at least 1 long */
-    Py_UCS4 *key = PyMem_Malloc(((size_t)n * 4 + 1) * sizeof(Py_UCS4));
-    PyObject *constants = PyDict_New(), *names = PyDict_New(), *result = NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), pos = 0, length = 0, nconst = 0, nnames = 0;
+    PyObject *result = NULL;
     int nul = 0;
-    if (key == NULL) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    if (constants == NULL || names == NULL)
-        goto out;
     while (pos < n) {
         int kind = 0;
         Py_ssize_t end = shape_piece(ukind, data, n, pos, &kind);
@@ -4498,43 +4544,128 @@ static PyObject *filter_shape(PyObject *module, PyObject *text)
             pos++;
             continue;
         }
-        PyObject *piece = kind == 1 ? PyUnicode_Substring(text, pos + 1, end - 1)
-                                    : PyUnicode_Substring(text, pos, end);
-        if (piece == NULL)
-            goto out;
-        if (kind == 2) { /* a number: float(piece) */
-            PyObject *number = PyFloat_FromString(piece);
-            Py_SETREF(piece, number);
-            if (piece == NULL)
-                goto out;
-        }
-        int failed;
-        if (kind == 3 && PyUnicode_CompareWithASCIIString(piece, "and") == 0) {
-            key[length++] = 0, key[length++] = 'w', key[length++] = 1, failed = 0;
-        } else if (kind == 3 && PyUnicode_CompareWithASCIIString(piece, "or") == 0) {
-            key[length++] = 0, key[length++] = 'o', key[length++] = 1, failed = 0;
-        } else {
-            failed = shape_place(kind == 3 ? names : constants, piece,
-                                 kind == 1 ? 's' : kind == 2 ? 'n' : 'm', key, &length);
-        }
-        Py_DECREF(piece);
-        if (failed)
-            goto out;
+        ShapePiece piece = {kind == 1 ? pos + 1 : pos, kind == 1 ? end - 1 : end, kind, NULL, 0};
         pos = end;
+        Py_UCS4 tag = kind == 1 ? 's' : kind == 2 ? 'n' : 'm';
+        if (kind == 3 && piece.end - piece.start <= 3) { /* and, or: words of the grammar */
+            const char *word = piece.end - piece.start == 3 ? "and" : "or";
+            int is_word = piece.end - piece.start >= 2;
+            for (Py_ssize_t i = 0; is_word && i < piece.end - piece.start; i++)
+                is_word = PyUnicode_READ(ukind, data, piece.start + i) == (Py_UCS4)word[i];
+            if (is_word) {
+                key[length++] = 0, key[length++] = word[0] == 'a' ? 'w' : 'o', key[length++] = 1;
+                continue;
+            }
+        }
+        if (kind == 2 && shape_number(text, ukind, data, &piece) < 0)
+            goto out;
+        /* its place: the first equal piece's (numbers by value, others by text) */
+        ShapePiece *table = kind == 3 ? names : constants;
+        Py_ssize_t count = kind == 3 ? nnames : nconst, at = 0;
+        for (; at < count; at++) {
+            const ShapePiece *other = &table[at];
+            Py_ssize_t size = piece.end - piece.start;
+            if (other->kind == kind &&
+                (kind == 2 ? other->number == piece.number
+                           : other->end - other->start == size &&
+                                 memcmp((const char *)data + other->start * ukind,
+                                        (const char *)data + piece.start * ukind,
+                                        (size_t)(size * ukind)) == 0))
+                break;
+        }
+        if (at == count) {
+            if (piece.object == NULL && kind == 2)
+                piece.object = PyFloat_FromDouble(piece.number);
+            else if (piece.object == NULL)
+                piece.object = shape_text(text, ukind, data, piece.start, piece.end, kind == 3);
+            if (piece.object == NULL)
+                goto out;
+            table[at] = piece;
+            piece.object = NULL; /* (the table holds it) */
+            if (kind == 3)
+                nnames++;
+            else
+                nconst++;
+        }
+        Py_XDECREF(piece.object);
+        if (at >= 0x10FFFF - 1) {
+            PyErr_SetString(PyExc_ValueError, "filter_shape: too many constants or names");
+            goto out;
+        }
+        key[length++] = 0, key[length++] = tag, key[length++] = (Py_UCS4)(1 + at);
     }
     PyObject *shape = nul ? Py_BuildValue("(sO)", "text", text)
                           : PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, key, length);
-    PyObject *constant_keys = PyDict_Keys(constants), *name_keys = PyDict_Keys(names);
-    if (shape && constant_keys && name_keys)
-        result = Py_BuildValue("ONN", shape, PyList_AsTuple(constant_keys),
-                               PyList_AsTuple(name_keys));
-    Py_XDECREF(shape);
-    Py_XDECREF(constant_keys);
-    Py_XDECREF(name_keys);
+    if (shape != NULL)
+        result = Py_BuildValue("NNN", shape, shape_tuple(constants, nconst), shape_tuple(names, nnames));
+out:
+    for (Py_ssize_t i = 0; i < nconst; i++)
+        Py_DECREF(constants[i].object);
+    for (Py_ssize_t i = 0; i < nnames; i++)
+        Py_DECREF(names[i].object);
+    return result;
+}
+
+/* filter_shape(text) -> (shape, constants, names) (workload._shape's, its reference) */
+static PyObject *filter_shape(PyObject *module, PyObject *text)
+{
+    (void)module;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "filter_shape: a str");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* the key: at most the text and 3 characters per piece, a piece at least 1 long */
+    Py_UCS4 *key = PyMem_Malloc(((size_t)n * 4 + 1) * sizeof(Py_UCS4));
+    ShapePiece *pieces = PyMem_Malloc(((size_t)n + 1) * 2 * sizeof(ShapePiece));
+    PyObject *result = key && pieces ? shape_one(text, key, pieces, pieces + n + 1) : PyErr_NoMemory();
+    PyMem_Free(key);
+    PyMem_Free(pieces);
+    return result;
+}
+
+/* filter_shapes(texts) -> (shapes, constants, names): filter_shape of each of a list of
+ * texts, as three lists. */
+static PyObject *filter_shapes(PyObject *module, PyObject *texts)
+{
+    (void)module;
+    if (!PyList_Check(texts)) {
+        PyErr_SetString(PyExc_TypeError, "filter_shapes: a list of str");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(texts), room = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        if (!PyUnicode_Check(text)) {
+            PyErr_SetString(PyExc_TypeError, "filter_shapes: a list of str");
+            return NULL;
+        }
+        room = PyUnicode_GET_LENGTH(text) > room ? PyUnicode_GET_LENGTH(text) : room;
+    }
+    Py_UCS4 *key = PyMem_Malloc(((size_t)room * 4 + 1) * sizeof(Py_UCS4));
+    ShapePiece *pieces = PyMem_Malloc(((size_t)room + 1) * 2 * sizeof(ShapePiece));
+    PyObject *columns[3] = {PyList_New(count), PyList_New(count), PyList_New(count)};
+    PyObject *result = NULL;
+    if (key == NULL || pieces == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (columns[0] == NULL || columns[1] == NULL || columns[2] == NULL)
+        goto out;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *one = shape_one(PyList_GET_ITEM(texts, i), key, pieces, pieces + room + 1);
+        if (one == NULL)
+            goto out;
+        for (int c = 0; c < 3; c++)
+            PyList_SET_ITEM(columns[c], i, Py_NewRef(PyTuple_GET_ITEM(one, c)));
+        Py_DECREF(one);
+    }
+    result = Py_BuildValue("OOO", columns[0], columns[1], columns[2]);
 out:
     PyMem_Free(key);
-    Py_XDECREF(constants);
-    Py_XDECREF(names);
+    PyMem_Free(pieces);
+    for (int c = 0; c < 3; c++)
+        Py_XDECREF(columns[c]);
     return result;
 }
 
@@ -4695,6 +4826,9 @@ static PyMethodDef module_methods[] = {
     {"read_plan", read_plan, METH_O,
      "read_plan(text) -> (head, atoms, formula) of a filter of the counted form (counting.py's "
      "Plan), read straight from its text; None for any other filter (plan_reader.c)"},
+    {"filter_shapes", filter_shapes, METH_O,
+     "filter_shapes(texts) -> (shapes, constants, names): filter_shape of each text of a "
+     "list, as three lists"},
     {"filter_shape", filter_shape, METH_O,
      "filter_shape(text) -> (shape, constants, names): workload.py's _shape, the text cut "
      "at its string constants, numbers and names, in C"},

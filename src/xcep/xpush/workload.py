@@ -278,11 +278,17 @@ def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
     return shape, tuple(constants), tuple(names)
 
 
-try:  # the same cut in C: ``_shape`` is what it must equal (tested)
+def _shapes(texts: list) -> tuple[list, list, list]:
+    """``_shape`` of each of a list of texts, as three lists (shapes, constants, names)."""
+    return tuple(map(list, zip(*map(_shape, texts), strict=True))) if texts else ([], [], [])
+
+
+try:  # the same cuts in C: ``_shape`` is what they must equal (tested)
     from xcep.xpush._states import filter_shape as shape_of
+    from xcep.xpush._states import filter_shapes as shapes_of
     from xcep.xpush._states import read_plan
 except ImportError:  # built without a C compiler
-    shape_of, read_plan = _shape, None
+    shape_of, shapes_of, read_plan = _shape, _shapes, None
 
 
 def _read_plan(text: str) -> Plan | None:
@@ -374,7 +380,7 @@ class Workload:
 
     def _add_block(self, lines: list, fids: list, texts: list) -> list[FilterError]:
         """``add_columns`` of a block of filters: the errors of those not added."""
-        keys, constants, names = zip(*map(shape_of, texts), strict=True) if texts else ((),) * 3
+        keys, constants, names = shapes_of(texts)
         shapes = list(map(_by_shape.get, keys))
         bad: dict[int, FilterError] = {}  # position → why it is not added
         for k in [k for k, shape in enumerate(shapes) if shape is None]:
