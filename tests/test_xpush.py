@@ -325,11 +325,13 @@ def test_shape_programs_build_the_automaton_that_the_trees_build(paths, unique_e
     """A workload compiles each filter by replaying its shape's program with the
     filter's constants (in C with the kernel, else in Python); the AFA must be the one
     compiling each tree makes, state for state (the same states, numbered alike, the
-    same initial and early states)."""
+    same initial and early states); a filter equal to one before it (replayed once, its
+    initial state the earlier one's) too."""
     from xcep.xpush import afa
     from xcep.xpush.workload import compile_filter, filter_program
 
     texts = [to_text(p) for p in paths if usable(p)]
+    texts += texts[::2]  # equal filters again
     by_tree, by_program = afa.AFA(), afa.AFA()
     with mock.patch.object(afa, "replay", afa.replay if kernel else None):
         for number, text in enumerate(texts):

@@ -72,6 +72,9 @@ class AFA:
     initial: dict[int, int] = field(default_factory=dict)  # filter number → initial state
     early: dict[int, int] = field(default_factory=dict)  # filter number → first branching state
     shared: dict[tuple, int] = field(default_factory=dict)  # structural key → state
+    # (program, constants, names) → the initial state its replay made (without an owner:
+    # equal filters replay to the same states, so a repeated one is not replayed)
+    replayed: dict[tuple, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -127,6 +130,11 @@ class AFA:
         names (those it uses: ``Program.uses``, ``uses_names``); ``owner`` (the filter's
         own key) when its first branching state must be its own (early notification).
         Returns its initial state."""
+        key = (program, constants, names) if owner is None else None
+        root = self.replayed.get(key) if key is not None else None
+        if root is not None:  # an equal filter's: the same states
+            self.initial[number] = root
+            return root
         if replay is not None:  # the kernel: the same states, made in C
             root, early = replay(
                 self._lists(),
@@ -148,6 +156,8 @@ class AFA:
         self.initial[number] = root
         if early is not None:
             self.early[number] = early
+        if key is not None:
+            self.replayed[key] = root
         return root
 
     def _lists(self) -> tuple:
