@@ -124,16 +124,22 @@ class _Parser(TokenReader):
         axis = CHILD
         if absolute:
             axis = DESCENDANT if self.next()[1] == "//" else CHILD
+        words = self.words
         while True:
             steps.append(self.step(axis))
-            if self.at("/") or self.at("//"):
-                axis = DESCENDANT if self.next()[1] == "//" else CHILD
+            word = words[self.i]
+            if word == "/" or word == "//":
+                self.i += 1
+                axis = DESCENDANT if word == "//" else CHILD
                 continue
             return Path(tuple(steps), absolute)
 
     def step(self, axis: str) -> Step:
-        kind, text, pos, _ = self.peek()
-        if kind == "name" and text in ("self", "parent") and self.peek(1)[1] == "::":
+        kind, text, pos, _ = self.tokens[self.i]
+        if kind == "name" and self.words[self.i + 1] not in ("::", "("):  # the usual: a name
+            self.i += 1
+            test, name = ELEMENT, text
+        elif kind == "name" and text in ("self", "parent") and self.peek(1)[1] == "::":
             self.next()
             self.next()
             if not (self.at("node") and self.peek(1)[1] == "("):
@@ -170,6 +176,8 @@ class _Parser(TokenReader):
             test, name = ELEMENT, text
         else:
             self.fail("expected a step (a name, *, @name, @*, text(), . or ..)")
+        if self.words[self.i] != "[":
+            return Step(axis, test, name, ())
         predicates = []
         while self.at("["):
             self.next()

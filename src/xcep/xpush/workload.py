@@ -45,6 +45,8 @@ class _Shape:
 
 _by_shape: dict[tuple, _Shape] = {}
 _names_used: dict[tuple, tuple] = {}  # the names filters use, each tuple once (cleared alike)
+# a filter's text → what _program made of it (equal filters: the same; cleared alike)
+_made_by_text: dict[str, tuple] = {}
 
 
 def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
@@ -83,7 +85,7 @@ def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
     except UnsupportedFilter as exc:
         raise FilterError(str(exc), fid) from None
     if len(_by_shape) >= SHAPE_LIMIT:
-        _by_shape.clear(), _names_used.clear()
+        _by_shape.clear(), _names_used.clear(), _made_by_text.clear()
     _by_shape[key] = found
     return found
 
@@ -401,12 +403,19 @@ class Workload:
         kept = [k for k in range(len(fids)) if k not in bad] if bad else range(len(fids))
         names = list(map(_names_used.setdefault, names, names))  # one tuple per naming
         plans, made = self.plans, {}  # made: the programs of the machine's filters
+        if len(_made_by_text) >= SHAPE_LIMIT:  # (a running machine adds filters for ever)
+            _made_by_text.clear()
         for k in kept:
             shape = shapes[k]
             if shape.counted:
                 plans[fids[k]] = (shape.plan, constants[k], names[k])
-            else:
-                made[fids[k]] = _program(texts[k], shape, constants[k], names[k])
+            else:  # (an equal filter's, where one came before)
+                program = _made_by_text.get(texts[k])
+                if program is None:
+                    program = _made_by_text[texts[k]] = _program(
+                        texts[k], shape, constants[k], names[k]
+                    )
+                made[fids[k]] = program
         if bad:
             fids, texts = [fids[k] for k in kept], [texts[k] for k in kept]
         first = len(self.names_of)
@@ -466,7 +475,7 @@ class Workload:
         finally:
             # the shapes served this load; a running machine adds filters one at a time,
             # and a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
-            _by_shape.clear(), _names_used.clear()
+            _by_shape.clear(), _names_used.clear(), _made_by_text.clear()
         errors.sort(key=lambda e: e.line or 0)
         if strict and errors:
             raise errors[0]
