@@ -342,8 +342,10 @@ class Workload:
         self._afa: AFA | None = None  # the last compilation, and how it was made
         self._afa_flags = (False, True)  # (unique_early, counting) it was made with
         self.plans: dict = {}  # id → (template, constants, names) of a counted filter
-        # id → (program, constants, names, own key) of the filters added since (filter_program),
-        # None for a counted one: only they are kept so (``paths`` parses every filter again)
+        # id → (program, constants, names, own key) of the filters added since (filter_program)
+        # that the AFA compiles: not the counted ones, but where it was last made without
+        # counting (then None: compiled from the text); only they are kept so (``paths``
+        # parses every filter again)
         self._uncompiled: dict = {}
         self._removed = 0  # filters removed since
         items = filters.items() if isinstance(filters, dict) else filters
@@ -422,7 +424,10 @@ class Workload:
         self.numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
         self.names_of += fids
         self.texts.update(zip(fids, texts, strict=True))
-        self._uncompiled.update(zip(fids, map(made.get, fids), strict=True))  # None: counted
+        if self._afa_flags[1]:  # counted filters stay out of the AFA
+            self._uncompiled.update(made)
+        else:  # (None: counted, compiled from its text)
+            self._uncompiled.update(zip(fids, map(made.get, fids), strict=True))
         return list(bad.values())
 
     def remove(self, fid) -> None:
@@ -443,17 +448,18 @@ class Workload:
         new one (see the class)."""
         afa = self._afa
         flags = (unique_early, counting)
-        if afa is None or self._afa_flags != flags or 4 * self._removed > len(self):
+        if afa is not None and self._afa_flags == flags and 4 * self._removed <= len(self):
+            adding = self._uncompiled  # the filters added since (counted ones: not counting)
+        elif afa is None and counting and self._afa_flags[1]:  # (never compiled: all pending)
+            afa = self._afa = AFA()
+            adding, self._afa_flags = self._uncompiled, flags
+        else:
             afa = self._afa = AFA()
             self._afa_flags, self._removed = flags, 0
-            pending = self._uncompiled
-            adding = {fid: pending.get(fid) for fid in self.texts}
-        else:
-            adding = self._uncompiled
-        numbers, add, texts, plans = self.numbers, afa.add_program, self.texts, self.plans
+            pending, plans = self._uncompiled, self.plans if counting else {}
+            adding = {fid: pending.get(fid) for fid in self.texts if fid not in plans}
+        numbers, add, texts = self.numbers, afa.add_program, self.texts
         for fid, made in adding.items():
-            if made is None and counting and fid in plans:
-                continue
             program, constants, names, owner = made or filter_program(texts[fid], fid)
             add(numbers[fid], program, constants, names, owner if unique_early else None)
         self._uncompiled = {}
