@@ -153,6 +153,35 @@ def test_a_filter_id_is_an_integer_exactly_when_it_reads_as_one(text):
 
 @given(
     st.lists(
+        st.text(st.sampled_from(" \t\r\x0b\x1c\u00a0\u3000#-+0123456789١²ab/[]=é"), max_size=12),
+        max_size=8,
+    ),
+    st.integers(1, 10**6),
+)
+def test_a_blocks_id_lines_read_in_c_are_the_loops(lines, first):
+    """``filter_blocks`` reads a block's ``ID TEXT`` lines in C (``id_columns``) where every
+    line is good: the same line numbers, ids (ints and strs alike) and texts as its loop,
+    else None (the loop says what is wrong)."""
+    from unittest import mock
+
+    from xcep import idlines
+
+    if idlines.id_columns is None:
+        return  # the events kernel is not built
+    got = idlines.id_columns(lines, first)
+    with mock.patch.object(idlines, "text_blocks", lambda path: [(first, lines, {})]):
+        errors: list = []
+        with mock.patch.object(idlines, "id_columns", None):
+            expected = [tuple(columns) for columns in idlines.filter_blocks("-", errors)]
+    if errors:
+        assert got is None
+    else:
+        assert got is not None and [got] == expected
+        assert [type(fid) for fid in got[1]] == [type(fid) for fid in expected[0][1]]
+
+
+@given(
+    st.lists(
         st.tuples(st.sampled_from(["starts-with", "contains"]), st.text("abcab\u00e9", max_size=5)),
         max_size=20,
     ),

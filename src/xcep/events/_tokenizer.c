@@ -1712,6 +1712,66 @@ out:
     return result;
 }
 
+/* id_columns(lines, first) -> (line numbers, ids, texts) of a block of "ID TEXT" lines
+ * (idlines.filter_blocks, its reference): each line stripped of white space at both ends
+ * (str.strip), blank lines and lines starting with '#' skipped, the rest cut at its first
+ * run of white space (str.split(None, 1)), an id of decimal digits after an optional '-'
+ * an int (idlines.parse_id); None where a line is None or has no text (Python says why). */
+static PyObject *id_columns(PyObject *module, PyObject *args)
+{
+    PyObject *lines, *columns[3] = {NULL, NULL, NULL}, *result = NULL;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "O!n:id_columns", &PyList_Type, &lines, &first))
+        return NULL;
+    for (int c = 0; c < 3; c++)
+        if ((columns[c] = PyList_New(0)) == NULL)
+            goto out;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(lines); k++) {
+        PyObject *line = PyList_GET_ITEM(lines, k);
+        if (!PyUnicode_Check(line)) {
+            result = Py_NewRef(Py_None);
+            goto out;
+        }
+        int kind = PyUnicode_KIND(line);
+        const void *data = PyUnicode_DATA(line);
+        Py_ssize_t start = 0, end = PyUnicode_GET_LENGTH(line);
+        while (start < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start)))
+            start++;
+        while (end > start && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1)))
+            end--;
+        if (start == end || PyUnicode_READ(kind, data, start) == '#')
+            continue;
+        Py_ssize_t cut = start, text = 0;
+        while (cut < end && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, cut)))
+            cut++;
+        for (text = cut; text < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, text)); text++)
+            ;
+        if (text == end) { /* an id alone */
+            result = Py_NewRef(Py_None);
+            goto out;
+        }
+        Py_ssize_t digit = start + (PyUnicode_READ(kind, data, start) == '-');
+        int decimal = digit < cut;
+        for (Py_ssize_t i = digit; i < cut && decimal; i++)
+            decimal = Py_UNICODE_ISDECIMAL(PyUnicode_READ(kind, data, i));
+        PyObject *id = PyUnicode_Substring(line, start, cut);
+        if (id != NULL && decimal)
+            Py_SETREF(id, PyLong_FromUnicodeObject(id, 10));
+        PyObject *number = PyLong_FromSsize_t(first + k), *rest = PyUnicode_Substring(line, text, end);
+        int failed = id == NULL || number == NULL || rest == NULL ||
+                     PyList_Append(columns[0], number) < 0 || PyList_Append(columns[1], id) < 0 ||
+                     PyList_Append(columns[2], rest) < 0;
+        Py_XDECREF(id), Py_XDECREF(number), Py_XDECREF(rest);
+        if (failed)
+            goto out;
+    }
+    result = PyTuple_Pack(3, columns[0], columns[1], columns[2]);
+out:
+    for (int c = 0; c < 3; c++)
+        Py_XDECREF(columns[c]);
+    return result;
+}
+
 /* depth_facts(kinds, depths) -> (the largest depth, how many closes at depth 1): of a
  * batch's columns (bytes-like: uint8 kinds, int32 depths), for its stream's statistics and
  * the documents it ends (EventBatch.depth_facts). */
@@ -1740,6 +1800,9 @@ static PyObject *depth_facts(PyObject *module, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"id_columns", id_columns, METH_VARARGS,
+     "id_columns(lines, first) -> (line numbers, ids, texts) of a block of ID TEXT lines, or "
+     "None where one is not UTF-8 or has no text"},
     {"depth_facts", depth_facts, METH_VARARGS,
      "depth_facts(kinds, depths) -> (the largest depth, how many closes at depth 1) of a "
      "batch's columns"},
