@@ -4606,24 +4606,6 @@ out:
     return result;
 }
 
-/* filter_shape(text) -> (shape, constants, names) (workload._shape's, its reference) */
-static PyObject *filter_shape(PyObject *module, PyObject *text)
-{
-    (void)module;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "filter_shape: a str");
-        return NULL;
-    }
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    /* the key: at most the text and 3 characters per piece, a piece at least 1 long */
-    Py_UCS4 *key = PyMem_Malloc(((size_t)n * 4 + 1) * sizeof(Py_UCS4));
-    ShapePiece *pieces = PyMem_Malloc(((size_t)n + 1) * 2 * sizeof(ShapePiece));
-    PyObject *result = key && pieces ? shape_one(text, key, pieces, pieces + n + 1) : PyErr_NoMemory();
-    PyMem_Free(key);
-    PyMem_Free(pieces);
-    return result;
-}
-
 /* filter_shapes(texts) -> (shapes, constants, names): filter_shape of each of a list of
  * texts, as three lists. */
 static PyObject *filter_shapes(PyObject *module, PyObject *texts)
@@ -4666,6 +4648,23 @@ out:
     PyMem_Free(pieces);
     for (int c = 0; c < 3; c++)
         Py_XDECREF(columns[c]);
+    return result;
+}
+
+/* filter_shape(text) -> (shape, constants, names) (workload._shape's, its reference): the
+ * one text's of filter_shapes. */
+static PyObject *filter_shape(PyObject *module, PyObject *text)
+{
+    PyObject *one = PyList_New(1), *columns = NULL, *result = NULL;
+    if (one == NULL)
+        return NULL;
+    PyList_SET_ITEM(one, 0, Py_NewRef(text));
+    if ((columns = filter_shapes(module, one)) != NULL)
+        result = PyTuple_Pack(3, PyList_GET_ITEM(PyTuple_GET_ITEM(columns, 0), 0),
+                              PyList_GET_ITEM(PyTuple_GET_ITEM(columns, 1), 0),
+                              PyList_GET_ITEM(PyTuple_GET_ITEM(columns, 2), 0));
+    Py_DECREF(one);
+    Py_XDECREF(columns);
     return result;
 }
 
