@@ -154,22 +154,25 @@ class PredicateIndex:
         prefixes: dict[str, list[int]] = defaultdict(list)
         infixes: dict[str, list[int]] = defaultdict(list)
         for state, p in predicates.items():
-            if p.op == "starts-with":
-                prefixes[p.value].append(state)
-            elif p.op == "contains":
-                infixes[p.value].append(state)
-            elif not p.numeric:
-                (self.string_eq if p.op == "=" else self.string_ne)[p.value].append(state)
-                if p.op == "!=":
+            op, value = p.op, p.value  # (Predicate.numeric and .number(), inline: 100,000s)
+            if op == "starts-with":
+                prefixes[value].append(state)
+            elif op == "contains":
+                infixes[value].append(state)
+            elif type(value) is str and (op == "=" or op == "!="):  # not numeric
+                (self.string_eq if op == "=" else self.string_ne)[value].append(state)
+                if op == "!=":
                     self.all_string_ne.add(state)
-            elif p.op == "!=":
-                self.all_number_ne.add(state)
-                self.number_ne[p.number()].append(state)  # NaN keys never match: always true
-            elif not math.isnan(p.number()):  # a NaN constant is never equal/ordered
-                if p.op == "=":
-                    self.number_eq[p.number()].append(state)
-                else:
-                    ranges[p.op].append((p.number(), state))
+            else:
+                number = value if type(value) is float else xpath_number(value)
+                if op == "!=":
+                    self.all_number_ne.add(state)
+                    self.number_ne[number].append(state)  # NaN keys never match: always true
+                elif number == number:  # a NaN constant is never equal/ordered
+                    if op == "=":
+                        self.number_eq[number].append(state)
+                    else:
+                        ranges[op].append((number, state))
         ordered = {op: sorted(items) for op, items in ranges.items()}
         self.range_keys = {op: [c for c, _ in items] for op, items in ordered.items()}
         self.range_states = {op: [s for _, s in items] for op, items in ordered.items()}
