@@ -2944,6 +2944,8 @@ typedef struct {
     Lists exists, postings, code, head_defaults;
     PyObject **indexes; /* per node: a ValueIndex, or NULL */
     int32_t *atom_head, *ranks;
+    int32_t *marks; /* per filter: the atom it makes true where it holds (an inner filter's,
+                     * counting.plan_of), or -1 (it is answered); NULL: none is inner */
     uint8_t *truth;
     void *info_block;
     FilterInfo *info; /* per filter (info_block, aligned to 64 bytes) */
@@ -2971,7 +2973,7 @@ static void counter_dealloc(Counter *self)
         for (Py_ssize_t h = 0; h < self->heads; h++)
             PyMem_Free(self->touched[h].data);
     edges_free(&self->children);
-    void *blocks[] = {self->bits, self->head_of, self->collect, self->indexes,
+    void *blocks[] = {self->bits, self->head_of, self->collect, self->indexes, self->marks,
                       self->atom_head, self->ranks, self->info_block, self->truth,
                       self->atom_stamp, self->head_stamp, self->head_doc, self->head_seen,
                       self->touched,
@@ -3032,24 +3034,33 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
 {
     static char *keywords[] = {"children", "head_of",  "collect", "exists",        "indexes",
                                "atom_head", "postings", "code",    "defaults", "head_defaults",
-                               "ranks",    NULL};
+                               "ranks",    "marks",    NULL};
     PyObject *children, *head_of, *exists, *indexes, *atom_head, *postings, *code;
-    PyObject *head_defaults, *ranks;
+    PyObject *head_defaults, *ranks, *marks = Py_None;
     Py_buffer collect, defaults;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOy*OO!OOOy*OO", keywords, &children,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOy*OO!OOOy*OO|O", keywords, &children,
                                      &head_of, &collect, &exists, &PyList_Type, &indexes,
                                      &atom_head, &postings, &code, &defaults, &head_defaults,
-                                     &ranks))
+                                     &ranks, &marks))
         return NULL;
     Counter *self = (Counter *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto done;
-    Py_ssize_t nodes = -1, atoms = -1, filters = -1, triples = -1, heads;
+    Py_ssize_t nodes = -1, atoms = -1, filters = -1, ranked = -1, triples = -1, heads;
     int32_t *keys = NULL;
     if (!(self->head_of = counter_ints(head_of, &nodes, "head_of")) ||
         !(self->atom_head = counter_ints(atom_head, &atoms, "atom_head")) ||
-        !(self->ranks = counter_ints(ranks, &filters, "ranks")))
+        !(self->ranks = counter_ints(ranks, &ranked, "ranks")) ||
+        (marks != Py_None && !(self->marks = counter_ints(marks, &filters, "marks"))))
         goto fail;
+    filters = self->marks != NULL ? filters : ranked;
+    for (Py_ssize_t f = 0; self->marks != NULL && f < filters; f++)
+        if (filters < ranked || (f < ranked ? self->marks[f] != -1
+                                            : self->marks[f] < 0 || self->marks[f] >= atoms)) {
+            PyErr_SetString(PyExc_ValueError, "marks: -1 for each ranked filter, then an atom "
+                                              "for each inner one");
+            goto fail;
+        }
     self->nodes = nodes, self->atoms = atoms, self->filters = filters;
     if (nodes < 1 || collect.len != nodes || PyList_GET_SIZE(indexes) != nodes ||
         defaults.len != filters || atoms >= INT32_MAX - C_OPS) {
@@ -3078,7 +3089,7 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             PyErr_SetString(PyExc_ValueError, "atom_head: a head out of range");
             goto fail;
         }
-    for (Py_ssize_t f = 1; f < filters; f++)
+    for (Py_ssize_t f = 1; f < ranked; f++)
         if (self->ranks[f] <= self->ranks[f - 1]) {
             PyErr_SetString(PyExc_ValueError, "ranks: ascending");
             goto fail;
@@ -3258,7 +3269,10 @@ static int counter_close_anchor(Counter *self, int32_t head)
             info->matched = 0;
         }
         if (counter_holds(self, f, stamp)) {
-            if (!info->matched) {
+            if (self->marks != NULL && self->marks[f] >= 0) { /* an inner filter */
+                if (counter_mark(self, self->marks[f]) < 0)
+                    return -1;
+            } else if (!info->matched) {
                 info->matched = 1;
                 if (vec_push(&self->found, f) < 0)
                     return -1;
@@ -3436,14 +3450,16 @@ static PyTypeObject CounterType = {
     .tp_dealloc = (destructor)counter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Counter(children, head_of, collect, exists, indexes, atom_head, postings, code, "
-              "defaults, head_defaults, ranks): counted filters (xcep.xpush.counting)",
+              "defaults, head_defaults, ranks, marks=None): counted filters "
+              "(xcep.xpush.counting); marks: per filter -1, or the atom an inner filter makes "
+              "true",
     .tp_methods = counter_methods,
     .tp_new = counter_new,
 };
 
 /* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
 
-/* plan_counted(plans, labels, tests, costs)
+/* plan_counted(plans, labels, tests, costs, sub_test)
  *   -> (children, head_of, is_element, heads, atom_head, atom_tests, constants, exists,
  *       values, postings, code, defaults, head_defaults)
  *
@@ -3451,7 +3467,8 @@ static PyTypeObject CounterType = {
  * filter, by rank, (template, constants, names), a template a counting.Template (its plan's
  * head, atoms and formula, names, places, default and choices are read once); labels: the
  * trie's {label: id}, extended here; tests: the atoms' tests by number (None: existence),
- * costs (float64) theirs.
+ * costs (float64) theirs; sub_test: the number of the SUB test (counting.py: an atom an
+ * inner filter makes true, in neither exists nor values).
  *
  * First the trie, for each (template, names) met: the nodes of its head (the anchor) and of
  * its atoms' paths (a template's labels read as places of its names, the filter's names
@@ -3705,8 +3722,9 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
 {
     PyObject *plans, *labels, *tests;
     Py_buffer costs;
-    if (!PyArg_ParseTuple(args, "O!O!O!y*:plan_counted", &PyList_Type, &plans, &PyDict_Type,
-                          &labels, &PyTuple_Type, &tests, &costs))
+    int sub_test;
+    if (!PyArg_ParseTuple(args, "O!O!O!y*i:plan_counted", &PyList_Type, &plans, &PyDict_Type,
+                          &labels, &PyTuple_Type, &tests, &costs, &sub_test))
         return NULL;
     PyObject *result = NULL, *combos = PyDict_New(), *slot_atoms = PyList_New(0);
     PyObject *constants = PyList_New(0), *defaults = NULL;
@@ -3848,7 +3866,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         uses[numbers.data[i]]++;
     for (Py_ssize_t a = 0; a < natoms; a++) {
         atom_op[a] = (uint8_t)slot_op.data[atom_slot.data[a]];
-        exists_keep[a] = atom_op[a] == 0;
+        exists_keep[a] = atom_op[a] == 0; /* (a SUB atom: neither, its inner filter marks it) */
         atom_cost[a] = op_cost[atom_op[a]] * (1.0 + (double)uses[a] / 100.0);
     }
     /* the atoms each filter is found by */
@@ -3949,7 +3967,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         is_element[n] = (uint8_t)t.is_element.data[n];
     PyObject *exists = grouped(atom_node.data, exists_keep, natoms, nodes), *values = NULL;
     for (Py_ssize_t a = 0; a < natoms; a++)
-        exists_keep[a] = atom_op[a] != 0;
+        exists_keep[a] = atom_op[a] != 0 && atom_op[a] != sub_test;
     if (exists == NULL || (values = grouped(atom_node.data, exists_keep, natoms, nodes)) == NULL) {
         Py_XDECREF(exists);
         PyMem_Free(is_element);
@@ -4841,7 +4859,7 @@ static PyMethodDef module_methods[] = {
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
     {"plan_counted", plan_counted, METH_VARARGS,
-     "plan_counted(plans, labels, tests, costs) -> (children, head_of, is_element, heads, "
+     "plan_counted(plans, labels, tests, costs, sub_test) -> (children, head_of, is_element, heads, "
      "atom_head, atom_tests, constants, exists, values, postings, code, defaults, "
      "head_defaults): counted filters planned (counting.CountedFilters)"},
     {"merge_ranks", merge_ranks, METH_VARARGS,

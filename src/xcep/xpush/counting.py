@@ -85,8 +85,10 @@ _OP_COST = {
     "!=": 0.9,
 }
 TEXT_LABEL = "#text"
-# the tests by their codes in ``_states.plan_counted`` (0: existence)
-_TESTS = (None, *_OP_COST)
+# an atom that an inner anchor's plan holds below (its constant: that plan; see plan_of)
+SUB = "sub"
+# the tests by their codes in ``_states.plan_counted`` (0: existence, the last: SUB)
+_TESTS = (None, *_OP_COST, SUB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +107,10 @@ class Plan:
                 return "@" + names.get(text[1:], text[1:])
             return text if text == TEXT_LABEL else names.get(text, text)
 
-        atoms = tuple((tuple(map(label, labels)), op, value) for labels, op, value in self.atoms)
+        atoms = tuple(
+            (tuple(map(label, labels)), op, value.renamed(names) if op == SUB else value)
+            for labels, op, value in self.atoms
+        )
         return Plan(tuple(map(label, self.head)), atoms, self.formula)
 
 
@@ -132,31 +137,43 @@ class Template:
     what does not depend on the constants: the formula's value with no atom true and the
     sets of atoms a filter may be found by (``CountedFilters.access``)."""
 
-    __slots__ = ("_renamed", "choices", "counted", "default", "names", "places", "plan")
+    __slots__ = (
+        "_renamed", "choices", "counted", "default", "inner", "names", "places", "plan"
+    )  # fmt: skip
 
-    def __init__(self, plan: Plan, places: tuple, names: tuple) -> None:
+    def __init__(self, plan: Plan, places: tuple, names: tuple, inner: Template | None = None):
         self.plan, self.places, self.names = plan, places, names
+        self.inner = inner  # the template of its SUB atom's plan (an inner anchor's), if any
         self.default = evaluate(plan.formula, lambda atom: False)
         self.choices = _choices(plan.formula)
         # counted only where it tests a value: paths alone make no new machine states
         # (filters differ in names, not in constants), and the machine caches their
         # answers by state where counting makes each document's anew
-        self.counted = any(op is not None for _, op, _ in plan.atoms)
+        self.counted = any(op not in (None, SUB) for _, op, _ in plan.atoms) or bool(
+            inner and inner.counted
+        )
         self._renamed = {names: plan}
 
     @classmethod
     def of(cls, plan: Plan, constants: tuple, names: tuple) -> Template | None:
         """The template of a shape whose first filter (its ``constants`` and ``names``)
-        has ``plan``; None where a constant is not one of the filter's (the rewrite's)."""
-        places = []
+        has ``plan``; None where a constant is not one of the filter's (the rewrite's). A
+        SUB atom's constant is the key of its filter's inner plan, which follows the
+        filter's constants (``CountedFilters``)."""
+        places, inner = [], None
         for _, op, value in plan.atoms:
             if op is None:
                 places.append(-1)
+            elif op == SUB:
+                places.append(len(constants))
+                inner = cls.of(value, constants, names)
+                if inner is None:
+                    return None
             elif value in constants:
                 places.append(constants.index(value))
             else:
                 return None
-        return cls(plan, tuple(places), names)
+        return cls(plan, tuple(places), names, inner)
 
     def named(self, names: tuple) -> Plan:
         """The plan with the names of a filter of the shape (its constants the first's)."""
@@ -170,7 +187,15 @@ class Template:
         """The plan of the filter of the shape with ``constants`` and ``names``."""
         plan = self.named(names)
         atoms = tuple(
-            (labels, op, None if place < 0 else constants[place])
+            (
+                labels,
+                op,
+                self.inner.plan_for(constants, names)
+                if op == SUB
+                else None
+                if place < 0
+                else constants[place],
+            )
             for (labels, op, _), place in zip(plan.atoms, self.places, strict=True)
         )
         return Plan(plan.head, atoms, plan.formula)
@@ -212,11 +237,17 @@ class _NotCounted(Exception):
 
 
 def plan_of(path) -> Plan | None:
-    """The plan of a parsed and rewritten filter, or None when it is not of the form."""
+    """The plan of a parsed and rewritten filter, or None when it is not of the form.
+
+    Where predicates stand on more than one step (``/a[P]/b[Q]/c``) each such step is an
+    anchor: the innermost one's plan is as above (``/a/b[Q and c]``), and each outer
+    one's has a SUB atom more, true where the inner plan holds at the node its labels
+    reach (``/a[P and b⟨/a/b[Q and c]⟩]``). An inner plan must be false with no atom
+    true: its filter is evaluated only where an atom touched it."""
     if type(path) is not Path or not path.absolute:
         return None
     steps = path.steps
-    anchor = None
+    anchors = []
     for k, step in enumerate(steps):
         if step.axis != CHILD or step.name == WILDCARD:
             return None
@@ -224,27 +255,39 @@ def plan_of(path) -> Plan | None:
         if step.test != ELEMENT and not (step.test in (ATTRIBUTE, TEXT_TEST) and last):
             return None
         if step.predicates:
-            if anchor is not None or step.test != ELEMENT:
+            if step.test != ELEMENT:
                 return None
-            anchor = k
-    if anchor is None:  # no predicate: the last element is the anchor
+            anchors.append(k)
+    if not anchors:  # no predicate: the last element is the anchor
         anchor = max((k for k, s in enumerate(steps) if s.test == ELEMENT), default=None)
         if anchor is None:
             return None
-    conditions = list(steps[anchor].predicates)
-    if anchor + 1 < len(steps):
-        conditions.append(Exists(Path(steps[anchor + 1 :])))
-    atoms: dict = {}
-    code: list[int] = []
-    try:
-        if conditions:
-            _emit(conditions[0] if len(conditions) == 1 else And(tuple(conditions)), atoms, code)
-        else:
-            code.append(TRUE)
-    except _NotCounted:
-        return None
-    head = tuple(step.name for step in steps[: anchor + 1])
-    return Plan(head, tuple(atoms), tuple(code))
+        anchors = [anchor]
+    plan = None  # the plan of the anchor inside the one being made
+    for j in reversed(range(len(anchors))):
+        anchor = anchors[j]
+        conditions = list(steps[anchor].predicates)
+        end = anchors[j + 1] + 1 if plan is not None else len(steps)
+        if plan is None and anchor + 1 < end:
+            conditions.append(Exists(Path(steps[anchor + 1 : end])))
+        atoms: dict = {}
+        code: list[int] = []
+        try:
+            if conditions:
+                condition = conditions[0] if len(conditions) == 1 else And(tuple(conditions))
+                _emit(condition, atoms, code)
+            else:
+                code.append(TRUE)
+        except _NotCounted:
+            return None
+        if plan is not None:  # the inner anchor's plan holds below, too
+            if evaluate(plan.formula, lambda atom: False):
+                return None
+            labels = tuple(step.name for step in steps[anchor + 1 : end])
+            code += (atoms.setdefault((labels, SUB, plan), len(atoms)), AND)
+        head = tuple(step.name for step in steps[: anchor + 1])
+        plan = Plan(head, tuple(atoms), tuple(code))
+    return plan
 
 
 def _labels(path: Path) -> tuple[str, ...]:
@@ -309,6 +352,27 @@ def offsets(lists) -> tuple[array, array]:
     return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
 
 
+def _with_inner(plans: list) -> tuple[list, dict]:
+    """Filters as (template, constants, names) with the inner filters of those whose
+    template has an inner anchor (``plan_of``) after them, one per (inner template,
+    constants, names): the key that is the constant of the outer one's SUB atom, which
+    follows its constants; and {key: its inner filter's number}."""
+    if not any(template.inner for template, _, _ in plans):
+        return plans, {}
+    plans, inner = list(plans), {}
+    k = 0
+    while k < len(plans):  # (an inner filter may have one of its own: later in the list)
+        template, constants, names = plans[k]
+        if template.inner is not None:
+            key = (template.inner, constants, names)
+            if key not in inner:
+                inner[key] = len(plans)
+                plans.append(key)
+            plans[k] = (template, (*constants, key), names)
+        k += 1
+    return plans, inner
+
+
 class CountedFilters:
     """Plans compiled into one trie (the module's docstring); filters by their rank among
     all of a machine's filters, numbered here in ascending rank order. A filter is given
@@ -321,12 +385,24 @@ class CountedFilters:
         self.labels: dict[str, int] = {TEXT_LABEL: 0}
         self.ranks: list[int] = sorted(planned)
         self.arguments = None  # what Counter is built from, where planned in C
+        plans, self._inner = _with_inner([planned[rank] for rank in self.ranks])
         if compiled and plan_counted is not None:
-            self._plan_in_c([planned[rank] for rank in self.ranks])
+            self._plan_in_c(plans)
         if self.arguments is None:
-            self._plan_in_python(planned)
+            self._plan_in_python(plans)
 
-    def _plan_in_python(self, planned: dict) -> None:
+    def _marks(self, tests, constants) -> array | None:
+        """Per filter (the inner ones after the ranked), the SUB atom it makes true where
+        it holds (-1: none, it is answered); None without inner filters."""
+        if not self._inner:
+            return None
+        marks = array("i", [-1]) * (len(self.ranks) + len(self._inner))
+        for atom, (test, constant) in enumerate(zip(tests, constants, strict=True)):
+            if test == SUB:
+                marks[self._inner[constant]] = atom
+        return marks
+
+    def _plan_in_python(self, plans: list) -> None:
         """The trie, its heads and slots (``_shape`` per template and names), then each
         filter's atoms (``_plan``): the reference of ``_states.plan_counted``."""
         self.children: dict[tuple[int, int], int] = {}  # (node, label) → node
@@ -347,8 +423,8 @@ class CountedFilters:
         self._shapes: list[tuple] = []  # (head, slots as (slot, place), formula, default, choices)
         filter_shapes = []
         constants = []
-        for rank in self.ranks:
-            template, values, names = planned[rank]
+        self.constants: list = []  # atom → its constant
+        for template, values, names in plans:
             shape = shape_of.get((template, names))
             if shape is None:
                 shape = shape_of[(template, names)] = len(self._shapes)
@@ -356,6 +432,7 @@ class CountedFilters:
             filter_shapes.append(shape)
             constants.append(values)
         self._plan(filter_shapes, constants)
+        self.marks = self._marks(self.ops, self.constants)
         self.indexes = [PredicateIndex(values) if values else None for values in self.values]
 
     def _shape(self, template: Template, names: tuple) -> tuple:
@@ -414,12 +491,13 @@ class CountedFilters:
         names what its names do not (none does: ``Template``) has them planned in Python."""
         costs = array("d", (_OP_COST.get(test, 1.0) for test in _TESTS))
         try:
-            out = plan_counted(plans, self.labels, _TESTS, costs)
+            out = plan_counted(plans, self.labels, _TESTS, costs, _TESTS.index(SUB))
         except ValueError:
             self.labels = {TEXT_LABEL: 0}
             return
         children, head_of, is_element, _, atom_head, atom_ops, constants, exists, values = out[:9]
         postings, code, defaults, head_defaults = out[9:]
+        marks = self._marks(map(_TESTS.__getitem__, atom_ops), constants)
         values_at, value_atoms = array("i", values[0]), array("i", values[1])
         indexes = [None] * (len(values_at) - 1)
         for node in range(len(indexes)):
@@ -441,6 +519,7 @@ class CountedFilters:
             code=code,
             defaults=defaults,
             head_defaults=head_defaults,
+            marks=marks,
         )
         self.atom_count = len(atom_ops)
         self.indexes = indexes
@@ -451,9 +530,10 @@ class CountedFilters:
         atom = atoms[value] = len(self.atom_head)
         self.atom_head.append(head)
         self.ops.append(op)
+        self.constants.append(value)
         if op is None:
             self.exists[node].append(atom)
-        else:
+        elif op != SUB:  # (a SUB atom is made true by its inner filter)
             self.values[node][atom] = Predicate(op, value)
         return atom
 
@@ -519,6 +599,8 @@ class CountedFilters:
             "_slot_of",
             "_nodes",
             "_shapes",
+            "constants",
+            "marks",
         ):
             setattr(self, name, None)
 
@@ -552,6 +634,7 @@ class CountedFilters:
             defaults=bytes(self.defaults),
             head_defaults=offsets(self.head_defaults),
             ranks=array("i", self.ranks),
+            marks=self.marks,
         )
 
     def label_ids(self, labels) -> array:
@@ -652,10 +735,13 @@ class CountingRun:
     def _close_anchor(self, head: int) -> None:
         c, anchor = self.c, self.instance[head]
         for f in self.touched[head]:
-            if evaluate(c.codes[f], lambda atom: (atom, anchor) in self.true):
+            if not evaluate(c.codes[f], lambda atom: (atom, anchor) in self.true):
+                if c.defaults[f]:
+                    self.false[f] = self.false.get(f, 0) + 1
+            elif c.marks is not None and c.marks[f] >= 0:  # an inner filter: its SUB atom
+                self._mark((c.marks[f],))  # holds for the outer anchor open now
+            else:
                 self.matched.add(f)
-            elif c.defaults[f]:
-                self.false[f] = self.false.get(f, 0) + 1
 
     def _answer(self) -> tuple[int, ...]:
         c = self.c
