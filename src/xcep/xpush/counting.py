@@ -34,9 +34,11 @@ holds for an anchor that touched it nowhere: such a filter matches a document
 unless it was false at every anchor of its head. The work per document is the
 values tested and the atoms and filters they reach, never the number of
 filters (the counting algorithm of Siena and Gryphon, with BE-Tree's value
-indexes; Sadoghi & Jacobsen, SIGMOD 2011). Filters of any other form (``//``,
-``*``, predicates on two steps or inside a path, ``..``, functions over whole
-documents) are the machine's.
+indexes; Sadoghi & Jacobsen, SIGMOD 2011). Predicates on more than one step of the
+path (``/a[P]/b[Q]/c``) are nested anchors: the inner anchor's plan is a filter of its
+own, never answered, that makes an atom of the outer one's true where it holds
+(``plan_of``, ``SUB``). Filters of any other form (``//``, ``*``, predicates inside a
+path, ``..``, functions over whole documents) are the machine's.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@
  * parentheses) of atoms, each a relative path of names (a last @name or text(); `.` alone only
  * where it is tested) alone, compared with a number or a string, or in starts-with(PATH,
  * STRING) or contains(PATH, STRING). What is not plainly of that form — `//`, `*`, `..`,
- * axes, true(), a digit outside ASCII, a syntax error — is None, not an error: the parser
- * reads it (and says what is wrong). The tokens are parser.py's TOKEN's; what is read is
+ * axes, true(), a digit outside ASCII, predicates on more than one step (nested anchors:
+ * counting.plan_of), a syntax error — is None, not an error: the parser reads it (and says
+ * what is wrong). The tokens are parser.py's TOKEN's; what is read is
  * read as the parser and the rewrite read it, but for and/or left unflattened and atoms
  * repeated in a formula (the same value: tested on random filters). */
 #define PY_SSIZE_T_CLEAN
