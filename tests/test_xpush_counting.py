@@ -29,7 +29,8 @@ from xcep.xpush.ast import (
     to_text,
     walk,
 )
-from xcep.xpush.counting import CountedFilters, Plan, evaluate, plan_of
+from xcep.xpush.counted_plans import Plan, evaluate, plan_of
+from xcep.xpush.counting import CountedFilters
 from xcep.xpush.parser import FilterSyntaxError
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 from xcep.xpush.workload import compile_filter, filter_plan, filter_template
@@ -159,7 +160,7 @@ def assert_same_plan(plan: Plan, whole: Plan, text: str) -> None:
 )
 def test_a_conjunctions_plan_is_its_trees(head, conjuncts):
     """``HEAD[C1 and C2 …]``'s plan is put together from those of ``HEAD[C1]``, … where it
-    can be (``counting.conjunction``; where the compiled core is not built): it must say
+    can be (``counted_plans.conjunction``; where the compiled core is not built): it must say
     what the plan of the whole parsed and rewritten tree says."""
     text = f"{head}[{' and '.join(to_text(c) for c in conjuncts)}]"
     whole = plan_of(normalize(parse_filter(text)))

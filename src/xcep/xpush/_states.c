@@ -2945,7 +2945,7 @@ typedef struct {
     PyObject **indexes; /* per node: a ValueIndex, or NULL */
     int32_t *atom_head, *ranks;
     int32_t *marks; /* per filter: the atom it makes true where it holds (an inner filter's,
-                     * counting.plan_of), or -1 (it is answered); NULL: none is inner */
+                     * counted_plans.plan_of), or -1 (it is answered); NULL: none is inner */
     uint8_t *truth;
     void *info_block;
     FilterInfo *info; /* per filter (info_block, aligned to 64 bytes) */
@@ -3464,10 +3464,10 @@ static PyTypeObject CounterType = {
  *       values, postings, code, defaults, head_defaults)
  *
  * CountedFilters built (its reference: CountedFilters._shape, then _plan). plans: per
- * filter, by rank, (template, constants, names), a template a counting.Template (its plan's
+ * filter, by rank, (template, constants, names), a template a counted_plans.Template (its plan's
  * head, atoms and formula, names, places, default and choices are read once); labels: the
  * trie's {label: id}, extended here; tests: the atoms' tests by number (None: existence),
- * costs (float64) theirs; sub_test: the number of the SUB test (counting.py: an atom an
+ * costs (float64) theirs; sub_test: the number of the SUB test (counted_plans.py: an atom an
  * inner filter makes true, in neither exists nor values).
  *
  * First the trie, for each (template, names) met: the nodes of its head (the anchor) and of
@@ -4841,7 +4841,7 @@ static PyMethodDef module_methods[] = {
      "filter_tokens(text, token) -> the tokens of a filter (parser.tokenize's), or None where "
      "a character starts no token"},
     {"read_plan", read_plan, METH_O,
-     "read_plan(text) -> (head, atoms, formula) of a filter of the counted form (counting.py's "
+     "read_plan(text) -> (head, atoms, formula) of a filter of the counted form (counted_plans.py's "
      "Plan), read straight from its text; None for any other filter (plan_reader.c)"},
     {"filter_shapes", filter_shapes, METH_O,
      "filter_shapes(texts) -> (shapes, constants, names): filter_shape of each text of a "

@@ -1,6 +1,6 @@
-/* read_plan: a filter of the counted form read straight into its plan (counting.py: Plan),
+/* read_plan: a filter of the counted form read straight into its plan (counted_plans.py: Plan),
  * without the parser's tree and the rewrite (workload.py: _new_shape; the reference is
- * counting.plan_of(rewrite.normalize(parser.parse_filter(text)))).
+ * counted_plans.plan_of(rewrite.normalize(parser.parse_filter(text)))).
  *
  * The counted form: an absolute path of element names, at most one step with predicates (the
  * anchor), an @name or text() step only last; a predicate a boolean (and, or, not(),
@@ -8,7 +8,7 @@
  * where it is tested) alone, compared with a number or a string, or in starts-with(PATH,
  * STRING) or contains(PATH, STRING). What is not plainly of that form — `//`, `*`, `..`,
  * axes, true(), a digit outside ASCII, predicates on more than one step (nested anchors:
- * counting.plan_of), a syntax error — is None, not an error: the parser reads it (and says
+ * counted_plans.plan_of), a syntax error — is None, not an error: the parser reads it (and says
  * what is wrong). The tokens are parser.py's TOKEN's; what is read is
  * read as the parser and the rewrite read it, but for and/or left unflattened and atoms
  * repeated in a formula (the same value: tested on random filters). */
@@ -18,7 +18,7 @@
 #include "filter_text.h"
 
 enum { K_END, K_NUMBER, K_STRING, K_OP, K_NAME };
-enum { F_TRUE = -1, F_NOT = -3, F_AND = -4, F_OR = -5 }; /* counting.py's formula operators */
+enum { F_TRUE = -1, F_NOT = -3, F_AND = -4, F_OR = -5 }; /* counted_plans.py's formula operators */
 
 typedef struct {
     int kind;

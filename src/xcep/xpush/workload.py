@@ -17,7 +17,7 @@ from xcep.collector import collector_paused
 from xcep.idlines import FilterError, filter_blocks
 from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
 from xcep.xpush.ast import And, Compare, Const, Exists, Not, Or, Path, Step
-from xcep.xpush.counting import Plan, Template, conjunction, plan_of
+from xcep.xpush.counted_plans import Plan, Template, conjunction, plan_of
 from xcep.xpush.parser import FilterSyntaxError, parse_filter
 from xcep.xpush.rewrite import UnsupportedFilter, normalize
 
