@@ -1741,11 +1741,12 @@ static PyObject *id_columns(PyObject *module, PyObject *args)
             end--;
         if (start == end || PyUnicode_READ(kind, data, start) == '#')
             continue;
-        Py_ssize_t cut = start, text = 0;
+        Py_ssize_t cut = start;
         while (cut < end && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, cut)))
             cut++;
-        for (text = cut; text < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, text)); text++)
-            ;
+        Py_ssize_t text = cut;
+        while (text < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, text)))
+            text++;
         if (text == end) { /* an id alone */
             result = Py_NewRef(Py_None);
             goto out;

@@ -109,8 +109,7 @@ class EventBatch:
         events kernel where it is built."""
         if depth_facts is not None:
             return depth_facts(self.kinds, self.depths)
-        deepest = max(self.depths, default=0)
-        return max(deepest, 0), sum(
+        return max(self.depths, default=0), sum(
             1
             for kind, depth in zip(self.kinds, self.depths, strict=True)
             if kind == CLOSE and depth == 1

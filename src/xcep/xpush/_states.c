@@ -3460,7 +3460,7 @@ static PyTypeObject CounterType = {
 /* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
 
 /* plan_counted(plans, labels, tests, costs, sub_test)
- *   -> (children, head_of, is_element, heads, atom_head, atom_tests, constants, exists,
+ *   -> (children, head_of, is_element, atom_head, atom_tests, constants, exists,
  *       values, postings, code, defaults, head_defaults)
  *
  * CountedFilters built (its reference: CountedFilters._shape, then _plan). plans: per
@@ -3480,7 +3480,7 @@ static PyTypeObject CounterType = {
  * int32 bytes: exists and values the existence and the value atoms by node, postings the
  * filters by atom, code the formulas by filter, head_defaults by head the filters true
  * with no atom; children as int32 (node, label, child) triples in the order made, head_of
- * and heads (a head's anchor) and atom_head as int32, is_element, atom_tests and defaults
+ * and atom_head as int32, is_element, atom_tests and defaults
  * as bytes, constants a list (None for existence). A template that names what its names do
  * not is a ValueError. */
 typedef struct {
@@ -3974,8 +3974,8 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         goto done;
     }
     result = Py_BuildValue(
-        "(NNNNNNONN(NN)(NN)O(NN))", vec_bytes(&t.child_keys), vec_bytes(&t.head_of),
-        PyBytes_FromStringAndSize((const char *)is_element, nodes), vec_bytes(&t.heads),
+        "(NNNNNONN(NN)(NN)O(NN))", vec_bytes(&t.child_keys), vec_bytes(&t.head_of),
+        PyBytes_FromStringAndSize((const char *)is_element, nodes),
         vec_bytes(&atom_head), PyBytes_FromStringAndSize((const char *)atom_op, natoms),
         constants, exists, values, ints_bytes(post_at, natoms + 1),
         ints_bytes(post_items, chosen.len), ints_bytes(code_at, filters + 1),
@@ -4859,7 +4859,7 @@ static PyMethodDef module_methods[] = {
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
     {"plan_counted", plan_counted, METH_VARARGS,
-     "plan_counted(plans, labels, tests, costs, sub_test) -> (children, head_of, is_element, heads, "
+     "plan_counted(plans, labels, tests, costs, sub_test) -> (children, head_of, is_element, "
      "atom_head, atom_tests, constants, exists, values, postings, code, defaults, "
      "head_defaults): counted filters planned (counting.CountedFilters)"},
     {"merge_ranks", merge_ranks, METH_VARARGS,

@@ -223,8 +223,8 @@ class CountedFilters:
         except ValueError:
             self.labels = {TEXT_LABEL: 0}
             return
-        children, head_of, is_element, _, atom_head, atom_ops, constants, exists, values = out[:9]
-        postings, code, defaults, head_defaults = out[9:]
+        children, head_of, is_element, atom_head, atom_ops, constants, exists, values = out[:8]
+        postings, code, defaults, head_defaults = out[8:]
         marks = self._marks(map(_TESTS.__getitem__, atom_ops), constants)
         values_at, value_atoms = array("i", values[0]), array("i", values[1])
         indexes = [None] * (len(values_at) - 1)
