@@ -634,9 +634,10 @@ typedef struct {
     /* the infix automaton as a DFA (failures followed already) over byte classes: a row
      * of `classes` entries per node that has one (row[node], else -1), the root's and then
      * breadth first while they fit the budget; a byte's class cls[byte]. An entry is the
-     * next node's row, or -1 - the next node where that has none; hit[row]: the first node
-     * on the row's node's output chain where patterns end (itself, if they end there), or
-     * -1. Scanning a text is then one load per byte, where the rows are. */
+     * next node's row times two, plus one where its hit is not -1, or -1 - the next node
+     * where that has no row; hit[row]: the first node on the row's node's output chain
+     * where patterns end (itself, if they end there), or -1. Scanning a text is then one
+     * load per byte, where the rows are (and one more where a pattern ends). */
     int32_t *rows, *row, *hit, classes;
     int32_t cls[256];
     Py_ssize_t budget; /* at most so many entries (int32) in rows */
@@ -753,6 +754,7 @@ static int tm_rows(TextMatcher *t)
         }
     Py_ssize_t count = order.len < t->budget / t->classes ? order.len : t->budget / t->classes;
     count = count > 0 ? count : 1; /* the root's row, whatever the budget */
+    count = count < INT32_MAX / 2 ? count : INT32_MAX / 2; /* (an entry holds twice a row) */
     if (!(t->row = PyMem_Malloc((size_t)t->fail.len * sizeof(int32_t))) ||
         !(t->hit = PyMem_Malloc((size_t)count * sizeof(int32_t))) ||
         !(t->rows = PyMem_Malloc((size_t)count * (size_t)t->classes * sizeof(int32_t)))) {
@@ -774,11 +776,16 @@ static int tm_rows(TextMatcher *t)
         for (int32_t c = t->first_child.data[node]; c >= 0; c = t->next_sibling.data[c])
             row[t->cls[t->byte.data[c]]] = c;
     }
-    for (int32_t k = 0; k < count; k++) { /* next nodes as their rows, where they have one */
-        int32_t node = order.data[k], *row = t->rows + (Py_ssize_t)k * t->classes;
+    for (int32_t k = 0; k < count; k++) {
+        int32_t node = order.data[k];
         t->hit[k] = t->ends.data[node] >= 0 ? node : t->output.data[node];
-        for (int32_t c = 0; c < t->classes; c++)
-            row[c] = t->row[row[c]] >= 0 ? t->row[row[c]] : -1 - row[c];
+    }
+    for (int32_t k = 0; k < count; k++) { /* next nodes as their rows, where they have one */
+        int32_t *row = t->rows + (Py_ssize_t)k * t->classes;
+        for (int32_t c = 0; c < t->classes; c++) {
+            int32_t next = t->row[row[c]];
+            row[c] = next >= 0 ? 2 * next + (t->hit[next] >= 0) : -1 - row[c];
+        }
     }
     PyMem_Free(order.data);
     return 0;
@@ -823,9 +830,11 @@ static int tm_search(const TextMatcher *t, PyObject *value, IntVec *out)
                 if (d < 0)
                     node = g;
             }
-            if (d >= 0 && (d = t->rows[(Py_ssize_t)d * t->classes + t->cls[at[i]]]) < 0)
-                node = -1 - d;
-            for (o = d >= 0 ? t->hit[d] : t->ends.data[node] >= 0 ? node : t->output.data[node];
+            int32_t entry = d >= 0 ? t->rows[(Py_ssize_t)d * t->classes + t->cls[at[i]]] : -1;
+            if (d >= 0)
+                d = entry >= 0 ? entry >> 1 : -1, node = entry >= 0 ? node : -1 - entry;
+            for (o = d >= 0 ? (entry & 1 ? t->hit[d] : -1)
+                            : t->ends.data[node] >= 0 ? node : t->output.data[node];
                  o >= 0 && !failed; o = t->output.data[o])
                 failed = tm_append_ends(t, o, out) < 0;
         }
@@ -2921,19 +2930,23 @@ static PyTypeObject StateKernelType = {
  * documents' count. A document may span calls of feed. */
 enum { C_TRUE, C_FALSE, C_NOT, C_AND, C_OR, C_OPS };
 
-/* A filter's run state and formula in one cache line: a document touches hundreds of
- * filters at random, and reading each one's stamps, counts and formula from arrays of
- * their own cost a miss apiece. */
-enum { INLINE_CODE = 9 };
+/* A filter's run state, formula, rank and mark in one cache line: a document touches
+ * hundreds of filters at random, and reading each one's stamps, counts, formula, rank or
+ * mark from arrays of their own cost a miss apiece. */
+enum { INLINE_CODE = 7 };
 typedef struct {
     uint64_t stamp;      /* the anchor it was last touched at */
     uint64_t doc;        /* the document its matched and false_count are of */
     int32_t false_count; /* the anchors of its head where it was false, in doc */
     int32_t code;        /* its formula in code.items, where longer than INLINE_CODE */
+    int32_t rank;        /* its rank among the machine's filters (an inner one's: -1) */
+    int32_t mark;        /* the atom it makes true where it holds (an inner filter's), or -1 */
     uint16_t length;
     uint8_t matched, is_default;
     int32_t inline_code[INLINE_CODE];
 } FilterInfo;
+_Static_assert(sizeof(FilterInfo) == 64, "a filter's info: one cache line");
+enum { PREFETCH_AHEAD = 8 }; /* filters ahead whose info is asked for (counter_mark) */
 
 typedef struct {
     PyObject_HEAD
@@ -3108,6 +3121,8 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             goto fail;
         }
         info->is_default = ((const uint8_t *)defaults.buf)[f] != 0;
+        info->rank = f < ranked ? self->ranks[f] : -1;
+        info->mark = self->marks != NULL ? self->marks[f] : -1;
         info->code = at;
         info->length = (uint16_t)length;
         if (length <= INLINE_CODE)
@@ -3187,8 +3202,12 @@ static int counter_mark(Counter *self, int32_t atom)
         return 0;
     self->atom_stamp[atom] = stamp;
     IntVec *touched = &self->touched[head];
-    for (int32_t i = self->postings.at[atom]; i < self->postings.at[atom + 1]; i++) {
-        int32_t f = self->postings.items[i];
+    const int32_t *items = self->postings.items;
+    int32_t end = self->postings.at[atom + 1];
+    for (int32_t i = self->postings.at[atom]; i < end; i++) {
+        int32_t f = items[i];
+        if (i + PREFETCH_AHEAD < end) /* the filters are at random: ask for a line early */
+            __builtin_prefetch(&self->info[items[i + PREFETCH_AHEAD]], 1);
         if (self->info[f].stamp != stamp) {
             self->info[f].stamp = stamp;
             if (vec_push(touched, f) < 0)
@@ -3269,8 +3288,8 @@ static int counter_close_anchor(Counter *self, int32_t head)
             info->matched = 0;
         }
         if (counter_holds(self, f, stamp)) {
-            if (self->marks != NULL && self->marks[f] >= 0) { /* an inner filter */
-                if (counter_mark(self, self->marks[f]) < 0)
+            if (info->mark >= 0) { /* an inner filter */
+                if (counter_mark(self, info->mark) < 0)
                     return -1;
             } else if (!info->matched) {
                 info->matched = 1;
@@ -3306,7 +3325,7 @@ static PyObject *counter_answer(Counter *self)
         return NULL;
     int32_t *ranks = (int32_t *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < found->len; i++)
-        ranks[i] = self->ranks[found->data[i]];
+        ranks[i] = self->info[found->data[i]].rank;
     return out;
 }
 

@@ -11,6 +11,7 @@ the shape (its constants by place, its names renamed).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from xcep.xpush.ast import (
     ATTRIBUTE,
@@ -88,8 +89,7 @@ class Template:
     def __init__(self, plan: Plan, places: tuple, names: tuple, inner: Template | None = None):
         self.plan, self.places, self.names = plan, places, names
         self.inner = inner  # the template of its SUB atom's plan (an inner anchor's), if any
-        self.default = evaluate(plan.formula, lambda atom: False)
-        self.choices = _choices(plan.formula)
+        self.default, self.choices = _formula_facts(plan.formula)
         # counted only where it tests a value: paths alone make no new machine states
         # (filters differ in names, not in constants), and the machine caches their
         # answers by state where counting makes each document's anew
@@ -146,6 +146,13 @@ class Template:
 
 
 CHOICES_LIMIT = 16
+
+
+@lru_cache(maxsize=4_096)
+def _formula_facts(code: tuple[int, ...]) -> tuple[bool, tuple | None]:
+    """(a formula's value with no atom true, its ``_choices``): thousands of shapes share a
+    few hundred formulas (``a and b``, ``a and not(b)``, …)."""
+    return evaluate(code, lambda atom: False), _choices(code)
 
 
 def _choices(code) -> tuple[tuple[int, ...], ...] | None:
