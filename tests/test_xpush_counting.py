@@ -278,7 +278,7 @@ def test_the_counter_checks_what_it_is_given():
 
     if counting.Counter is None:
         pytest.skip("the compiled core is not built here (no C compiler)")
-    counted = CountedFilters({0: filter_template("/a[b = 1 or not(c)]")}, compiled=False)
+    counted = CountedFilters.of({0: filter_template("/a[b = 1 or not(c)]")}, compiled=False)
     assert evaluate(counted.codes[0], lambda atom: False)  # not(c): true with no atom
     good = counted.counter_arguments()
     assert counting.Counter(**good) is not None
@@ -314,8 +314,8 @@ def test_the_plans_made_in_c_are_the_references(paths):
         pytest.skip("the compiled core is not built here (no C compiler)")
     planned = {k: filter_template(to_text(p)) for k, p in enumerate(paths)}
     planned = {k: v for k, v in planned.items() if v is not None}
-    python = CountedFilters(planned, compiled=False).counter_arguments()
-    made_in_c = CountedFilters(planned, compiled=True).counter_arguments()
+    python = CountedFilters.of(planned, compiled=False).counter_arguments()
+    made_in_c = CountedFilters.of(planned, compiled=True).counter_arguments()
     for key, value in python.items():
         if key == "indexes" or value is None:  # (marks: None without inner filters)
             assert key == "indexes" or made_in_c[key] is None, key

@@ -3478,13 +3478,14 @@ static PyTypeObject CounterType = {
 
 /* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
 
-/* plan_counted(plans, labels, tests, costs, sub_test)
+/* plan_counted(templates, constants, names, labels, tests, costs, sub_test)
  *   -> (children, head_of, is_element, atom_head, atom_tests, constants, exists,
  *       values, postings, code, defaults, head_defaults)
  *
- * CountedFilters built (its reference: CountedFilters._shape, then _plan). plans: per
- * filter, by rank, (template, constants, names), a template a counted_plans.Template (its plan's
- * head, atoms and formula, names, places, default and choices are read once); labels: the
+ * CountedFilters built (its reference: CountedFilters._shape, then _plan). templates,
+ * constants and names: per filter, by rank, its template (a counted_plans.Template: its plan's
+ * head, atoms and formula, names, places, default and choices are read once), its constants
+ * and its names (tuples), three columns; labels: the
  * trie's {label: id}, extended here; tests: the atoms' tests by number (None: existence),
  * costs (float64) theirs; sub_test: the number of the SUB test (counted_plans.py: an atom an
  * inner filter makes true, in neither exists nor values).
@@ -3739,10 +3740,11 @@ static PyObject *grouped(const int32_t *key, const uint8_t *keep, Py_ssize_t cou
 
 static PyObject *plan_counted(PyObject *module, PyObject *args)
 {
-    PyObject *plans, *labels, *tests;
+    PyObject *templates, *values_of, *names_of, *labels, *tests;
     Py_buffer costs;
     int sub_test;
-    if (!PyArg_ParseTuple(args, "O!O!O!y*i:plan_counted", &PyList_Type, &plans, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!y*i:plan_counted", &PyList_Type, &templates,
+                          &PyList_Type, &values_of, &PyList_Type, &names_of, &PyDict_Type,
                           &labels, &PyTuple_Type, &tests, &costs, &sub_test))
         return NULL;
     PyObject *result = NULL, *combos = PyDict_New(), *slot_atoms = PyList_New(0);
@@ -3759,7 +3761,11 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     uint8_t *atom_op = NULL, *exists_keep = NULL;
     double *atom_cost = NULL;
     const double *op_cost = costs.buf;
-    Py_ssize_t filters = PyList_GET_SIZE(plans);
+    Py_ssize_t filters = PyList_GET_SIZE(templates);
+    if (PyList_GET_SIZE(values_of) != filters || PyList_GET_SIZE(names_of) != filters) {
+        PyErr_SetString(PyExc_ValueError, "plan_counted: templates, constants, names alike long");
+        goto done;
+    }
     if (combos == NULL || slot_atoms == NULL || constants == NULL || t.text_label == NULL ||
         t.attributes == NULL || ts.ids == NULL)
         goto done;
@@ -3776,14 +3782,12 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         goto done;
     /* the trie, and each filter's (template, names) */
     for (Py_ssize_t f = 0; f < filters; f++) {
-        PyObject *plan = PyList_GET_ITEM(plans, f);
-        if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 3 ||
-            !PyTuple_Check(PyTuple_GET_ITEM(plan, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(plan, 2))) {
-            PyErr_SetString(PyExc_TypeError, "plan_counted: plans of (template, constants, names)");
+        PyObject *template = PyList_GET_ITEM(templates, f), *names = PyList_GET_ITEM(names_of, f);
+        if (!PyTuple_Check(PyList_GET_ITEM(values_of, f)) || !PyTuple_Check(names)) {
+            PyErr_SetString(PyExc_TypeError, "plan_counted: constants and names are tuples");
             goto done;
         }
-        PyObject *names = PyTuple_GET_ITEM(plan, 2);
-        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(plan, 0), names);
+        PyObject *key = PyTuple_Pack(2, template, names);
         PyObject *combo = key ? PyDict_GetItemWithError(combos, key) : NULL;
         if (combo != NULL) {
             Py_DECREF(key);
@@ -3791,7 +3795,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
                 goto done;
             continue;
         }
-        int32_t k = key && !PyErr_Occurred() ? template_of(&ts, PyTuple_GET_ITEM(plan, 0), tests) : -1;
+        int32_t k = key && !PyErr_Occurred() ? template_of(&ts, template, tests) : -1;
         if (k < 0) {
             Py_XDECREF(key);
             goto done;
@@ -3841,7 +3845,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     /* each filter's atoms: one per slot and constant */
     for (Py_ssize_t f = 0; f < filters; f++) {
         int32_t c = filter_combo.data[f], k = combo_template.data[c];
-        PyObject *values = PyTuple_GET_ITEM(PyList_GET_ITEM(plans, f), 1);
+        PyObject *values = PyList_GET_ITEM(values_of, f);
         for (int32_t a = ts.atom_at.data[k], i = combo_at.data[c]; a < ts.atom_at.data[k + 1]; a++, i++) {
             int32_t slot = combo_slots.data[i], place = ts.place.data[a];
             if (place >= PyTuple_GET_SIZE(values)) {
@@ -4878,7 +4882,7 @@ static PyMethodDef module_methods[] = {
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
     {"plan_counted", plan_counted, METH_VARARGS,
-     "plan_counted(plans, labels, tests, costs, sub_test) -> (children, head_of, is_element, "
+     "plan_counted(templates, constants, names, labels, tests, costs, sub_test) -> (children, head_of, is_element, "
      "atom_head, atom_tests, constants, exists, values, postings, code, defaults, "
      "head_defaults): counted filters planned (counting.CountedFilters)"},
     {"merge_ranks", merge_ranks, METH_VARARGS,

@@ -11,7 +11,7 @@ import json
 from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate, chain
+from itertools import accumulate, chain, compress
 
 from xcep.idlines import id_key
 from xcep.xpush.afa import AFA, AND, NOT, TRUE
@@ -139,9 +139,11 @@ def compile_workload(
     else:
         watchers = _watchers(afa)
     ids = _sorted_ids(workload.numbers)
-    # filter number → rank, for the filters in the AFA (none where all are counted)
-    numbers = workload.numbers
-    rank = {numbers[fid]: k for k, fid in enumerate(ids)} if afa.initial or afa.early else {}
+    numbers = list(map(workload.numbers.__getitem__, ids))  # rank → filter number
+    rank = [0] * len(workload.names_of)  # filter number → rank (removed ones: 0, unread)
+    if afa.initial or afa.early:  # (none where all are counted)
+        for k, number in enumerate(numbers):
+            rank[number] = k
     initial = _by_state(afa.initial, rank)
     compiled = CompiledWorkload(
         afa=afa,
@@ -156,10 +158,17 @@ def compile_workload(
         needs_element_values=bool(predicates),
         size=n,
     )
-    if options.counting and workload.plans:
-        plans = workload.plans
+    if options.counting and workload.counted:  # their columns by rank
+        templates = workload.templates
+        is_counted = [templates[number] is not None for number in numbers]
+        counted = list(compress(numbers, is_counted))
         compiled.counted = CountedFilters(
-            {k: plans[fid] for k, fid in enumerate(ids) if fid in plans}, options.compiled
+            list(compress(range(len(numbers)), is_counted)),
+            *(
+                list(map(column.__getitem__, counted))
+                for column in (templates, workload.constants, workload.names)
+            ),
+            compiled=options.compiled,
         )
     if options.order and order_facts is not None:
         parents: list[list[int]] = [[] for _ in range(n)]
@@ -211,12 +220,16 @@ class SetStore:
         return len(self._sets)
 
 
-def _by_state(filters: dict[int, int], rank: dict[int, int]) -> dict[int, tuple[int, ...]]:
+def _by_state(filters: dict[int, int], rank: list[int]) -> dict[int, tuple[int, ...]]:
     """{filter number: state} → {state: ranks of its filters}."""
-    out: dict[int, tuple[int, ...]] = {}
-    for f, s in filters.items():
-        out[s] = (*out.get(s, ()), rank[f])
-    return out
+    out: dict[int, list[int]] = {}
+    for f, s in filters.items():  # (a list per state: thousands of filters may share one)
+        found = out.get(s)
+        if found is None:
+            out[s] = [rank[f]]
+        else:
+            found.append(rank[f])
+    return {s: tuple(ranks) for s, ranks in out.items()}
 
 
 def _watchers(afa: AFA) -> list[tuple[int, ...]]:

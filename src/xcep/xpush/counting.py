@@ -80,44 +80,57 @@ def offsets(lists) -> tuple[array, array]:
     return array("i", accumulate(map(len, lists), initial=0)), array("i", chain(*lists))
 
 
-def _with_inner(plans: list) -> tuple[list, dict]:
-    """Filters as (template, constants, names) with the inner filters of those whose
-    template has an inner anchor (``plan_of``) after them, one per (inner template,
+def _with_inner(templates: list, constants: list, names: list) -> tuple[list, list, list, dict]:
+    """Filters as columns (templates, constants, names) with the inner filters of those
+    whose template has an inner anchor (``plan_of``) after them, one per (inner template,
     constants, names): the key that is the constant of the outer one's SUB atom, which
     follows its constants; and {key: its inner filter's number}."""
-    if not any(template.inner for template, _, _ in plans):
-        return plans, {}
-    plans, inner = list(plans), {}
+    if all(template.inner is None for template in set(templates)):
+        return templates, constants, names, {}
+    templates, constants, names, inner = list(templates), list(constants), list(names), {}
     k = 0
-    while k < len(plans):  # (an inner filter may have one of its own: later in the list)
-        template, constants, names = plans[k]
+    while k < len(templates):  # (an inner filter may have one of its own: later in the list)
+        template = templates[k]
         if template.inner is not None:
-            key = (template.inner, constants, names)
+            key = (template.inner, constants[k], names[k])
             if key not in inner:
-                inner[key] = len(plans)
-                plans.append(key)
-            plans[k] = (template, (*constants, key), names)
+                inner[key] = len(templates)
+                templates.append(key[0]), constants.append(key[1]), names.append(key[2])
+            constants[k] = (*constants[k], key)
         k += 1
-    return plans, inner
+    return templates, constants, names, inner
 
 
 class CountedFilters:
     """Plans compiled into one trie (the module's docstring); filters by their rank among
     all of a machine's filters, numbered here in ascending rank order. A filter is given
-    as (its shape's ``Template``, its constants, its names): the trie's nodes are found
-    once per template and names, and only the constants are a filter's own."""
+    as its shape's ``Template``, its constants and its names (three columns, by rank: no
+    object per filter): the trie's nodes are found once per template and names, and only
+    the constants are a filter's own."""
 
     def __init__(
-        self, planned: dict[int, tuple[Template, tuple, tuple]], compiled: bool = True
+        self,
+        ranks: list[int],
+        templates: list[Template],
+        constants: list[tuple],
+        names: list[tuple],
+        compiled: bool = True,
     ) -> None:
         self.labels: dict[str, int] = {TEXT_LABEL: 0}
-        self.ranks: list[int] = sorted(planned)
+        self.ranks = ranks  # ascending
         self.arguments = None  # what Counter is built from, where planned in C
-        plans, self._inner = _with_inner([planned[rank] for rank in self.ranks])
+        *columns, self._inner = _with_inner(templates, constants, names)
         if compiled and plan_counted is not None:
-            self._plan_in_c(plans)
+            self._plan_in_c(*columns)
         if self.arguments is None:
-            self._plan_in_python(plans)
+            self._plan_in_python(*columns)
+
+    @classmethod
+    def of(cls, planned: dict[int, tuple[Template, tuple, tuple]], compiled: bool = True):
+        """The counted filters of {rank: (template, constants, names)}."""
+        ranks = sorted(planned)
+        columns = [list(column) for column in zip(*map(planned.get, ranks), strict=True)]
+        return cls(ranks, *(columns or ([], [], [])), compiled=compiled)
 
     def _marks(self, tests, constants) -> array | None:
         """Per filter (the inner ones after the ranked), the SUB atom it makes true where
@@ -130,7 +143,7 @@ class CountedFilters:
                 marks[self._inner[constant]] = atom
         return marks
 
-    def _plan_in_python(self, plans: list) -> None:
+    def _plan_in_python(self, templates: list, constants: list, names: list) -> None:
         """The trie, its heads and slots (``_shape`` per template and names), then each
         filter's atoms (``_plan``): the reference of ``_states.plan_counted``."""
         self.children: dict[tuple[int, int], int] = {}  # (node, label) → node
@@ -150,15 +163,13 @@ class CountedFilters:
         shape_of: dict[tuple, int] = {}
         self._shapes: list[tuple] = []  # (head, slots as (slot, place), formula, default, choices)
         filter_shapes = []
-        constants = []
         self.constants: list = []  # atom → its constant
-        for template, values, names in plans:
-            shape = shape_of.get((template, names))
+        for template, named in zip(templates, names, strict=True):
+            shape = shape_of.get((template, named))
             if shape is None:
-                shape = shape_of[(template, names)] = len(self._shapes)
-                self._shapes.append(self._shape(template, names))
+                shape = shape_of[(template, named)] = len(self._shapes)
+                self._shapes.append(self._shape(template, named))
             filter_shapes.append(shape)
-            constants.append(values)
         self._plan(filter_shapes, constants)
         self.marks = self._marks(self.ops, self.constants)
         self.indexes = [PredicateIndex(values) if values else None for values in self.values]
@@ -213,13 +224,15 @@ class CountedFilters:
             for atom in self.access(numbers, choices):
                 self.postings[atom].append(f)
 
-    def _plan_in_c(self, plans: list) -> None:
+    def _plan_in_c(self, templates: list, constants: list, names: list) -> None:
         """``_plan_in_python`` done by ``_states.plan_counted`` (the trie too, each template
         read once), into the arguments of ``Counter`` (``arguments``); a template that
         names what its names do not (none does: ``Template``) has them planned in Python."""
         costs = array("d", (_OP_COST.get(test, 1.0) for test in _TESTS))
         try:
-            out = plan_counted(plans, self.labels, _TESTS, costs, _TESTS.index(SUB))
+            out = plan_counted(
+                templates, constants, names, self.labels, _TESTS, costs, _TESTS.index(SUB)
+            )
         except ValueError:
             self.labels = {TEXT_LABEL: 0}
             return

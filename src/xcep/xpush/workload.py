@@ -327,7 +327,8 @@ _PUT = {
 
 class Workload:
     """Filters by id, with their compiled AFA states; the plans of those whose values are
-    counted (``plans``: compiled into the AFA only when the machine does not count).
+    counted (``templates``, ``constants`` and ``names``, columns by filter number: compiled
+    into the AFA only when the machine does not count).
 
     The AFA is kept between compilations: filters added since are compiled into
     it, removed ones are taken out of its initial and early states (their other
@@ -341,7 +342,12 @@ class Workload:
         self.names_of: list = []  # filter number → id
         self._afa: AFA | None = None  # the last compilation, and how it was made
         self._afa_flags = (False, True)  # (unique_early, counting) it was made with
-        self.plans: dict = {}  # id → (template, constants, names) of a counted filter
+        # by filter number: a counted filter's shape's Template (None: the machine's filter,
+        # or removed), its constants (None: not counted) and its names; and how many
+        self.templates: list = []
+        self.constants: list = []
+        self.names: list = []
+        self.counted = 0
         # id → (program, constants, names, own key) of the filters added since (filter_program)
         # that the AFA compiles: not the counted ones, but where it was last made without
         # counting (then None: compiled from the text); only they are kept so (``paths``
@@ -354,6 +360,16 @@ class Workload:
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    @property
+    def plans(self) -> dict:
+        """id → (template, constants, names) of each counted filter."""
+        numbers, templates = self.numbers, self.templates
+        return {
+            fid: (templates[n], self.constants[n], self.names[n])
+            for fid, n in numbers.items()
+            if templates[n] is not None
+        }
 
     @property
     def paths(self) -> dict:
@@ -402,24 +418,29 @@ class Workload:
                     bad[k] = FilterError("duplicate filter id", fid, lines[k])
                 elif k not in bad:
                     seen.add(fid)
-        kept = [k for k in range(len(fids)) if k not in bad] if bad else range(len(fids))
+        if bad:
+            kept = [k for k in range(len(fids)) if k not in bad]
+            fids, texts, shapes, constants, names = (
+                [column[k] for k in kept] for column in (fids, texts, shapes, constants, names)
+            )
         names = list(map(_names_used.setdefault, names, names))  # one tuple per naming
-        plans, made = self.plans, {}  # made: the programs of the machine's filters
+        templates = [shape.plan if shape.counted else None for shape in shapes]
+        made = {}  # the programs of the machine's filters
         if len(_made_by_text) >= SHAPE_LIMIT:  # (a running machine adds filters for ever)
             _made_by_text.clear()
-        for k in kept:
-            shape = shapes[k]
-            if shape.counted:
-                plans[fids[k]] = (shape.plan, constants[k], names[k])
-            else:  # (an equal filter's, where one came before)
+        for k, template in enumerate(templates):
+            if template is None:  # (an equal filter's, where one came before)
                 program = _made_by_text.get(texts[k])
                 if program is None:
                     program = _made_by_text[texts[k]] = _program(
-                        texts[k], shape, constants[k], names[k]
+                        texts[k], shapes[k], constants[k], names[k]
                     )
                 made[fids[k]] = program
-        if bad:
-            fids, texts = [fids[k] for k in kept], [texts[k] for k in kept]
+                constants[k] = None  # (only a counted filter's are kept)
+        self.templates += templates
+        self.constants += constants
+        self.names += names
+        self.counted += len(templates) - len(made)
         first = len(self.names_of)
         self.numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
         self.names_of += fids
@@ -436,7 +457,9 @@ class Workload:
         number = self.numbers[fid]
         del self.texts[fid], self.numbers[fid]
         self._uncompiled.pop(fid, None)
-        self.plans.pop(fid, None)
+        if self.templates[number] is not None:
+            self.counted -= 1
+        self.templates[number] = self.constants[number] = None
         if self._afa is not None:  # its states are left to no filter
             self._afa.initial.pop(number, None)
             self._afa.early.pop(number, None)
@@ -456,8 +479,12 @@ class Workload:
         else:
             afa = self._afa = AFA()
             self._afa_flags, self._removed = flags, 0
-            pending, plans = self._uncompiled, self.plans if counting else {}
-            adding = {fid: pending.get(fid) for fid in self.texts if fid not in plans}
+            pending, numbers, templates = self._uncompiled, self.numbers, self.templates
+            adding = {
+                fid: pending.get(fid)
+                for fid in self.texts
+                if not counting or templates[numbers[fid]] is None
+            }
         numbers, add, texts = self.numbers, afa.add_program, self.texts
         for fid, made in adding.items():
             program, constants, names, owner = made or filter_program(texts[fid], fid)
