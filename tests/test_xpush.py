@@ -386,8 +386,8 @@ def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces, more):
 @settings(max_examples=500)
 @given(filter_soups)
 def test_the_compiled_tokenizer_is_the_regular_expression_s(pieces):
-    """``filter_tokens`` (C) reads a filter's tokens as ``TOKEN`` does (the same kinds,
-    values and offsets, as ``Token``s), or leaves a text it cannot read to it (None):
+    """``filter_tokens`` (C) reads a filter's tokens as ``token_expression()`` does (the same
+    kinds, values and offsets, as ``Token``s), or leaves a text it cannot read to it (None):
     never a list of tokens for a text the regular expression refuses."""
     from xcep.lexing import scan
     from xcep.xpush import parser
@@ -397,7 +397,7 @@ def test_the_compiled_tokenizer_is_the_regular_expression_s(pieces):
     text = "".join(pieces)
     got = parser.filter_tokens(text, parser.Token)
     try:
-        expected = scan(text, parser.TOKEN, lambda message, at: ValueError(message))
+        expected = scan(text, parser.token_expression(), lambda message, at: ValueError(message))
     except ValueError:
         assert got is None, text
         return
@@ -485,7 +485,7 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
         value = others[float(match.group(2))]
         return f"{value:g}" if value != int(value) else str(int(value))
 
-    renamed = workload.pieces().sub(replace_piece, text)
+    renamed = workload.expression(workload.PIECE_PATTERN).sub(replace_piece, text)
     if _shape(renamed)[0] != key:
         return  # a string constant that now reads otherwise ("'" inside): not one shape
     try:

@@ -4426,7 +4426,7 @@ out:
 /* The character classes: filter_text.h. */
 
 /* The end of a string, number or name piece starting at `pos` (its kind in *kind: 1, 2, 3),
- * or -1: the alternatives of _PIECE tried in order, as re.split does at `pos`. */
+ * or -1: the alternatives of PIECE_PATTERN tried in order, as re.split does at `pos`. */
 static Py_ssize_t shape_piece(int ukind, const void *data, Py_ssize_t n, Py_ssize_t pos, int *kind)
 {
 #define CH(i) PyUnicode_READ(ukind, data, (i))

@@ -1,6 +1,6 @@
 /* What the compiled core's readers of filter text share (_states.c: filter_shape;
  * plan_reader.c: read_plan): the character classes of the filter tokenizer (parser.py's
- * TOKEN, workload.py's _PIECE) as Python's re reads them on str. */
+ * TOKEN_PATTERN, workload.py's PIECE_PATTERN) as Python's re reads them on str. */
 #ifndef XCEP_XPUSH_FILTER_TEXT_H
 #define XCEP_XPUSH_FILTER_TEXT_H
 

@@ -9,7 +9,7 @@
  * STRING) or contains(PATH, STRING). What is not plainly of that form — `//`, `*`, `..`,
  * axes, true(), a digit outside ASCII, predicates on more than one step (nested anchors:
  * counted_plans.plan_of), a syntax error — is None, not an error: the parser reads it (and says
- * what is wrong). The tokens are parser.py's TOKEN's; what is read is
+ * what is wrong). The tokens are parser.py's TOKEN_PATTERN's; what is read is
  * read as the parser and the rewrite read it, but for and/or left unflattened and atoms
  * repeated in a formula (the same value: tested on random filters). */
 #define PY_SSIZE_T_CLEAN
@@ -34,7 +34,7 @@ typedef struct {
     PyObject *atoms;      /* list of (labels, op, value) */
     PyObject *code;       /* list of ints: the formula, postfix */
     int not_form;         /* set where the text is not plainly of the form: None */
-    int all_tokens;       /* tokenize every token of TOKEN's (filter_tokens), not only the
+    int all_tokens;       /* tokenize every token of TOKEN_PATTERN's (filter_tokens), not only the
                            * counted form's ("::", digits outside ASCII) */
 } Reader;
 
@@ -47,13 +47,13 @@ static int not_form(Reader *r)
     return -1;
 }
 
-static int two_char_op(Py_UCS4 a, Py_UCS4 b) /* of TOKEN's ops; "::" (an axis) is not read */
+static int two_char_op(Py_UCS4 a, Py_UCS4 b) /* of TOKEN_PATTERN's ops; "::" (an axis) is not read */
 {
     return (a == '/' && b == '/') || (a == '.' && b == '.') ||
            (b == '=' && (a == '!' || a == '<' || a == '>'));
 }
 
-/* TOKEN's tokens of the text, an end token after them; -1 (not_form or an error) */
+/* TOKEN_PATTERN's tokens of the text, an end token after them; -1 (not_form or an error) */
 static int tokenize(Reader *r, Py_ssize_t n)
 {
     Token *t = r->tokens = PyMem_Malloc((size_t)(n + 1) * sizeof(Token));

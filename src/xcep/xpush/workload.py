@@ -152,18 +152,11 @@ _NAME = r"[A-Za-z_\u00c0-\uffff][" + _NAME_CHAR + r"]*"
 # what a shape cuts out: a string constant; a number where a token starts (not inside a
 # name: the tokenizer reads ``a-1`` and ``x1.5`` as names); a name (or prefix:name) where
 # a token starts, not before ``(`` or ``:`` (a function, an axis: words the parser reads)
-_PIECE_PATTERN = (
+PIECE_PATTERN = (
     r"""('[^']*'|"[^"]*")"""
     rf"|(?<![{_NAME_CHAR}])(-?(?:\d+(?:\.\d*)?|\.\d+))"
     rf"|(?<![{_NAME_CHAR}:])({_NAME}(?::{_NAME})?)(?![{_NAME_CHAR}:(]|\s*[(:])"
 )
-
-
-@cache
-def pieces() -> re.Pattern:
-    """The expression of what a shape cuts out, compiled when first asked for (12 ms, at
-    every start: the compiled core's ``filter_shape`` does the cut where it is built)."""
-    return re.compile(_PIECE_PATTERN)
 
 
 _WORDS = frozenset(("and", "or"))  # names the parser reads as operators: kept in the shape
@@ -172,13 +165,18 @@ _WORDS = frozenset(("and", "or"))  # names the parser reads as operators: kept i
 # what cuts a filter's last predicate into conjuncts: a quoted string (passed over), a
 # bracket or parenthesis (the depth), ``and`` between white space (a cut at depth 0), and
 # ``or`` as a word (at depth 0: no cut, ``and`` binds tighter)
-_CONJUNCT_MARK = re.compile(
+_CONJUNCT_MARK = (
     r"""'[^']*'|"[^"]*"|[\[\]()]|(?<=\s)and(?=\s)"""
     rf"|(?<![{_NAME_CHAR}:@$])or(?![{_NAME_CHAR}:])"
 )
+_PLAIN_HEAD = rf"/[{_NAME_CHAR}:*@/]*"  # an absolute path of names, no predicate
 
 
-_PLAIN_HEAD = re.compile(rf"/[{_NAME_CHAR}:*@/]*")  # an absolute path of names, no predicate
+@cache
+def expression(pattern: str) -> re.Pattern:
+    """A regular expression compiled when first asked for (the three here cost 20 ms at
+    every start; the compiled core's ``filter_shape`` does the cut where it is built)."""
+    return re.compile(pattern)
 
 
 def conjuncts(text: str) -> tuple[str, list[str]] | None:
@@ -188,7 +186,7 @@ def conjuncts(text: str) -> tuple[str, list[str]] | None:
     if start <= 0 or text[-1] != "]":
         return None
     depth, parts, cut = 0, [], start + 1
-    for mark in _CONJUNCT_MARK.finditer(text, start + 1, len(text) - 1):
+    for mark in expression(_CONJUNCT_MARK).finditer(text, start + 1, len(text) - 1):
         token = mark.group()
         if token in ("[", "("):
             depth += 1
@@ -222,7 +220,7 @@ def _conjunction_program(text: str, constants: tuple, names: tuple) -> Program |
     if cut is None:
         return None
     head, parts = cut
-    if not _PLAIN_HEAD.fullmatch(head):  # an expression or a relative path: a tree of its own
+    if not expression(_PLAIN_HEAD).fullmatch(head):  # an expression, a relative path: a tree
         return None
     try:
         programs = [filter_program(f"{head}[{part}]")[:3] for part in parts]
@@ -236,7 +234,7 @@ def _conjunction_plan(text: str) -> Plan | None:
     ``HEAD[C2]``, … (known shapes mostly; ``_conjunction_program`` for programs), or
     None where one is not counted or the parts are not the whole's."""
     cut = None if ".." in text or "::" in text else conjuncts(text)
-    if cut is None or not _PLAIN_HEAD.fullmatch(cut[0]):
+    if cut is None or not expression(_PLAIN_HEAD).fullmatch(cut[0]):
         return None
     head, parts = cut
     try:
@@ -261,7 +259,7 @@ def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
     pieces as it is, each piece as NUL, its kind (``s`` string, ``n`` number, ``m`` name,
     ``w`` ``and``, ``o`` ``or``) and ``chr(1 + place)``. A text with a NUL between its
     pieces is its own shape (``("text", text)``)."""
-    parts = pieces().split(text)
+    parts = expression(PIECE_PATTERN).split(text)
     constants: dict = {}
     names: dict = {}
     key = [parts[0]]
