@@ -2939,7 +2939,8 @@ typedef struct {
     uint64_t doc;        /* the document its matched and false_count are of */
     int32_t false_count; /* the anchors of its head where it was false, in doc */
     int32_t code;        /* its formula in code.items, where longer than INLINE_CODE */
-    int32_t rank;        /* its rank among the machine's filters (an inner one's: -1) */
+    int32_t rank;        /* its rank among the machine's filters, or -1 - its number where it
+                          * counts for equal filters too (ranks); an inner one's: 0, unread */
     int32_t mark;        /* the atom it makes true where it holds (an inner filter's), or -1 */
     uint16_t length;
     uint8_t matched, is_default;
@@ -2956,7 +2957,9 @@ typedef struct {
     uint8_t *collect;
     Lists exists, postings, code, head_defaults;
     PyObject **indexes; /* per node: a ValueIndex, or NULL */
-    int32_t *atom_head, *ranks;
+    int32_t *atom_head;
+    Lists ranks;      /* per ranked filter, the ranks of the equal filters it counts for */
+    int32_t rank_limit; /* above every rank */
     int32_t *marks; /* per filter: the atom it makes true where it holds (an inner filter's,
                      * counted_plans.plan_of), or -1 (it is answered); NULL: none is inner */
     uint8_t *truth;
@@ -2968,7 +2971,7 @@ typedef struct {
     uint64_t *atom_stamp, *head_stamp, *head_doc;
     int32_t *head_seen;
     IntVec *touched; /* per head */
-    IntVec heads_seen, found, stack, values;
+    IntVec heads_seen, found, stack, values, answer;
     PyObject *texts;
     Py_ssize_t collecting;
     long long doc;
@@ -2987,10 +2990,11 @@ static void counter_dealloc(Counter *self)
             PyMem_Free(self->touched[h].data);
     edges_free(&self->children);
     void *blocks[] = {self->bits, self->head_of, self->collect, self->indexes, self->marks,
-                      self->atom_head, self->ranks, self->info_block, self->truth,
+                      self->atom_head, self->ranks.at, self->ranks.items, self->info_block,
+                      self->truth,
                       self->atom_stamp, self->head_stamp, self->head_doc, self->head_seen,
                       self->touched,
-                      self->heads_seen.data, self->found.data, self->stack.data,
+                      self->heads_seen.data, self->found.data, self->stack.data, self->answer.data,
                       self->values.data, self->exists.at, self->exists.items, self->postings.at,
                       self->postings.items, self->code.at, self->code.items,
                       self->head_defaults.at, self->head_defaults.items};
@@ -3063,7 +3067,7 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     int32_t *keys = NULL;
     if (!(self->head_of = counter_ints(head_of, &nodes, "head_of")) ||
         !(self->atom_head = counter_ints(atom_head, &atoms, "atom_head")) ||
-        !(self->ranks = counter_ints(ranks, &ranked, "ranks")) ||
+        (ranked = load_lists(&self->ranks, ranks, -1, INT32_MAX, "ranks")) < 0 ||
         (marks != Py_None && !(self->marks = counter_ints(marks, &filters, "marks"))))
         goto fail;
     filters = self->marks != NULL ? filters : ranked;
@@ -3102,11 +3106,19 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             PyErr_SetString(PyExc_ValueError, "atom_head: a head out of range");
             goto fail;
         }
-    for (Py_ssize_t f = 1; f < ranked; f++)
-        if (self->ranks[f] <= self->ranks[f - 1]) {
-            PyErr_SetString(PyExc_ValueError, "ranks: ascending");
+    for (Py_ssize_t f = 0; f < ranked; f++) { /* each list ascending, by their first */
+        const int32_t *r = self->ranks.items + self->ranks.at[f];
+        int32_t count = self->ranks.at[f + 1] - self->ranks.at[f];
+        int ok = count > 0 && (f == 0 || r[0] > self->ranks.items[self->ranks.at[f - 1]]);
+        for (int32_t i = 1; i < count && ok; i++)
+            ok = r[i] > r[i - 1];
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "ranks: ascending lists, by their first");
             goto fail;
         }
+        if (r[count - 1] >= self->rank_limit)
+            self->rank_limit = r[count - 1] + 1;
+    }
     if (!(self->collect = PyMem_Malloc((size_t)nodes)) ||
         !(self->info_block = PyMem_Calloc((size_t)filters + 1, sizeof(FilterInfo))) ||
         !(self->indexes = PyMem_Calloc((size_t)nodes, sizeof(PyObject *))))
@@ -3121,7 +3133,10 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             goto fail;
         }
         info->is_default = ((const uint8_t *)defaults.buf)[f] != 0;
-        info->rank = f < ranked ? self->ranks[f] : -1;
+        int32_t at_rank = f < ranked ? self->ranks.at[f] : 0;
+        info->rank = f >= ranked                                  ? 0
+                     : self->ranks.at[f + 1] - at_rank == 1 ? self->ranks.items[at_rank]
+                                                            : -1 - (int32_t)f;
         info->mark = self->marks != NULL ? self->marks[f] : -1;
         info->code = at;
         info->length = (uint16_t)length;
@@ -3168,7 +3183,7 @@ static PyObject *counter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     if (!(self->truth = PyMem_Calloc((size_t)deepest, 1)) || !(self->atom_stamp = PyMem_Calloc(na, 8)) ||
         !(self->head_stamp = PyMem_Calloc(nh, 8)) || !(self->head_doc = PyMem_Calloc(nh, 8)) ||
         !(self->head_seen = PyMem_Calloc(nh, 4)) || !(self->touched = PyMem_Calloc(nh, sizeof(IntVec))) ||
-        !(self->bits = bitmap_new(filters)) ||
+        !(self->bits = bitmap_new(self->rank_limit)) ||
         !(self->texts = PyList_New(0)))
         goto nomemory;
     goto done;
@@ -3318,15 +3333,22 @@ static PyObject *counter_answer(Counter *self)
                 return NULL;
         }
     }
-    if (found->len)
-        sort_unique(found, self->bits, self->filters);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, found->len * 4);
-    if (out == NULL)
-        return NULL;
-    int32_t *ranks = (int32_t *)PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < found->len; i++)
-        ranks[i] = self->info[found->data[i]].rank;
-    return out;
+    IntVec *ranks = &self->answer; /* the filters' ranks, and their equal filters' */
+    ranks->len = 0;
+    for (Py_ssize_t i = 0; i < found->len; i++) {
+        int32_t rank = self->info[found->data[i]].rank;
+        if (rank >= 0) {
+            if (vec_push(ranks, rank) < 0)
+                return NULL;
+            continue;
+        }
+        for (int32_t j = self->ranks.at[-1 - rank]; j < self->ranks.at[-rank]; j++)
+            if (vec_push(ranks, self->ranks.items[j]) < 0)
+                return NULL;
+    }
+    if (ranks->len)
+        sort_unique(ranks, self->bits, self->rank_limit);
+    return PyBytes_FromStringAndSize((const char *)ranks->data, ranks->len * 4);
 }
 
 /* feed(docs, kinds, names, values, elem_ids, attr_ids, start, end) -> [(doc, ranks)] for
@@ -3478,30 +3500,35 @@ static PyTypeObject CounterType = {
 
 /* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
 
-/* plan_counted(templates, constants, names, labels, tests, costs, sub_test)
+/* plan_counted(templates, constants, names, ranked, labels, tests, costs, sub_test)
  *   -> (children, head_of, is_element, atom_head, atom_tests, constants, exists,
- *       values, postings, code, defaults, head_defaults)
+ *       values, postings, code, defaults, head_defaults, groups)
  *
  * CountedFilters built (its reference: CountedFilters._shape, then _plan). templates,
- * constants and names: per filter, by rank, its template (a counted_plans.Template: its plan's
- * head, atoms and formula, names, places, default and choices are read once), its constants
- * and its names (tuples), three columns; labels: the
- * trie's {label: id}, extended here; tests: the atoms' tests by number (None: existence),
- * costs (float64) theirs; sub_test: the number of the SUB test (counted_plans.py: an atom an
- * inner filter makes true, in neither exists nor values).
+ * constants and names: per filter, by rank, its template (a counted_plans.Template: its
+ * plan's head, atoms and formula, names, places, default and choices are read once), its
+ * constants and its names (tuples), three columns, the first `ranked` answered (the others
+ * inner filters, counted_plans.plan_of); labels: the trie's {label: id}, extended here;
+ * tests: the atoms' tests by number (None: existence), costs (float64) theirs; sub_test: the
+ * number of the SUB test (counted_plans.py: an atom an inner filter makes true, in neither
+ * exists nor values).
  *
  * First the trie, for each (template, names) met: the nodes of its head (the anchor) and of
  * its atoms' paths (a template's labels read as places of its names, the filter's names
  * put in), and a slot per (anchor, node, test). Then each filter's atoms (per slot, one per
- * constant, numbered as met), its formula over them (the operators after the atoms, as
- * Counter takes it) and the atoms it is found by: of its template's sets the one with the
- * least summed cost (the test's cost times one plus a hundredth of the filters using the
- * atom; the first such), or all of its atoms. Lists come back as (offsets, items) pairs of
- * int32 bytes: exists and values the existence and the value atoms by node, postings the
- * filters by atom, code the formulas by filter, head_defaults by head the filters true
- * with no atom; children as int32 (node, label, child) triples in the order made, head_of
- * and atom_head as int32, is_element, atom_tests and defaults
- * as bytes, constants a list (None for existence). A template that names what its names do
+ * constant, numbered as met). Equal answered filters (one template and names, the same
+ * atoms) are one filter from here on, counted once (a workload repeats its common filters:
+ * 84 % of seed's matches): the distinct filters, numbered by their first, then each inner
+ * one; groups lists each one's filters. Then each one's formula over its atoms (the
+ * operators after the atoms, as Counter takes it) and the atoms it is found by: of its
+ * template's sets the one with the least summed cost (the test's cost times one plus a
+ * hundredth of the distinct filters using the atom; the first such), or all of its atoms.
+ * Lists come back as (offsets, items) pairs of int32 bytes: exists and values the
+ * existence and the value atoms by node, postings the distinct filters by atom, code their
+ * formulas, head_defaults by head those true with no atom, groups each one's filters;
+ * children as int32 (node, label, child) triples in the order made, head_of and atom_head
+ * as int32, is_element, atom_tests and defaults as bytes, constants a list (None for
+ * existence). A template that names what its names do
  * not is a ValueError. */
 typedef struct {
     PyObject *labels, *text_label;
@@ -3742,10 +3769,11 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
 {
     PyObject *templates, *values_of, *names_of, *labels, *tests;
     Py_buffer costs;
+    Py_ssize_t ranked;
     int sub_test;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!y*i:plan_counted", &PyList_Type, &templates,
-                          &PyList_Type, &values_of, &PyList_Type, &names_of, &PyDict_Type,
-                          &labels, &PyTuple_Type, &tests, &costs, &sub_test))
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!O!y*i:plan_counted", &PyList_Type, &templates,
+                          &PyList_Type, &values_of, &PyList_Type, &names_of, &ranked,
+                          &PyDict_Type, &labels, &PyTuple_Type, &tests, &costs, &sub_test))
         return NULL;
     PyObject *result = NULL, *combos = PyDict_New(), *slot_atoms = PyList_New(0);
     PyObject *constants = PyList_New(0), *defaults = NULL;
@@ -3755,15 +3783,19 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     IntVec combo_template = {0}, combo_head = {0}, combo_slots = {0}, combo_at = {0},
            filter_combo = {0}, slot_head = {0}, slot_node = {0}, slot_op = {0}, numbers = {0},
            numbers_at = {0}, atom_slot = {0}, atom_node = {0}, atom_head = {0}, chosen = {0},
-           chosen_at = {0};
+           chosen_at = {0}, first = {0}, key = {0};
     int32_t *uses = NULL, *post_at = NULL, *post_items = NULL, *fill = NULL, *code_at = NULL,
-            *code_items = NULL, *hd_at = NULL, *hd_items = NULL;
+            *code_items = NULL, *hd_at = NULL, *hd_items = NULL, *group_at = NULL,
+            *group_items = NULL, *distinct_of = NULL;
+    SetStore *equal = NULL;
     uint8_t *atom_op = NULL, *exists_keep = NULL;
     double *atom_cost = NULL;
     const double *op_cost = costs.buf;
     Py_ssize_t filters = PyList_GET_SIZE(templates);
-    if (PyList_GET_SIZE(values_of) != filters || PyList_GET_SIZE(names_of) != filters) {
-        PyErr_SetString(PyExc_ValueError, "plan_counted: templates, constants, names alike long");
+    if (PyList_GET_SIZE(values_of) != filters || PyList_GET_SIZE(names_of) != filters ||
+        ranked < 0 || ranked > filters) {
+        PyErr_SetString(PyExc_ValueError,
+                        "plan_counted: templates, constants, names alike long; ranked of them");
         goto done;
     }
     if (combos == NULL || slot_atoms == NULL || constants == NULL || t.text_label == NULL ||
@@ -3878,23 +3910,59 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         if (vec_push(&numbers_at, (int32_t)numbers.len) < 0)
             goto done;
     }
+    /* equal filters (one template and names, so the same atoms) counted once: the ranked
+     * ones' distinct filters numbered as first met (first: the first filter of each), then
+     * each inner one (after `ranked`, distinct already) a filter of its own */
+    if (!(distinct_of = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))) ||
+        !(equal = store_new(1)))
+        goto nomemory;
+    for (Py_ssize_t f = 0; f < filters; f++) {
+        Py_ssize_t d = first.len;
+        if (f < ranked) { /* the key: its combination, then its atoms */
+            key.len = 0;
+            if (vec_push(&key, filter_combo.data[f]) < 0)
+                goto done;
+            for (int32_t i = numbers_at.data[f]; i < numbers_at.data[f + 1]; i++)
+                if (vec_push(&key, numbers.data[i]) < 0)
+                    goto done;
+            if ((d = store_intern(equal, key.data, key.len)) < 0)
+                goto done;
+        }
+        distinct_of[f] = (int32_t)d;
+        if (d == first.len && vec_push(&first, (int32_t)f) < 0)
+            goto done;
+    }
+    Py_ssize_t distinct = first.len;
+    if (!(group_at = PyMem_Calloc((size_t)distinct + 1, sizeof(int32_t))) ||
+        !(group_items = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))))
+        goto nomemory;
+    for (Py_ssize_t f = 0; f < filters; f++)
+        group_at[distinct_of[f] + 1]++;
+    for (Py_ssize_t d = 0; d < distinct; d++)
+        group_at[d + 1] += group_at[d];
+    for (Py_ssize_t f = 0; f < filters; f++)
+        group_items[group_at[distinct_of[f]]++] = (int32_t)f;
+    for (Py_ssize_t d = distinct; d > 0; d--) /* (each moved to its end: back to its start) */
+        group_at[d] = group_at[d - 1];
+    group_at[0] = 0;
     Py_ssize_t natoms = atom_slot.len, nheads = t.heads.len;
-    /* the costs of the atoms, from the filters that use them */
+    /* the costs of the atoms, from the (distinct) filters that use them */
     if (!(uses = PyMem_Calloc((size_t)natoms + 1, sizeof(int32_t))) ||
         !(atom_cost = PyMem_Malloc(((size_t)natoms + 1) * sizeof(double))) ||
         !(atom_op = PyMem_Malloc((size_t)natoms + 1)) ||
         !(exists_keep = PyMem_Malloc((size_t)natoms + 1)))
         goto nomemory;
-    for (Py_ssize_t i = 0; i < numbers.len; i++)
-        uses[numbers.data[i]]++;
+    for (Py_ssize_t d = 0; d < distinct; d++)
+        for (int32_t i = numbers_at.data[first.data[d]]; i < numbers_at.data[first.data[d] + 1]; i++)
+            uses[numbers.data[i]]++;
     for (Py_ssize_t a = 0; a < natoms; a++) {
         atom_op[a] = (uint8_t)slot_op.data[atom_slot.data[a]];
         exists_keep[a] = atom_op[a] == 0; /* (a SUB atom: neither, its inner filter marks it) */
         atom_cost[a] = op_cost[atom_op[a]] * (1.0 + (double)uses[a] / 100.0);
     }
-    /* the atoms each filter is found by */
-    for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t k = combo_template.data[filter_combo.data[f]];
+    /* the atoms each (distinct) filter is found by */
+    for (Py_ssize_t d = 0; d < distinct; d++) {
+        int32_t f = first.data[d], k = combo_template.data[filter_combo.data[f]];
         int32_t from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
         const int32_t *c = ts.choice.data + ts.choice_at.data[k], *end = ts.choice.data + ts.choice_at.data[k + 1];
         if (c == end) { /* all of its atoms */
@@ -3939,27 +4007,27 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     for (Py_ssize_t a = 0; a < natoms; a++)
         post_at[a + 1] += post_at[a];
     memcpy(fill, post_at, (size_t)natoms * sizeof(int32_t));
-    for (Py_ssize_t f = 0; f < filters; f++)
-        for (int32_t i = chosen_at.data[f]; i < chosen_at.data[f + 1]; i++)
-            post_items[fill[chosen.data[i]]++] = (int32_t)f;
+    for (Py_ssize_t d = 0; d < distinct; d++)
+        for (int32_t i = chosen_at.data[d]; i < chosen_at.data[d + 1]; i++)
+            post_items[fill[chosen.data[i]]++] = (int32_t)d;
     /* formulas over the atoms, operators after them; the filters true with none, by head */
     Py_ssize_t code_count = 0;
-    for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t k = combo_template.data[filter_combo.data[f]];
+    for (Py_ssize_t d = 0; d < distinct; d++) {
+        int32_t k = combo_template.data[filter_combo.data[first.data[d]]];
         code_count += ts.formula_at.data[k + 1] - ts.formula_at.data[k];
     }
-    if (!(code_at = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))) ||
+    if (!(code_at = PyMem_Malloc(((size_t)distinct + 1) * sizeof(int32_t))) ||
         !(code_items = PyMem_Malloc(((size_t)code_count + 1) * sizeof(int32_t))) ||
         !(hd_at = PyMem_Calloc((size_t)nheads + 1, sizeof(int32_t))) ||
-        !(hd_items = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))))
+        !(hd_items = PyMem_Malloc(((size_t)distinct + 1) * sizeof(int32_t))))
         goto nomemory;
-    if ((defaults = PyBytes_FromStringAndSize(NULL, filters)) == NULL)
+    if ((defaults = PyBytes_FromStringAndSize(NULL, distinct)) == NULL)
         goto done;
     char *default_of = PyBytes_AS_STRING(defaults);
     Py_ssize_t at = 0;
     code_at[0] = 0;
-    for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t c = filter_combo.data[f], k = combo_template.data[c];
+    for (Py_ssize_t d = 0; d < distinct; d++) {
+        int32_t f = first.data[d], c = filter_combo.data[f], k = combo_template.data[c];
         int32_t from = numbers_at.data[f], local = numbers_at.data[f + 1] - from;
         for (int32_t i = ts.formula_at.data[k]; i < ts.formula_at.data[k + 1]; i++) {
             int32_t op = ts.formula.data[i];
@@ -3969,18 +4037,18 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
             }
             code_items[at++] = op < C_OPS ? (int32_t)natoms + op : numbers.data[from + op - C_OPS];
         }
-        code_at[f + 1] = (int32_t)at;
-        default_of[f] = (char)(ts.fallback.data[k] != 0);
+        code_at[d + 1] = (int32_t)at;
+        default_of[d] = (char)(ts.fallback.data[k] != 0);
         if (ts.fallback.data[k])
             hd_at[combo_head.data[c] + 1]++;
     }
     for (Py_ssize_t h = 0; h < nheads; h++)
         hd_at[h + 1] += hd_at[h];
     memcpy(fill, hd_at, (size_t)nheads * sizeof(int32_t));
-    for (Py_ssize_t f = 0; f < filters; f++) {
-        int32_t c = filter_combo.data[f];
+    for (Py_ssize_t d = 0; d < distinct; d++) {
+        int32_t c = filter_combo.data[first.data[d]];
         if (ts.fallback.data[combo_template.data[c]])
-            hd_items[fill[combo_head.data[c]]++] = (int32_t)f;
+            hd_items[fill[combo_head.data[c]]++] = (int32_t)d;
     }
     Py_ssize_t nodes = t.head_of.len;
     uint8_t *is_element = PyMem_Malloc((size_t)nodes);
@@ -3997,13 +4065,14 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         goto done;
     }
     result = Py_BuildValue(
-        "(NNNNNONN(NN)(NN)O(NN))", vec_bytes(&t.child_keys), vec_bytes(&t.head_of),
+        "(NNNNNONN(NN)(NN)O(NN)(NN))", vec_bytes(&t.child_keys), vec_bytes(&t.head_of),
         PyBytes_FromStringAndSize((const char *)is_element, nodes),
         vec_bytes(&atom_head), PyBytes_FromStringAndSize((const char *)atom_op, natoms),
         constants, exists, values, ints_bytes(post_at, natoms + 1),
-        ints_bytes(post_items, chosen.len), ints_bytes(code_at, filters + 1),
+        ints_bytes(post_items, chosen.len), ints_bytes(code_at, distinct + 1),
         ints_bytes(code_items, at), defaults, ints_bytes(hd_at, nheads + 1),
-        ints_bytes(hd_items, hd_at[nheads]));
+        ints_bytes(hd_items, hd_at[nheads]), ints_bytes(group_at, distinct + 1),
+        ints_bytes(group_items, filters));
     PyMem_Free(is_element);
     goto done;
 nomemory:
@@ -4022,13 +4091,15 @@ done:
     IntVec *vecs[] = {&t.child_keys, &t.head_of, &t.is_element, &t.heads, &combo_template,
                       &combo_head, &combo_slots, &combo_at, &filter_combo, &slot_head,
                       &slot_node, &slot_op, &numbers, &numbers_at, &atom_slot, &atom_node,
-                      &atom_head, &chosen, &chosen_at, &ts.head_at, &ts.head, &ts.atom_at,
+                      &atom_head, &chosen, &chosen_at, &first, &key, &ts.head_at, &ts.head, &ts.atom_at,
                       &ts.label_at, &ts.labels, &ts.test, &ts.place, &ts.formula_at,
                       &ts.formula, &ts.choice_at, &ts.choice, &ts.fallback};
     for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
         PyMem_Free(vecs[k]->data);
-    void *blocks[] = {uses, post_at, post_items, fill, code_at, code_items, hd_at, hd_items,
-                      atom_op, exists_keep, atom_cost};
+    void *blocks[] = {uses,     post_at,     post_items, fill,    code_at,
+                      code_items, hd_at,   hd_items,   atom_op, exists_keep,
+                      atom_cost, group_at, group_items, distinct_of};
+    Py_XDECREF(equal);
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     return result;

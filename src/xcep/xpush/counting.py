@@ -132,16 +132,24 @@ class CountedFilters:
         columns = [list(column) for column in zip(*map(planned.get, ranks), strict=True)]
         return cls(ranks, *(columns or ([], [], [])), compiled=compiled)
 
-    def _marks(self, tests, constants) -> array | None:
-        """Per filter (the inner ones after the ranked), the SUB atom it makes true where
-        it holds (-1: none, it is answered); None without inner filters."""
+    def _marks(self, tests, constants, distinct: int) -> array | None:
+        """Per (distinct) filter, the answered ones then the inner ones, the SUB atom it
+        makes true where it holds (-1: none, it is answered); None without inner filters."""
         if not self._inner:
             return None
-        marks = array("i", [-1]) * (len(self.ranks) + len(self._inner))
+        marks = array("i", [-1]) * distinct
+        inner = distinct - len(self._inner) - len(self.ranks)  # given number → its number
         for atom, (test, constant) in enumerate(zip(tests, constants, strict=True)):
             if test == SUB:
-                marks[self._inner[constant]] = atom
+                marks[self._inner[constant] + inner] = atom
         return marks
+
+    def _rank_lists(self, at, items) -> tuple[array, array]:
+        """The ranks each answered (distinct) filter counts for, as (offsets, items), from
+        the filters given each one counts for (``groups``: offsets, items)."""
+        at = array("i", at)
+        at = at[: len(at) - len(self._inner)]  # (the inner ones follow the answered ones)
+        return at, array("i", map(self.ranks.__getitem__, array("i", items)[: at[-1]]))
 
     def _plan_in_python(self, templates: list, constants: list, names: list) -> None:
         """The trie, its heads and slots (``_shape`` per template and names), then each
@@ -171,7 +179,7 @@ class CountedFilters:
                 self._shapes.append(self._shape(template, named))
             filter_shapes.append(shape)
         self._plan(filter_shapes, constants)
-        self.marks = self._marks(self.ops, self.constants)
+        self.marks = self._marks(self.ops, self.constants, len(self.groups))
         self.indexes = [PredicateIndex(values) if values else None for values in self.values]
 
     def _shape(self, template: Template, names: tuple) -> tuple:
@@ -193,12 +201,16 @@ class CountedFilters:
         return head, tuple(slots), plan.formula, template.default, template.choices
 
     def _plan(self, filter_shapes, constants: list) -> None:
-        """Each filter's atoms, formula and the atoms it is found by (``access``)."""
+        """Each filter's atoms; equal answered filters (one template and names, the same
+        atoms) made one, counted once (``groups``: each one's filters, the distinct ones
+        numbered by their first, then each inner one); each one's formula and the atoms it
+        is found by (``access``)."""
         self.codes: list[tuple[int, ...]] = []  # filter → its formula over atom numbers
         self.defaults: list[bool] = []  # filter → whether it holds with no atom true
         self.head_defaults: list[list[int]] = [[] for _ in self.heads]
+        self.groups: list[list[int]] = []  # filter → the filters given it counts for
         found_by = []  # filter → (its atoms, the sets of them it may be found by)
-        slots = self._slots
+        slots, equal = self._slots, {}
         for f, (shape, values) in enumerate(zip(filter_shapes, constants, strict=True)):
             head, places, formula, default, choices = self._shapes[shape]
             numbers = []
@@ -206,12 +218,19 @@ class CountedFilters:
                 value = None if place < 0 else values[place]
                 atom = slots[slot][0].get(value)
                 numbers.append(self._atom(slot, value) if atom is None else atom)
+            if f < len(self.ranks):  # (an inner filter is distinct already)
+                key = (shape, *numbers)
+                if key in equal:
+                    self.groups[equal[key]].append(f)
+                    continue
+                equal[key] = len(self.groups)
+            self.groups.append([f])
             self.codes.append(tuple(op if op < 0 else numbers[op] for op in formula))
             self.defaults.append(default)
             if default:
-                self.head_defaults[head].append(f)
+                self.head_defaults[head].append(len(self.groups) - 1)
             found_by.append((numbers, choices))
-        uses = [0] * len(self.atom_head)  # atom → the filters it appears in
+        uses = [0] * len(self.atom_head)  # atom → the (distinct) filters it appears in
         for numbers, _ in found_by:
             for atom in numbers:  # (a filter's atoms are distinct)
                 uses[atom] += 1
@@ -231,14 +250,21 @@ class CountedFilters:
         costs = array("d", (_OP_COST.get(test, 1.0) for test in _TESTS))
         try:
             out = plan_counted(
-                templates, constants, names, self.labels, _TESTS, costs, _TESTS.index(SUB)
+                templates,
+                constants,
+                names,
+                len(self.ranks),
+                self.labels,
+                _TESTS,
+                costs,
+                _TESTS.index(SUB),
             )
         except ValueError:
             self.labels = {TEXT_LABEL: 0}
             return
         children, head_of, is_element, atom_head, atom_ops, constants, exists, values = out[:8]
-        postings, code, defaults, head_defaults = out[8:]
-        marks = self._marks(map(_TESTS.__getitem__, atom_ops), constants)
+        postings, code, defaults, head_defaults, groups = out[8:]
+        marks = self._marks(map(_TESTS.__getitem__, atom_ops), constants, len(defaults))
         values_at, value_atoms = array("i", values[0]), array("i", values[1])
         indexes = [None] * (len(values_at) - 1)
         for node in range(len(indexes)):
@@ -260,6 +286,7 @@ class CountedFilters:
             code=code,
             defaults=defaults,
             head_defaults=head_defaults,
+            ranks=self._rank_lists(*groups),
             marks=marks,
         )
         self.atom_count = len(atom_ops)
@@ -342,6 +369,7 @@ class CountedFilters:
             "_shapes",
             "constants",
             "marks",
+            "groups",
         ):
             setattr(self, name, None)
 
@@ -355,7 +383,6 @@ class CountedFilters:
             return dict(
                 self.arguments,
                 indexes=[None if i is None else i.compiled(self.atom_count) for i in self.indexes],
-                ranks=array("i", self.ranks),
             )
         atoms = len(self.atom_head)
         # in C the operators follow the atoms: TRUE → atoms, FALSE → atoms + 1, …
@@ -374,7 +401,7 @@ class CountedFilters:
             code=offsets(codes),
             defaults=bytes(self.defaults),
             head_defaults=offsets(self.head_defaults),
-            ranks=array("i", self.ranks),
+            ranks=self._rank_lists(*offsets(self.groups)),
             marks=self.marks,
         )
 
@@ -489,7 +516,7 @@ class CountingRun:
         found = set(self.matched)
         for head, anchors in self.seen.items():
             found.update(f for f in c.head_defaults[head] if self.false.get(f, 0) < anchors)
-        return tuple(c.ranks[f] for f in sorted(found))
+        return tuple(sorted(c.ranks[given] for f in found for given in c.groups[f]))
 
 
 class Labels:

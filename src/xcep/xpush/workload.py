@@ -47,6 +47,9 @@ _by_shape: dict[tuple, _Shape] = {}
 _names_used: dict[tuple, tuple] = {}  # the names filters use, each tuple once (cleared alike)
 # a filter's text → what _program made of it (equal filters: the same; cleared alike)
 _made_by_text: dict[str, tuple] = {}
+# (plan, places, names) → its Template, one object for shapes written apart (``/a[b=1]``,
+# ``/a[b = 1]``): their filters are one filter to the counter where equal (cleared alike)
+_templates: dict[tuple, Template] = {}
 
 
 def _known_shape(text: str, fid) -> tuple[_Shape, tuple, tuple]:
@@ -78,6 +81,10 @@ def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
         tree = None if program is not None or plan is not None else _tree(text)
         plan = plan or plan_of(tree)
         template = plan and Template.of(plan, constants, names)
+        if template is not None:
+            template = _templates.setdefault(
+                (template.plan, template.places, template.names), template
+            )
         counted = template is not None and template.counted
         found = _Shape(tree, constants, names, program, template, counted)
     except FilterSyntaxError as exc:
@@ -85,7 +92,7 @@ def _new_shape(key, text: str, fid, constants: tuple, names: tuple) -> _Shape:
     except UnsupportedFilter as exc:
         raise FilterError(str(exc), fid) from None
     if len(_by_shape) >= SHAPE_LIMIT:
-        _by_shape.clear(), _names_used.clear(), _made_by_text.clear()
+        _by_shape.clear(), _names_used.clear(), _made_by_text.clear(), _templates.clear()
     _by_shape[key] = found
     return found
 
@@ -506,7 +513,7 @@ class Workload:
         finally:
             # the shapes served this load; a running machine adds filters one at a time,
             # and a set of varied shapes (65,536 of them) would hold 100s of MB for nothing
-            _by_shape.clear(), _names_used.clear(), _made_by_text.clear()
+            _by_shape.clear(), _names_used.clear(), _made_by_text.clear(), _templates.clear()
         errors.sort(key=lambda e: e.line or 0)
         if strict and errors:
             raise errors[0]
