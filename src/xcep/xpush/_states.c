@@ -3783,11 +3783,11 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     IntVec combo_template = {0}, combo_head = {0}, combo_slots = {0}, combo_at = {0},
            filter_combo = {0}, slot_head = {0}, slot_node = {0}, slot_op = {0}, numbers = {0},
            numbers_at = {0}, atom_slot = {0}, atom_node = {0}, atom_head = {0}, chosen = {0},
-           chosen_at = {0}, first = {0}, key = {0};
+           chosen_at = {0}, first = {0};
     int32_t *uses = NULL, *post_at = NULL, *post_items = NULL, *fill = NULL, *code_at = NULL,
             *code_items = NULL, *hd_at = NULL, *hd_items = NULL, *group_at = NULL,
             *group_items = NULL, *distinct_of = NULL;
-    SetStore *equal = NULL;
+    uint64_t *equal = NULL; /* open addressing: a hash's high half, then 1 + a filter */
     uint8_t *atom_op = NULL, *exists_keep = NULL;
     double *atom_cost = NULL;
     const double *op_cost = costs.buf;
@@ -3913,20 +3913,29 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     /* equal filters (one template and names, so the same atoms) counted once: the ranked
      * ones' distinct filters numbered as first met (first: the first filter of each), then
      * each inner one (after `ranked`, distinct already) a filter of its own */
+    size_t mask = 1023;
+    while (mask < 2 * (size_t)ranked)
+        mask = 2 * mask + 1;
     if (!(distinct_of = PyMem_Malloc(((size_t)filters + 1) * sizeof(int32_t))) ||
-        !(equal = store_new(1)))
+        !(equal = PyMem_Calloc(mask + 1, sizeof(uint64_t))))
         goto nomemory;
     for (Py_ssize_t f = 0; f < filters; f++) {
         Py_ssize_t d = first.len;
-        if (f < ranked) { /* the key: its combination, then its atoms */
-            key.len = 0;
-            if (vec_push(&key, filter_combo.data[f]) < 0)
-                goto done;
-            for (int32_t i = numbers_at.data[f]; i < numbers_at.data[f + 1]; i++)
-                if (vec_push(&key, numbers.data[i]) < 0)
-                    goto done;
-            if ((d = store_intern(equal, key.data, key.len)) < 0)
-                goto done;
+        const int32_t *atoms = numbers.data + numbers_at.data[f];
+        int32_t count = numbers_at.data[f + 1] - numbers_at.data[f];
+        uint64_t h = hash_items(atoms, count) ^ ((uint64_t)filter_combo.data[f] * 0x9E3779B97F4A7C15ULL);
+        for (size_t i = (size_t)h & mask; f < ranked; i = (i + 1) & mask) {
+            if (equal[i] == 0) { /* new: its own */
+                equal[i] = (h & 0xFFFFFFFF00000000ULL) | (uint64_t)(f + 1);
+                break;
+            }
+            int32_t g = (int32_t)(equal[i] & 0xFFFFFFFF) - 1;
+            if ((equal[i] >> 32) == (h >> 32) && filter_combo.data[g] == filter_combo.data[f] &&
+                numbers_at.data[g + 1] - numbers_at.data[g] == count &&
+                memcmp(numbers.data + numbers_at.data[g], atoms, (size_t)count * sizeof(int32_t)) == 0) {
+                d = distinct_of[g]; /* an earlier one's */
+                break;
+            }
         }
         distinct_of[f] = (int32_t)d;
         if (d == first.len && vec_push(&first, (int32_t)f) < 0)
@@ -4091,15 +4100,14 @@ done:
     IntVec *vecs[] = {&t.child_keys, &t.head_of, &t.is_element, &t.heads, &combo_template,
                       &combo_head, &combo_slots, &combo_at, &filter_combo, &slot_head,
                       &slot_node, &slot_op, &numbers, &numbers_at, &atom_slot, &atom_node,
-                      &atom_head, &chosen, &chosen_at, &first, &key, &ts.head_at, &ts.head, &ts.atom_at,
+                      &atom_head, &chosen, &chosen_at, &first, &ts.head_at, &ts.head, &ts.atom_at,
                       &ts.label_at, &ts.labels, &ts.test, &ts.place, &ts.formula_at,
                       &ts.formula, &ts.choice_at, &ts.choice, &ts.fallback};
     for (size_t k = 0; k < sizeof vecs / sizeof *vecs; k++)
         PyMem_Free(vecs[k]->data);
     void *blocks[] = {uses,     post_at,     post_items, fill,    code_at,
                       code_items, hd_at,   hd_items,   atom_op, exists_keep,
-                      atom_cost, group_at, group_items, distinct_of};
-    Py_XDECREF(equal);
+                      atom_cost, group_at, group_items, distinct_of, equal};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++)
         PyMem_Free(blocks[k]);
     return result;
