@@ -3492,8 +3492,9 @@ static PyTypeObject CounterType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Counter(children, head_of, collect, exists, indexes, atom_head, postings, code, "
               "defaults, head_defaults, ranks, marks=None): counted filters "
-              "(xcep.xpush.counting); marks: per filter -1, or the atom an inner filter makes "
-              "true",
+              "(xcep.xpush.counting); ranks: (offsets, items), per answered filter the ranks "
+              "it answers for (its equal filters'), ascending; marks: per filter -1, or the "
+              "atom an inner filter makes true",
     .tp_methods = counter_methods,
     .tp_new = counter_new,
 };

@@ -95,7 +95,9 @@ def _with_inner(templates: list, constants: list, names: list) -> tuple[list, li
             key = (template.inner, constants[k], names[k])
             if key not in inner:
                 inner[key] = len(templates)
-                templates.append(key[0]), constants.append(key[1]), names.append(key[2])
+                templates.append(template.inner)
+                constants.append(constants[k])
+                names.append(names[k])
             constants[k] = (*constants[k], key)
         k += 1
     return templates, constants, names, inner
@@ -138,10 +140,10 @@ class CountedFilters:
         if not self._inner:
             return None
         marks = array("i", [-1]) * distinct
-        inner = distinct - len(self._inner) - len(self.ranks)  # given number → its number
-        for atom, (test, constant) in enumerate(zip(tests, constants, strict=True)):
+        shift = distinct - len(self._inner) - len(self.ranks)  # an inner one's given number
+        for atom, (test, constant) in enumerate(zip(tests, constants, strict=True)):  # → its own
             if test == SUB:
-                marks[self._inner[constant] + inner] = atom
+                marks[self._inner[constant] + shift] = atom
         return marks
 
     def _rank_lists(self, at, items) -> tuple[array, array]:
