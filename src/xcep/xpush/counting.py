@@ -272,8 +272,8 @@ class CountedFilters:
         for node in range(len(indexes)):
             if values_at[node] < values_at[node + 1]:
                 at = value_atoms[values_at[node] : values_at[node + 1]]
-                indexes[node] = PredicateIndex(
-                    {a: Predicate(_TESTS[atom_ops[a]], constants[a]) for a in at}
+                indexes[node] = PredicateIndex.of_tests(
+                    [(a, _TESTS[atom_ops[a]], constants[a]) for a in at]
                 )
         self.arguments = dict(
             children=children,
