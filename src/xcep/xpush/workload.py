@@ -490,17 +490,10 @@ class Workload:
                 for fid in self.texts
                 if not counting or templates[numbers[fid]] is None
             }
-        numbers, add, texts, initial = self.numbers, afa.add_program, self.texts, afa.initial
-        roots: dict[int, int] = {}  # id(what _program made) → its root: one text, one replay
+        numbers, add, texts = self.numbers, afa.add_program, self.texts
         for fid, made in adding.items():
-            root = None if unique_early else roots.get(id(made))  # (early: a state each)
-            if root is not None:
-                initial[numbers[fid]] = root
-                continue
             program, constants, names, owner = made or filter_program(texts[fid], fid)
-            root = add(numbers[fid], program, constants, names, owner if unique_early else None)
-            if made is not None:
-                roots[id(made)] = root
+            add(numbers[fid], program, constants, names, owner if unique_early else None)
         self._uncompiled = {}
         return afa
 
