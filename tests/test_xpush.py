@@ -4,6 +4,7 @@ import io
 import itertools
 import os
 import random
+import re
 from dataclasses import replace
 from unittest import mock
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from xcep.events import EventStream
+from xcep.lexing import expression
 from xcep.xpush import FilterError, MachineOptions, XPushMachine, parse_filter
 from xcep.xpush.ast import (
     ATTRIBUTE,
@@ -386,7 +388,7 @@ def test_the_compiled_shape_cut_is_the_regular_expression_s(pieces, more):
 @settings(max_examples=500)
 @given(filter_soups)
 def test_the_compiled_tokenizer_is_the_regular_expression_s(pieces):
-    """``filter_tokens`` (C) reads a filter's tokens as ``token_expression()`` does (the same
+    """``filter_tokens`` (C) reads a filter's tokens as ``TOKEN_PATTERN`` does (the same
     kinds, values and offsets, as ``Token``s), or leaves a text it cannot read to it (None):
     never a list of tokens for a text the regular expression refuses."""
     from xcep.lexing import scan
@@ -397,7 +399,11 @@ def test_the_compiled_tokenizer_is_the_regular_expression_s(pieces):
     text = "".join(pieces)
     got = parser.filter_tokens(text, parser.Token)
     try:
-        expected = scan(text, parser.token_expression(), lambda message, at: ValueError(message))
+        expected = scan(
+            text,
+            expression(parser.TOKEN_PATTERN, re.VERBOSE),
+            lambda message, at: ValueError(message),
+        )
     except ValueError:
         assert got is None, text
         return
@@ -485,7 +491,7 @@ def test_a_filter_shape_cuts_out_exactly_the_constant_tokens(pieces, data):
         value = others[float(match.group(2))]
         return f"{value:g}" if value != int(value) else str(int(value))
 
-    renamed = workload.expression(workload.PIECE_PATTERN).sub(replace_piece, text)
+    renamed = expression(workload.PIECE_PATTERN).sub(replace_piece, text)
     if _shape(renamed)[0] != key:
         return  # a string constant that now reads otherwise ("'" inside): not one shape
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 from typing import NamedTuple
 
 END = "end"  # the kind of the token after the last one
@@ -26,6 +27,14 @@ class Token(NamedTuple):
     @property
     def pos(self) -> int:
         return self.start
+
+
+@cache
+def expression(pattern: str, flags: int = 0) -> re.Pattern:
+    """A regular expression compiled when first asked for: a language's token expressions
+    cost milliseconds at every start, and a run that a compiled core tokenizes for never
+    needs them."""
+    return re.compile(pattern, flags)
 
 
 def scan(text: str, pattern: re.Pattern, error: Callable[[str, int], Exception]) -> list[Token]:

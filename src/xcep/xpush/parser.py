@@ -27,10 +27,9 @@ are refused.
 from __future__ import annotations
 
 import re
-from functools import cache
 
 from xcep.errors import QueryError
-from xcep.lexing import Token, TokenReader, scan
+from xcep.lexing import Token, TokenReader, expression, scan
 from xcep.xpush.ast import (
     ATTRIBUTE,
     CHILD,
@@ -73,13 +72,7 @@ TOKEN_PATTERN = r"""\s*(?:
     | (?P<name>{name}(?::{name})?)
     | (?P<bad>\S)
     )""".format(name=r"[A-Za-z_\u00c0-\uffff][\w.\-\u00b7\u00c0-\uffff]*")
-
-
-@cache
-def token_expression() -> re.Pattern:
-    """The tokens as a regular expression, compiled when first asked for (14 ms, at every
-    start: the compiled core's ``filter_tokens`` reads them where it is built)."""
-    return re.compile(TOKEN_PATTERN, re.VERBOSE)
+# (compiled when first asked for, 14 ms: the compiled core's ``filter_tokens`` reads them)
 
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
@@ -97,7 +90,9 @@ def tokenize(text: str) -> list[Token]:
     tokens = None if filter_tokens is None else filter_tokens(text, Token)
     if tokens is None:
         tokens = scan(
-            text, token_expression(), lambda message, at: FilterSyntaxError(message, text, at)
+            text,
+            expression(TOKEN_PATTERN, re.VERBOSE),
+            lambda message, at: FilterSyntaxError(message, text, at),
         )
     return tokens
 
