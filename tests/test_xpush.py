@@ -299,14 +299,15 @@ def test_the_watchers_made_in_c_are_the_reference_s(paths, order):
 
 
 @settings(max_examples=60)
-@given(st.lists(filters, min_size=1, max_size=5), st.lists(documents(), min_size=1, max_size=3))
+@given(st.lists(filters, min_size=1, max_size=9), st.lists(documents(), min_size=1, max_size=3))
 def test_answers_as_json_are_the_answers(paths, trees):
     """``run(..., as_json=True)`` writes the ids in C: the same ids, in the same order,
     whatever they are (integers, strings needing escapes, beyond ASCII, longer than 32
-    bytes), an answer seen first (written from the states) or again (from its ranks)."""
+    bytes, 15 and 16 bytes of JSON: the longest in a slot of its own and the shortest
+    not), an answer seen first (written from the states) or again (from its ranks)."""
     import json
 
-    names = [7, "long" * 9, 'f"1', "s\u00e9", -3, "\U0001f600", "a b"]
+    names = [7, "long" * 9, 'f"1', "s\u00e9", -3, "\U0001f600", "a b", "m" * 13, "n" * 14]
     workload = {
         names[i % len(names)] if i < len(names) else i: to_text(p)
         for i, p in enumerate(p for p in paths if usable(p))

@@ -180,31 +180,97 @@ static void sort_unique(IntVec *v, uint64_t *bits, Py_ssize_t limit)
 
 /* ----- answers as JSON lists of filter ids (json_list, StateKernel.answer_json) ----- */
 
-/* Every filter's id as JSON text (UTF-8), by rank, one after the other (text, size bytes);
- * end[r]: where id r's ends (int64); n ids; ascii: all ASCII; widest: the longest. */
+/* Every filter's id as JSON text (UTF-8), by rank, in a 16-byte slot each (slots: n of
+ * them, made by json_slots): an id of up to 15 bytes is in its slot, its length in the
+ * slot's last byte; a longer one (last byte 0xFF) is in text (size bytes) from the int64 at
+ * the slot's start, for the int32 after it. One slot per id: an answer's ids, far apart in
+ * a large filter set, cost a cache line each, not one for where an id ends and one for its
+ * text. ascii: all ASCII; widest: the longest. */
 typedef struct {
+    const unsigned char *slots;
     const char *text;
-    const int64_t *end;
     Py_ssize_t size, n, widest;
     int ascii;
 } JsonIds;
 
-/* The JsonIds of texts and ends (buffers), or -1 with an error where they disagree. */
-static int json_ids_of(const Py_buffer *texts, const Py_buffer *ends, int ascii,
+enum { JSON_SLOT = 16, JSON_SHORT = JSON_SLOT - 1, JSON_LONG = 0xFF };
+
+/* The JsonIds of slots and texts (buffers), or -1 with an error where they disagree. */
+static int json_ids_of(const Py_buffer *slots, const Py_buffer *texts, int ascii,
                        Py_ssize_t widest, JsonIds *ids)
 {
-    *ids = (JsonIds){texts->buf, ends->buf, texts->len, ends->len / 8, widest, ascii};
-    if (ends->len % 8 || (ids->n && ids->end[ids->n - 1] != texts->len) || widest < 0 ||
-        widest > texts->len) {
-        PyErr_SetString(PyExc_ValueError, "ids: ends int64 ending at texts, widest in texts");
+    *ids = (JsonIds){slots->buf, texts->buf, texts->len, slots->len / JSON_SLOT, widest, ascii};
+    if (slots->len % JSON_SLOT || widest < 0) {
+        PyErr_SetString(PyExc_ValueError, "ids: 16-byte slots (json_slots), widest >= 0");
         return -1;
     }
     return 0;
 }
 
+/* Where id r's text is and how long it is (a long id out of text's bounds: none). */
+static inline const char *json_id(const JsonIds *ids, int32_t r, Py_ssize_t *length)
+{
+    const unsigned char *slot = ids->slots + (size_t)r * JSON_SLOT;
+    if (slot[JSON_SHORT] <= JSON_SHORT) {
+        *length = slot[JSON_SHORT];
+        return (const char *)slot;
+    }
+    int64_t start;
+    int32_t size;
+    memcpy(&start, slot, sizeof start);
+    memcpy(&size, slot + sizeof start, sizeof size);
+    int fits = start >= 0 && size >= 0 && start <= ids->size && size <= ids->size - start;
+    *length = fits ? size : 0;
+    return fits ? ids->text + start : ids->text;
+}
+
 static inline Py_ssize_t json_id_length(const JsonIds *ids, int32_t r)
 {
-    return ids->end[r] - (r ? ids->end[r - 1] : 0);
+    Py_ssize_t length;
+    json_id(ids, r, &length);
+    return length;
+}
+
+/* json_slots(texts, ends) -> bytes: the slots of JsonIds for the ids in texts, id r ending
+ * at ends[r] (int64). */
+static PyObject *json_slots(PyObject *module, PyObject *args)
+{
+    Py_buffer texts, ends;
+    PyObject *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*", &texts, &ends))
+        return NULL;
+    const int64_t *end = ends.buf;
+    Py_ssize_t n = ends.len / 8;
+    if (ends.len % 8 || (n && end[n - 1] != texts.len) || n > PY_SSIZE_T_MAX / JSON_SLOT) {
+        PyErr_SetString(PyExc_ValueError, "json_slots: ends int64 ending at texts");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, n * JSON_SLOT);
+    if (out == NULL)
+        goto done;
+    unsigned char *slot = (unsigned char *)PyBytes_AS_STRING(out);
+    memset(slot, 0, (size_t)n * JSON_SLOT);
+    for (Py_ssize_t r = 0; r < n; r++, slot += JSON_SLOT) {
+        int64_t start = r ? end[r - 1] : 0, length = end[r] - start;
+        if (start < 0 || length < 0 || end[r] > texts.len || length > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "json_slots: ends ascending, within texts");
+            Py_CLEAR(out);
+            break;
+        }
+        if (length <= JSON_SHORT) {
+            memcpy(slot, (const char *)texts.buf + start, (size_t)length);
+            slot[JSON_SHORT] = (unsigned char)length;
+        } else {
+            int32_t size = (int32_t)length;
+            memcpy(slot, &start, sizeof start);
+            memcpy(slot + sizeof start, &size, sizeof size);
+            slot[JSON_SHORT] = JSON_LONG;
+        }
+    }
+done:
+    PyBuffer_Release(&texts);
+    PyBuffer_Release(&ends);
+    return out;
 }
 
 /* Room for a list of `count` ids, brackets and commas: at most the widest each (short
@@ -239,19 +305,20 @@ static PyObject *json_done(const JsonIds *ids, PyObject *out, char *buffer, cons
 }
 
 /* Write id r (in range) at `at`, after a ',' unless `at` is just past the list's '['
- * (buffer + 1); `stop` ends the buffer: the new end. Most ids are short: one fixed 16-byte
- * copy (inlined) where both sides have room, the bytes past the id overwritten by what
- * follows. */
+ * (buffer + 1); `stop` ends the buffer: the new end. A short id is its slot's one fixed
+ * 16-byte copy (inlined) where the buffer has room, the bytes past the id overwritten by
+ * what follows. */
 static inline char *put_json_id(const JsonIds *ids, int32_t r, char *at, const char *buffer,
                                 const char *stop)
 {
-    int64_t start = r ? ids->end[r - 1] : 0, length = ids->end[r] - start;
+    Py_ssize_t length;
+    const char *text = json_id(ids, r, &length);
     if (at > buffer + 1)
         *at++ = ',';
-    if (length <= 16 && stop - at >= 16 && start + 16 <= ids->size)
-        memcpy(at, ids->text + start, 16);
+    if (length <= JSON_SHORT && stop - at >= JSON_SLOT)
+        memcpy(at, text, JSON_SLOT);
     else
-        memcpy(at, ids->text + start, (size_t)length);
+        memcpy(at, text, (size_t)length);
     return at + length;
 }
 
@@ -2199,15 +2266,15 @@ static PyObject *kernel_answer(StateKernel *self, PyObject *args)
 static PyObject *kernel_answer_json(StateKernel *self, PyObject *args)
 {
     PyObject *found, *proven, *more_ranks = Py_None, *out = NULL;
-    Py_buffer texts, ends, more = {0};
+    Py_buffer slots, texts, more = {0};
     int ascii;
     Py_ssize_t widest, count = 0;
     JsonIds ids;
-    if (!PyArg_ParseTuple(args, "OO!y*y*pn|O", &found, &PyTuple_Type, &proven, &texts, &ends,
+    if (!PyArg_ParseTuple(args, "OO!y*y*pn|O", &found, &PyTuple_Type, &proven, &slots, &texts,
                           &ascii, &widest, &more_ranks))
         return NULL;
     if ((more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0) ||
-        json_ids_of(&texts, &ends, ascii, widest, &ids) < 0)
+        json_ids_of(&slots, &texts, ascii, widest, &ids) < 0)
         goto done;
     const int32_t *extra = more.buf;
     Py_ssize_t count2 = more.len / 4;
@@ -2231,8 +2298,8 @@ static PyObject *kernel_answer_json(StateKernel *self, PyObject *args)
     }
     out = json_from_bits(&ids, bits, count + count2);
 done:
+    PyBuffer_Release(&slots);
     PyBuffer_Release(&texts);
-    PyBuffer_Release(&ends);
     if (more.obj != NULL)
         PyBuffer_Release(&more);
     return out;
@@ -2875,7 +2942,7 @@ static PyMethodDef kernel_methods[] = {
      "answer(found, proven) -> bytes: the sorted int32 ranks of the filters proven by the "
      "initial and early states found and the early states proven (a tuple of sets)"},
     {"answer_json", (PyCFunction)kernel_answer_json, METH_VARARGS,
-     "answer_json(found, proven, texts, ends, ascii, widest, more=None) -> str: answer's "
+     "answer_json(found, proven, slots, texts, ascii, widest, more=None) -> str: answer's "
      "ranks, with more (int32 bytes) merged in, as json_list writes them"},
     {"ids_of", (PyCFunction)kernel_ids_of, METH_VARARGS,
      "ids_of(ranks, ids) -> list: the ids (a list, by rank) of ranks (int32 bytes)"},
@@ -4141,25 +4208,25 @@ static PyObject *merge_ranks(PyObject *module, PyObject *args)
     return out;
 }
 
-/* json_list(ranks, texts, ends, ascii, widest, more=None) -> str: "[" the texts of the ranks
- * (int32 bytes) joined by "," "]" (the ids: JsonIds). more: other ranks, merged in (both
+/* json_list(ranks, slots, texts, ascii, widest, more=None) -> str: "[" the texts of the ranks
+ * (int32 bytes) joined by "," "]" (the ids: JsonIds, slots from json_slots). more: other ranks, merged in (both
  * ascending, none in both). One pass: the text is made as long as the widest ids would make
  * it, then cut to its length. */
 static PyObject *json_list(PyObject *module, PyObject *args)
 {
-    Py_buffer ranks, texts, ends, more = {0};
+    Py_buffer ranks, slots, texts, more = {0};
     PyObject *more_ranks = Py_None;
     int ascii;
     Py_ssize_t widest;
     PyObject *out = NULL;
     JsonIds ids;
-    if (!PyArg_ParseTuple(args, "y*y*y*pn|O", &ranks, &texts, &ends, &ascii, &widest, &more_ranks))
+    if (!PyArg_ParseTuple(args, "y*y*y*pn|O", &ranks, &slots, &texts, &ascii, &widest, &more_ranks))
         return NULL;
     if (more_ranks != Py_None && PyObject_GetBuffer(more_ranks, &more, PyBUF_SIMPLE) < 0)
         goto done;
     const int32_t *rank = ranks.buf, *extra = more.buf;
     Py_ssize_t count = ranks.len / 4, count2 = more.len / 4;
-    if (json_ids_of(&texts, &ends, ascii, widest, &ids) < 0)
+    if (json_ids_of(&slots, &texts, ascii, widest, &ids) < 0)
         goto done;
     if (ranks.len % 4 || more.len % 4) {
         PyErr_SetString(PyExc_ValueError, "json_list: ranks int32");
@@ -4189,8 +4256,8 @@ static PyObject *json_list(PyObject *module, PyObject *args)
     out = json_done(&ids, out, buffer, at);
 done:
     PyBuffer_Release(&ranks);
+    PyBuffer_Release(&slots);
     PyBuffer_Release(&texts);
-    PyBuffer_Release(&ends);
     if (more.obj != NULL)
         PyBuffer_Release(&more);
     return out;
@@ -4968,10 +5035,13 @@ static PyMethodDef module_methods[] = {
     {"merge_ranks", merge_ranks, METH_VARARGS,
      "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,
-     "json_list(ranks, texts, ends, ascii, widest, more=None) -> str: the JSON list of the ids "
-     "of ranks (int32 bytes) and of more (merged: both ascending); texts: every id as JSON text "
-     "(UTF-8) one after the other, ends (int64 bytes) where each ends; ascii: texts is ASCII; "
+     "json_list(ranks, slots, texts, ascii, widest, more=None) -> str: the JSON list of the ids "
+     "of ranks (int32 bytes) and of more (merged: both ascending); slots: every id as JSON text "
+     "(UTF-8) in 16 bytes, or where it is in texts (json_slots'); ascii: the ids are ASCII; "
      "widest: the longest id's text"},
+    {"json_slots", json_slots, METH_VARARGS,
+     "json_slots(texts, ends) -> bytes: ids as JSON text (UTF-8) one after the other in texts, "
+     "id r ending at ends[r] (int64 bytes), as json_list's 16-byte slots"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -81,13 +81,16 @@ class CompiledWorkload:
         return back
 
     @cached_property
-    def json_ids(self) -> tuple[bytes, array, bool, int]:
-        """Every id as JSON text (UTF-8), by rank, one after the other; where each ends
-        (int64); whether all are ASCII; the longest: what ``json_list`` joins into an
-        answer."""
+    def json_ids(self) -> tuple[bytes, bytes, bool, int]:
+        """Every id as JSON text (UTF-8), by rank, in a 16-byte slot each or (a long one)
+        where it is in the texts of the long ones (``json_slots``); those texts; whether
+        all are ASCII; the longest: what ``json_list`` joins into an answer."""
+        from xcep.xpush._states import json_slots
+
         texts = [id_json(fid).encode() for fid in self.ids]
         blob, lengths = b"".join(texts), list(map(len, texts))
-        return blob, array("q", accumulate(lengths)), blob.isascii(), max(lengths, default=0)
+        slots = json_slots(blob, array("q", accumulate(lengths)))
+        return slots, blob, blob.isascii(), max(lengths, default=0)
 
     @cached_property
     def early_states(self) -> frozenset[int]:
