@@ -194,6 +194,27 @@ def test_a_run_saved_among_changes_goes_on_as_if_never_stopped(case):
             assert rows(cut) == want, (cut, changes)
 
 
+def test_a_filter_plan_of_a_parsed_workload_keeps_the_filters_it_was_given():
+    """The CLI hands a ``Workload`` read from a file to the plan, which lends it to its
+    first run: the run's changes do not change the plan's queries (made when asked for),
+    nor what the plan pickles as."""
+    import pickle
+
+    from xcep.xpush import Workload
+
+    given = {1: "/s/t[@price > 5]", "b": "/s/t[v = 1]", 3: "//t[@company = 'A']"}
+    plan = compile_plan("filter", Workload(given))
+    run = plan.start()
+    run.remove("b"), run.add("c", "/s/t[v = 2]")
+    rows = [row for batch in batches(16) for row in run.feed(batch)] + run.finish()
+    assert any("c" in row.value for row in rows) and not any("b" in row.value for row in rows)
+    assert run.queries() == {1: given[1], 3: given[3], "c": "/s/t[v = 2]"}
+    assert plan.queries == given
+    assert pickle.loads(pickle.dumps(plan)).queries == given
+    again = compile_plan("filter", Workload(given))
+    assert pickle.loads(pickle.dumps(again)).queries == given  # pickled before asked for
+
+
 def test_a_snapshot_of_another_plan_or_damaged_is_refused():
     plan = compile_plan("filter", {1: "/s/t"})
     data = plan.start().snapshot()

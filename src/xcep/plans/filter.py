@@ -33,8 +33,13 @@ class FilterPlan(Plan):
         from xcep.xpush import MachineOptions, Workload
 
         parsed = queries if isinstance(queries, Workload) else None
-        texts = parsed.texts if parsed is not None else queries  # (copied by Plan)
+        texts = {} if parsed is not None else queries
         super().__init__(texts, dtd=dtd, train=train, answers=answers, **options)
+        # a workload's filters by id as a dict when first asked for (a million filters: a
+        # second dict by id while loading, for what snapshots and ``explain`` read): its
+        # columns copied now (the first run changes them as filters come and go)
+        if parsed is not None:
+            self._columns = (dict(parsed.numbers), list(parsed.text_of))
         if answers not in ("ids", "json"):
             raise ValueError(f"answers are 'ids' or 'json', not {answers!r}")
         if options.get("order") and dtd is None:
@@ -50,8 +55,19 @@ class FilterPlan(Plan):
         with collector_paused():  # many filters: every object new
             self._workload = parsed if parsed is not None else Workload(self.queries)
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_workload": None}  # a plan travels as its queries
+    @property
+    def queries(self) -> dict:
+        if self._columns is not None:
+            numbers, text_of = self._columns
+            self._queries, self._columns = {f: text_of[n] for f, n in numbers.items()}, None
+        return self._queries
+
+    @queries.setter
+    def queries(self, queries: dict) -> None:
+        self._queries, self._columns = queries, None
+
+    def __getstate__(self) -> dict:  # a plan travels as its queries
+        return {**self.__dict__, "_workload": None, "_queries": self.queries, "_columns": None}
 
     def start(self, filters: dict | None = None) -> FilterRun:
         from xcep.xpush import Workload

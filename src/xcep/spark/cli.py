@@ -259,7 +259,7 @@ def cmd_spark_filter(args, stdout: TextIO, stderr: TextIO) -> int:
     for error in errors:
         print(f"xcep: error: {args.filters}, {error}", file=stderr)
     spark = _session(args)
-    df = filter_units(_units(spark, args), dict(workload.texts), train=args.train)
+    df = filter_units(_units(spark, args), workload.texts, train=args.train)
     status = _write(spark, args, df, stdout, stderr, started)
     return EXIT_INPUT if errors else status
 

@@ -249,11 +249,12 @@ class XPushMachine:
         """Whether it answers for the filter ``fid``."""
         if self._delta is not None and fid in self._delta:
             return True
-        return fid in self.workload.texts and fid not in self._dropped
+        return fid in self.workload and fid not in self._dropped
 
     def filters(self) -> dict:
         """id → text of every filter it answers for."""
-        texts = {f: t for f, t in self.workload.texts.items() if f not in self._dropped}
+        text_of, dropped = self.workload.text_of, self._dropped
+        texts = {f: text_of[n] for f, n in self.workload.numbers.items() if f not in dropped}
         return texts | (self._delta.filters() if self._delta is not None else {})
 
     def add_filter(self, fid, text: str) -> None:
@@ -269,7 +270,7 @@ class XPushMachine:
         if fid in self:
             raise FilterError("duplicate filter id", fid)
         small = self._delta is None and len(self.workload) < DELTA_SMALL
-        if (small or self._pending_change) and fid not in self.workload.texts:
+        if (small or self._pending_change) and fid not in self.workload:
             self.workload.add(fid, text)  # rebuilt at the next document anyway
             self._pending_change = True
             return

@@ -335,9 +335,9 @@ class Workload:
     """
 
     def __init__(self, filters: dict | Iterable[tuple] = ()) -> None:
-        self.texts: dict = {}  # id → filter text
         self.numbers: dict = {}  # id → filter number in the AFA
         self.names_of: list = []  # filter number → id
+        self.text_of: list = []  # filter number → its text (None: removed)
         self._afa: AFA | None = None  # the last compilation, and how it was made
         self._afa_flags = (False, True)  # (unique_early, counting) it was made with
         # by filter number: a counted filter's shape's Template (None: the machine's filter,
@@ -357,7 +357,17 @@ class Workload:
             self.add(fid, text)
 
     def __len__(self) -> int:
-        return len(self.texts)
+        return len(self.numbers)
+
+    def __contains__(self, fid) -> bool:
+        return fid in self.numbers
+
+    @property
+    def texts(self) -> dict:
+        """id → text of every filter (a new dict: one dict by id, ``numbers``, is what a
+        million filters keep)."""
+        text_of = self.text_of
+        return {fid: text_of[n] for fid, n in self.numbers.items()}
 
     @property
     def plans(self) -> dict:
@@ -373,7 +383,7 @@ class Workload:
     def paths(self) -> dict:
         """id → rewritten Path of every filter, parsed again from its text (for training:
         rare)."""
-        return {fid: compile_filter(text, fid) for fid, text in self.texts.items()}
+        return {fid: compile_filter(self.text_of[n], fid) for fid, n in self.numbers.items()}
 
     def add(self, fid, text: str, line: int | None = None) -> None:
         """Add one filter, or raise ``FilterError`` (a bad or duplicate one)."""
@@ -409,8 +419,8 @@ class Workload:
             except FilterError as exc:
                 exc.line = lines[k]
                 bad[k] = exc
-        if not self.texts.keys().isdisjoint(fids) or len(set(fids)) < len(fids):
-            seen = set(self.texts)  # a duplicate of a filter added (a bad one is not)
+        if not self.numbers.keys().isdisjoint(fids) or len(set(fids)) < len(fids):
+            seen = set(self.numbers)  # a duplicate of a filter added (a bad one is not)
             for k, fid in enumerate(fids):
                 if fid in seen:
                     bad[k] = FilterError("duplicate filter id", fid, lines[k])
@@ -442,7 +452,7 @@ class Workload:
         first = len(self.names_of)
         self.numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
         self.names_of += fids
-        self.texts.update(zip(fids, texts, strict=True))
+        self.text_of += texts
         if self._afa_flags[1]:  # counted filters stay out of the AFA
             self._uncompiled.update(made)
         else:  # (None: counted, compiled from its text)
@@ -450,10 +460,10 @@ class Workload:
         return list(bad.values())
 
     def remove(self, fid) -> None:
-        if fid not in self.texts:
+        number = self.numbers.pop(fid, None)
+        if number is None:
             raise FilterError("no such filter", fid)
-        number = self.numbers[fid]
-        del self.texts[fid], self.numbers[fid]
+        self.text_of[number] = None
         self._uncompiled.pop(fid, None)
         if self.templates[number] is not None:
             self.counted -= 1
@@ -477,15 +487,15 @@ class Workload:
         else:
             afa = self._afa = AFA()
             self._afa_flags, self._removed = flags, 0
-            pending, numbers, templates = self._uncompiled, self.numbers, self.templates
+            pending, templates = self._uncompiled, self.templates
             adding = {
                 fid: pending.get(fid)
-                for fid in self.texts
-                if not counting or templates[numbers[fid]] is None
+                for fid, number in self.numbers.items()
+                if not counting or templates[number] is None
             }
-        numbers, add, texts = self.numbers, afa.add_program, self.texts
+        numbers, add, text_of = self.numbers, afa.add_program, self.text_of
         for fid, made in adding.items():
-            program, constants, names, owner = made or filter_program(texts[fid], fid)
+            program, constants, names, owner = made or filter_program(text_of[numbers[fid]], fid)
             add(numbers[fid], program, constants, names, owner if unique_early else None)
         self._uncompiled = {}
         return afa
