@@ -3568,7 +3568,7 @@ static PyTypeObject CounterType = {
 
 /* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
 
-/* plan_counted(templates, constants, names, ranked, labels, tests, costs, sub_test)
+/* plan_counted(templates, constants, names, ranks, labels, tests, costs, sub_test)
  *   -> (children, head_of, is_element, atom_head, atom_tests, constants, exists,
  *       values, postings, code, defaults, head_defaults, groups)
  *
@@ -3576,7 +3576,7 @@ static PyTypeObject CounterType = {
  * constants and names: per filter, by rank, its template (a counted_plans.Template: its
  * plan's head, atoms and formula, names, places, default and choices are read once), its
  * constants and its names (tuples), three columns, the first `ranked` answered (the others
- * inner filters, counted_plans.plan_of); labels: the trie's {label: id}, extended here;
+ * inner filters, counted_plans.plan_of), ranks (int32) the ranks of those among all filters; labels: the trie's {label: id}, extended here;
  * tests: the atoms' tests by number (None: existence), costs (float64) theirs; sub_test: the
  * number of the SUB test (counted_plans.py: an atom an inner filter makes true, in neither
  * exists nor values).
@@ -3593,7 +3593,8 @@ static PyTypeObject CounterType = {
  * hundredth of the distinct filters using the atom; the first such), or all of its atoms.
  * Lists come back as (offsets, items) pairs of int32 bytes: exists and values the
  * existence and the value atoms by node, postings the distinct filters by atom, code their
- * formulas, head_defaults by head those true with no atom, groups each one's filters;
+ * formulas, head_defaults by head those true with no atom, groups each one's filters (an
+ * answered one by its rank, an inner one by its number);
  * children as int32 (node, label, child) triples in the order made, head_of and atom_head
  * as int32, is_element, atom_tests and defaults as bytes, constants a list (None for
  * existence). A template that names what its names do
@@ -3836,13 +3837,14 @@ static PyObject *grouped(const int32_t *key, const uint8_t *keep, Py_ssize_t cou
 static PyObject *plan_counted(PyObject *module, PyObject *args)
 {
     PyObject *templates, *values_of, *names_of, *labels, *tests;
-    Py_buffer costs;
-    Py_ssize_t ranked;
+    Py_buffer costs, ranks;
     int sub_test;
-    if (!PyArg_ParseTuple(args, "O!O!O!nO!O!y*i:plan_counted", &PyList_Type, &templates,
-                          &PyList_Type, &values_of, &PyList_Type, &names_of, &ranked,
+    if (!PyArg_ParseTuple(args, "O!O!O!y*O!O!y*i:plan_counted", &PyList_Type, &templates,
+                          &PyList_Type, &values_of, &PyList_Type, &names_of, &ranks,
                           &PyDict_Type, &labels, &PyTuple_Type, &tests, &costs, &sub_test))
         return NULL;
+    const int32_t *rank_of = ranks.buf;
+    Py_ssize_t ranked = ranks.len / (Py_ssize_t)sizeof(int32_t);
     PyObject *result = NULL, *combos = PyDict_New(), *slot_atoms = PyList_New(0);
     PyObject *constants = PyList_New(0), *defaults = NULL;
     Trie t = {labels, PyUnicode_FromString("#text"), PyDict_New()};
@@ -3861,9 +3863,9 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     const double *op_cost = costs.buf;
     Py_ssize_t filters = PyList_GET_SIZE(templates);
     if (PyList_GET_SIZE(values_of) != filters || PyList_GET_SIZE(names_of) != filters ||
-        ranked < 0 || ranked > filters) {
+        ranks.len % sizeof(int32_t) || ranked > filters) {
         PyErr_SetString(PyExc_ValueError,
-                        "plan_counted: templates, constants, names alike long; ranked of them");
+                        "plan_counted: templates, constants, names alike long; ranks int32");
         goto done;
     }
     if (combos == NULL || slot_atoms == NULL || constants == NULL || t.text_label == NULL ||
@@ -4018,7 +4020,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     for (Py_ssize_t d = 0; d < distinct; d++)
         group_at[d + 1] += group_at[d];
     for (Py_ssize_t f = 0; f < filters; f++)
-        group_items[group_at[distinct_of[f]]++] = (int32_t)f;
+        group_items[group_at[distinct_of[f]]++] = f < ranked ? rank_of[f] : (int32_t)f;
     for (Py_ssize_t d = distinct; d > 0; d--) /* (each moved to its end: back to its start) */
         group_at[d] = group_at[d - 1];
     group_at[0] = 0;
@@ -4156,6 +4158,7 @@ nomemory:
     PyErr_NoMemory();
 done:
     PyBuffer_Release(&costs);
+    PyBuffer_Release(&ranks);
     Py_XDECREF(ts.ids);
     Py_XDECREF(combos);
     Py_XDECREF(slot_atoms);
@@ -5029,9 +5032,10 @@ static PyMethodDef module_methods[] = {
      "AFA's ε-lists and its states' watchers (compiled.py: _watchers) as int32 bytes; values: "
      "a byte per state, 1 where its predicate tests values"},
     {"plan_counted", plan_counted, METH_VARARGS,
-     "plan_counted(templates, constants, names, labels, tests, costs, sub_test) -> (children, head_of, is_element, "
-     "atom_head, atom_tests, constants, exists, values, postings, code, defaults, "
-     "head_defaults): counted filters planned (counting.CountedFilters)"},
+     "plan_counted(templates, constants, names, ranks, labels, tests, costs, sub_test) -> "
+     "(children, head_of, is_element, atom_head, atom_tests, constants, exists, values, "
+     "postings, code, defaults, head_defaults, groups): counted filters planned "
+     "(counting.CountedFilters)"},
     {"merge_ranks", merge_ranks, METH_VARARGS,
      "merge_ranks(a, b) -> bytes: two ascending int32 arrays (bytes) merged"},
     {"json_list", json_list, METH_VARARGS,

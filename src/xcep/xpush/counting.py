@@ -112,14 +112,14 @@ class CountedFilters:
 
     def __init__(
         self,
-        ranks: list[int],
+        ranks: list[int] | array,
         templates: list[Template],
         constants: list[tuple],
         names: list[tuple],
         compiled: bool = True,
     ) -> None:
         self.labels: dict[str, int] = {TEXT_LABEL: 0}
-        self.ranks = ranks  # ascending
+        self.ranks = array("i", ranks)  # ascending
         self.arguments = None  # what Counter is built from, where planned in C
         *columns, self._inner = _with_inner(templates, constants, names)
         if compiled and plan_counted is not None:
@@ -148,10 +148,11 @@ class CountedFilters:
 
     def _rank_lists(self, at, items) -> tuple[array, array]:
         """The ranks each answered (distinct) filter counts for, as (offsets, items), from
-        the filters given each one counts for (``groups``: offsets, items)."""
+        ``plan_counted``'s ``groups`` (offsets, and the ranks of the answered ones' filters
+        then the inner ones' numbers)."""
         at = array("i", at)
         at = at[: len(at) - len(self._inner)]  # (the inner ones follow the answered ones)
-        return at, array("i", map(self.ranks.__getitem__, array("i", items)[: at[-1]]))
+        return at, array("i", items)[: at[-1]]
 
     def _plan_in_python(self, templates: list, constants: list, names: list) -> None:
         """The trie, its heads and slots (``_shape`` per template and names), then each
@@ -255,7 +256,7 @@ class CountedFilters:
                 templates,
                 constants,
                 names,
-                len(self.ranks),
+                self.ranks,
                 self.labels,
                 _TESTS,
                 costs,
