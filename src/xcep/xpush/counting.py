@@ -404,9 +404,15 @@ class CountedFilters:
             code=offsets(codes),
             defaults=bytes(self.defaults),
             head_defaults=offsets(self.head_defaults),
-            ranks=self._rank_lists(*offsets(self.groups)),
+            ranks=self._rank_lists(*offsets(self._groups_by_rank())),
             marks=self.marks,
         )
+
+    def _groups_by_rank(self) -> list[list[int]]:
+        """``groups`` as ``plan_counted`` gives them: an answered filter by its rank, an
+        inner one by its number."""
+        ranks, answered = self.ranks, len(self.ranks)
+        return [[ranks[f] if f < answered else f for f in group] for group in self.groups]
 
     def label_ids(self, labels) -> array:
         """The trie's ids of machine labels (-1 for a label no filter names)."""
