@@ -951,6 +951,7 @@ def test_a_file_is_added_as_each_of_its_filters_would_be(tmp_path_factory, lines
     assert [(e.line, e.message) for e in errors] == expected
     assert workload.numbers == one_by_one.numbers
     assert workload.texts == one_by_one.texts
+    assert (workload.names_of, workload.text_of) == (one_by_one.names_of, one_by_one.text_of)
     assert set(workload.plans) == set(one_by_one.plans)
 
 

@@ -419,10 +419,20 @@ class Workload:
             except FilterError as exc:
                 exc.line = lines[k]
                 bad[k] = exc
-        if not self.numbers.keys().isdisjoint(fids) or len(set(fids)) < len(fids):
-            seen = set(self.numbers)  # a duplicate of a filter added (a bad one is not)
+        # numbered as they come, an id numbered before keeping its number: where one was
+        # (given twice, or before), the block's numbers are taken back and it is numbered
+        # again without the duplicates (one dict operation per filter where all is well)
+        numbers, first = self.numbers, len(self.names_of)
+        good = [fid for k, fid in enumerate(fids) if k not in bad] if bad else fids
+        proposed = range(first, first + len(good))
+        numbered = list(map(numbers.setdefault, good, proposed)) == list(proposed)
+        if not numbered:
+            for fid, number in zip(good, proposed, strict=True):
+                if numbers.get(fid) == number:
+                    del numbers[fid]
+            seen = set()  # (a bad one is not a filter added)
             for k, fid in enumerate(fids):
-                if fid in seen:
+                if fid in numbers or fid in seen:
                     bad[k] = FilterError("duplicate filter id", fid, lines[k])
                 elif k not in bad:
                     seen.add(fid)
@@ -431,6 +441,8 @@ class Workload:
             fids, texts, shapes, constants, names = (
                 [column[k] for k in kept] for column in (fids, texts, shapes, constants, names)
             )
+        if not numbered:
+            numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
         names = list(map(_names_used.setdefault, names, names))  # one tuple per naming
         templates = [shape.plan if shape.counted else None for shape in shapes]
         made = {}  # the programs of the machine's filters
@@ -449,8 +461,6 @@ class Workload:
         self.constants += constants
         self.names += names
         self.counted += len(templates) - len(made)
-        first = len(self.names_of)
-        self.numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
         self.names_of += fids
         self.text_of += texts
         if self._afa_flags[1]:  # counted filters stay out of the AFA
