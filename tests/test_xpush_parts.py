@@ -208,3 +208,22 @@ def test_text_matcher_rows_under_any_budget(specs, values, rows):
             if (pattern in value if op == "contains" else value.startswith(pattern))
         }
         assert set(matcher(value)) == want, value
+
+
+@given(
+    st.one_of(
+        st.lists(st.text()),
+        st.lists(st.integers(-(10**30), 10**30)),
+        st.lists(st.one_of(st.text(), st.integers())),
+    )
+)
+def test_ids_as_json_are_what_a_json_encoder_writes(ids):
+    """The answers' ids written as JSON text a list at a time (all strings, all integers,
+    or both) are the text ``json`` writes for each, and read back as the id."""
+    import json
+
+    from xcep.xpush.compiled import ids_json
+
+    written = ids_json(ids)
+    assert written == [json.dumps(i, ensure_ascii=False) for i in ids]
+    assert [json.loads(w) for w in written] == ids

@@ -12,6 +12,7 @@ from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, chain, compress
+from json.encoder import encode_basestring
 
 from xcep.idlines import id_key
 from xcep.xpush.afa import AFA, AND, NOT, TRUE
@@ -20,6 +21,17 @@ from xcep.xpush.predicates import Predicate, PredicateIndex
 from xcep.xpush.workload import Workload
 
 id_json = json.JSONEncoder(ensure_ascii=False).encode  # a filter id as JSON text
+
+
+def ids_json(ids: list) -> list[str]:
+    """Each id as JSON text (``id_json``): where all are strings or all integers, without
+    the encoder's call per id (its integers go through its iterator: a second for a
+    million)."""
+    kinds = set(map(type, ids))
+    if kinds <= {str}:
+        return list(map(encode_basestring, ids))
+    return list(map(int.__repr__ if kinds <= {int} else id_json, ids))
+
 
 try:
     from xcep.xpush._states import StateKernel, watch_lists
@@ -87,10 +99,13 @@ class CompiledWorkload:
         all are ASCII; the longest: what ``json_list`` joins into an answer."""
         from xcep.xpush._states import json_slots
 
-        texts = [id_json(fid).encode() for fid in self.ids]
-        blob, lengths = b"".join(texts), list(map(len, texts))
+        pieces = ids_json(self.ids)
+        text = "".join(pieces)
+        blob = text.encode()
+        ascii = len(blob) == len(text)
+        lengths = list(map(len, pieces)) if ascii else [len(p.encode()) for p in pieces]
         slots = json_slots(blob, array("q", accumulate(lengths)))
-        return slots, blob, blob.isascii(), max(lengths, default=0)
+        return slots, blob, ascii, max(lengths, default=0)
 
     @cached_property
     def early_states(self) -> frozenset[int]:
