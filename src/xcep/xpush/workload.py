@@ -430,12 +430,13 @@ class Workload:
             for fid, number in zip(good, proposed, strict=True):
                 if numbers.get(fid) == number:
                     del numbers[fid]
-            seen = set()  # (a bad one is not a filter added)
+            seen = set()  # (a bad one is not a filter added, and keeps its error)
             for k, fid in enumerate(fids):
+                if k in bad:
+                    continue
                 if fid in numbers or fid in seen:
                     bad[k] = FilterError("duplicate filter id", fid, lines[k])
-                elif k not in bad:
-                    seen.add(fid)
+                seen.add(fid)
         if bad:
             kept = [k for k in range(len(fids)) if k not in bad]
             fids, texts, shapes, constants, names = (
