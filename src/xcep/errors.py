@@ -194,19 +194,20 @@ def text_blocks(path, size: int = 1 << 20):
                 rest = data
                 continue
             block, rest = data[:cut], data[cut:]
-            raws = block.split(b"\n")
-            if block.endswith(b"\n"):
-                raws.pop()
+            count = block.count(b"\n") + (not block.endswith(b"\n"))  # its lines
             try:
-                texts = block.decode("utf-8").split("\n")[: len(raws)]
+                texts = block.decode("utf-8").split("\n")[:count]
                 bad: dict = {}
             except UnicodeDecodeError:
-                ends = [b"\n"] * len(raws)
+                raws = block.split(b"\n")[:count]
+                ends = [b"\n"] * count
                 if not block.endswith(b"\n"):
                     ends[-1] = b""
                 texts, bad = _decode_lines(list(map(bytes.__add__, raws, ends)), number)
-            yield number, [text.rstrip("\r") if text else text for text in texts], bad
-            number += len(raws)
+            if b"\r" in block:
+                texts = [text.rstrip("\r") if text else text for text in texts]
+            yield number, texts, bad
+            number += count
 
 
 def _decode_lines(raws: list[bytes], first: int) -> tuple[list, dict]:
