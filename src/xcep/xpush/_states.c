@@ -3568,6 +3568,26 @@ static PyTypeObject CounterType = {
 
 /* ----- plan_counted: counted filters planned in C (counting.CountedFilters) ----- */
 
+/* An empty dict that keeps each key's hash in its table: made with a key that is not a str,
+ * then emptied. CPython's dicts of str keys alone do not keep them, and a lookup that meets
+ * another key on its way reads that key's object for its hash: a cache miss per step in a
+ * table of hundreds of thousands of constants. */
+static PyObject *hashed_dict(void)
+{
+    PyObject *dict = PyDict_New();
+    if (dict != NULL && (PyDict_SetItem(dict, Py_None, Py_None) < 0 ||
+                         PyDict_DelItem(dict, Py_None) < 0))
+        Py_CLEAR(dict);
+    return dict;
+}
+
+enum { RECENT_COMBOS = 4096 }; /* (template, names) pairs remembered by their objects */
+
+typedef struct {
+    PyObject *template, *names;
+    int32_t combo;
+} RecentCombo;
+
 /* plan_counted(templates, constants, names, ranks, labels, tests, costs, sub_test)
  *   -> (children, head_of, is_element, atom_head, atom_tests, constants, exists,
  *       values, postings, code, defaults, head_defaults, groups)
@@ -3858,6 +3878,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
             *code_items = NULL, *hd_at = NULL, *hd_items = NULL, *group_at = NULL,
             *group_items = NULL, *distinct_of = NULL;
     uint64_t *equal = NULL; /* open addressing: a hash's high half, then 1 + a filter */
+    RecentCombo *recent = NULL;
     uint8_t *atom_op = NULL, *exists_keep = NULL;
     double *atom_cost = NULL;
     const double *op_cost = costs.buf;
@@ -3875,6 +3896,8 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "plan_counted: a cost per test");
         goto done;
     }
+    if ((recent = PyMem_Calloc(RECENT_COMBOS, sizeof(RecentCombo))) == NULL)
+        goto nomemory;
     IntVec *starts[] = {&ts.head_at, &ts.atom_at, &ts.label_at, &ts.formula_at, &ts.choice_at};
     for (size_t k = 0; k < sizeof starts / sizeof *starts; k++)
         if (vec_push(starts[k], 0) < 0)
@@ -3889,11 +3912,21 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "plan_counted: constants and names are tuples");
             goto done;
         }
+        /* a filter's (template, names) is mostly one met just before, as the same objects:
+         * its combination found without a tuple made and hashed */
+        RecentCombo *seen = &recent[((uintptr_t)template >> 4 ^ (uintptr_t)names >> 3) %
+                                    RECENT_COMBOS];
+        if (seen->template == template && seen->names == names) {
+            if (vec_push(&filter_combo, seen->combo) < 0)
+                goto done;
+            continue;
+        }
         PyObject *key = PyTuple_Pack(2, template, names);
         PyObject *combo = key ? PyDict_GetItemWithError(combos, key) : NULL;
         if (combo != NULL) {
             Py_DECREF(key);
-            if (vec_push(&filter_combo, (int32_t)PyLong_AsLong(combo)) < 0)
+            *seen = (RecentCombo){template, names, (int32_t)PyLong_AsLong(combo)};
+            if (vec_push(&filter_combo, seen->combo) < 0)
                 goto done;
             continue;
         }
@@ -3921,7 +3954,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
             uint64_t slot_key = ((uint64_t)anchor << 36 | (uint64_t)node << 8 | (uint64_t)ts.test.data[a]) + 1;
             int32_t slot = edges_get(&slot_of, slot_key);
             if (slot < 0) {
-                PyObject *atoms = PyDict_New();
+                PyObject *atoms = hashed_dict();
                 slot = (int32_t)slot_head.len;
                 if (atoms == NULL || PyList_Append(slot_atoms, atoms) < 0 ||
                     edges_put(&slot_of, slot_key, slot) < 0 ||
@@ -3943,6 +3976,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
         Py_DECREF(key);
         if (failed)
             goto done;
+        *seen = (RecentCombo){template, names, filter_combo.data[f]};
     }
     /* each filter's atoms: one per slot and constant */
     for (Py_ssize_t f = 0; f < filters; f++) {
@@ -4157,6 +4191,7 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
 nomemory:
     PyErr_NoMemory();
 done:
+    PyMem_Free(recent);
     PyBuffer_Release(&costs);
     PyBuffer_Release(&ranks);
     Py_XDECREF(ts.ids);
