@@ -227,3 +227,25 @@ def test_ids_as_json_are_what_a_json_encoder_writes(ids):
     written = ids_json(ids)
     assert written == [json.dumps(i, ensure_ascii=False) for i in ids]
     assert [json.loads(w) for w in written] == ids
+
+
+@given(st.lists(st.tuples(st.one_of(st.text(), st.integers(), st.none()), st.integers())))
+def test_a_hashed_dict_is_an_empty_dict_of_its_kind(items):
+    """``hashed_dict`` (a table that keeps its keys' hashes) starts empty, is of the kind
+    asked for, and holds what a plain one holds (``None`` a key like any other)."""
+    from collections import defaultdict
+    from functools import partial
+
+    from xcep.dicts import hashed_dict
+
+    plain, hashed = dict(items), hashed_dict()
+    assert type(hashed) is dict and not hashed
+    hashed.update(items)
+    assert hashed == plain and list(hashed) == list(plain)
+    lists = hashed_dict(partial(defaultdict, list))
+    assert type(lists) is defaultdict and not lists
+    for key, value in items:
+        lists[key].append(value)
+    assert sorted(map(len, lists.values())) == sorted(
+        sum(1 for k, _ in items if k == key) for key in plain
+    )

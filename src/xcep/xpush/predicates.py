@@ -24,7 +24,9 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
+
+from xcep.dicts import hashed_dict
 
 # XPath 1.0's Number, between XML white space (ASCII digits only: a full-width or
 # Arabic-Indic digit is not a digit of XPath, nor NBSP or \x1c white space)
@@ -156,8 +158,8 @@ class PredicateIndex:
     def _index(self, tests: list[tuple[int, str, str | float]]) -> None:
         self.count = len(tests)
         self.states = frozenset(state for state, _, _ in tests)
-        self.string_eq: dict[str, list[int]] = defaultdict(list)
-        self.string_ne: dict[str, list[int]] = defaultdict(list)
+        self.string_eq: dict[str, list[int]] = hashed_dict(partial(defaultdict, list))
+        self.string_ne: dict[str, list[int]] = hashed_dict(partial(defaultdict, list))
         self.number_eq: dict[float, list[int]] = defaultdict(list)
         self.number_ne: dict[float, list[int]] = defaultdict(list)
         self.all_string_ne: set[int] = set()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path as FilePath
 
 from xcep.collector import collector_paused
+from xcep.dicts import hashed_dict
 from xcep.idlines import FilterError, filter_blocks
 from xcep.lexing import expression
 from xcep.xpush.afa import AFA, Program, Recorder, conjunction_program
@@ -335,7 +336,7 @@ class Workload:
     """
 
     def __init__(self, filters: dict | Iterable[tuple] = ()) -> None:
-        self.numbers: dict = {}  # id → filter number in the AFA
+        self.numbers: dict = hashed_dict()  # id → filter number in the AFA
         self.names_of: list = []  # filter number → id
         self.text_of: list = []  # filter number → its text (None: removed)
         self._afa: AFA | None = None  # the last compilation, and how it was made
