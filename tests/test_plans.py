@@ -213,6 +213,9 @@ def test_a_filter_plan_of_a_parsed_workload_keeps_the_filters_it_was_given():
     assert pickle.loads(pickle.dumps(plan)).queries == given
     again = compile_plan("filter", Workload(given))
     assert pickle.loads(pickle.dumps(again)).queries == given  # pickled before asked for
+    changed = Workload(given)  # changed before the plan is made: what it holds then
+    changed.remove("b"), changed.remove(1), changed.add(1, "/s/t[v = 3]")
+    assert compile_plan("filter", changed).queries == {3: given[3], 1: "/s/t[v = 3]"}
 
 
 def test_a_snapshot_of_another_plan_or_damaged_is_refused():

@@ -39,7 +39,7 @@ class FilterPlan(Plan):
         # second dict by id while loading, for what snapshots and ``explain`` read): its
         # columns copied now (the first run changes them as filters come and go)
         if parsed is not None:
-            self._columns = (dict(parsed.numbers), list(parsed.text_of))
+            self._columns = (list(parsed.names_of), list(parsed.text_of))
         if answers not in ("ids", "json"):
             raise ValueError(f"answers are 'ids' or 'json', not {answers!r}")
         if options.get("order") and dtd is None:
@@ -57,9 +57,12 @@ class FilterPlan(Plan):
 
     @property
     def queries(self) -> dict:
-        if self._columns is not None:
-            numbers, text_of = self._columns
-            self._queries, self._columns = {f: text_of[n] for f, n in numbers.items()}, None
+        if self._columns is not None:  # (a removed filter's text is None)
+            names_of, text_of = self._columns
+            queries = {
+                f: text for f, text in zip(names_of, text_of, strict=True) if text is not None
+            }
+            self._queries, self._columns = queries, None
         return self._queries
 
     @queries.setter
