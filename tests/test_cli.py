@@ -1,6 +1,7 @@
 import gzip
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -149,6 +150,27 @@ def test_broken_pipe_is_quiet(tmp_path):
     )
     assert pipe.stdout.count(b"\n") == 1
     assert pipe.stderr == b""
+
+
+def test_the_output_is_whole_when_the_process_ends(tmp_path):
+    """``xcep`` ends without the interpreter's teardown (``cli.run``): what it wrote is
+    flushed first, to the last line, and its report on stderr too."""
+    filters, data = tmp_path / "filters.txt", tmp_path / "data.xml"
+    filters.write_text("1 /a[b = 1]\n2 //b\n")
+    data.write_bytes(b"<a><b>1</b></a>\n" * 5_000)  # (a file: no wait for input flushes)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    command = [sys.executable, "-m", "xcep", "filter", "--filters", str(filters), "--stats=json"]
+    result = subprocess.run(  # (stdout buffered, as a user's shell has it)
+        [*command, str(data)],
+        capture_output=True,
+        env=environment,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["doc"] for row in rows] == list(range(5_000))
+    assert all(row["matches"] == [1, 2] for row in rows)
+    assert json.loads(result.stderr.splitlines()[-1])["documents"] == 5_000
 
 
 FILTERS = (

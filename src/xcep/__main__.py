@@ -1,5 +1,3 @@
-import sys
+from xcep.cli import run
 
-from xcep.cli import main
-
-sys.exit(main())
+run()

@@ -10,8 +10,11 @@ and skipped, or, with ``--errors fail``, stopped at), 2 for a bad command line.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import shutil
 import sys
+import threading
 import traceback
 from typing import TextIO
 
@@ -31,6 +34,7 @@ from xcep.commands import (
     cmd_xquery,
     cmd_xscl,
     cmd_xseq,
+    kept_to_exit,
 )
 from xcep.errors import XcepError
 from xcep.events import FORMATS
@@ -484,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
     stdout = stdout or sys.stdout
     stderr = sys.stderr
+    kept_to_exit.clear()  # (the last command's, where main runs again in one process)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # inputs given after options: argparse leaves them over
@@ -531,11 +536,27 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def _silence_stdout() -> None:
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def run() -> None:
+    """The ``xcep`` command: ``main``, then, its output flushed and the exit handlers run,
+    the process ends without taking its objects apart one by one at the interpreter's
+    exit (a workload of 100,000 filters and its machine: 0.07 s of seed's run and 0.45 s of
+    structural's; mypy does the same). Where a thread other than the main one still runs,
+    the interpreter ends as usual (it waits for those)."""
+    status = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (| head)
+        _silence_stdout()
+    sys.stderr.flush()
+    if threading.active_count() > 1:
+        sys.exit(status)
+    atexit._run_exitfuncs()  # (what the interpreter's exit would run: logging, Spark, ...)
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
