@@ -1205,3 +1205,16 @@ def test_a_workload_compiled_as_it_is_loaded_answers_as_one_compiled_at_once(mon
     machine.add_filter(99, "/a[b = 1]")
     fresh = {**{k: v for k, v in texts.items() if k != 5}, 99: "/a[b = 1]"}
     assert run_machine(machine, docs) == run_machine(XPushMachine(fresh), docs)
+
+
+def test_filters_that_name_alike_share_one_names_tuple(tmp_path):
+    """A million filters are mostly a few namings: their names are one tuple each, not
+    one per filter (``filter_shapes`` keeps the ones met lately; ``_shapes`` alike)."""
+    from xcep.xpush import Workload
+
+    path = tmp_path / "filters.txt"
+    path.write_text("".join(f"f{i} /a[b = {i} and c/@d = 'x{i}']\n" for i in range(5_000)))
+    workload, errors = Workload.from_file(path)
+    assert not errors and len(workload) == 5_000
+    assert len({id(names) for names in workload.names}) == 1
+    assert workload.names[0] == ("a", "b", "c", "d")

@@ -4751,6 +4751,29 @@ static PyObject *shape_tuple(ShapePiece *pieces, Py_ssize_t count)
     return tuple;
 }
 
+/* Filters' names tuples, one object per naming met lately (NAMES_CACHE slots by a hash of
+ * their names' objects, which name_cache keeps one each): the many filters naming alike
+ * share one tuple, made once, with no tuple made and hashed per filter to find it. */
+enum { NAMES_CACHE = 4096 };
+static PyObject *names_cache[NAMES_CACHE];
+
+static PyObject *names_tuple(ShapePiece *names, Py_ssize_t count)
+{
+    uint64_t h = (uint64_t)count;
+    for (Py_ssize_t i = 0; i < count; i++)
+        h = (h ^ (uintptr_t)names[i].object >> 4) * 1099511628211ULL;
+    PyObject **slot = &names_cache[(h ^ h >> 29) & (NAMES_CACHE - 1)];
+    int same = *slot != NULL && PyTuple_GET_SIZE(*slot) == count;
+    for (Py_ssize_t i = 0; same && i < count; i++)
+        same = PyTuple_GET_ITEM(*slot, i) == names[i].object;
+    if (same)
+        return Py_NewRef(*slot);
+    PyObject *made = shape_tuple(names, count);
+    if (made != NULL)
+        Py_XSETREF(*slot, Py_NewRef(made));
+    return made;
+}
+
 /* (shape, constants, names) of one filter's text (filter_shape), or NULL with an error.
  * pieces: room for as many pieces as the text has characters. */
 static PyObject *shape_one(PyObject *text, Py_UCS4 *key, ShapePiece *constants, ShapePiece *names)
@@ -4823,7 +4846,7 @@ static PyObject *shape_one(PyObject *text, Py_UCS4 *key, ShapePiece *constants, 
     PyObject *shape = nul ? Py_BuildValue("(sO)", "text", text)
                           : PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, key, length);
     if (shape != NULL)
-        result = Py_BuildValue("NNN", shape, shape_tuple(constants, nconst), shape_tuple(names, nnames));
+        result = Py_BuildValue("NNN", shape, shape_tuple(constants, nconst), names_tuple(names, nnames));
 out:
     for (Py_ssize_t i = 0; i < nconst; i++)
         Py_DECREF(constants[i].object);

@@ -280,8 +280,13 @@ def _shape(text: str) -> tuple[str | tuple, tuple, tuple]:
 
 
 def _shapes(texts: list) -> tuple[list, list, list]:
-    """``_shape`` of each of a list of texts, as three lists (shapes, constants, names)."""
-    return tuple(map(list, zip(*map(_shape, texts), strict=True))) if texts else ([], [], [])
+    """``_shape`` of each of a list of texts, as three lists (shapes, constants, names),
+    the filters that name alike sharing one names tuple (as ``filter_shapes`` mostly
+    gives them)."""
+    if not texts:
+        return [], [], []
+    shapes, constants, names = map(list, zip(*map(_shape, texts), strict=True))
+    return shapes, constants, list(map(_names_used.setdefault, names, names))
 
 
 try:  # the same cuts in C: ``_shape`` is what they must equal (tested)
@@ -445,7 +450,6 @@ class Workload:
             )
         if not numbered:
             numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
-        names = list(map(_names_used.setdefault, names, names))  # one tuple per naming
         templates = [shape.plan if shape.counted else None for shape in shapes]
         made = {}  # the programs of the machine's filters
         if len(_made_by_text) >= SHAPE_LIMIT:  # (a running machine adds filters for ever)
