@@ -44,7 +44,7 @@ path, ``..``, functions over whole documents) are the machine's.
 from __future__ import annotations
 
 from array import array
-from itertools import accumulate, chain
+from itertools import accumulate, chain, compress
 
 from xcep.events.model import ATTR, CLOSE, OPEN, TEXT
 from xcep.xpush.counted_plans import SUB, TEXT_LABEL, Template, evaluate
@@ -84,22 +84,25 @@ def _with_inner(templates: list, constants: list, names: list) -> tuple[list, li
     """Filters as columns (templates, constants, names) with the inner filters of those
     whose template has an inner anchor (``plan_of``) after them, one per (inner template,
     constants, names): the key that is the constant of the outer one's SUB atom, which
-    follows its constants; and {key: its inner filter's number}."""
-    if all(template.inner is None for template in set(templates)):
+    follows its constants; and {key: its inner filter's number}. The filters with an
+    inner anchor are found by their templates (a few among a million filters), not by a
+    look at each filter in Python."""
+    outer = {template for template in set(templates) if template.inner is not None}
+    if not outer:
         return templates, constants, names, {}
     templates, constants, names, inner = list(templates), list(constants), list(names), {}
-    k = 0
-    while k < len(templates):  # (an inner filter may have one of its own: later in the list)
+    todo = list(compress(range(len(templates)), map(outer.__contains__, templates)))
+    for k in todo:  # (an inner filter may have one of its own: it joins the list)
         template = templates[k]
-        if template.inner is not None:
-            key = (template.inner, constants[k], names[k])
-            if key not in inner:
-                inner[key] = len(templates)
-                templates.append(template.inner)
-                constants.append(constants[k])
-                names.append(names[k])
-            constants[k] = (*constants[k], key)
-        k += 1
+        key = (template.inner, constants[k], names[k])
+        if key not in inner:
+            inner[key] = len(templates)
+            if template.inner.inner is not None:
+                todo.append(len(templates))
+            templates.append(template.inner)
+            constants.append(constants[k])
+            names.append(names[k])
+        constants[k] = (*constants[k], key)
     return templates, constants, names, inner
 
 
@@ -134,16 +137,16 @@ class CountedFilters:
         columns = [list(column) for column in zip(*map(planned.get, ranks), strict=True)]
         return cls(ranks, *(columns or ([], [], [])), compiled=compiled)
 
-    def _marks(self, tests, constants, distinct: int) -> array | None:
+    def _marks(self, subs, constants, distinct: int) -> array | None:
         """Per (distinct) filter, the answered ones then the inner ones, the SUB atom it
-        makes true where it holds (-1: none, it is answered); None without inner filters."""
+        makes true where it holds (-1: none, it is answered), from the SUB atoms (``subs``,
+        their numbers); None without inner filters."""
         if not self._inner:
             return None
         marks = array("i", [-1]) * distinct
         shift = distinct - len(self._inner) - len(self.ranks)  # an inner one's given number
-        for atom, (test, constant) in enumerate(zip(tests, constants, strict=True)):  # → its own
-            if test == SUB:
-                marks[self._inner[constant] + shift] = atom
+        for atom in subs:  # (a SUB atom's constant is its inner filter's key)
+            marks[self._inner[constants[atom]] + shift] = atom
         return marks
 
     def _rank_lists(self, at, items) -> tuple[array, array]:
@@ -182,7 +185,8 @@ class CountedFilters:
                 self._shapes.append(self._shape(template, named))
             filter_shapes.append(shape)
         self._plan(filter_shapes, constants)
-        self.marks = self._marks(self.ops, self.constants, len(self.groups))
+        subs = [atom for atom, op in enumerate(self.ops) if op == SUB]
+        self.marks = self._marks(subs, self.constants, len(self.groups))
         self.indexes = [PredicateIndex(values) if values else None for values in self.values]
 
     def _shape(self, template: Template, names: tuple) -> tuple:
@@ -267,7 +271,8 @@ class CountedFilters:
             return
         children, head_of, is_element, atom_head, atom_ops, constants, exists, values = out[:8]
         postings, code, defaults, head_defaults, groups = out[8:]
-        marks = self._marks(map(_TESTS.__getitem__, atom_ops), constants, len(defaults))
+        subs = compress(range(len(atom_ops)), map(_TESTS.index(SUB).__eq__, atom_ops))
+        marks = self._marks(subs, constants, len(defaults))
         values_at, value_atoms = array("i", values[0]), array("i", values[1])
         indexes = [None] * (len(values_at) - 1)
         for node in range(len(indexes)):
