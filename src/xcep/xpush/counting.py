@@ -279,7 +279,9 @@ class CountedFilters:
             if values_at[node] < values_at[node + 1]:
                 at = value_atoms[values_at[node] : values_at[node + 1]]
                 indexes[node] = PredicateIndex.of_tests(
-                    [(a, _TESTS[atom_ops[a]], constants[a]) for a in at]
+                    at,
+                    map(_TESTS.__getitem__, map(atom_ops.__getitem__, at)),
+                    map(constants.__getitem__, at),
                 )
         self.arguments = dict(
             children=children,
