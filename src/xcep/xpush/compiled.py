@@ -210,9 +210,9 @@ def sparse_offsets(lists: dict[int, tuple[int, ...]], n: int) -> tuple[array, ar
 def _ranked(numbers: dict, names_of: list) -> list:
     """The filter numbers (``numbers``: id → number) in ``id_key`` order of their ids
     (``names_of``: number → id): as Python sorts the ids where they are all integers or
-    all strings (the same order, without a key per id). Sorted by number, not id then
-    number: a million ids' numbers looked up in the order of their ids are a million
-    misses."""
+    all strings (the same order, without a key per id). The numbers are sorted by their
+    ids, not the ids sorted and each one's number then looked up: a million lookups in
+    the order of the ids are a million cache misses."""
     kinds = set(map(type, numbers))
     by_id = names_of.__getitem__
     if kinds <= {int} or kinds <= {str}:
