@@ -97,11 +97,11 @@ class _Window:
 
     def line_column(self, pos: int) -> tuple[int, int]:
         """The line and column (in characters, as expat counts them) of ``pos``."""
-        head = self.data[: pos - self.base]
-        newlines = head.count(b"\n")
-        if b"\r" in head:  # as expat: a lone \r ends a line too (most inputs have none)
-            newlines += head.count(b"\r") - head.count(b"\r\n")
-        tail = head[max(head.rfind(b"\n"), head.rfind(b"\r")) + 1 :]
+        data, end = self.data, pos - self.base  # (counted in place: no copy of the head)
+        newlines = data.count(b"\n", 0, end)
+        if data.find(b"\r", 0, end) >= 0:  # as expat: a lone \r ends a line too (rare)
+            newlines += data.count(b"\r", 0, end) - data.count(b"\r\n", 0, end)
+        tail = data[max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end)) + 1 : end]
         # characters: the bytes that start one (not UTF-8 continuation bytes), in C
         width = len(tail) if tail.isascii() else len(tail.translate(None, _CONTINUATION))
         if newlines:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path as FilePath
 
 from xcep.collector import collector_paused
@@ -26,7 +27,7 @@ BLOCK = 2_048  # filters added together (what a block holds stays in the process
 SHAPE_LIMIT = 65_536  # filter shapes kept (compile_filter) before the cache is cleared
 
 
-@dataclass
+@dataclass(slots=True)
 class _Shape:
     """A filter shape parsed and rewritten once: the tree of the first filter of the shape
     (with its constants and names), and the shape's program (made when first asked for;
@@ -41,8 +42,13 @@ class _Shape:
     program: Program | None = None
     plan: Template | None = None
     counted: bool = False  # its filters' values are counted (its plan tests values)
+    counted_plan: Template | None = None  # its plan where counted, else None
+
+    def __post_init__(self) -> None:
+        self.counted_plan = self.plan if self.counted else None
 
 
+_COUNTED_PLAN = attrgetter("counted_plan")
 _by_shape: dict[tuple, _Shape] = {}
 _names_used: dict[tuple, tuple] = {}  # the names filters use, each tuple once (cleared alike)
 # a filter's text → what _program made of it (equal filters: the same; cleared alike)
@@ -450,7 +456,7 @@ class Workload:
             )
         if not numbered:
             numbers.update(zip(fids, range(first, first + len(fids)), strict=True))
-        templates = [shape.plan if shape.counted else None for shape in shapes]
+        templates = list(map(_COUNTED_PLAN, shapes))
         made = {}  # the programs of the machine's filters
         if len(_made_by_text) >= SHAPE_LIMIT:  # (a running machine adds filters for ever)
             _made_by_text.clear()
