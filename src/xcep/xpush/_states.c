@@ -194,6 +194,7 @@ typedef struct {
 } JsonIds;
 
 enum { JSON_SLOT = 16, JSON_SHORT = JSON_SLOT - 1, JSON_LONG = 0xFF };
+enum { PLAN_AHEAD = 8 };   /* filters ahead whose constants are asked for (plan_counted) */
 enum { JSON_AHEAD = 16 }; /* ids ahead whose slots are asked for (json_list) */
 
 /* The JsonIds of slots and texts (buffers), or -1 with an error where they disagree. */
@@ -3909,6 +3910,8 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     /* the trie, and each filter's (template, names) */
     for (Py_ssize_t f = 0; f < filters; f++) {
         PyObject *template = PyList_GET_ITEM(templates, f), *names = PyList_GET_ITEM(names_of, f);
+        if (f + PLAN_AHEAD < filters) /* a million filters' tuples are far apart: asked early */
+            __builtin_prefetch(PyList_GET_ITEM(values_of, f + PLAN_AHEAD));
         if (!PyTuple_Check(PyList_GET_ITEM(values_of, f)) || !PyTuple_Check(names)) {
             PyErr_SetString(PyExc_TypeError, "plan_counted: constants and names are tuples");
             goto done;
@@ -3983,6 +3986,13 @@ static PyObject *plan_counted(PyObject *module, PyObject *args)
     for (Py_ssize_t f = 0; f < filters; f++) {
         int32_t c = filter_combo.data[f], k = combo_template.data[c];
         PyObject *values = PyList_GET_ITEM(values_of, f);
+        if (f + PLAN_AHEAD < filters) { /* the constants of a filter ahead (its tuple asked */
+            PyObject *ahead = PyList_GET_ITEM(values_of, f + PLAN_AHEAD); /* for before) */
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ahead) && i < 4; i++)
+                __builtin_prefetch(PyTuple_GET_ITEM(ahead, i));
+            if (f + 2 * PLAN_AHEAD < filters)
+                __builtin_prefetch(PyList_GET_ITEM(values_of, f + 2 * PLAN_AHEAD));
+        }
         for (int32_t a = ts.atom_at.data[k], i = combo_at.data[c]; a < ts.atom_at.data[k + 1]; a++, i++) {
             int32_t slot = combo_slots.data[i], place = ts.place.data[a];
             if (place >= PyTuple_GET_SIZE(values)) {
