@@ -8,7 +8,7 @@ a decimal integer is an integer (ids sort numerically), otherwise a string.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path as FilePath
 
@@ -42,7 +42,9 @@ class _Shape:
     program: Program | None = None
     plan: Template | None = None
     counted: bool = False  # its filters' values are counted (its plan tests values)
-    counted_plan: Template | None = None  # its plan where counted, else None
+    # its plan where counted, else None: made of the two above, which never change (read
+    # for every filter of a block by one map)
+    counted_plan: Template | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.counted_plan = self.plan if self.counted else None
